@@ -1,0 +1,476 @@
+/*
+ * resdiag.h - residual-stream diagnostics for Transformer trainers.
+ *
+ * This is the only public header of libresdiag. What is not declared here
+ * is not API.
+ *
+ * A trainer opens a run, brackets each training step with
+ * resdiag_step_begin()/resdiag_step_end(), and calls the hook macros
+ * (RESDIAG_FWD, RESDIAG_BWD, RESDIAG_PARAM_GRAD) at the sites of each block's
+ * norm -> sublayer -> residual add. The library computes compact statistics
+ * of each tensor in one read, in the caller's thread, and appends them to an
+ * HDF5 run file in batches. The reader API at the end of this header opens
+ * such a file again.
+ *
+ * Dimension names used in comments:
+ *   rows = tokens (B*T), cols = the tensor's width (d_model for the stream),
+ *   L = n_layers, S = n_sublayers, K = sketch size.
+ *
+ * Thread-safety: see "Threads" below each function group. In short: open,
+ * step_begin, step_end, flush, close and destroy must not run concurrently
+ * with anything else on the same handle; hooks on *different layers* may run
+ * concurrently from several threads between step_begin and step_end.
+ *
+ * The library never exits, never aborts, and never writes to stdout. Errors
+ * are returned as resdiag_status and described through the log handler.
+ */
+#ifndef RESDIAG_H
+#define RESDIAG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "resdiag-version.h" /* RESDIAG_VERSION_MAJOR/MINOR/MICRO/NUMBER/STRING */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(RESDIAG_BUILDING_LIBRARY)
+#define RESDIAG_API __declspec(dllexport)
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#define RESDIAG_API __attribute__((visibility("default")))
+#else
+#define RESDIAG_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Versions                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* RESDIAG_VERSION_NUMBER of the library actually linked; compare it with the
+ * macro to catch a header/library mismatch. */
+RESDIAG_API unsigned resdiag_version_number(void);
+/* "MAJOR.MINOR.MICRO" of the library actually linked. Static storage. */
+RESDIAG_API const char *resdiag_version_string(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status codes. Values are pinned: never renumbered, only appended.         */
+/* ------------------------------------------------------------------------ */
+
+typedef enum resdiag_status {
+    RESDIAG_OK = 0,
+    RESDIAG_E_NULL = 1,        /* a required pointer argument was NULL */
+    RESDIAG_E_INVALID = 2,     /* an argument has a value that is not allowed */
+    RESDIAG_E_RANGE = 3,       /* layer, sublayer, site or parameter out of range */
+    RESDIAG_E_SHAPE = 4,       /* tensor shape does not match the model */
+    RESDIAG_E_STATE = 5,       /* call out of order (hook outside a step, after close, ...) */
+    RESDIAG_E_NOMEM = 6,       /* memory allocation failed */
+    RESDIAG_E_IO = 7,          /* the file could not be created, written or read */
+    RESDIAG_E_NOSPACE = 8,     /* disk full or file size limit reached */
+    RESDIAG_E_FORMAT = 9,      /* not a resdiag run file, or a damaged one */
+    RESDIAG_E_VERSION = 10,    /* run file written by a newer, unknown schema */
+    RESDIAG_E_NOT_FOUND = 11,  /* no such dataset, step or name in the run file */
+    RESDIAG_E_DTYPE = 12       /* unknown tensor dtype */
+} resdiag_status;
+
+/* A short English description of a status. Never NULL; static storage. */
+RESDIAG_API const char *resdiag_strerror(resdiag_status status);
+
+/* ------------------------------------------------------------------------ */
+/* Logging. The library prints nothing by itself; every message goes to a   */
+/* log handler. Misuse by the caller is logged with a "client bug:" prefix.  */
+/* ------------------------------------------------------------------------ */
+
+typedef enum resdiag_log_priority {
+    RESDIAG_LOG_DEBUG = 10,
+    RESDIAG_LOG_INFO = 20,
+    RESDIAG_LOG_ERROR = 30
+} resdiag_log_priority;
+
+/* msg is a complete, formatted line without a trailing newline; it is only
+ * valid during the call. Handlers may be called from any thread that calls a
+ * hook, and must be thread-safe if hooks are. (A formatted string rather than
+ * a va_list so that bindings such as ctypes can implement a handler.) */
+typedef void (*resdiag_log_fn)(resdiag_log_priority priority, const char *msg,
+                               void *user_data);
+
+/* Sets the process-wide handler used by the reader and by runs whose options
+ * name no handler. fn = NULL restores the default, which writes
+ * "resdiag: <msg>\n" to stderr. Not thread-safe: call it before any other
+ * resdiag function. */
+RESDIAG_API void resdiag_set_log_handler(resdiag_log_fn fn, void *user_data);
+/* Messages below this priority are not passed to any handler.
+ * Default RESDIAG_LOG_ERROR. Not thread-safe, like the above. */
+RESDIAG_API void resdiag_set_log_priority(resdiag_log_priority priority);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum resdiag_dtype {
+    RESDIAG_DTYPE_F32 = 0,
+    RESDIAG_DTYPE_F64 = 1,
+    RESDIAG_DTYPE_F16 = 2,  /* IEEE binary16 */
+    RESDIAG_DTYPE_BF16 = 3  /* bfloat16: the upper 16 bits of an f32 */
+} resdiag_dtype;
+
+/* A view of a 2-D tensor (rows, cols), row-major with a row stride.
+ * The library reads it during the hook call only and keeps no pointer. */
+typedef struct resdiag_tensor {
+    const void *data;     /* (rows, row_stride) elements of dtype; may be NULL only if rows == 0 */
+    resdiag_dtype dtype;
+    int64_t rows;         /* tokens, >= 0 */
+    int64_t cols;         /* width, >= 1 */
+    int64_t row_stride;   /* elements between row starts; 0 means cols; else >= cols */
+} resdiag_tensor;
+
+static inline resdiag_tensor resdiag_tensor_make(const void *data, resdiag_dtype dtype,
+                                                 int64_t rows, int64_t cols,
+                                                 int64_t row_stride)
+{
+    resdiag_tensor t;
+    t.data = data;
+    t.dtype = dtype;
+    t.rows = rows;
+    t.cols = cols;
+    t.row_stride = row_stride;
+    return t;
+}
+/* Contiguous (rows, cols) views of the four dtypes. */
+static inline resdiag_tensor resdiag_f32(const float *data, int64_t rows, int64_t cols)
+{ return resdiag_tensor_make(data, RESDIAG_DTYPE_F32, rows, cols, 0); }
+static inline resdiag_tensor resdiag_f64(const double *data, int64_t rows, int64_t cols)
+{ return resdiag_tensor_make(data, RESDIAG_DTYPE_F64, rows, cols, 0); }
+static inline resdiag_tensor resdiag_f16(const uint16_t *data, int64_t rows, int64_t cols)
+{ return resdiag_tensor_make(data, RESDIAG_DTYPE_F16, rows, cols, 0); }
+static inline resdiag_tensor resdiag_bf16(const uint16_t *data, int64_t rows, int64_t cols)
+{ return resdiag_tensor_make(data, RESDIAG_DTYPE_BF16, rows, cols, 0); }
+
+/* ------------------------------------------------------------------------ */
+/* Sites, directions and the statistics recorded at each                     */
+/* ------------------------------------------------------------------------ */
+
+/* Where in a block a tensor was observed (see DESIGN.md, "Hook sites").
+ * Block sites take a layer and sublayer; model sites ignore both. */
+typedef enum resdiag_site {
+    RESDIAG_STREAM_IN = 0,   /* residual stream entering the sublayer */
+    RESDIAG_NORM_IN = 1,     /* what the sublayer's norm reads */
+    RESDIAG_NORM_OUT = 2,    /* what the norm returns */
+    RESDIAG_BRANCH_OUT = 3,  /* sublayer output before the residual add (dx) */
+    RESDIAG_STREAM_OUT = 4,  /* residual stream leaving the sublayer */
+    RESDIAG_N_BLOCK_SITES = 5,
+
+    RESDIAG_EMBED_OUT = 16,      /* embedding output = stream into layer 0 */
+    RESDIAG_FINAL_NORM_IN = 17,  /* what the final norm reads */
+    RESDIAG_FINAL_NORM_OUT = 18, /* what the final norm returns */
+    RESDIAG_LOGITS = 19          /* output head (cols = vocabulary) */
+} resdiag_site;
+#define RESDIAG_N_MODEL_SITES 4
+
+typedef enum resdiag_direction {
+    RESDIAG_FORWARD = 0,   /* the activation itself */
+    RESDIAG_BACKWARD = 1   /* dLoss/d(activation) at that site */
+} resdiag_direction;
+
+/* Statistics recorded for each observed tensor, in this order (the last axis
+ * of every *_stats dataset). NaN and Inf elements are left out (they count
+ * as 0, and a token's mean, RMS and std still divide by cols); the NaN and
+ * Inf counts say how many there were. Per-token values and ABSMAX_COL are
+ * NaN when rows == 0, ABSMAX_COL also when no element is finite. Sums are
+ * in double, scaled where f64 input would overflow or underflow. */
+typedef enum resdiag_field {
+    RESDIAG_FIELD_ROWS = 0,           /* tokens observed */
+    RESDIAG_FIELD_COLS = 1,           /* width */
+    RESDIAG_FIELD_FROB = 2,           /* Frobenius norm of the tensor */
+    RESDIAG_FIELD_TOK_NORM_MEAN = 3,  /* per-token L2 norm: mean over tokens */
+    RESDIAG_FIELD_TOK_NORM_STD = 4,   /*   ... its standard deviation over tokens */
+    RESDIAG_FIELD_TOK_NORM_MIN = 5,
+    RESDIAG_FIELD_TOK_NORM_MAX = 6,
+    RESDIAG_FIELD_TOK_MEAN_MEAN = 7,  /* per-token mean of the values: mean over tokens */
+    RESDIAG_FIELD_TOK_MEAN_STD = 8,   /*   ... its standard deviation over tokens */
+    RESDIAG_FIELD_TOK_RMS_MEAN = 9,   /* per-token RMS = norm/sqrt(cols): mean over tokens */
+    RESDIAG_FIELD_TOK_RMS_STD = 10,   /*   ... its standard deviation over tokens */
+    RESDIAG_FIELD_TOK_STD_MEAN = 11,  /* per-token standard deviation (about the token's mean): mean */
+    RESDIAG_FIELD_TOK_STD_STD = 12,   /*   ... its standard deviation over tokens */
+    RESDIAG_FIELD_ABSMAX = 13,        /* largest |value| */
+    RESDIAG_FIELD_ABSMAX_COL = 14,    /* its column (first one on ties) */
+    RESDIAG_FIELD_NAN_COUNT = 15,
+    RESDIAG_FIELD_INF_COUNT = 16,
+    RESDIAG_FIELD_CALL_SEQ = 17,      /* order of this hook call within the step, from 0 */
+    RESDIAG_N_FIELDS = 18
+} resdiag_field;
+
+/* Per (layer, sublayer), computed when STREAM_IN and BRANCH_OUT were both
+ * observed in a forward step. */
+typedef enum resdiag_update_field {
+    RESDIAG_UPDATE_RATIO_FROB = 0,     /* ||dx||_F / ||x||_F */
+    RESDIAG_UPDATE_RATIO_TOK_MEAN = 1, /* mean over tokens of ||dx_i|| / ||x_i|| */
+    RESDIAG_N_UPDATE_FIELDS = 2
+} resdiag_update_field;
+
+/* ------------------------------------------------------------------------ */
+/* Model description and options. Both carry struct_size for ABI growth:    */
+/* always fill them with the *_init function first.                          */
+/* ------------------------------------------------------------------------ */
+
+typedef enum resdiag_block_kind {
+    RESDIAG_BLOCK_SEQUENTIAL = 0,  /* sublayers run one after another (GPT-2) */
+    RESDIAG_BLOCK_PARALLEL = 1     /* all sublayers read the same stream (GPT-J, PaLM) */
+} resdiag_block_kind;
+
+typedef enum resdiag_placement {
+    RESDIAG_PLACEMENT_UNDECLARED = 0,
+    RESDIAG_PLACEMENT_PRE = 1,       /* x + F(Norm(x)) */
+    RESDIAG_PLACEMENT_POST = 2,      /* Norm(x + F(x)) */
+    RESDIAG_PLACEMENT_SANDWICH = 3,  /* x + Norm(F(Norm(x))) (Peri-LN) */
+    RESDIAG_PLACEMENT_DEEPNORM = 4,  /* Norm(alpha*x + F(x)) */
+    RESDIAG_PLACEMENT_MIXED = 5,     /* post-norm in the first layers, pre after (Mix-LN) */
+    RESDIAG_PLACEMENT_PARALLEL = 6,  /* x + Attn(Norm(x)) + MLP(Norm(x)) */
+    RESDIAG_PLACEMENT_NONE = 7       /* no norm in the blocks */
+} resdiag_placement;
+
+typedef enum resdiag_norm_kind {
+    RESDIAG_NORM_UNDECLARED = 0,
+    RESDIAG_NORM_LAYERNORM = 1,
+    RESDIAG_NORM_RMSNORM = 2
+} resdiag_norm_kind;
+
+#define RESDIAG_MAX_SUBLAYERS 16
+#define RESDIAG_MAX_PARAMS 32
+#define RESDIAG_MAX_NAME 64      /* bytes of a sublayer/parameter name, with the NUL */
+#define RESDIAG_MAX_SKETCH 64
+
+typedef struct resdiag_model {
+    size_t struct_size;                  /* sizeof(resdiag_model): set by resdiag_model_init */
+    int n_layers;                        /* blocks, >= 1 */
+    int d_model;                         /* stream width, >= 1 */
+    int n_sublayers;                     /* sublayers per block, 1..RESDIAG_MAX_SUBLAYERS */
+    const char *const *sublayer_names;   /* (n_sublayers) e.g. {"attn", "mlp"}; unique, non-empty */
+    resdiag_block_kind block;            /* default SEQUENTIAL */
+    resdiag_placement declared_placement;/* what the trainer believes; default UNDECLARED */
+    int declared_mix_layers;             /* with PLACEMENT_MIXED: post-norm layers 0..K-1 */
+    resdiag_norm_kind norm_kind;         /* default UNDECLARED */
+    int shard_cols;                      /* 0, or a second width accepted for stream sites
+                                            (a tensor-parallel shard of d_model) */
+    int n_layer_params;                  /* named per-layer parameters whose gradients are recorded */
+    const char *const *layer_param_names;/* (n_layer_params) e.g. {"attn.wo", "mlp.w2"} */
+    int n_model_params;                  /* named model-level parameters */
+    const char *const *model_param_names;/* (n_model_params) e.g. {"head.w"} */
+    int n_meta;                          /* free key/value metadata, stored as root attributes */
+    const char *const *meta;             /* (2*n_meta) key, value, key, value, ... */
+    const char *description;             /* free text, may be NULL */
+} resdiag_model;
+
+/* Zeroes *model and sets struct_size and the defaults. model may not be NULL. */
+RESDIAG_API void resdiag_model_init(resdiag_model *model);
+
+typedef struct resdiag_options {
+    size_t struct_size;     /* sizeof(resdiag_options): set by resdiag_options_init */
+    /* Which steps are recorded. A step number s (given to step_begin) is
+     * recorded iff record_first <= s <= record_last and
+     * (s - record_first) % record_every == 0; with record_init_only, only the
+     * first step ever begun is recorded. */
+    int64_t record_every;   /* default 1 */
+    int64_t record_first;   /* default 0 */
+    int64_t record_last;    /* default INT64_MAX */
+    int record_init_only;   /* default 0 */
+    int sketch_size;        /* K: linear projections per tensor, 0..RESDIAG_MAX_SKETCH; default 16 */
+    uint64_t sketch_seed;   /* default 0x5eed */
+    /* Recorded steps are buffered and appended to the file (and flushed) when
+     * flush_steps of them are waiting, or at step_end when flush_seconds have
+     * passed since the last flush (0 = no time limit). The first recorded step
+     * is always flushed at once. A killed trainer keeps every flushed step. */
+    int flush_steps;        /* default 16 */
+    double flush_seconds;   /* default 10 */
+    resdiag_log_fn log_fn;  /* NULL: the process-wide handler */
+    void *log_user_data;
+} resdiag_options;
+
+/* Fills *options with the defaults above. options may not be NULL. */
+RESDIAG_API void resdiag_options_init(resdiag_options *options);
+
+/* ------------------------------------------------------------------------ */
+/* Runs                                                                      */
+/* ------------------------------------------------------------------------ */
+
+typedef struct resdiag resdiag; /* opaque */
+
+/* Creates the run file at path (truncating an existing file) and a handle
+ * that writes to it. model is copied; options may be NULL for the defaults.
+ * On success *out is the handle; on failure *out is NULL (every hook then
+ * is a no-op, so a trainer may go on without diagnostics) and the reason is
+ * logged. The file is readable by other processes (HDF5 SWMR) while it is
+ * written. Threads: not concurrently with anything on the same path. */
+RESDIAG_API resdiag_status resdiag_open(resdiag **out, const char *path,
+                                        const resdiag_model *model,
+                                        const resdiag_options *options);
+
+/* Begins training step `step` (the trainer's own step number, >= 0 and
+ * increasing). Whether it is recorded follows the options. A handle that is
+ * NULL or disabled returns RESDIAG_OK and records nothing. */
+RESDIAG_API resdiag_status resdiag_step_begin(resdiag *r, int64_t step);
+/* Ends the step begun last; buffers its record and writes the buffer when
+ * the flush rule says so. */
+RESDIAG_API resdiag_status resdiag_step_end(resdiag *r);
+/* 1 if the current step is being recorded, else 0 (also for NULL), so a
+ * trainer can skip work that only feeds hooks. */
+RESDIAG_API int resdiag_step_is_recorded(const resdiag *r);
+
+/* Pauses (enabled = 0) or resumes recording from the next step_begin on;
+ * hooks in steps begun while paused are no-ops. Not concurrently with hooks. */
+RESDIAG_API resdiag_status resdiag_set_enabled(resdiag *r, int enabled);
+
+/* Observes a tensor at a site. Use the macros below, which pass the call
+ * site. For block sites 0 <= layer < n_layers and 0 <= sublayer <
+ * n_sublayers; for model sites layer and sublayer are ignored. cols must be
+ * d_model (or shard_cols) at block sites and at EMBED_OUT / FINAL_NORM_*;
+ * any width at LOGITS. Observing the same site twice in a step keeps the
+ * last call. file must be a string that lives as long as the run (as
+ * __FILE__ does). Returns OK without work for a NULL handle, a disabled run
+ * or a step that is not recorded.
+ * Threads: concurrent calls for different layers are safe. */
+RESDIAG_API resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir,
+                                              int layer, int sublayer,
+                                              resdiag_site site, resdiag_tensor t,
+                                              const char *file, int line);
+
+/* Observes the gradient of a named parameter: a per-layer one (0 <= layer <
+ * n_layers, name in layer_param_names) or, with layer = RESDIAG_MODEL_LEVEL,
+ * a model-level one (name in model_param_names). Any shape. */
+#define RESDIAG_MODEL_LEVEL (-1)
+RESDIAG_API resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name,
+                                                 resdiag_tensor t,
+                                                 const char *file, int line);
+
+/* Hook macros: the trainer's file and line go into the run file. */
+#define RESDIAG_FWD(r, layer, sublayer, site, t) \
+    resdiag_observe_at((r), RESDIAG_FORWARD, (layer), (sublayer), (site), (t), __FILE__, __LINE__)
+#define RESDIAG_BWD(r, layer, sublayer, site, t) \
+    resdiag_observe_at((r), RESDIAG_BACKWARD, (layer), (sublayer), (site), (t), __FILE__, __LINE__)
+#define RESDIAG_MODEL_FWD(r, site, t) RESDIAG_FWD((r), RESDIAG_MODEL_LEVEL, 0, (site), (t))
+#define RESDIAG_MODEL_BWD(r, site, t) RESDIAG_BWD((r), RESDIAG_MODEL_LEVEL, 0, (site), (t))
+#define RESDIAG_PARAM_GRAD(r, layer, name, t) \
+    resdiag_param_grad_at((r), (layer), (name), (t), __FILE__, __LINE__)
+
+/* Writes every buffered step to the file and flushes it to disk. */
+RESDIAG_API resdiag_status resdiag_flush(resdiag *r);
+/* Flushes and closes the file. The handle stays valid: later calls on it
+ * return RESDIAG_E_STATE ("after close"). Returns the first error of the
+ * final flush. Closing twice returns RESDIAG_E_STATE. */
+RESDIAG_API resdiag_status resdiag_close(resdiag *r);
+/* Closes the run if still open and frees the handle. NULL is a no-op. */
+RESDIAG_API void resdiag_destroy(resdiag *r);
+
+/* The last error message of this run ("" if none). Valid until the next
+ * call on the handle. r may be NULL (returns ""). */
+RESDIAG_API const char *resdiag_errmsg(const resdiag *r);
+
+/* ------------------------------------------------------------------------ */
+/* Reading run files                                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct resdiag_reader resdiag_reader; /* opaque */
+
+/* What the run file says about itself. All strings and arrays belong to
+ * the reader and live until resdiag_reader_close. */
+typedef struct resdiag_run_info {
+    int schema_version;
+    const char *resdiag_version;         /* of the writer */
+    int n_layers, d_model, n_sublayers;
+    const char *const *sublayer_names;   /* (n_sublayers) */
+    resdiag_block_kind block;
+    resdiag_placement declared_placement;
+    int declared_mix_layers;
+    resdiag_norm_kind norm_kind;
+    int shard_cols;
+    int n_layer_params;
+    const char *const *layer_param_names;
+    int n_model_params;
+    const char *const *model_param_names;
+    int sketch_size;
+    uint64_t sketch_seed;
+    int64_t n_steps;                     /* recorded steps in the file */
+    int n_meta;
+    const char *const *meta;             /* (2*n_meta) key, value, ... */
+    const char *description;             /* "" if none */
+    const char *created_utc;             /* provenance: ISO 8601 */
+    const char *program;                 /* provenance: the writing program's path */
+    const char *hdf5_version;            /* of the writer */
+} resdiag_run_info;
+
+/* Opens a run file for reading, also one that a trainer is still writing
+ * or one left by a killed trainer (every flushed step is there). On failure
+ * *out is NULL and the reason is logged through the process-wide handler. */
+RESDIAG_API resdiag_status resdiag_reader_open(resdiag_reader **out, const char *path);
+/* NULL is a no-op. */
+RESDIAG_API void resdiag_reader_close(resdiag_reader *rd);
+/* Never NULL for an open reader. */
+RESDIAG_API const resdiag_run_info *resdiag_reader_info(const resdiag_reader *rd);
+/* Re-reads the number of steps (for a file still being written). */
+RESDIAG_API resdiag_status resdiag_reader_refresh(resdiag_reader *rd);
+
+/* The trainer's step numbers of the recorded steps: out (n_steps). */
+RESDIAG_API resdiag_status resdiag_reader_steps(const resdiag_reader *rd, int64_t *out,
+                                                int64_t n);
+
+/* Statistics of one observed tensor at recorded step index `step_index`
+ * (0 .. n_steps-1, not the trainer's step number). Block sites take layer
+ * and sublayer; model sites ignore them. out (RESDIAG_N_FIELDS); all NaN
+ * where the site was not observed in that step.
+ * *observed (may be NULL) is set to 1 or 0. */
+RESDIAG_API resdiag_status resdiag_reader_site(const resdiag_reader *rd, int64_t step_index,
+                                               resdiag_direction dir, int layer,
+                                               int sublayer, resdiag_site site,
+                                               double *out, int *observed);
+/* The sketch of the same tensor: out (sketch_size). */
+RESDIAG_API resdiag_status resdiag_reader_sketch(const resdiag_reader *rd, int64_t step_index,
+                                                 resdiag_direction dir, int layer,
+                                                 int sublayer, resdiag_site site,
+                                                 double *out);
+/* Statistics of a parameter gradient (layer or RESDIAG_MODEL_LEVEL).
+ * out (RESDIAG_N_FIELDS). */
+RESDIAG_API resdiag_status resdiag_reader_param(const resdiag_reader *rd, int64_t step_index,
+                                                int layer, const char *name, double *out,
+                                                int *observed);
+/* The update ratios of (layer, sublayer): out (RESDIAG_N_UPDATE_FIELDS). */
+RESDIAG_API resdiag_status resdiag_reader_update(const resdiag_reader *rd, int64_t step_index,
+                                                 int layer, int sublayer, double *out);
+/* The trainer's "file:line" behind a site's hook ("" if never observed).
+ * Static until the reader closes. */
+RESDIAG_API const char *resdiag_reader_callsite(const resdiag_reader *rd,
+                                                resdiag_direction dir, int layer,
+                                                int sublayer, resdiag_site site);
+
+/* One field of one site over all recorded steps: out (n), n <= n_steps. */
+RESDIAG_API resdiag_status resdiag_reader_series(const resdiag_reader *rd,
+                                                 resdiag_direction dir, int layer,
+                                                 int sublayer, resdiag_site site,
+                                                 resdiag_field field, double *out,
+                                                 int64_t n);
+
+/* Generic access to the file's datasets (doc/FORMAT.md lists them).
+ * resdiag_reader_n_datasets/_dataset_name list them; _dims gives a
+ * dataset's shape (first axis = step for time series); _read reads
+ * steps [first, first+count) of a float64 time series, all other axes
+ * whole, into out (count * product of the other dims). */
+RESDIAG_API int resdiag_reader_n_datasets(const resdiag_reader *rd);
+RESDIAG_API const char *resdiag_reader_dataset_name(const resdiag_reader *rd, int i);
+RESDIAG_API resdiag_status resdiag_reader_dims(const resdiag_reader *rd, const char *name,
+                                               int64_t *dims, int max_rank, int *rank);
+RESDIAG_API resdiag_status resdiag_reader_read(const resdiag_reader *rd, const char *name,
+                                               int64_t first, int64_t count, double *out,
+                                               size_t out_len);
+
+/* Names for printing. Static storage; "?" for values out of range. */
+RESDIAG_API const char *resdiag_site_name(resdiag_site site);
+RESDIAG_API const char *resdiag_field_name(resdiag_field field);
+RESDIAG_API const char *resdiag_placement_name(resdiag_placement placement);
+RESDIAG_API const char *resdiag_norm_kind_name(resdiag_norm_kind kind);
+RESDIAG_API const char *resdiag_dtype_name(resdiag_dtype dtype);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RESDIAG_H */

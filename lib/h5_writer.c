@@ -1,0 +1,1042 @@
+/*
+ * h5_writer.c - creates a run file (doc/FORMAT.md), then appends batches of
+ * step records to it under HDF5 SWMR, so that readers can follow the run and
+ * a killed trainer leaves every flushed step readable.
+ *
+ * Commit order. Each append is committed in two flushes: first every table,
+ * step_time and the call sites are extended, written and flushed; only then
+ * is /steps extended, written and flushed. A reader trusts a step only once
+ * its step number is on disk (and never reads past the shortest first axis),
+ * so a step is either wholly there or not at all, whenever the writer dies.
+ *
+ * Disk full. HDF5 1.10 does not survive a failed write: a file whose cache
+ * cannot be flushed cannot be closed, the failed H5Fclose leaves a dangling
+ * identifier, and the library then crashes the process at exit (in
+ * H5_term_library), whether or not H5Fclose was called. So HDF5 must never
+ * see a full disk:
+ *   1. Before each write phase the writer reserves, with fallocate(2), more
+ *      file space past HDF5's end of file than the phase can allocate (new
+ *      chunks plus a margin for metadata). If the reservation fails with
+ *      ENOSPC / EFBIG / EDQUOT the append returns RESDIAG_E_NOSPACE before
+ *      HDF5 writes anything: the file stays consistent and closes cleanly
+ *      with every step appended before.
+ *   2. Where fallocate is not supported (or the estimate was short) and an
+ *      HDF5 write fails anyway, the writer "detaches" at once: it points
+ *      HDF5's file descriptor at /dev/null (dup2), so that everything HDF5
+ *      still writes, at close or at exit, is discarded and succeeds. The run
+ *      file stays as the failed flush left it, still marked as being written
+ *      for SWMR, which is how a reader opens it (like a killed writer's).
+ * Either way the writer then returns the first error to every later call.
+ */
+#include "h5_writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "h5_common.h"
+
+/* Steps per chunk of the 1-D series /steps and /step_time: they are tiny,
+ * so a chunk of record_chunk_steps would make a needlessly long index. */
+#define SERIES_CHUNK_MIN 256
+/* Bound on the chunk cache asked for per dataset. */
+#define CHUNK_CACHE_MAX ((size_t)64 << 20)
+/* Space reserved for the metadata that one write phase may allocate (index
+ * blocks, aggregator blocks): a base plus a share per dataset. Measured:
+ * at most ~1.2 KiB per dataset and phase (23 KiB for 19 datasets, over
+ * chunk sizes 1..64 and batches 1..70); the margin covers the larger
+ * index blocks of long runs. */
+#define RESERVE_BASE ((off_t)64 << 10)
+#define RESERVE_PER_DATASET ((off_t)24 << 10)
+/* What creating the objects may write. */
+#define RESERVE_CREATE ((off_t)1 << 20)
+
+int rd_h5_writer_reserve = 1;
+
+/* Steps and bytes per chunk of one time series, to bound what an append
+ * allocates. */
+typedef struct chunk_info {
+    hsize_t steps;
+    off_t bytes;
+} chunk_info;
+
+struct rd_writer {
+    hid_t file;
+    hid_t steps_ds;                    /* (step) int64 */
+    hid_t time_ds;                     /* (step) float64 */
+    hid_t table_ds[RD_N_TABLES];       /* (step, dims...) float64, or invalid if count == 0 */
+    hid_t callsite_ds[RD_N_TABLES];    /* (dims without the last) strings, STATS tables */
+    hid_t callsite_type;               /* fixed RD_CALLSITE_LEN string (memory) */
+    rd_layout lay;
+    hsize_t n_written;                 /* steps committed */
+    char *callsite_buf;                /* (n_slots, RD_CALLSITE_LEN) */
+    char *path;
+    resdiag_status failed;             /* sticky: the first error of an append */
+    char failed_msg[1024];
+
+    int fd;                            /* HDF5's descriptor of the file (sec2), or -1 */
+    int reserve;                       /* fallocate works here */
+    int detached;                      /* fd now points at /dev/null */
+    chunk_info table_chunk[RD_N_TABLES];
+    chunk_info series_chunk;           /* /steps and /step_time */
+    off_t callsite_bytes;              /* what the call-site datasets allocate */
+    int n_datasets;
+};
+
+/* ---------------------------------------------------------------- errors */
+
+static resdiag_status set_err(char *err, size_t errlen, resdiag_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+static resdiag_status set_err(char *err, size_t errlen, resdiag_status st, const char *fmt, ...)
+{
+    if (err && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+/* Records the HDF5 failure of the call just made, naming the object. */
+#define H5FAIL(e, obj)                      \
+    do {                                    \
+        int saved_errno_ = errno;           \
+        rd_h5_capture(&(e)->h5, saved_errno_); \
+        (e)->object = (obj);                \
+        goto cleanup;                       \
+    } while (0)
+
+typedef struct werr {
+    rd_h5_error h5;
+    const char *object; /* what was being created or written */
+    resdiag_status st;  /* a status other than IO/NOSPACE, if the failure was not HDF5's */
+    int before_hdf5;    /* failed before HDF5 wrote anything (the file is consistent) */
+} werr;
+
+#define CHECK(call, e, obj)       \
+    do {                          \
+        if ((call) < 0)           \
+            H5FAIL((e), obj);     \
+    } while (0)
+
+/* ------------------------------------------------------------ attributes */
+
+static int attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, hid_t space,
+                      const void *buf, werr *e)
+{
+    hid_t a = H5I_INVALID_HID, acpl = H5I_INVALID_HID;
+    int ok = 0;
+    e->object = name;
+    if ((acpl = H5Pcreate(H5P_ATTRIBUTE_CREATE)) < 0)
+        H5FAIL(e, name);
+    /* Strings are UTF-8 (keys of /meta may be any text). */
+    CHECK(H5Pset_char_encoding(acpl, H5T_CSET_UTF8), e, name);
+    if ((a = H5Acreate2(obj, name, ftype, space, acpl, H5P_DEFAULT)) < 0)
+        H5FAIL(e, name);
+    if (buf)
+        CHECK(H5Awrite(a, mtype, buf), e, name);
+    ok = 1;
+cleanup:
+    if (a >= 0 && H5Aclose(a) < 0 && ok) {
+        rd_h5_capture(&e->h5, errno);
+        ok = 0;
+    }
+    if (acpl >= 0)
+        H5Pclose(acpl);
+    return ok;
+}
+
+static int attr_scalar(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *v,
+                       werr *e)
+{
+    hid_t sp = H5Screate(H5S_SCALAR);
+    if (sp < 0) {
+        rd_h5_capture(&e->h5, errno);
+        e->object = name;
+        return 0;
+    }
+    int ok = attr_write(obj, name, ftype, mtype, sp, v, e);
+    H5Sclose(sp);
+    return ok;
+}
+
+static int attr_int(hid_t obj, const char *name, int v, werr *e)
+{
+    return attr_scalar(obj, name, H5T_STD_I32LE, H5T_NATIVE_INT, &v, e);
+}
+
+static int attr_u64(hid_t obj, const char *name, uint64_t v, werr *e)
+{
+    unsigned long long u = v;
+    return attr_scalar(obj, name, H5T_STD_U64LE, H5T_NATIVE_ULLONG, &u, e);
+}
+
+static int attr_str(hid_t obj, const char *name, const char *v, werr *e)
+{
+    hid_t t = rd_h5_vlen_string_type();
+    if (t < 0) {
+        rd_h5_capture(&e->h5, errno);
+        e->object = name;
+        return 0;
+    }
+    const char *s = v ? v : "";
+    int ok = attr_scalar(obj, name, t, t, &s, e);
+    H5Tclose(t);
+    return ok;
+}
+
+/* A 1-D array of n strings; n == 0 gives a zero-length 1-D dataspace. */
+static int attr_strs(hid_t obj, const char *name, const char *const *v, size_t n, werr *e)
+{
+    hid_t t = H5I_INVALID_HID, sp = H5I_INVALID_HID;
+    const char **tmp = NULL;
+    int ok = 0;
+    e->object = name;
+    hsize_t dims[1] = { n };
+    if ((t = rd_h5_vlen_string_type()) < 0)
+        H5FAIL(e, name);
+    if ((sp = H5Screate_simple(1, dims, NULL)) < 0)
+        H5FAIL(e, name);
+    if (n > 0) {
+        tmp = malloc(n * sizeof *tmp);
+        if (!tmp) {
+            snprintf(e->h5.msg, sizeof e->h5.msg, "out of memory");
+            e->h5.captured = 1;
+            e->st = RESDIAG_E_NOMEM;
+            goto cleanup;
+        }
+        for (size_t i = 0; i < n; i++)
+            tmp[i] = v && v[i] ? v[i] : "";
+    }
+    ok = attr_write(obj, name, t, t, sp, n > 0 ? (const void *)tmp : NULL, e);
+cleanup:
+    free(tmp);
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (t >= 0)
+        H5Tclose(t);
+    return ok;
+}
+
+/* ------------------------------------------------------------ provenance */
+
+static void utc_now(char *buf, size_t len)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    if (now == (time_t)-1 || !gmtime_r(&now, &tm) || !strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(buf, len, "%s", "");
+}
+
+static void program_path(char *buf, size_t len)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+    buf[n > 0 ? (size_t)n : 0] = '\0';
+}
+
+static void host_name(char *buf, size_t len)
+{
+    if (gethostname(buf, len - 1) != 0)
+        buf[0] = '\0';
+    buf[len - 1] = '\0';
+}
+
+/* -------------------------------------------------------------- creation */
+
+static int write_root_attrs(hid_t file, const rd_file_header *hdr, werr *e)
+{
+    const resdiag_model *m = hdr->model;
+    const char *site_names[RESDIAG_N_BLOCK_SITES];
+    const char *model_site_names[RESDIAG_N_MODEL_SITES];
+    const char *field_names[RESDIAG_N_FIELDS], *field_units[RESDIAG_N_FIELDS];
+    for (int i = 0; i < RESDIAG_N_BLOCK_SITES; i++)
+        site_names[i] = resdiag_site_name((resdiag_site)i);
+    for (int i = 0; i < RESDIAG_N_MODEL_SITES; i++)
+        model_site_names[i] = resdiag_site_name((resdiag_site)(RESDIAG_EMBED_OUT + i));
+    for (int i = 0; i < RESDIAG_N_FIELDS; i++) {
+        field_names[i] = resdiag_field_name((resdiag_field)i);
+        field_units[i] = rd_h5_field_unit(i);
+    }
+    char created[64], program[PATH_MAX], host[256], h5ver[64];
+    unsigned maj = 0, min = 0, rel = 0;
+    utc_now(created, sizeof created);
+    program_path(program, sizeof program);
+    host_name(host, sizeof host);
+    H5get_libversion(&maj, &min, &rel);
+    snprintf(h5ver, sizeof h5ver, "%u.%u.%u", maj, min, rel);
+    const char *block = rd_h5_block_name(m->block);
+
+    return attr_int(file, "schema_version", RD_SCHEMA_VERSION, e)
+           && attr_str(file, "resdiag_version", RESDIAG_VERSION_STRING, e)
+           && attr_int(file, "n_layers", m->n_layers, e)
+           && attr_int(file, "d_model", m->d_model, e)
+           && attr_int(file, "n_sublayers", m->n_sublayers, e)
+           && attr_strs(file, "sublayer_names", m->sublayer_names, (size_t)m->n_sublayers, e)
+           && attr_str(file, "block", block ? block : "?", e)
+           && attr_str(file, "declared_placement", resdiag_placement_name(m->declared_placement), e)
+           && attr_int(file, "declared_mix_layers", m->declared_mix_layers, e)
+           && attr_str(file, "norm_kind", resdiag_norm_kind_name(m->norm_kind), e)
+           && attr_int(file, "shard_cols", m->shard_cols, e)
+           && attr_strs(file, "layer_param_names", m->layer_param_names,
+                        (size_t)(m->n_layer_params > 0 ? m->n_layer_params : 0), e)
+           && attr_strs(file, "model_param_names", m->model_param_names,
+                        (size_t)(m->n_model_params > 0 ? m->n_model_params : 0), e)
+           && attr_int(file, "sketch_size", hdr->sketch_size, e)
+           && attr_u64(file, "sketch_seed", hdr->sketch_seed, e)
+           && attr_strs(file, "site_names", site_names, RESDIAG_N_BLOCK_SITES, e)
+           && attr_strs(file, "model_site_names", model_site_names, RESDIAG_N_MODEL_SITES, e)
+           && attr_strs(file, "field_names", field_names, RESDIAG_N_FIELDS, e)
+           && attr_strs(file, "field_units", field_units, RESDIAG_N_FIELDS, e)
+           && attr_str(file, "description", m->description ? m->description : "", e)
+           && attr_str(file, "created_utc", created, e)
+           && attr_str(file, "program", program, e)
+           && attr_str(file, "hdf5_version", h5ver, e)
+           && attr_str(file, "host", host, e);
+}
+
+static int write_meta(hid_t file, const resdiag_model *m, werr *e)
+{
+    hid_t gcpl = H5I_INVALID_HID, g = H5I_INVALID_HID;
+    int ok = 0;
+    if ((gcpl = H5Pcreate(H5P_GROUP_CREATE)) < 0)
+        H5FAIL(e, RD_META_GROUP);
+    CHECK(H5Pset_obj_track_times(gcpl, 0), e, RD_META_GROUP);
+    /* So that a reader gets the pairs back in the trainer's order. */
+    CHECK(H5Pset_attr_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), e,
+          RD_META_GROUP);
+    if ((g = H5Gcreate2(file, RD_META_GROUP, H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0)
+        H5FAIL(e, RD_META_GROUP);
+    for (int i = 0; i < m->n_meta; i++) {
+        const char *key = m->meta ? m->meta[2 * i] : NULL;
+        const char *val = m->meta ? m->meta[2 * i + 1] : NULL;
+        if (!key || !key[0]) {
+            snprintf(e->h5.msg, sizeof e->h5.msg, "metadata key %d is %s", i,
+                     key ? "empty" : "NULL");
+            e->h5.captured = 1;
+            e->st = RESDIAG_E_INVALID;
+            e->object = RD_META_GROUP;
+            goto cleanup;
+        }
+        if (!attr_str(g, key, val, e))
+            goto cleanup;
+    }
+    ok = 1;
+cleanup:
+    if (g >= 0)
+        H5Gclose(g);
+    if (gcpl >= 0)
+        H5Pclose(gcpl);
+    return ok;
+}
+
+/* Creates the groups above a dataset path ("forward/x" -> "forward"). */
+static int ensure_parent(hid_t file, const char *path, werr *e)
+{
+    char group[128];
+    const char *slash = strchr(path, '/');
+    if (!slash)
+        return 1;
+    size_t n = (size_t)(slash - path);
+    if (n >= sizeof group)
+        n = sizeof group - 1;
+    memcpy(group, path, n);
+    group[n] = '\0';
+    htri_t ex = H5Lexists(file, group, H5P_DEFAULT);
+    if (ex < 0) {
+        rd_h5_capture(&e->h5, errno);
+        e->object = path;
+        return 0;
+    }
+    if (ex > 0)
+        return 1;
+    hid_t gcpl = H5I_INVALID_HID, g = H5I_INVALID_HID;
+    int ok = 0;
+    if ((gcpl = H5Pcreate(H5P_GROUP_CREATE)) < 0)
+        H5FAIL(e, path);
+    CHECK(H5Pset_obj_track_times(gcpl, 0), e, path);
+    if ((g = H5Gcreate2(file, group, H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0)
+        H5FAIL(e, path);
+    ok = 1;
+cleanup:
+    if (g >= 0)
+        H5Gclose(g);
+    if (gcpl >= 0)
+        H5Pclose(gcpl);
+    return ok;
+}
+
+/* Label attribute for the axis `axis` of a table, if it has labels. */
+static int axis_labels(hid_t ds, const char *axis, const rd_file_header *hdr, werr *e)
+{
+    const resdiag_model *m = hdr->model;
+    if (strcmp(axis, "sublayer") == 0)
+        return attr_strs(ds, "sublayer_names", m->sublayer_names, (size_t)m->n_sublayers, e);
+    if (strcmp(axis, "site") == 0) {
+        const char *n[RESDIAG_N_BLOCK_SITES];
+        for (int i = 0; i < RESDIAG_N_BLOCK_SITES; i++)
+            n[i] = resdiag_site_name((resdiag_site)i);
+        return attr_strs(ds, "site_names", n, RESDIAG_N_BLOCK_SITES, e);
+    }
+    if (strcmp(axis, "model_site") == 0) {
+        const char *n[RESDIAG_N_MODEL_SITES];
+        for (int i = 0; i < RESDIAG_N_MODEL_SITES; i++)
+            n[i] = resdiag_site_name((resdiag_site)(RESDIAG_EMBED_OUT + i));
+        return attr_strs(ds, "model_site_names", n, RESDIAG_N_MODEL_SITES, e);
+    }
+    if (strcmp(axis, "param") == 0)
+        return attr_strs(ds, "param_names", m->layer_param_names, (size_t)m->n_layer_params, e);
+    if (strcmp(axis, "model_param") == 0)
+        return attr_strs(ds, "model_param_names", m->model_param_names,
+                         (size_t)m->n_model_params, e);
+    if (strcmp(axis, "field") == 0) {
+        const char *n[RESDIAG_N_FIELDS], *u[RESDIAG_N_FIELDS];
+        for (int i = 0; i < RESDIAG_N_FIELDS; i++) {
+            n[i] = resdiag_field_name((resdiag_field)i);
+            u[i] = rd_h5_field_unit(i);
+        }
+        return attr_strs(ds, "field_names", n, RESDIAG_N_FIELDS, e)
+               && attr_strs(ds, "field_units", u, RESDIAG_N_FIELDS, e);
+    }
+    if (strcmp(axis, "update_field") == 0) {
+        const char *n[RESDIAG_N_UPDATE_FIELDS];
+        for (int i = 0; i < RESDIAG_N_UPDATE_FIELDS; i++)
+            n[i] = rd_update_label(i);
+        return attr_strs(ds, "update_field_names", n, RESDIAG_N_UPDATE_FIELDS, e);
+    }
+    return 1;
+}
+
+/* description, units, axes, and the labels of every labelled axis. */
+static int describe(hid_t ds, const char *description, const char *units, const char *axes,
+                    const rd_file_header *hdr, werr *e)
+{
+    if (!attr_str(ds, "description", description, e) || !attr_str(ds, "units", units, e)
+        || !attr_str(ds, "axes", axes, e))
+        return 0;
+    const char *p = axes;
+    while (*p) {
+        char axis[32];
+        size_t n = strcspn(p, ",");
+        if (n < sizeof axis) {
+            memcpy(axis, p, n);
+            axis[n] = '\0';
+            if (!axis_labels(ds, axis, hdr, e))
+                return 0;
+        }
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return 1;
+}
+
+/* Creates an extendible dataset (0, dims...) / (unlimited, dims...). */
+static hid_t create_series(hid_t file, const char *name, hid_t ftype, hid_t fill_type,
+                           const void *fill, int rank, const int64_t *dims, hsize_t chunk_steps,
+                           size_t elem_size, werr *e)
+{
+    hid_t sp = H5I_INVALID_HID, dcpl = H5I_INVALID_HID, dapl = H5I_INVALID_HID;
+    hid_t ds = H5I_INVALID_HID;
+    hsize_t cur[RD_MAX_RANK + 1], max[RD_MAX_RANK + 1], chunk[RD_MAX_RANK + 1];
+    cur[0] = 0;
+    max[0] = H5S_UNLIMITED;
+    chunk[0] = chunk_steps;
+    size_t chunk_bytes = (size_t)chunk_steps * elem_size;
+    for (int i = 0; i < rank; i++) {
+        cur[i + 1] = max[i + 1] = chunk[i + 1] = (hsize_t)dims[i];
+        chunk_bytes *= (size_t)dims[i];
+    }
+    if (!ensure_parent(file, name, e))
+        return H5I_INVALID_HID;
+    if ((sp = H5Screate_simple(rank + 1, cur, max)) < 0)
+        H5FAIL(e, name);
+    if ((dcpl = H5Pcreate(H5P_DATASET_CREATE)) < 0)
+        H5FAIL(e, name);
+    CHECK(H5Pset_chunk(dcpl, rank + 1, chunk), e, name);
+    CHECK(H5Pset_fill_value(dcpl, fill_type, fill), e, name);
+    CHECK(H5Pset_obj_track_times(dcpl, 0), e, name);
+    if ((dapl = H5Pcreate(H5P_DATASET_ACCESS)) < 0)
+        H5FAIL(e, name);
+    /* Keep the chunk being filled in memory across appends. */
+    size_t cache = 2 * chunk_bytes + ((size_t)1 << 20);
+    if (cache > CHUNK_CACHE_MAX)
+        cache = CHUNK_CACHE_MAX;
+    CHECK(H5Pset_chunk_cache(dapl, 521, cache, 1.0), e, name);
+    if ((ds = H5Dcreate2(file, name, ftype, sp, H5P_DEFAULT, dcpl, dapl)) < 0)
+        H5FAIL(e, name);
+cleanup:
+    if (dapl >= 0)
+        H5Pclose(dapl);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (sp >= 0)
+        H5Sclose(sp);
+    return ds;
+}
+
+/* The call sites of a STATS table: fixed strings, shape = table dims
+ * without the field axis, chunked because SWMR writing requires it. */
+static hid_t create_callsites(hid_t file, const rd_table *t, hid_t stype, off_t *bytes,
+                              werr *e)
+{
+    hid_t sp = H5I_INVALID_HID, dcpl = H5I_INVALID_HID, ds = H5I_INVALID_HID;
+    int rank = t->rank - 1;
+    hsize_t dims[RD_MAX_RANK], chunk[RD_MAX_RANK];
+    size_t inner = RD_CALLSITE_LEN;
+    for (int i = 0; i < rank; i++) {
+        dims[i] = chunk[i] = (hsize_t)t->dims[i];
+        if (i > 0)
+            inner *= (size_t)t->dims[i];
+    }
+    /* At most about 1 MiB per chunk: cut the first axis. */
+    hsize_t rows = (hsize_t)(((size_t)1 << 20) / inner);
+    if (rows < 1)
+        rows = 1;
+    if (chunk[0] > rows)
+        chunk[0] = rows;
+    *bytes = (off_t)((dims[0] + chunk[0] - 1) / chunk[0] * chunk[0]) * (off_t)inner;
+    char empty[RD_CALLSITE_LEN] = { 0 };
+    if (!ensure_parent(file, t->callsite_name, e))
+        return H5I_INVALID_HID;
+    if ((sp = H5Screate_simple(rank, dims, NULL)) < 0)
+        H5FAIL(e, t->callsite_name);
+    if ((dcpl = H5Pcreate(H5P_DATASET_CREATE)) < 0)
+        H5FAIL(e, t->callsite_name);
+    CHECK(H5Pset_chunk(dcpl, rank, chunk), e, t->callsite_name);
+    CHECK(H5Pset_fill_value(dcpl, stype, empty), e, t->callsite_name);
+    CHECK(H5Pset_obj_track_times(dcpl, 0), e, t->callsite_name);
+    if ((ds = H5Dcreate2(file, t->callsite_name, stype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0)
+        H5FAIL(e, t->callsite_name);
+cleanup:
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (sp >= 0)
+        H5Sclose(sp);
+    return ds;
+}
+
+/* ------------------------------------------------------------ disk space */
+
+/* HDF5's descriptor of the file, when it uses the default (sec2) driver. */
+static int file_fd(hid_t file)
+{
+    hid_t fapl = H5Fget_access_plist(file);
+    int fd = -1;
+    if (fapl < 0)
+        return -1;
+    void *h = NULL;
+    if (H5Pget_driver(fapl) == H5FD_SEC2 && H5Fget_vfd_handle(file, fapl, &h) >= 0 && h)
+        fd = *(int *)h;
+    H5Pclose(fapl);
+    return fd;
+}
+
+/* Makes sure that `need` bytes past HDF5's end of file are allocated on
+ * disk, so that HDF5's next writes cannot run out of space. Returns 0 (and
+ * fills e) only when there is no space; where fallocate is not supported
+ * it gives up quietly and returns 1. */
+static int reserve(rd_writer *w, off_t need, werr *e)
+{
+    if (!w->reserve || w->detached || w->fd < 0 || !rd_h5_writer_reserve)
+        return 1;
+    hsize_t size = 0;
+    if (H5Fget_filesize(w->file, &size) < 0)
+        return 1;
+    int r;
+    do
+        r = fallocate(w->fd, 0, (off_t)size, need);
+    while (r != 0 && errno == EINTR);
+    if (r == 0)
+        return 1;
+    int err = errno;
+    if (err == ENOSPC || err == EFBIG
+#ifdef EDQUOT
+        || err == EDQUOT
+#endif
+    ) {
+        e->h5.captured = 1;
+        e->h5.sys_errno = err;
+        snprintf(e->h5.msg, sizeof e->h5.msg, "cannot reserve %lld bytes at offset %llu: %s",
+                 (long long)need, (unsigned long long)size, strerror(err));
+        e->object = "file (reserving space)";
+        e->before_hdf5 = 1;
+        return 0;
+    }
+    w->reserve = 0; /* EOPNOTSUPP and the like: carry on without */
+    return 1;
+}
+
+/* Gives back what a phase did not use: the file ends where HDF5's does. */
+static void release(rd_writer *w)
+{
+    if (!w->reserve || w->detached || w->fd < 0 || !rd_h5_writer_reserve)
+        return;
+    hsize_t size = 0;
+    struct stat sb;
+    if (H5Fget_filesize(w->file, &size) < 0 || fstat(w->fd, &sb) != 0
+        || (hsize_t)sb.st_size <= size)
+        return;
+    while (ftruncate(w->fd, (off_t)size) != 0 && errno == EINTR)
+        ;
+}
+
+/* After HDF5 failed to write: let everything it still writes go to
+ * /dev/null, so that closing the file (now or at exit) succeeds. */
+static void detach(rd_writer *w)
+{
+    if (w->detached || w->fd < 0)
+        return;
+    int nfd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (nfd < 0)
+        return;
+    if (dup3(nfd, w->fd, O_CLOEXEC) >= 0)
+        w->detached = 1;
+    close(nfd);
+}
+
+/* Bytes of new chunks that appending n steps after n_old allocates (a
+ * chunk already written is rewritten in place). */
+static off_t new_chunk_bytes(const chunk_info *c, hsize_t n_old, hsize_t n)
+{
+    if (n == 0 || c->steps == 0)
+        return 0;
+    hsize_t first = n_old / c->steps, last = (n_old + n - 1) / c->steps;
+    hsize_t chunks = last - first + 1 - (n_old % c->steps ? 1 : 0);
+    return (off_t)chunks * c->bytes;
+}
+
+static off_t metadata_margin(const rd_writer *w)
+{
+    return RESERVE_BASE + RESERVE_PER_DATASET * (off_t)w->n_datasets;
+}
+
+static void writer_free(rd_writer *w)
+{
+    if (!w)
+        return;
+    for (int i = 0; i < RD_N_TABLES; i++) {
+        if (w->table_ds[i] >= 0)
+            H5Dclose(w->table_ds[i]);
+        if (w->callsite_ds[i] >= 0)
+            H5Dclose(w->callsite_ds[i]);
+    }
+    if (w->steps_ds >= 0)
+        H5Dclose(w->steps_ds);
+    if (w->time_ds >= 0)
+        H5Dclose(w->time_ds);
+    if (w->callsite_type >= 0)
+        H5Tclose(w->callsite_type);
+    free(w->callsite_buf);
+    free(w->path);
+    free(w);
+}
+
+static resdiag_status h5_status(const werr *e)
+{
+    if (e->st != RESDIAG_OK)
+        return e->st;
+    return rd_h5_error_is_nospace(&e->h5) ? RESDIAG_E_NOSPACE : RESDIAG_E_IO;
+}
+
+resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file_header *hdr,
+                                char *err, size_t errlen)
+{
+    if (out)
+        *out = NULL;
+    if (!out || !path || !hdr || !hdr->model || !hdr->layout)
+        return set_err(err, errlen, RESDIAG_E_NULL,
+                       "client bug: rd_writer_create: NULL argument");
+    if (hdr->record_chunk_steps < 1)
+        return set_err(err, errlen, RESDIAG_E_INVALID,
+                       "client bug: rd_writer_create: record_chunk_steps %d < 1",
+                       hdr->record_chunk_steps);
+
+    rd_h5_quiet q;
+    werr e;
+    memset(&e, 0, sizeof e);
+    resdiag_status st = RESDIAG_OK;
+    hid_t fapl = H5I_INVALID_HID, fcpl = H5I_INVALID_HID, file = H5I_INVALID_HID;
+    rd_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return set_err(err, errlen, RESDIAG_E_NOMEM, "out of memory creating run file %s", path);
+    w->file = w->steps_ds = w->time_ds = w->callsite_type = H5I_INVALID_HID;
+    w->fd = -1;
+    for (int i = 0; i < RD_N_TABLES; i++)
+        w->table_ds[i] = w->callsite_ds[i] = H5I_INVALID_HID;
+    w->lay = *hdr->layout;
+    w->path = strdup(path);
+    w->callsite_buf = calloc(w->lay.n_slots ? w->lay.n_slots : 1, RD_CALLSITE_LEN);
+    if (!w->path || !w->callsite_buf) {
+        writer_free(w);
+        return set_err(err, errlen, RESDIAG_E_NOMEM, "out of memory creating run file %s", path);
+    }
+
+    rd_h5_quiet_begin(&q);
+    e.object = "file";
+    if ((fapl = H5Pcreate(H5P_FILE_ACCESS)) < 0)
+        H5FAIL(&e, "file");
+    /* SWMR needs the latest format (superblock v3). */
+    CHECK(H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), &e, "file");
+#if H5_VERSION_GE(1, 10, 7)
+    /* Locking is only a guard against misuse; file systems without it are fine. */
+    CHECK(H5Pset_file_locking(fapl, 1, 1), &e, "file");
+#endif
+    if ((fcpl = H5Pcreate(H5P_FILE_CREATE)) < 0)
+        H5FAIL(&e, "file");
+    CHECK(H5Pset_obj_track_times(fcpl, 0), &e, "file");
+    errno = 0;
+    if ((file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl)) < 0)
+        H5FAIL(&e, "file");
+    w->file = file;
+    w->fd = file_fd(file);
+    w->reserve = 1;
+    if (!reserve(w, RESERVE_CREATE, &e))
+        goto cleanup;
+
+    if (!write_root_attrs(file, hdr, &e) || !write_meta(file, hdr->model, &e))
+        goto cleanup;
+
+    double nan = NAN;
+    long long step_fill = RD_STEP_FILL;
+    hsize_t series_chunk = (hsize_t)hdr->record_chunk_steps;
+    if (series_chunk < SERIES_CHUNK_MIN)
+        series_chunk = SERIES_CHUNK_MIN;
+    w->series_chunk.steps = series_chunk;
+    w->series_chunk.bytes = (off_t)series_chunk * 8;
+    w->n_datasets = 2;
+    w->steps_ds = create_series(file, RD_STEPS_NAME, H5T_STD_I64LE, H5T_NATIVE_LLONG,
+                                &step_fill, 0, NULL, series_chunk, 8, &e);
+    if (w->steps_ds < 0
+        || !describe(w->steps_ds,
+                     "the trainer's step number of each recorded step (-1: never written)",
+                     "step", "step", hdr, &e))
+        goto cleanup;
+    w->time_ds = create_series(file, RD_STEP_TIME_NAME, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
+                               0, NULL, series_chunk, 8, &e);
+    if (w->time_ds < 0
+        || !describe(w->time_ds, "time of the end of each recorded step since the run was opened",
+                     "s", "step", hdr, &e))
+        goto cleanup;
+
+    if ((w->callsite_type = rd_h5_fixed_string_type(RD_CALLSITE_LEN)) < 0)
+        H5FAIL(&e, "callsite type");
+    for (int i = 0; i < RD_N_TABLES; i++) {
+        const rd_table *t = &w->lay.tables[i];
+        if (t->count == 0)
+            continue;
+        w->table_ds[i] = create_series(file, t->name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
+                                       t->rank, t->dims, (hsize_t)hdr->record_chunk_steps, 8, &e);
+        w->table_chunk[i].steps = (hsize_t)hdr->record_chunk_steps;
+        w->table_chunk[i].bytes = (off_t)hdr->record_chunk_steps * (off_t)t->count * 8;
+        w->n_datasets++;
+        if (w->table_ds[i] < 0 || !describe(w->table_ds[i], t->description, t->units, t->axes,
+                                            hdr, &e))
+            goto cleanup;
+        if (t->kind != RD_KIND_STATS || !t->callsite_name)
+            continue;
+        off_t cs_bytes = 0;
+        w->callsite_ds[i] = create_callsites(file, t, w->callsite_type, &cs_bytes, &e);
+        w->callsite_bytes += cs_bytes;
+        w->n_datasets++;
+        char axes[128];
+        /* The table's axes without the last (field). */
+        snprintf(axes, sizeof axes, "%s", t->axes);
+        char *comma = strrchr(axes, ',');
+        if (comma)
+            *comma = '\0';
+        if (w->callsite_ds[i] < 0
+            || !describe(w->callsite_ds[i],
+                         "\"file:line\" of the trainer code that called the hook at each slot of "
+                         "the table (\"\": never observed; the latest call wins)",
+                         "text", strchr(axes, ',') ? strchr(axes, ',') + 1 : "", hdr, &e))
+            goto cleanup;
+    }
+
+    /* Every object exists: from now on readers may open the file. */
+    errno = 0;
+    CHECK(H5Fstart_swmr_write(file), &e, "file (starting SWMR writing)");
+    release(w);
+
+    H5Pclose(fapl);
+    H5Pclose(fcpl);
+    rd_h5_quiet_end(&q);
+    *out = w;
+    return RESDIAG_OK;
+
+cleanup:
+    st = h5_status(&e);
+    set_err(err, errlen, st, "cannot create run file %s: %s: %s", path,
+            e.object ? e.object : "?", e.h5.captured ? e.h5.msg : "unknown error");
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    if (fcpl >= 0)
+        H5Pclose(fcpl);
+    /* A file that cannot be flushed cannot be closed (see the top). */
+    if (file >= 0 && H5Fflush(file, H5F_SCOPE_GLOBAL) < 0)
+        detach(w);
+    writer_free(w); /* closes the datasets */
+    if (file >= 0) {
+        H5Fclose(file);
+        unlink(path); /* half a run file helps nobody */
+    }
+    rd_h5_quiet_end(&q);
+    return st;
+}
+
+/* ---------------------------------------------------------------- append */
+
+/* Copies "file:line" into dst (RD_CALLSITE_LEN bytes, zero padded); a path
+ * too long keeps its end: ".../tools/x.c:12". */
+static void format_callsite(char *dst, const char *file, int line)
+{
+    memset(dst, 0, RD_CALLSITE_LEN);
+    if (!file)
+        return;
+    char tail[24];
+    int tl = snprintf(tail, sizeof tail, ":%d", line);
+    size_t fl = strlen(file), room = RD_CALLSITE_LEN - 1 - (size_t)tl;
+    if (fl <= room) {
+        memcpy(dst, file, fl);
+        memcpy(dst + fl, tail, (size_t)tl);
+        return;
+    }
+    const char *p = file + fl - (room - 3);
+    while ((*p & 0xC0) == 0x80) /* do not start inside a UTF-8 character */
+        p++;
+    size_t n = strlen(p);
+    memcpy(dst, "...", 3);
+    memcpy(dst + 3, p, n);
+    memcpy(dst + 3 + n, tail, (size_t)tl);
+}
+
+/* Extends ds to n_old + n steps and writes the n new rows: in memory, rows
+ * of row_len elements of which columns [col, col + width) belong to ds. */
+static int extend_write(hid_t ds, const char *name, hid_t mtype, int rank, const int64_t *dims,
+                        hsize_t n_old, hsize_t n, const void *buf, size_t row_len, size_t col,
+                        size_t width, werr *e)
+{
+    hid_t fs = H5I_INVALID_HID, ms = H5I_INVALID_HID;
+    int ok = 0;
+    hsize_t size[RD_MAX_RANK + 1], start[RD_MAX_RANK + 1], count[RD_MAX_RANK + 1];
+    size[0] = n_old + n;
+    start[0] = n_old;
+    count[0] = n;
+    for (int i = 0; i < rank; i++) {
+        size[i + 1] = count[i + 1] = (hsize_t)dims[i];
+        start[i + 1] = 0;
+    }
+    hsize_t mdims[2] = { n, row_len }, mstart[2] = { 0, col }, mcount[2] = { n, width };
+    errno = 0;
+    CHECK(H5Dset_extent(ds, size), e, name);
+    if ((fs = H5Dget_space(ds)) < 0)
+        H5FAIL(e, name);
+    CHECK(H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL), e, name);
+    if ((ms = H5Screate_simple(2, mdims, NULL)) < 0)
+        H5FAIL(e, name);
+    CHECK(H5Sselect_hyperslab(ms, H5S_SELECT_SET, mstart, NULL, mcount, NULL), e, name);
+    errno = 0;
+    CHECK(H5Dwrite(ds, mtype, ms, fs, H5P_DEFAULT, buf), e, name);
+    ok = 1;
+cleanup:
+    if (ms >= 0)
+        H5Sclose(ms);
+    if (fs >= 0)
+        H5Sclose(fs);
+    return ok;
+}
+
+static int flush_file(rd_writer *w, werr *e)
+{
+    errno = 0;
+    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
+        rd_h5_capture(&e->h5, errno);
+        e->object = "file (flush)";
+        return 0;
+    }
+    return 1;
+}
+
+resdiag_status rd_writer_append(rd_writer *w, const int64_t *steps, const double *times,
+                                const double *records, size_t n,
+                                const rd_callsite *callsites, int callsites_changed,
+                                char *err, size_t errlen)
+{
+    if (!w)
+        return set_err(err, errlen, RESDIAG_E_NULL, "client bug: rd_writer_append: no writer");
+    if (w->failed)
+        return set_err(err, errlen, w->failed,
+                       "run file %s: not written since an earlier error (%s)", w->path,
+                       w->failed_msg);
+    if (n > 0 && (!steps || !times || !records))
+        return set_err(err, errlen, RESDIAG_E_NULL,
+                       "client bug: rd_writer_append: NULL steps, times or records");
+    if (callsites_changed && !callsites && w->lay.n_slots > 0)
+        return set_err(err, errlen, RESDIAG_E_NULL,
+                       "client bug: rd_writer_append: callsites changed but NULL");
+    if (n == 0 && !callsites_changed)
+        return RESDIAG_OK;
+
+    rd_h5_quiet q;
+    werr e;
+    memset(&e, 0, sizeof e);
+    rd_h5_quiet_begin(&q);
+    const rd_layout *lay = &w->lay;
+
+    /* Phase 1: everything but the step numbers, then flush. */
+    off_t need = metadata_margin(w) + new_chunk_bytes(&w->series_chunk, w->n_written, n)
+                 + (callsites_changed ? w->callsite_bytes : 0);
+    for (int i = 0; i < RD_N_TABLES; i++)
+        if (lay->tables[i].count > 0)
+            need += new_chunk_bytes(&w->table_chunk[i], w->n_written, n);
+    if (!reserve(w, need, &e))
+        goto cleanup;
+    for (int i = 0; n > 0 && i < RD_N_TABLES; i++) {
+        const rd_table *t = &lay->tables[i];
+        if (t->count == 0)
+            continue;
+        if (!extend_write(w->table_ds[i], t->name, H5T_NATIVE_DOUBLE, t->rank, t->dims,
+                          w->n_written, n, records, lay->record_len, t->offset, t->count, &e))
+            goto cleanup;
+    }
+    if (n > 0 && !extend_write(w->time_ds, RD_STEP_TIME_NAME, H5T_NATIVE_DOUBLE, 0, NULL,
+                               w->n_written, n, times, 1, 0, 1, &e))
+        goto cleanup;
+    if (callsites_changed && lay->n_slots > 0) {
+        for (size_t s = 0; s < lay->n_slots; s++)
+            format_callsite(w->callsite_buf + s * RD_CALLSITE_LEN, callsites[s].file,
+                            callsites[s].line);
+        for (int i = 0; i < RD_N_TABLES; i++) {
+            const rd_table *t = &lay->tables[i];
+            if (w->callsite_ds[i] < 0)
+                continue;
+            errno = 0;
+            CHECK(H5Dwrite(w->callsite_ds[i], w->callsite_type, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                           w->callsite_buf + t->slot_offset * RD_CALLSITE_LEN),
+                  &e, t->callsite_name);
+        }
+    }
+    if (!flush_file(w, &e))
+        goto cleanup;
+    release(w);
+
+    /* Phase 2: the step numbers commit the steps. */
+    if (n > 0) {
+        need = metadata_margin(w) + new_chunk_bytes(&w->series_chunk, w->n_written, n);
+        if (!reserve(w, need, &e)) {
+            /* Phase 1 is on disk, but without step numbers those steps
+             * do not count; the file is consistent. */
+            goto cleanup;
+        }
+        if (!extend_write(w->steps_ds, RD_STEPS_NAME, H5T_NATIVE_INT64, 0, NULL, w->n_written, n,
+                          steps, 1, 0, 1, &e)
+            || !flush_file(w, &e))
+            goto cleanup;
+        release(w);
+    }
+    w->n_written += n;
+    rd_h5_quiet_end(&q);
+    return RESDIAG_OK;
+
+cleanup:
+    if (!e.before_hdf5)
+        detach(w);
+    rd_h5_quiet_end(&q);
+    w->failed = h5_status(&e);
+    if (w->failed == RESDIAG_E_NOSPACE)
+        set_err(w->failed_msg, sizeof w->failed_msg, w->failed,
+                 "no space left for run file %s (%s) while appending %zu step(s) after %llu: "
+                 "%s: %s",
+                 w->path, strerror(e.h5.sys_errno), n, (unsigned long long)w->n_written,
+                 e.object ? e.object : "?", e.h5.msg);
+    else
+        set_err(w->failed_msg, sizeof w->failed_msg, w->failed,
+                 "cannot write run file %s while appending %zu step(s) after %llu: %s: %s",
+                 w->path, n, (unsigned long long)w->n_written, e.object ? e.object : "?",
+                 e.h5.msg);
+    return set_err(err, errlen, w->failed, "%s", w->failed_msg);
+}
+
+/* ----------------------------------------------------------------- close */
+
+/* Returns the first error of an earlier append if there was one (the file
+ * then holds every step appended before it), else the close's own. */
+resdiag_status rd_writer_close(rd_writer *w, char *err, size_t errlen)
+{
+    if (!w)
+        return RESDIAG_OK;
+    rd_h5_quiet q;
+    werr e;
+    memset(&e, 0, sizeof e);
+    resdiag_status st = RESDIAG_OK;
+    rd_h5_quiet_begin(&q);
+    if (w->file >= 0 && !w->detached) {
+        /* Every append ended with a flush, so this one has little or
+         * nothing to write; reserve for it anyway. If it fails, close
+         * detached. After a successful flush, closing only rewrites the
+         * superblock in place (it allocates nothing). */
+        werr ignored;
+        memset(&ignored, 0, sizeof ignored);
+        reserve(w, metadata_margin(w), &ignored);
+        errno = 0;
+        if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
+            rd_h5_capture(&e.h5, errno);
+            e.object = "file (final flush)";
+            detach(w);
+        }
+        release(w);
+    }
+    /* Datasets before the file: the file is only really closed with its
+     * last object. */
+    hid_t *ids[2 * RD_N_TABLES + 3];
+    int n_ids = 0;
+    for (int i = 0; i < RD_N_TABLES; i++) {
+        ids[n_ids++] = &w->table_ds[i];
+        ids[n_ids++] = &w->callsite_ds[i];
+    }
+    ids[n_ids++] = &w->time_ds;
+    ids[n_ids++] = &w->steps_ds;
+    ids[n_ids++] = &w->callsite_type;
+    for (int i = 0; i < n_ids; i++) {
+        if (*ids[i] < 0)
+            continue;
+        errno = 0;
+        herr_t r = i == n_ids - 1 ? H5Tclose(*ids[i]) : H5Dclose(*ids[i]);
+        if (r < 0) {
+            rd_h5_capture(&e.h5, errno);
+            e.object = "dataset (close)";
+        }
+        *ids[i] = H5I_INVALID_HID;
+    }
+    if (w->file >= 0) {
+        errno = 0;
+        if (H5Fclose(w->file) < 0) {
+            rd_h5_capture(&e.h5, errno);
+            e.object = "file (close)";
+        }
+        w->file = H5I_INVALID_HID;
+    }
+    if (w->failed) {
+        st = set_err(err, errlen, w->failed, "%s", w->failed_msg);
+    } else if (e.h5.captured) {
+        st = h5_status(&e);
+        set_err(err, errlen, st, "closing run file %s %s: %s: %s", w->path,
+                w->detached ? "left it as a killed writer would" : "failed", e.object,
+                e.h5.msg);
+    }
+    writer_free(w);
+    rd_h5_quiet_end(&q);
+    return st;
+}

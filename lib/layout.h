@@ -1,0 +1,89 @@
+/*
+ * layout.h - the shape of one step's record, shared by the run (which fills
+ * it), the HDF5 writer (which appends it) and the reader (which finds things
+ * in it). A record is one flat array of doubles made of "tables"; each table
+ * becomes one HDF5 dataset whose first axis is the step.
+ *
+ * Dimension names: L = layers, S = sublayers, B = block sites (5),
+ * M = model sites (4), P = per-layer parameters, Q = model parameters,
+ * F = RESDIAG_N_FIELDS, U = RESDIAG_N_UPDATE_FIELDS, K = sketch size.
+ */
+#ifndef RESDIAG_LAYOUT_H
+#define RESDIAG_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "resdiag.h"
+
+enum rd_table_id {
+    RD_T_FWD_SITE = 0,       /* forward/site_stats    (L, S, B, F) */
+    RD_T_BWD_SITE,           /* backward/site_stats   (L, S, B, F) */
+    RD_T_FWD_MODEL,          /* forward/model_stats   (M, F) */
+    RD_T_BWD_MODEL,          /* backward/model_stats  (M, F) */
+    RD_T_LAYER_PARAM,        /* backward/param_stats  (L, P, F) */
+    RD_T_MODEL_PARAM,        /* backward/model_param_stats (Q, F) */
+    RD_T_UPDATE,             /* forward/update        (L, S, U) */
+    RD_T_FWD_SITE_SKETCH,    /* forward/site_sketch   (L, S, B, K) */
+    RD_T_BWD_SITE_SKETCH,    /* backward/site_sketch  (L, S, B, K) */
+    RD_T_FWD_MODEL_SKETCH,   /* forward/model_sketch  (M, K) */
+    RD_T_BWD_MODEL_SKETCH,   /* backward/model_sketch (M, K) */
+    RD_N_TABLES
+};
+
+enum rd_table_kind {
+    RD_KIND_STATS = 0,   /* last axis = fields; has a callsite dataset */
+    RD_KIND_SKETCH = 1,  /* last axis = sketch */
+    RD_KIND_UPDATE = 2   /* last axis = update fields */
+};
+
+#define RD_MAX_RANK 4        /* axes after the step axis */
+#define RD_CALLSITE_LEN 128  /* bytes of a "file:line" string, with the NUL */
+
+typedef struct rd_table {
+    const char *name;         /* HDF5 path, e.g. "forward/site_stats" */
+    const char *callsite_name;/* e.g. "forward/site_callsite", NULL if none */
+    const char *axes;         /* comma-separated axis names, step first */
+    const char *description;
+    const char *units;
+    enum rd_table_kind kind;
+    int rank;                 /* axes after step */
+    int64_t dims[RD_MAX_RANK];
+    size_t offset;            /* first double of this table in the record */
+    size_t count;             /* doubles in one step; 0 = table absent */
+    size_t slot_offset;       /* for STATS tables: first callsite slot */
+} rd_table;
+
+typedef struct rd_layout {
+    int n_layers, n_sublayers, n_layer_params, n_model_params, sketch_size;
+    rd_table tables[RD_N_TABLES];
+    size_t record_len;  /* doubles per step record */
+    size_t n_slots;     /* stats slots (= callsite entries) over all STATS tables */
+} rd_layout;
+
+/* Fills *lay for these sizes. All sizes must already be validated (>= 0,
+ * L and S >= 1). */
+void rd_layout_init(rd_layout *lay, int n_layers, int n_sublayers, int n_layer_params,
+                    int n_model_params, int sketch_size);
+
+/* Index of a model site (RESDIAG_EMBED_OUT..RESDIAG_LOGITS) in 0..M-1, or -1. */
+int rd_model_site_index(resdiag_site site);
+
+/* Slot (row of F fields, or of K sketch values) of a site, within its table:
+ * returns the table id through *table and the slot index inside it.
+ * The caller has validated layer/sublayer/site. */
+void rd_layout_site_slot(const rd_layout *lay, resdiag_direction dir, int layer, int sublayer,
+                         resdiag_site site, int sketch, int *table, size_t *slot);
+
+/* Offset in the record of slot `slot` of table `table`. */
+static inline size_t rd_layout_offset(const rd_layout *lay, int table, size_t slot)
+{
+    const rd_table *t = &lay->tables[table];
+    return t->offset + slot * (size_t)t->dims[t->rank - 1];
+}
+
+/* Label of an update field ("ratio_frob", ...), for attributes; field
+ * labels and site labels are resdiag_field_name and resdiag_site_name. */
+const char *rd_update_label(int field);
+
+#endif

@@ -1,0 +1,81 @@
+/*
+ * names.c - versions, status strings and the printable names of enums.
+ */
+#include "resdiag.h"
+
+unsigned resdiag_version_number(void)
+{
+    return RESDIAG_VERSION_NUMBER;
+}
+
+const char *resdiag_version_string(void)
+{
+    return RESDIAG_VERSION_STRING;
+}
+
+const char *resdiag_strerror(resdiag_status status)
+{
+    switch (status) {
+    case RESDIAG_OK: return "success";
+    case RESDIAG_E_NULL: return "a required pointer argument is NULL";
+    case RESDIAG_E_INVALID: return "invalid argument";
+    case RESDIAG_E_RANGE: return "layer, sublayer, site or parameter out of range";
+    case RESDIAG_E_SHAPE: return "tensor shape does not match the model";
+    case RESDIAG_E_STATE: return "call out of order";
+    case RESDIAG_E_NOMEM: return "out of memory";
+    case RESDIAG_E_IO: return "input/output error";
+    case RESDIAG_E_NOSPACE: return "no space left (disk full or file size limit)";
+    case RESDIAG_E_FORMAT: return "not a resdiag run file, or a damaged one";
+    case RESDIAG_E_VERSION: return "run file written by a newer schema";
+    case RESDIAG_E_NOT_FOUND: return "not found in the run file";
+    case RESDIAG_E_DTYPE: return "unknown tensor dtype";
+    }
+    return "unknown status";
+}
+
+const char *resdiag_site_name(resdiag_site site)
+{
+    switch (site) {
+    case RESDIAG_STREAM_IN: return "stream_in";
+    case RESDIAG_NORM_IN: return "norm_in";
+    case RESDIAG_NORM_OUT: return "norm_out";
+    case RESDIAG_BRANCH_OUT: return "branch_out";
+    case RESDIAG_STREAM_OUT: return "stream_out";
+    case RESDIAG_N_BLOCK_SITES: break;
+    case RESDIAG_EMBED_OUT: return "embed_out";
+    case RESDIAG_FINAL_NORM_IN: return "final_norm_in";
+    case RESDIAG_FINAL_NORM_OUT: return "final_norm_out";
+    case RESDIAG_LOGITS: return "logits";
+    }
+    return "?";
+}
+
+const char *resdiag_field_name(resdiag_field field)
+{
+    static const char *const names[RESDIAG_N_FIELDS] = {
+        "rows", "cols", "frob", "tok_norm_mean", "tok_norm_std", "tok_norm_min",
+        "tok_norm_max", "tok_mean_mean", "tok_mean_std", "tok_rms_mean", "tok_rms_std",
+        "tok_std_mean", "tok_std_std", "absmax", "absmax_col", "nan_count", "inf_count",
+        "call_seq",
+    };
+    return (unsigned)field < RESDIAG_N_FIELDS ? names[field] : "?";
+}
+
+const char *resdiag_placement_name(resdiag_placement placement)
+{
+    static const char *const names[] = { "undeclared", "pre",   "post",     "sandwich",
+                                         "deepnorm",   "mixed", "parallel", "none" };
+    return (unsigned)placement < sizeof names / sizeof names[0] ? names[placement] : "?";
+}
+
+const char *resdiag_norm_kind_name(resdiag_norm_kind kind)
+{
+    static const char *const names[] = { "undeclared", "layernorm", "rmsnorm" };
+    return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
+}
+
+const char *resdiag_dtype_name(resdiag_dtype dtype)
+{
+    static const char *const names[] = { "f32", "f64", "f16", "bf16" };
+    return (unsigned)dtype < sizeof names / sizeof names[0] ? names[dtype] : "?";
+}

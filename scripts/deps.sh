@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# deps.sh - installs the Debian 12 packages resdiag needs to build and test,
+# if any is missing. Needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+packages=(gcc g++ meson ninja-build pkg-config libhdf5-dev hdf5-tools check)
+
+missing=()
+for p in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$p")
+    fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "deps: installing ${missing[*]}" >&2
+if [ "$(id -u)" -eq 0 ]; then
+    sudo=()
+elif command -v sudo >/dev/null; then
+    sudo=(sudo)
+else
+    echo "deps: run as root: apt-get install ${missing[*]}" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,1023 @@
+/*
+ * test-api.c - the public run API end to end: bad calls, the step
+ * lifecycle, step selection, buffering and flushing, what lands in the file
+ * (checked against values computed here independently), threads, and a
+ * writer that runs out of space.
+ */
+#include <check.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "resdiag.h"
+
+/* ------------------------------------------------------------- helpers */
+
+/* Log capture: how many messages and the last one. */
+static int log_count;
+static char log_last[1024];
+static void capture_log(resdiag_log_priority prio, const char *msg, void *user)
+{
+    (void)prio;
+    (void)user;
+    log_count++;
+    snprintf(log_last, sizeof log_last, "%s", msg);
+}
+
+static char tmpdir[256];
+static char path_a[300], path_b[300];
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/resdiag-test-api-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    snprintf(path_a, sizeof path_a, "%s/a.h5", tmpdir);
+    snprintf(path_b, sizeof path_b, "%s/b.h5", tmpdir);
+    log_count = 0;
+    log_last[0] = 0;
+    resdiag_set_log_handler(capture_log, NULL);
+    resdiag_set_log_priority(RESDIAG_LOG_ERROR);
+}
+
+static void teardown(void)
+{
+    unlink(path_a);
+    unlink(path_b);
+    rmdir(tmpdir);
+    resdiag_set_log_handler(NULL, NULL);
+}
+
+enum { L = 3, S = 2, D = 8, T = 5 };
+static const char *const sub_names[S] = { "attn", "mlp" };
+static const char *const lparams[2] = { "attn.wo", "mlp.w2" };
+static const char *const mparams[1] = { "head.w" };
+
+static resdiag_model test_model(void)
+{
+    resdiag_model m;
+    resdiag_model_init(&m);
+    m.n_layers = L;
+    m.d_model = D;
+    m.n_sublayers = S;
+    m.sublayer_names = sub_names;
+    m.n_layer_params = 2;
+    m.layer_param_names = lparams;
+    m.n_model_params = 1;
+    m.model_param_names = mparams;
+    return m;
+}
+
+static resdiag *open_run(const char *path, const resdiag_options *o)
+{
+    resdiag_model m = test_model();
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, path, &m, o), RESDIAG_OK);
+    ck_assert_ptr_nonnull(r);
+    return r;
+}
+
+/* Deterministic values, different per (seed, i). */
+static float value(unsigned seed, int i)
+{
+    unsigned h = seed * 2654435761u ^ (unsigned)i * 40503u;
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    h ^= h >> 15;
+    return (float)((int)(h % 2001u) - 1000) / 250.0f;
+}
+
+static void fill(float *x, int n, unsigned seed)
+{
+    for (int i = 0; i < n; i++)
+        x[i] = value(seed, i);
+}
+
+static long double ref_frob(const float *x, int rows, int cols)
+{
+    long double s = 0;
+    for (int i = 0; i < rows * cols; i++)
+        s += (long double)x[i] * x[i];
+    return sqrtl(s);
+}
+
+static resdiag_reader *reopen(const char *path)
+{
+    resdiag_reader *rd = NULL;
+    ck_assert_int_eq(resdiag_reader_open(&rd, path), RESDIAG_OK);
+    return rd;
+}
+
+/* ---------------------------------------------------- versions, strings */
+
+START_TEST(version_of_library_matches_header)
+{
+    ck_assert_uint_eq(resdiag_version_number(), RESDIAG_VERSION_NUMBER);
+    ck_assert_str_eq(resdiag_version_string(), RESDIAG_VERSION_STRING);
+}
+END_TEST
+
+START_TEST(strerror_names_every_status_distinctly)
+{
+    for (int a = RESDIAG_OK; a <= RESDIAG_E_DTYPE; a++) {
+        ck_assert_str_ne(resdiag_strerror((resdiag_status)a), "unknown status");
+        for (int b = RESDIAG_OK; b < a; b++)
+            ck_assert_str_ne(resdiag_strerror((resdiag_status)a),
+                             resdiag_strerror((resdiag_status)b));
+    }
+    ck_assert_str_eq(resdiag_strerror((resdiag_status)999), "unknown status");
+    ck_assert_str_eq(resdiag_site_name((resdiag_site)7), "?");
+    ck_assert_str_eq(resdiag_site_name(RESDIAG_LOGITS), "logits");
+    ck_assert_str_eq(resdiag_field_name(RESDIAG_FIELD_FROB), "frob");
+    ck_assert_str_eq(resdiag_field_name((resdiag_field)RESDIAG_N_FIELDS), "?");
+}
+END_TEST
+
+/* ------------------------------------------------------- a NULL handle */
+
+START_TEST(null_handle_makes_every_call_a_no_op)
+{
+    float x[T * D] = { 0 };
+    ck_assert_int_eq(resdiag_step_begin(NULL, 0), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_FWD(NULL, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, D)),
+                     RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_FWD(NULL, 99, 99, (resdiag_site)99, resdiag_f32(NULL, 5, 0)),
+                     RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_PARAM_GRAD(NULL, 0, "x", resdiag_f32(x, T, D)), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_end(NULL), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_is_recorded(NULL), 0);
+    ck_assert_int_eq(resdiag_flush(NULL), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_close(NULL), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_set_enabled(NULL, 1), RESDIAG_OK);
+    resdiag_destroy(NULL);
+    ck_assert_str_eq(resdiag_errmsg(NULL), "");
+    resdiag_reader_close(NULL);
+    ck_assert_int_eq(log_count, 0);
+}
+END_TEST
+
+/* ----------------------------------------------------- bad open() calls */
+
+typedef struct bad_open {
+    const char *what;
+    resdiag_status expect;
+    void (*spoil)(resdiag_model *m, resdiag_options *o);
+} bad_open;
+
+static const char *const dup_names[2] = { "attn", "attn" };
+static const char *const empty_name[2] = { "attn", "" };
+static const char *const null_name[2] = { "attn", NULL };
+static const char *const long_name[2] = {
+    "attn", "a_name_that_is_much_too_long_to_be_a_sublayer_name_of_any_sane_model_xx"
+};
+static const char *const meta_slash[2] = { "a/b", "v" };
+static const char *const meta_null_value[2] = { "k", NULL };
+
+static void sp_layers0(resdiag_model *m, resdiag_options *o) { (void)o; m->n_layers = 0; }
+static void sp_dmodel0(resdiag_model *m, resdiag_options *o) { (void)o; m->d_model = 0; }
+static void sp_subs0(resdiag_model *m, resdiag_options *o) { (void)o; m->n_sublayers = 0; }
+static void sp_subs17(resdiag_model *m, resdiag_options *o) { (void)o; m->n_sublayers = 17; }
+static void sp_names_null(resdiag_model *m, resdiag_options *o) { (void)o; m->sublayer_names = NULL; }
+static void sp_names_dup(resdiag_model *m, resdiag_options *o) { (void)o; m->sublayer_names = dup_names; }
+static void sp_names_empty(resdiag_model *m, resdiag_options *o) { (void)o; m->sublayer_names = empty_name; }
+static void sp_names_nullent(resdiag_model *m, resdiag_options *o) { (void)o; m->sublayer_names = null_name; }
+static void sp_names_long(resdiag_model *m, resdiag_options *o) { (void)o; m->sublayer_names = long_name; }
+static void sp_block(resdiag_model *m, resdiag_options *o) { (void)o; m->block = (resdiag_block_kind)7; }
+static void sp_placement(resdiag_model *m, resdiag_options *o) { (void)o; m->declared_placement = (resdiag_placement)42; }
+static void sp_norm(resdiag_model *m, resdiag_options *o) { (void)o; m->norm_kind = (resdiag_norm_kind)-1; }
+static void sp_mix(resdiag_model *m, resdiag_options *o) { (void)o; m->declared_mix_layers = L + 1; }
+static void sp_shard(resdiag_model *m, resdiag_options *o) { (void)o; m->shard_cols = -4; }
+static void sp_params_dup(resdiag_model *m, resdiag_options *o) { (void)o; m->layer_param_names = dup_names; }
+static void sp_params_many(resdiag_model *m, resdiag_options *o) { (void)o; m->n_layer_params = 33; }
+static void sp_meta_slash(resdiag_model *m, resdiag_options *o) { (void)o; m->n_meta = 1; m->meta = meta_slash; }
+static void sp_meta_null(resdiag_model *m, resdiag_options *o) { (void)o; m->n_meta = 1; m->meta = meta_null_value; }
+static void sp_meta_neg(resdiag_model *m, resdiag_options *o) { (void)o; m->n_meta = -1; }
+static void sp_model_size(resdiag_model *m, resdiag_options *o) { (void)o; m->struct_size = 0; }
+static void sp_model_size_big(resdiag_model *m, resdiag_options *o) { (void)o; m->struct_size = sizeof *m + 64; }
+static void sp_every0(resdiag_model *m, resdiag_options *o) { (void)m; o->record_every = 0; }
+static void sp_range(resdiag_model *m, resdiag_options *o) { (void)m; o->record_first = 10; o->record_last = 5; }
+static void sp_first_neg(resdiag_model *m, resdiag_options *o) { (void)m; o->record_first = -1; }
+static void sp_sketch(resdiag_model *m, resdiag_options *o) { (void)m; o->sketch_size = RESDIAG_MAX_SKETCH + 1; }
+static void sp_flush0(resdiag_model *m, resdiag_options *o) { (void)m; o->flush_steps = 0; }
+static void sp_flush_nan(resdiag_model *m, resdiag_options *o) { (void)m; o->flush_seconds = NAN; }
+static void sp_flush_neg(resdiag_model *m, resdiag_options *o) { (void)m; o->flush_seconds = -1; }
+static void sp_opt_size(resdiag_model *m, resdiag_options *o) { (void)m; o->struct_size = 3; }
+
+static const bad_open bad_opens[] = {
+    { "n_layers", RESDIAG_E_INVALID, sp_layers0 },
+    { "d_model", RESDIAG_E_INVALID, sp_dmodel0 },
+    { "n_sublayers", RESDIAG_E_INVALID, sp_subs0 },
+    { "n_sublayers", RESDIAG_E_INVALID, sp_subs17 },
+    { "sublayer_names is NULL", RESDIAG_E_NULL, sp_names_null },
+    { "appears twice", RESDIAG_E_INVALID, sp_names_dup },
+    { "sublayer_names[1] must have", RESDIAG_E_INVALID, sp_names_empty },
+    { "sublayer_names[1] is NULL", RESDIAG_E_NULL, sp_names_nullent },
+    { "sublayer_names[1] must have", RESDIAG_E_INVALID, sp_names_long },
+    { "block kind", RESDIAG_E_INVALID, sp_block },
+    { "declared placement", RESDIAG_E_INVALID, sp_placement },
+    { "norm kind", RESDIAG_E_INVALID, sp_norm },
+    { "declared_mix_layers", RESDIAG_E_INVALID, sp_mix },
+    { "shard_cols", RESDIAG_E_INVALID, sp_shard },
+    { "layer_param_names 'attn' appears twice", RESDIAG_E_INVALID, sp_params_dup },
+    { "n_layer_params", RESDIAG_E_INVALID, sp_params_many },
+    { "may not contain '/'", RESDIAG_E_INVALID, sp_meta_slash },
+    { "value of meta key 'k' is NULL", RESDIAG_E_NULL, sp_meta_null },
+    { "n_meta", RESDIAG_E_INVALID, sp_meta_neg },
+    { "resdiag_model_init", RESDIAG_E_INVALID, sp_model_size },
+    { "resdiag_model_init", RESDIAG_E_INVALID, sp_model_size_big },
+    { "record_every", RESDIAG_E_INVALID, sp_every0 },
+    { "record_first <= record_last", RESDIAG_E_INVALID, sp_range },
+    { "record_first <= record_last", RESDIAG_E_INVALID, sp_first_neg },
+    { "sketch_size", RESDIAG_E_INVALID, sp_sketch },
+    { "flush_steps", RESDIAG_E_INVALID, sp_flush0 },
+    { "flush_seconds", RESDIAG_E_INVALID, sp_flush_nan },
+    { "flush_seconds", RESDIAG_E_INVALID, sp_flush_neg },
+    { "resdiag_options_init", RESDIAG_E_INVALID, sp_opt_size },
+};
+
+START_TEST(open_rejects_bad_model_or_options)
+{
+    const bad_open *b = &bad_opens[_i];
+    resdiag_model m = test_model();
+    resdiag_options o;
+    resdiag_options_init(&o);
+    b->spoil(&m, &o);
+    resdiag *r = (resdiag *)&m; /* must be overwritten with NULL */
+    log_count = 0;
+    ck_assert_int_eq(resdiag_open(&r, path_a, &m, &o), b->expect);
+    ck_assert_ptr_null(r);
+    ck_assert_int_eq(log_count, 1);
+    ck_assert_msg(strstr(log_last, b->what) != NULL, "case %d: '%s' not in '%s'", _i, b->what,
+                  log_last);
+    ck_assert_int_ne(access(path_a, F_OK), 0); /* no file was created */
+}
+END_TEST
+
+START_TEST(open_rejects_null_arguments)
+{
+    resdiag_model m = test_model();
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(NULL, path_a, &m, NULL), RESDIAG_E_NULL);
+    ck_assert_int_eq(resdiag_open(&r, NULL, &m, NULL), RESDIAG_E_NULL);
+    ck_assert_ptr_null(r);
+    ck_assert_int_eq(resdiag_open(&r, path_a, NULL, NULL), RESDIAG_E_NULL);
+    ck_assert_ptr_null(r);
+    ck_assert_int_eq(log_count, 3);
+    ck_assert_ptr_nonnull(strstr(log_last, "model is NULL"));
+}
+END_TEST
+
+START_TEST(open_reports_a_path_that_cannot_be_created)
+{
+    resdiag_model m = test_model();
+    resdiag *r = NULL;
+    resdiag_status st = resdiag_open(&r, "/nonexistent-dir/sub/run.h5", &m, NULL);
+    ck_assert_int_eq(st, RESDIAG_E_IO);
+    ck_assert_ptr_null(r);
+    ck_assert_int_eq(log_count, 1);
+    ck_assert_ptr_nonnull(strstr(log_last, "/nonexistent-dir/sub/run.h5"));
+}
+END_TEST
+
+static void count_into_user(resdiag_log_priority prio, const char *msg, void *user)
+{
+    (void)prio;
+    (void)msg;
+    (*(int *)user)++;
+}
+
+START_TEST(open_uses_the_handler_named_in_options)
+{
+    int mine = 0;
+    resdiag_options o;
+    resdiag_options_init(&o);
+    o.log_fn = count_into_user;
+    o.log_user_data = &mine;
+    resdiag_model m = test_model();
+    m.n_layers = -3;
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, path_a, &m, &o), RESDIAG_E_INVALID);
+    ck_assert_int_eq(mine, 1);
+    ck_assert_int_eq(log_count, 0); /* the process-wide handler heard nothing */
+}
+END_TEST
+
+/* ---------------------------------------------------- bad hook calls */
+
+typedef struct bad_hook {
+    resdiag_status expect;
+    resdiag_direction dir;
+    int layer, sublayer;
+    int site;
+    int dtype;
+    int64_t rows, cols, stride;
+    int null_data;
+    const char *what;
+} bad_hook;
+
+static const bad_hook bad_hooks[] = {
+    { RESDIAG_E_RANGE, RESDIAG_FORWARD, -1, 0, RESDIAG_STREAM_IN, 0, T, D, 0, 0, "layer -1" },
+    { RESDIAG_E_RANGE, RESDIAG_FORWARD, L, 0, RESDIAG_STREAM_IN, 0, T, D, 0, 0, "layer 3" },
+    { RESDIAG_E_RANGE, RESDIAG_BACKWARD, 0, S, RESDIAG_STREAM_IN, 0, T, D, 0, 0, "sublayer 2" },
+    { RESDIAG_E_RANGE, RESDIAG_FORWARD, 0, -1, RESDIAG_NORM_OUT, 0, T, D, 0, 0, "sublayer -1" },
+    { RESDIAG_E_RANGE, RESDIAG_FORWARD, 0, 0, 5, 0, T, D, 0, 0, "unknown site 5" },
+    { RESDIAG_E_RANGE, RESDIAG_FORWARD, 0, 0, 99, 0, T, D, 0, 0, "unknown site 99" },
+    { RESDIAG_E_RANGE, RESDIAG_FORWARD, 0, 0, -2, 0, T, D, 0, 0, "unknown site -2" },
+    { RESDIAG_E_INVALID, (resdiag_direction)2, 0, 0, RESDIAG_STREAM_IN, 0, T, D, 0, 0, "direction" },
+    { RESDIAG_E_SHAPE, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, 0, T, D + 1, 0, 0, "9 columns" },
+    { RESDIAG_E_SHAPE, RESDIAG_FORWARD, 0, 0, RESDIAG_EMBED_OUT, 0, T, 3, 0, 0, "3 columns" },
+    { RESDIAG_E_SHAPE, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, 0, -1, D, 0, 0, "need rows >= 0" },
+    { RESDIAG_E_SHAPE, RESDIAG_FORWARD, 0, 0, RESDIAG_LOGITS, 0, T, 0, 0, 0, "need rows >= 0, cols >= 1" },
+    { RESDIAG_E_SHAPE, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, 0, T, D, D - 1, 0, "row_stride 7" },
+    { RESDIAG_E_SHAPE, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, 0, INT64_MAX / 4, D, 0, 0, "too large" },
+    { RESDIAG_E_NULL, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, 0, T, D, 0, 1, "data is NULL" },
+    { RESDIAG_E_DTYPE, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, 9, T, D, 0, 0, "dtype 9" },
+};
+
+START_TEST(hooks_reject_bad_calls_and_the_run_goes_on)
+{
+    const bad_hook *b = &bad_hooks[_i];
+    float x[T * D];
+    fill(x, T * D, 1);
+    resdiag *r = open_run(path_a, NULL);
+    ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
+    resdiag_tensor t = resdiag_tensor_make(b->null_data ? NULL : x, (resdiag_dtype)b->dtype,
+                                           b->rows, b->cols, b->stride);
+    log_count = 0;
+    ck_assert_int_eq(resdiag_observe_at(r, b->dir, b->layer, b->sublayer,
+                                        (resdiag_site)b->site, t, __FILE__, __LINE__),
+                     b->expect);
+    ck_assert_int_eq(log_count, 1);
+    ck_assert_msg(strstr(log_last, "client bug:") == log_last, "no prefix: %s", log_last);
+    ck_assert_msg(strstr(log_last, b->what) != NULL, "case %d: '%s' not in '%s'", _i, b->what,
+                  log_last);
+    ck_assert_str_eq(resdiag_errmsg(r), log_last);
+    /* A good call afterwards records as usual. */
+    ck_assert_int_eq(RESDIAG_FWD(r, 1, 1, RESDIAG_STREAM_OUT, resdiag_f32(x, T, D)), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    resdiag_destroy(r);
+
+    resdiag_reader *rd = reopen(path_a);
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 1);
+    double f[RESDIAG_N_FIELDS];
+    int observed = -1;
+    ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 1, 1, RESDIAG_STREAM_OUT, f,
+                                         &observed), RESDIAG_OK);
+    ck_assert_int_eq(observed, 1);
+    ck_assert_double_eq_tol(f[RESDIAG_FIELD_FROB], (double)ref_frob(x, T, D), 1e-12);
+    /* The bad call left nothing behind: layer 0 sublayer 0 is unobserved. */
+    for (int s = 0; s < RESDIAG_N_BLOCK_SITES; s++) {
+        ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 0, 0, (resdiag_site)s, f,
+                                             &observed), RESDIAG_OK);
+        ck_assert_int_eq(observed, 0);
+    }
+    resdiag_reader_close(rd);
+}
+END_TEST
+
+START_TEST(shard_width_is_accepted_only_when_declared)
+{
+    float x[T * 4];
+    fill(x, T * 4, 2);
+    resdiag_model m = test_model();
+    m.shard_cols = 4;
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, path_a, &m, NULL), RESDIAG_OK);
+    resdiag_step_begin(r, 0);
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, 4)), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_OUT, resdiag_f32(x, T, 3)),
+                     RESDIAG_E_SHAPE);
+    /* Logits take any width. */
+    ck_assert_int_eq(RESDIAG_MODEL_FWD(r, RESDIAG_LOGITS, resdiag_f32(x, 4, 5)), RESDIAG_OK);
+    resdiag_step_end(r);
+    resdiag_destroy(r);
+}
+END_TEST
+
+START_TEST(param_grad_rejects_unknown_names_and_layers)
+{
+    float g[T * D];
+    fill(g, T * D, 3);
+    resdiag *r = open_run(path_a, NULL);
+    resdiag_step_begin(r, 0);
+    ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, 0, NULL, resdiag_f32(g, T, D)), RESDIAG_E_NULL);
+    ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, 0, "mlp.w9", resdiag_f32(g, T, D)), RESDIAG_E_RANGE);
+    ck_assert_ptr_nonnull(strstr(log_last, "'mlp.w9' is not a declared per-layer parameter"));
+    ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, L, "mlp.w2", resdiag_f32(g, T, D)), RESDIAG_E_RANGE);
+    ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, -2, "mlp.w2", resdiag_f32(g, T, D)), RESDIAG_E_RANGE);
+    /* head.w is model-level, not per-layer, and the other way round. */
+    ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, 0, "head.w", resdiag_f32(g, T, D)), RESDIAG_E_RANGE);
+    ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, RESDIAG_MODEL_LEVEL, "mlp.w2", resdiag_f32(g, T, D)),
+                     RESDIAG_E_RANGE);
+    ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, RESDIAG_MODEL_LEVEL, "head.w", resdiag_f32(g, 2, 7)),
+                     RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, 2, "mlp.w2", resdiag_f32(g, 4, 10)), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, 2, "mlp.w2", resdiag_f32(NULL, 4, 10)),
+                     RESDIAG_E_NULL);
+    resdiag_step_end(r);
+    resdiag_destroy(r);
+
+    resdiag_reader *rd = reopen(path_a);
+    double f[RESDIAG_N_FIELDS];
+    int obs;
+    ck_assert_int_eq(resdiag_reader_param(rd, 0, 2, "mlp.w2", f, &obs), RESDIAG_OK);
+    ck_assert_int_eq(obs, 1);
+    ck_assert_double_eq_tol(f[RESDIAG_FIELD_FROB], (double)ref_frob(g, 4, 10), 1e-12);
+    ck_assert_double_eq(f[RESDIAG_FIELD_ROWS], 4);
+    ck_assert_double_eq(f[RESDIAG_FIELD_COLS], 10);
+    ck_assert_int_eq(resdiag_reader_param(rd, 0, RESDIAG_MODEL_LEVEL, "head.w", f, &obs),
+                     RESDIAG_OK);
+    ck_assert_double_eq_tol(f[RESDIAG_FIELD_FROB], (double)ref_frob(g, 2, 7), 1e-12);
+    ck_assert_int_eq(resdiag_reader_param(rd, 0, 1, "mlp.w2", f, &obs), RESDIAG_OK);
+    ck_assert_int_eq(obs, 0);
+    ck_assert_int_eq(resdiag_reader_param(rd, 0, 1, "nope", f, &obs), RESDIAG_E_NOT_FOUND);
+    resdiag_reader_close(rd);
+}
+END_TEST
+
+/* -------------------------------------------------------- call order */
+
+START_TEST(calls_out_of_order_are_refused)
+{
+    float x[T * D];
+    fill(x, T * D, 4);
+    resdiag *r = open_run(path_a, NULL);
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, D)),
+                     RESDIAG_E_STATE);
+    ck_assert_ptr_nonnull(strstr(log_last, "outside a step"));
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_E_STATE);
+    ck_assert_ptr_nonnull(strstr(log_last, "step_end without"));
+    ck_assert_int_eq(resdiag_step_begin(r, -1), RESDIAG_E_INVALID);
+    ck_assert_int_eq(resdiag_step_begin(r, 5), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_begin(r, 6), RESDIAG_E_STATE);
+    ck_assert_ptr_nonnull(strstr(log_last, "while step 5 is still open"));
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_begin(r, 5), RESDIAG_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(log_last, "increase"));
+    ck_assert_int_eq(resdiag_step_begin(r, 4), RESDIAG_E_INVALID);
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    /* After close: every call is refused, nothing crashes. */
+    ck_assert_int_eq(resdiag_step_begin(r, 9), RESDIAG_E_STATE);
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, D)),
+                     RESDIAG_E_STATE);
+    ck_assert_ptr_nonnull(strstr(log_last, "after resdiag_close"));
+    ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, 0, "mlp.w2", resdiag_f32(x, T, D)), RESDIAG_E_STATE);
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_E_STATE);
+    ck_assert_int_eq(resdiag_flush(r), RESDIAG_E_STATE);
+    ck_assert_int_eq(resdiag_set_enabled(r, 1), RESDIAG_E_STATE);
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_E_STATE);
+    resdiag_destroy(r);
+
+    resdiag_reader *rd = reopen(path_a);
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 1);
+    int64_t step = -1;
+    ck_assert_int_eq(resdiag_reader_steps(rd, &step, 1), RESDIAG_OK);
+    ck_assert_int_eq(step, 5);
+    resdiag_reader_close(rd);
+}
+END_TEST
+
+START_TEST(client_bug_messages_are_rate_limited)
+{
+    float x[T * D];
+    fill(x, T * D, 5);
+    resdiag *r = open_run(path_a, NULL);
+    resdiag_step_begin(r, 0);
+    for (int i = 0; i < 1000; i++)
+        ck_assert_int_eq(RESDIAG_FWD(r, 77, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, D)),
+                         RESDIAG_E_RANGE);
+    ck_assert_int_eq(log_count, 20);
+    ck_assert_ptr_nonnull(strstr(log_last, "suppressed"));
+    ck_assert_ptr_nonnull(strstr(resdiag_errmsg(r), "layer 77"));
+    resdiag_step_end(r);
+    resdiag_destroy(r);
+}
+END_TEST
+
+/* ----------------------------------------------------- step selection */
+
+static void record_steps(resdiag *r, int n)
+{
+    float x[T * D];
+    for (int s = 0; s < n; s++) {
+        ck_assert_int_eq(resdiag_step_begin(r, s), RESDIAG_OK);
+        fill(x, T * D, (unsigned)s);
+        ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_OUT, resdiag_f32(x, T, D)),
+                         RESDIAG_OK);
+        ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    }
+}
+
+static void assert_steps(const char *path, const int64_t *want, int n)
+{
+    resdiag_reader *rd = reopen(path);
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, n);
+    int64_t got[64];
+    ck_assert_int_eq(resdiag_reader_steps(rd, got, n), RESDIAG_OK);
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(got[i], want[i]);
+        double f[RESDIAG_N_FIELDS];
+        float x[T * D];
+        fill(x, T * D, (unsigned)want[i]);
+        ck_assert_int_eq(resdiag_reader_site(rd, i, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_OUT,
+                                             f, NULL), RESDIAG_OK);
+        ck_assert_double_eq_tol(f[RESDIAG_FIELD_FROB], (double)ref_frob(x, T, D), 1e-12);
+    }
+    resdiag_reader_close(rd);
+}
+
+START_TEST(record_every_and_range_select_steps)
+{
+    resdiag_options o;
+    resdiag_options_init(&o);
+    o.record_every = 3;
+    o.record_first = 2;
+    o.record_last = 10;
+    resdiag *r = open_run(path_a, &o);
+    record_steps(r, 20);
+    resdiag_destroy(r);
+    const int64_t want[] = { 2, 5, 8 };
+    assert_steps(path_a, want, 3);
+}
+END_TEST
+
+START_TEST(record_init_only_keeps_the_first_step)
+{
+    resdiag_options o;
+    resdiag_options_init(&o);
+    o.record_init_only = 1;
+    o.record_first = 7; /* ignored with init only */
+    resdiag *r = open_run(path_a, &o);
+    record_steps(r, 5);
+    resdiag_destroy(r);
+    const int64_t want[] = { 0 };
+    assert_steps(path_a, want, 1);
+}
+END_TEST
+
+START_TEST(disabled_steps_record_nothing)
+{
+    float x[T * D];
+    fill(x, T * D, 0);
+    resdiag *r = open_run(path_a, NULL);
+    ck_assert_int_eq(resdiag_set_enabled(r, 0), RESDIAG_OK);
+    for (int s = 0; s < 3; s++) {
+        resdiag_step_begin(r, s);
+        ck_assert_int_eq(resdiag_step_is_recorded(r), 0);
+        ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_OUT, resdiag_f32(x, T, D)),
+                         RESDIAG_OK);
+        resdiag_step_end(r);
+    }
+    /* Outside a step a paused run is quiet too. */
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_OUT, resdiag_f32(x, T, D)), RESDIAG_OK);
+    resdiag_set_enabled(r, 1);
+    resdiag_step_begin(r, 3);
+    ck_assert_int_eq(resdiag_step_is_recorded(r), 1);
+    fill(x, T * D, 3);
+    RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_OUT, resdiag_f32(x, T, D));
+    resdiag_step_end(r);
+    ck_assert_int_eq(resdiag_step_is_recorded(r), 0);
+    resdiag_destroy(r);
+    const int64_t want[] = { 3 };
+    assert_steps(path_a, want, 1);
+    ck_assert_int_eq(log_count, 0);
+}
+END_TEST
+
+/* -------------------------------------------------- what the file holds */
+
+START_TEST(file_holds_statistics_ratios_order_and_callsites)
+{
+    float x[T * D], f[T * D], y[T * D];
+    fill(x, T * D, 10);
+    fill(f, T * D, 11);
+    for (int i = 0; i < T * D; i++)
+        f[i] *= 0.1f;
+    for (int i = 0; i < T * D; i++)
+        y[i] = x[i] + f[i];
+    resdiag *r = open_run(path_a, NULL);
+    resdiag_step_begin(r, 0);
+    /* BRANCH_OUT first: the ratio must not depend on the order. */
+    int line_br = __LINE__ + 1;
+    RESDIAG_FWD(r, 2, 1, RESDIAG_BRANCH_OUT, resdiag_f32(f, T, D));
+    int line_in = __LINE__ + 1;
+    RESDIAG_FWD(r, 2, 1, RESDIAG_STREAM_IN, resdiag_f32(x, T, D));
+    RESDIAG_FWD(r, 2, 1, RESDIAG_STREAM_OUT, resdiag_f32(y, T, D));
+    RESDIAG_BWD(r, 0, 0, RESDIAG_STREAM_OUT, resdiag_f32(f, T, D));
+    RESDIAG_MODEL_FWD(r, RESDIAG_LOGITS, resdiag_f32(x, D, T));
+    resdiag_step_end(r);
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    resdiag_destroy(r);
+
+    resdiag_reader *rd = reopen(path_a);
+    const resdiag_run_info *info = resdiag_reader_info(rd);
+    ck_assert_int_eq(info->n_layers, L);
+    ck_assert_int_eq(info->n_sublayers, S);
+    ck_assert_str_eq(info->sublayer_names[1], "mlp");
+    ck_assert_int_eq(info->sketch_size, 16);
+
+    /* Ratios against the independent computation. */
+    long double sum = 0;
+    for (int t = 0; t < T; t++) {
+        long double nx = 0, nf = 0;
+        for (int i = 0; i < D; i++) {
+            nx += (long double)x[t * D + i] * x[t * D + i];
+            nf += (long double)f[t * D + i] * f[t * D + i];
+        }
+        sum += sqrtl(nf) / sqrtl(nx);
+    }
+    double u[RESDIAG_N_UPDATE_FIELDS];
+    ck_assert_int_eq(resdiag_reader_update(rd, 0, 2, 1, u), RESDIAG_OK);
+    ck_assert_double_eq_tol(u[RESDIAG_UPDATE_RATIO_FROB],
+                            (double)(ref_frob(f, T, D) / ref_frob(x, T, D)), 1e-12);
+    ck_assert_double_eq_tol(u[RESDIAG_UPDATE_RATIO_TOK_MEAN], (double)(sum / T), 1e-12);
+    ck_assert_int_eq(resdiag_reader_update(rd, 0, 0, 0, u), RESDIAG_OK);
+    ck_assert(isnan(u[0]) && isnan(u[1]));
+
+    /* Call order within the step. */
+    double fl[RESDIAG_N_FIELDS];
+    const struct { resdiag_direction dir; int l, s; resdiag_site site; int seq; } order[] = {
+        { RESDIAG_FORWARD, 2, 1, RESDIAG_BRANCH_OUT, 0 },
+        { RESDIAG_FORWARD, 2, 1, RESDIAG_STREAM_IN, 1 },
+        { RESDIAG_FORWARD, 2, 1, RESDIAG_STREAM_OUT, 2 },
+        { RESDIAG_BACKWARD, 0, 0, RESDIAG_STREAM_OUT, 3 },
+        { RESDIAG_FORWARD, 0, 0, RESDIAG_LOGITS, 4 },
+    };
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        ck_assert_int_eq(resdiag_reader_site(rd, 0, order[i].dir, order[i].l, order[i].s,
+                                             order[i].site, fl, NULL), RESDIAG_OK);
+        ck_assert_double_eq(fl[RESDIAG_FIELD_CALL_SEQ], order[i].seq);
+    }
+    ck_assert_double_eq(fl[RESDIAG_FIELD_COLS], T); /* logits were (D, T) */
+
+    /* The sketch is linear: sk(x) + sk(f) = sk(x + f) up to float rounding of y. */
+    double sx[16], sf[16], sy[16], err = 0, norm = 0;
+    resdiag_reader_sketch(rd, 0, RESDIAG_FORWARD, 2, 1, RESDIAG_STREAM_IN, sx);
+    resdiag_reader_sketch(rd, 0, RESDIAG_FORWARD, 2, 1, RESDIAG_BRANCH_OUT, sf);
+    resdiag_reader_sketch(rd, 0, RESDIAG_FORWARD, 2, 1, RESDIAG_STREAM_OUT, sy);
+    for (int k = 0; k < 16; k++) {
+        err += (sx[k] + sf[k] - sy[k]) * (sx[k] + sf[k] - sy[k]);
+        norm += sy[k] * sy[k];
+    }
+    ck_assert(norm > 0);
+    ck_assert_msg(sqrt(err / norm) < 1e-6, "sketch not linear: %g", sqrt(err / norm));
+
+    /* Call sites name this file and line. */
+    char want[64];
+    const char *cs = resdiag_reader_callsite(rd, RESDIAG_FORWARD, 2, 1, RESDIAG_BRANCH_OUT);
+    snprintf(want, sizeof want, "test-api.c:%d", line_br);
+    ck_assert_msg(strstr(cs, want) != NULL, "callsite '%s' lacks '%s'", cs, want);
+    cs = resdiag_reader_callsite(rd, RESDIAG_FORWARD, 2, 1, RESDIAG_STREAM_IN);
+    snprintf(want, sizeof want, "test-api.c:%d", line_in);
+    ck_assert_msg(strstr(cs, want) != NULL, "callsite '%s' lacks '%s'", cs, want);
+    ck_assert_str_eq(resdiag_reader_callsite(rd, RESDIAG_FORWARD, 0, 0, RESDIAG_NORM_IN), "");
+    resdiag_reader_close(rd);
+}
+END_TEST
+
+START_TEST(model_description_and_metadata_reach_the_file)
+{
+    static const char *const meta[4] = { "optimizer", "adamw", "lr", "3e-4" };
+    resdiag_model m = test_model();
+    m.block = RESDIAG_BLOCK_PARALLEL;
+    m.declared_placement = RESDIAG_PLACEMENT_MIXED;
+    m.declared_mix_layers = 2;
+    m.norm_kind = RESDIAG_NORM_RMSNORM;
+    m.n_meta = 2;
+    m.meta = meta;
+    m.description = "toy model";
+    resdiag_options o;
+    resdiag_options_init(&o);
+    o.sketch_size = 0;
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, path_a, &m, &o), RESDIAG_OK);
+    record_steps(r, 2);
+    resdiag_destroy(r);
+
+    resdiag_reader *rd = reopen(path_a);
+    const resdiag_run_info *i = resdiag_reader_info(rd);
+    ck_assert_int_eq(i->schema_version, 1);
+    ck_assert_str_eq(i->resdiag_version, RESDIAG_VERSION_STRING);
+    ck_assert_int_eq(i->block, RESDIAG_BLOCK_PARALLEL);
+    ck_assert_int_eq(i->declared_placement, RESDIAG_PLACEMENT_MIXED);
+    ck_assert_int_eq(i->declared_mix_layers, 2);
+    ck_assert_int_eq(i->norm_kind, RESDIAG_NORM_RMSNORM);
+    ck_assert_int_eq(i->n_layer_params, 2);
+    ck_assert_str_eq(i->layer_param_names[1], "mlp.w2");
+    ck_assert_str_eq(i->model_param_names[0], "head.w");
+    ck_assert_int_eq(i->sketch_size, 0);
+    ck_assert_int_eq(i->n_meta, 2);
+    ck_assert_str_eq(i->meta[0], "optimizer");
+    ck_assert_str_eq(i->meta[1], "adamw");
+    ck_assert_str_eq(i->meta[2], "lr");
+    ck_assert_str_eq(i->meta[3], "3e-4");
+    ck_assert_str_eq(i->description, "toy model");
+    ck_assert_int_eq(i->n_steps, 2);
+    double sk[4];
+    ck_assert_int_eq(resdiag_reader_sketch(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_OUT, sk),
+                     RESDIAG_E_NOT_FOUND);
+    resdiag_reader_close(rd);
+}
+END_TEST
+
+/* --------------------------------------------------------- buffering */
+
+/* Steps a separate process sees in the file right now. */
+static int64_t steps_seen_by_another_process(const char *path)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        resdiag_reader *rd = NULL;
+        if (resdiag_reader_open(&rd, path) != RESDIAG_OK)
+            _exit(255);
+        int64_t n = resdiag_reader_info(rd)->n_steps;
+        resdiag_reader_close(rd);
+        _exit(n > 200 ? 254 : (int)n);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_lt(WEXITSTATUS(status), 254);
+    return WEXITSTATUS(status);
+}
+
+START_TEST(steps_reach_the_file_in_batches_and_on_flush)
+{
+    resdiag_options o;
+    resdiag_options_init(&o);
+    o.flush_steps = 4;
+    o.flush_seconds = 0;
+    resdiag *r = open_run(path_a, &o);
+    record_steps(r, 1);
+    ck_assert_int_eq(steps_seen_by_another_process(path_a), 1); /* the first at once */
+    float x[T * D];
+    for (int s = 1; s <= 3; s++) {
+        resdiag_step_begin(r, s);
+        fill(x, T * D, (unsigned)s);
+        RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_OUT, resdiag_f32(x, T, D));
+        resdiag_step_end(r);
+    }
+    ck_assert_int_eq(steps_seen_by_another_process(path_a), 1);
+    resdiag_step_begin(r, 4);
+    fill(x, T * D, 4);
+    RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_OUT, resdiag_f32(x, T, D));
+    resdiag_step_end(r); /* the batch of 4 is full */
+    ck_assert_int_eq(steps_seen_by_another_process(path_a), 5);
+    /* Flush inside a step writes the finished steps, not the open one. */
+    resdiag_step_begin(r, 5);
+    fill(x, T * D, 5);
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_OUT, resdiag_f32(x, T, D)),
+                     RESDIAG_OK);
+    ck_assert_int_eq(resdiag_flush(r), RESDIAG_OK);
+    ck_assert_int_eq(steps_seen_by_another_process(path_a), 5);
+    resdiag_step_end(r);
+    ck_assert_int_eq(resdiag_flush(r), RESDIAG_OK);
+    ck_assert_int_eq(steps_seen_by_another_process(path_a), 6);
+    resdiag_step_begin(r, 6);
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_OUT, resdiag_f32(x, T, D)),
+                     RESDIAG_OK);
+    resdiag_flush(r);
+    fill(x, T * D, 6);
+    RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_OUT, resdiag_f32(x, T, D)); /* last call counts */
+    resdiag_step_end(r);
+    resdiag_destroy(r);
+    const int64_t want[] = { 0, 1, 2, 3, 4, 5, 6 };
+    assert_steps(path_a, want, 7);
+}
+END_TEST
+
+/* ------------------------------------------------------------ threads */
+
+enum { TH_L = 8, TH_STEPS = 6, TH_T = 64, TH_D = 32 };
+
+typedef struct th_arg {
+    resdiag *r;
+    int layer0, step;
+    pthread_barrier_t *barrier;
+} th_arg;
+
+static void th_layer(resdiag *r, int layer, int step)
+{
+    float x[TH_T * TH_D], f[TH_T * TH_D];
+    fill(x, TH_T * TH_D, (unsigned)(step * 1000 + layer));
+    fill(f, TH_T * TH_D, (unsigned)(step * 1000 + layer + 500));
+    for (int s = 0; s < 2; s++) {
+        ck_assert_int_eq(RESDIAG_FWD(r, layer, s, RESDIAG_STREAM_IN, resdiag_f32(x, TH_T, TH_D)),
+                         RESDIAG_OK);
+        ck_assert_int_eq(RESDIAG_FWD(r, layer, s, RESDIAG_BRANCH_OUT,
+                                     resdiag_f32(f, TH_T, TH_D)), RESDIAG_OK);
+        ck_assert_int_eq(RESDIAG_BWD(r, layer, s, RESDIAG_STREAM_OUT,
+                                     resdiag_f32(f, TH_T, TH_D)), RESDIAG_OK);
+    }
+    ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, layer, "mlp.w2", resdiag_f32(x, TH_T, TH_D)),
+                     RESDIAG_OK);
+}
+
+static void *th_main(void *p)
+{
+    th_arg *a = p;
+    pthread_barrier_wait(a->barrier);
+    for (int l = a->layer0; l < TH_L; l += 4)
+        th_layer(a->r, l, a->step);
+    return NULL;
+}
+
+static resdiag *th_open(const char *path)
+{
+    resdiag_model m;
+    resdiag_model_init(&m);
+    m.n_layers = TH_L;
+    m.d_model = TH_D;
+    m.n_sublayers = 2;
+    m.sublayer_names = sub_names;
+    m.n_layer_params = 2;
+    m.layer_param_names = lparams;
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, path, &m, NULL), RESDIAG_OK);
+    return r;
+}
+
+START_TEST(concurrent_hooks_on_different_layers_match_a_sequential_run)
+{
+    resdiag *seq = th_open(path_a), *par = th_open(path_b);
+    for (int step = 0; step < TH_STEPS; step++) {
+        resdiag_step_begin(seq, step);
+        for (int l = 0; l < TH_L; l++)
+            th_layer(seq, l, step);
+        resdiag_step_end(seq);
+
+        resdiag_step_begin(par, step);
+        pthread_t th[4];
+        th_arg args[4];
+        pthread_barrier_t barrier;
+        pthread_barrier_init(&barrier, NULL, 4);
+        for (int i = 0; i < 4; i++) {
+            args[i] = (th_arg){ par, i, step, &barrier };
+            pthread_create(&th[i], NULL, th_main, &args[i]);
+        }
+        for (int i = 0; i < 4; i++)
+            pthread_join(th[i], NULL);
+        pthread_barrier_destroy(&barrier);
+        resdiag_step_end(par);
+    }
+    resdiag_destroy(seq);
+    resdiag_destroy(par);
+
+    /* Every dataset equal, except the call order, which threads interleave. */
+    resdiag_reader *a = reopen(path_a), *b = reopen(path_b);
+    int n = resdiag_reader_n_datasets(a);
+    ck_assert_int_eq(n, resdiag_reader_n_datasets(b));
+    int compared = 0;
+    for (int i = 0; i < n; i++) {
+        const char *name = resdiag_reader_dataset_name(a, i);
+        if (strcmp(name, "step_time") == 0)
+            continue;
+        int64_t dims[8];
+        int rank;
+        ck_assert_int_eq(resdiag_reader_dims(a, name, dims, 8, &rank), RESDIAG_OK);
+        size_t len = 1;
+        for (int k = 1; k < rank; k++)
+            len *= (size_t)dims[k];
+        ck_assert_int_eq(dims[0], TH_STEPS);
+        size_t total = len * TH_STEPS;
+        double *va = malloc(total * sizeof *va), *vb = malloc(total * sizeof *vb);
+        ck_assert_int_eq(resdiag_reader_read(a, name, 0, TH_STEPS, va, total), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_reader_read(b, name, 0, TH_STEPS, vb, total), RESDIAG_OK);
+        int is_stats = strstr(name, "_stats") != NULL;
+        for (size_t k = 0; k < total; k++) {
+            if (is_stats && k % RESDIAG_N_FIELDS == RESDIAG_FIELD_CALL_SEQ)
+                continue;
+            ck_assert_msg((isnan(va[k]) && isnan(vb[k])) || va[k] == vb[k],
+                          "%s[%zu]: %g vs %g", name, k, va[k], vb[k]);
+        }
+        free(va);
+        free(vb);
+        compared++;
+    }
+    ck_assert_int_ge(compared, 6);
+    resdiag_reader_close(a);
+    resdiag_reader_close(b);
+}
+END_TEST
+
+/* ------------------------------------------------------ running out */
+
+/* In a child limited to a small file size, the writer fails: hooks and
+ * steps return the error, the log says so once, the trainer loop finishes,
+ * and the parent still reads every step written before. */
+START_TEST(a_full_disk_is_reported_once_and_earlier_steps_survive)
+{
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(fds[0]);
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = { 2 << 20, 2 << 20 };
+        setrlimit(RLIMIT_FSIZE, &rl);
+        resdiag_options o;
+        resdiag_options_init(&o);
+        o.flush_steps = 1;
+        resdiag *r = open_run(path_a, &o);
+        float x[T * D];
+        int64_t written = 0, errors = 0, first_error = 0, finished = 0;
+        for (int s = 0; s < 5000; s++) {
+            fill(x, T * D, (unsigned)s);
+            resdiag_status a = resdiag_step_begin(r, s);
+            resdiag_status b = RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_OUT, resdiag_f32(x, T, D));
+            resdiag_status c = resdiag_step_end(r);
+            if (a == RESDIAG_OK && b == RESDIAG_OK && c == RESDIAG_OK)
+                written = s + 1;
+            else {
+                if (!first_error)
+                    first_error = c ? c : (b ? b : a);
+                errors++;
+            }
+            finished = s + 1;
+        }
+        resdiag_destroy(r);
+        int64_t msg[5] = { written, errors, first_error, finished, log_count };
+        if (write(fds[1], msg, sizeof msg) != (ssize_t)sizeof msg)
+            _exit(3);
+        _exit(0);
+    }
+    close(fds[1]);
+    int64_t msg[5] = { 0 };
+    ck_assert_int_eq(read(fds[0], msg, sizeof msg), (ssize_t)sizeof msg);
+    int status;
+    waitpid(pid, &status, 0);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_gt(msg[0], 1);         /* some steps were written */
+    ck_assert_int_gt(msg[1], 0);         /* then the limit was hit */
+    ck_assert_int_eq(msg[2], RESDIAG_E_NOSPACE);
+    ck_assert_int_eq(msg[3], 5000);      /* the loop went on to the end */
+    ck_assert_int_eq(msg[4], 1);         /* said once */
+    resdiag_reader *rd = reopen(path_a);
+    ck_assert_int_ge(resdiag_reader_info(rd)->n_steps, msg[0]);
+    int64_t n = msg[0];
+    int64_t *steps = malloc((size_t)n * sizeof *steps);
+    ck_assert_int_eq(resdiag_reader_steps(rd, steps, n), RESDIAG_OK);
+    for (int64_t i = 0; i < n; i++) {
+        ck_assert_int_eq(steps[i], i);
+        double f[RESDIAG_N_FIELDS];
+        float x[T * D];
+        fill(x, T * D, (unsigned)i);
+        ck_assert_int_eq(resdiag_reader_site(rd, i, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_OUT,
+                                             f, NULL), RESDIAG_OK);
+        ck_assert_double_eq_tol(f[RESDIAG_FIELD_FROB], (double)ref_frob(x, T, D), 1e-12);
+    }
+    free(steps);
+    resdiag_reader_close(rd);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- main */
+
+static Suite *api_suite(void)
+{
+    Suite *s = suite_create("api");
+    TCase *tc = tcase_create("api");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, version_of_library_matches_header);
+    tcase_add_test(tc, strerror_names_every_status_distinctly);
+    tcase_add_test(tc, null_handle_makes_every_call_a_no_op);
+    tcase_add_loop_test(tc, open_rejects_bad_model_or_options, 0,
+                        (int)(sizeof bad_opens / sizeof bad_opens[0]));
+    tcase_add_test(tc, open_rejects_null_arguments);
+    tcase_add_test(tc, open_reports_a_path_that_cannot_be_created);
+    tcase_add_test(tc, open_uses_the_handler_named_in_options);
+    tcase_add_loop_test(tc, hooks_reject_bad_calls_and_the_run_goes_on, 0,
+                        (int)(sizeof bad_hooks / sizeof bad_hooks[0]));
+    tcase_add_test(tc, shard_width_is_accepted_only_when_declared);
+    tcase_add_test(tc, param_grad_rejects_unknown_names_and_layers);
+    tcase_add_test(tc, calls_out_of_order_are_refused);
+    tcase_add_test(tc, client_bug_messages_are_rate_limited);
+    tcase_add_test(tc, record_every_and_range_select_steps);
+    tcase_add_test(tc, record_init_only_keeps_the_first_step);
+    tcase_add_test(tc, disabled_steps_record_nothing);
+    tcase_add_test(tc, file_holds_statistics_ratios_order_and_callsites);
+    tcase_add_test(tc, model_description_and_metadata_reach_the_file);
+    tcase_add_test(tc, steps_reach_the_file_in_batches_and_on_flush);
+    tcase_add_test(tc, concurrent_hooks_on_different_layers_match_a_sequential_run);
+    tcase_add_test(tc, a_full_disk_is_reported_once_and_earlier_steps_survive);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(api_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

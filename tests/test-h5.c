@@ -1,0 +1,1416 @@
+/*
+ * test-h5.c - the run file written by rd_writer_* and read back by
+ * resdiag_reader_*: every value, attribute and error path, SWMR reading
+ * while the writer runs (in a forked writer), and a full disk (a forked
+ * writer under RLIMIT_FSIZE).
+ *
+ * Values: element `off` of step index i's record is
+ *   i * 100000 + off + 0.25              (exact in double)
+ * except that some whole stats rows (unobserved sites) and some sketch
+ * elements are NaN, by a pattern in (i, slot). Offsets are computed here
+ * from the table offsets and the dims, not with the reader's helpers.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "h5_common.h"
+#include "h5_writer.h"
+#include "layout.h"
+#include "resdiag.h"
+
+#define F RESDIAG_N_FIELDS
+#define U RESDIAG_N_UPDATE_FIELDS
+#define B RESDIAG_N_BLOCK_SITES
+#define M RESDIAG_N_MODEL_SITES
+
+static char g_dir[256];
+
+/* ------------------------------------------------------------ log capture */
+
+static char g_log[4096];
+static int g_nlog;
+
+static void capture_log(resdiag_log_priority prio, const char *msg, void *user)
+{
+    (void)prio;
+    (void)user;
+    snprintf(g_log, sizeof g_log, "%s", msg);
+    g_nlog++;
+}
+
+static void log_reset(void)
+{
+    g_log[0] = '\0';
+    g_nlog = 0;
+}
+
+static const char *tpath(const char *name)
+{
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
+    return buf[k];
+}
+
+/* ---------------------------------------------------------------- the run */
+
+static const char *const SUB[] = { "attn", "mlp", "moe" };
+static const char *const LP[] = { "attn.wo", "mlp.w2" };
+static const char *const MP[] = { "head.w" };
+static const char *const META[] = { "zeta", "comes first", "alpha", "\xc3\xbcnic\xc3\xb6" "de \xe2\x9c\x93",
+                                     "lr", "3e-4" };
+
+typedef struct spec {
+    int L, S, P, Q, K, chunk;
+    int meta; /* with metadata, description, declared things */
+} spec;
+
+typedef struct run {
+    spec sp;
+    resdiag_model m;
+    rd_layout lay;
+    rd_file_header hdr;
+} run;
+
+static const spec FULL = { 3, 2, 2, 1, 8, 4, 1 };
+static const spec BARE = { 2, 3, 0, 0, 0, 3, 0 };
+
+static void make_run(run *r, const spec *sp)
+{
+    memset(r, 0, sizeof *r);
+    r->sp = *sp;
+    resdiag_model *m = &r->m;
+    m->struct_size = sizeof *m;
+    m->n_layers = sp->L;
+    m->d_model = 16;
+    m->n_sublayers = sp->S;
+    m->sublayer_names = SUB;
+    m->n_layer_params = sp->P;
+    m->layer_param_names = sp->P ? LP : NULL;
+    m->n_model_params = sp->Q;
+    m->model_param_names = sp->Q ? MP : NULL;
+    if (sp->meta) {
+        m->block = RESDIAG_BLOCK_PARALLEL;
+        m->declared_placement = RESDIAG_PLACEMENT_MIXED;
+        m->declared_mix_layers = 2;
+        m->norm_kind = RESDIAG_NORM_RMSNORM;
+        m->shard_cols = 8;
+        m->n_meta = 3;
+        m->meta = META;
+        m->description = "tiny test model \xe2\x80\x94 3 layers";
+    }
+    rd_layout_init(&r->lay, sp->L, sp->S, sp->P, sp->Q, sp->K);
+    r->hdr.model = &r->m;
+    r->hdr.layout = &r->lay;
+    r->hdr.sketch_size = sp->K;
+    r->hdr.sketch_seed = 0xfedcba9876543210ull;
+    r->hdr.record_chunk_steps = sp->chunk;
+}
+
+static int64_t step_no(int64_t i) { return 1000 + 3 * i; }
+static double step_time(int64_t i) { return 0.5 * (double)i + 0.125; }
+
+/* Expected value of element `off` of step index i. */
+static double expect(const rd_layout *lay, int64_t i, size_t off)
+{
+    for (int t = 0; t < RD_N_TABLES; t++) {
+        const rd_table *tb = &lay->tables[t];
+        if (off < tb->offset || off >= tb->offset + tb->count)
+            continue;
+        size_t rel = off - tb->offset;
+        if (tb->kind == RD_KIND_STATS && ((rel / F) + (size_t)i) % 7 == 3)
+            return NAN; /* site not observed in this step */
+        if (tb->kind == RD_KIND_SKETCH && (rel + (size_t)i) % 11 == 5)
+            return NAN;
+        break;
+    }
+    return (double)i * 100000.0 + (double)off + 0.25;
+}
+
+static int same(double a, double b)
+{
+    return (isnan(a) && isnan(b)) || a == b;
+}
+
+/* Call site of slot s, in version v of the trainer. */
+#define LONG_DIR "/home/somebody/projects/a-rather-long-directory-name/and/another/" \
+                 "level/of/nesting/that/goes/on/and/on/src/models/transformer/blocks/"
+static rd_callsite callsite_of(size_t s, int v)
+{
+    rd_callsite c = { NULL, 0 };
+    switch ((s + (size_t)v) % 3) {
+    case 0:
+        c.file = v ? "trainer_v1.c" : "trainer.c";
+        c.line = 100 + (int)s + 1000 * v;
+        break;
+    case 1:
+        break; /* never observed */
+    default:
+        c.file = LONG_DIR "attention_block.c";
+        c.line = 7 + (int)s;
+        break;
+    }
+    return c;
+}
+
+/* The string the file must hold for a call site, computed independently:
+ * "file:line", or "..." and the last 124 bytes of it. */
+static void expect_callsite(char *buf, size_t len, rd_callsite c)
+{
+    if (!c.file) {
+        buf[0] = '\0';
+        return;
+    }
+    char full[1024];
+    snprintf(full, sizeof full, "%s:%d", c.file, c.line);
+    size_t n = strlen(full);
+    if (n <= RD_CALLSITE_LEN - 1)
+        snprintf(buf, len, "%s", full);
+    else
+        snprintf(buf, len, "...%s", full + n - (RD_CALLSITE_LEN - 1 - 3));
+}
+
+static rd_callsite *make_callsites(const run *r, int v)
+{
+    rd_callsite *cs = calloc(r->lay.n_slots ? r->lay.n_slots : 1, sizeof *cs);
+    ck_assert_ptr_nonnull(cs);
+    for (size_t s = 0; s < r->lay.n_slots; s++)
+        cs[s] = callsite_of(s, v);
+    return cs;
+}
+
+static rd_writer *create_or_fail(const char *path, run *r)
+{
+    rd_writer *w = (rd_writer *)0x1;
+    char err[1024] = "";
+    resdiag_status st = rd_writer_create(&w, path, &r->hdr, err, sizeof err);
+    ck_assert_msg(st == RESDIAG_OK, "create %s: %d %s", path, st, err);
+    ck_assert_ptr_nonnull(w);
+    return w;
+}
+
+/* Appends step indices [first, first + n). */
+static resdiag_status append_steps(rd_writer *w, const run *r, int64_t first, size_t n,
+                                   const rd_callsite *cs, int changed, char *err, size_t errlen)
+{
+    size_t L = r->lay.record_len;
+    double *rec = malloc((n ? n : 1) * L * sizeof *rec);
+    int64_t *steps = malloc((n ? n : 1) * sizeof *steps);
+    double *times = malloc((n ? n : 1) * sizeof *times);
+    ck_assert(rec && steps && times);
+    for (size_t k = 0; k < n; k++) {
+        int64_t i = first + (int64_t)k;
+        steps[k] = step_no(i);
+        times[k] = step_time(i);
+        for (size_t off = 0; off < L; off++)
+            rec[k * L + off] = expect(&r->lay, i, off);
+    }
+    resdiag_status st = rd_writer_append(w, steps, times, rec, n, cs, changed, err, errlen);
+    free(rec);
+    free(steps);
+    free(times);
+    return st;
+}
+
+static void append_ok(rd_writer *w, const run *r, int64_t first, size_t n, const rd_callsite *cs,
+                      int changed)
+{
+    char err[1024] = "";
+    resdiag_status st = append_steps(w, r, first, n, cs, changed, err, sizeof err);
+    ck_assert_msg(st == RESDIAG_OK, "append %lld+%zu: %d %s", (long long)first, n, st, err);
+}
+
+static void close_ok(rd_writer *w)
+{
+    char err[1024] = "";
+    resdiag_status st = rd_writer_close(w, err, sizeof err);
+    ck_assert_msg(st == RESDIAG_OK, "close: %d %s", st, err);
+}
+
+/* Writes n_total steps in batches of 1, 5, 1, 3, ...; call sites v0 first,
+ * v1 from the third batch on. */
+static void write_run(const char *path, run *r, int64_t n_total)
+{
+    static const size_t batches[] = { 1, 5, 1, 3 };
+    rd_writer *w = create_or_fail(path, r);
+    rd_callsite *cs0 = make_callsites(r, 0), *cs1 = make_callsites(r, 1);
+    int64_t done = 0;
+    for (int b = 0; done < n_total; b++) {
+        size_t n = batches[b % 4];
+        if ((int64_t)n > n_total - done)
+            n = (size_t)(n_total - done);
+        append_ok(w, r, done, n, b >= 2 ? cs1 : cs0, b == 0 || b == 2);
+        done += (int64_t)n;
+    }
+    close_ok(w);
+    free(cs0);
+    free(cs1);
+}
+
+static resdiag_reader *open_or_fail(const char *path)
+{
+    resdiag_reader *rd = NULL;
+    log_reset();
+    resdiag_status st = resdiag_reader_open(&rd, path);
+    ck_assert_msg(st == RESDIAG_OK, "open %s: %d (%s)", path, st, g_log);
+    ck_assert_ptr_nonnull(rd);
+    return rd;
+}
+
+/* ----------------------------------------------------------- verification */
+
+static void check_info(const resdiag_reader *rd, const run *r, int64_t n_steps)
+{
+    const resdiag_run_info *in = resdiag_reader_info(rd);
+    const resdiag_model *m = &r->m;
+    ck_assert_ptr_nonnull(in);
+    ck_assert_int_eq(in->schema_version, 1);
+    ck_assert_str_eq(in->resdiag_version, RESDIAG_VERSION_STRING);
+    ck_assert_int_eq(in->n_layers, m->n_layers);
+    ck_assert_int_eq(in->d_model, m->d_model);
+    ck_assert_int_eq(in->n_sublayers, m->n_sublayers);
+    for (int s = 0; s < m->n_sublayers; s++)
+        ck_assert_str_eq(in->sublayer_names[s], SUB[s]);
+    ck_assert_int_eq(in->block, m->block);
+    ck_assert_int_eq(in->declared_placement, m->declared_placement);
+    ck_assert_int_eq(in->declared_mix_layers, m->declared_mix_layers);
+    ck_assert_int_eq(in->norm_kind, m->norm_kind);
+    ck_assert_int_eq(in->shard_cols, m->shard_cols);
+    ck_assert_int_eq(in->n_layer_params, m->n_layer_params);
+    for (int p = 0; p < m->n_layer_params; p++)
+        ck_assert_str_eq(in->layer_param_names[p], LP[p]);
+    ck_assert_int_eq(in->n_model_params, m->n_model_params);
+    for (int q = 0; q < m->n_model_params; q++)
+        ck_assert_str_eq(in->model_param_names[q], MP[q]);
+    ck_assert_int_eq(in->sketch_size, r->sp.K);
+    ck_assert_uint_eq(in->sketch_seed, 0xfedcba9876543210ull);
+    ck_assert_int_eq(in->n_steps, n_steps);
+    ck_assert_int_eq(in->n_meta, m->n_meta);
+    /* in the trainer's order, not sorted */
+    for (int k = 0; k < 2 * m->n_meta; k++)
+        ck_assert_str_eq(in->meta[k], META[k]);
+    ck_assert_str_eq(in->description, m->description ? m->description : "");
+    /* provenance: "YYYY-MM-DDTHH:MM:SSZ", this program, this HDF5 */
+    ck_assert_uint_eq(strlen(in->created_utc), 20);
+    ck_assert(in->created_utc[4] == '-' && in->created_utc[10] == 'T'
+              && in->created_utc[19] == 'Z');
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    ck_assert(n > 0);
+    exe[n] = '\0';
+    ck_assert_str_eq(in->program, exe);
+    char h5v[64];
+    snprintf(h5v, sizeof h5v, "%d.%d.%d", H5_VERS_MAJOR, H5_VERS_MINOR, H5_VERS_RELEASE);
+    ck_assert_str_eq(in->hdf5_version, h5v);
+}
+
+/* Offsets of things in the record, from the tables' dims. */
+static size_t block_off(const run *r, int dir, int l, int s, int site, int sketch)
+{
+    int t = sketch ? (dir ? RD_T_BWD_SITE_SKETCH : RD_T_FWD_SITE_SKETCH)
+                   : (dir ? RD_T_BWD_SITE : RD_T_FWD_SITE);
+    size_t width = sketch ? (size_t)r->sp.K : F;
+    return r->lay.tables[t].offset + ((size_t)(l * r->sp.S + s) * B + (size_t)site) * width;
+}
+
+static size_t model_off(const run *r, int dir, int m, int sketch)
+{
+    int t = sketch ? (dir ? RD_T_BWD_MODEL_SKETCH : RD_T_FWD_MODEL_SKETCH)
+                   : (dir ? RD_T_BWD_MODEL : RD_T_FWD_MODEL);
+    return r->lay.tables[t].offset + (size_t)m * (sketch ? (size_t)r->sp.K : F);
+}
+
+/* Reads every value of steps [0, n) through the per-slot functions. */
+static void check_values(const resdiag_reader *rd, const run *r, int64_t n, int cs_version)
+{
+    double out[F + RESDIAG_MAX_SKETCH];
+    int K = r->sp.K;
+    for (int64_t i = 0; i < n; i++) {
+        for (int dir = 0; dir < 2; dir++) {
+            for (int l = 0; l < r->sp.L; l++)
+                for (int s = 0; s < r->sp.S; s++)
+                    for (int site = 0; site < B; site++) {
+                        int obs = -1;
+                        ck_assert_int_eq(resdiag_reader_site(rd, i, dir, l, s, site, out, &obs),
+                                         RESDIAG_OK);
+                        size_t off = block_off(r, dir, l, s, site, 0);
+                        for (int f = 0; f < F; f++)
+                            ck_assert_msg(same(out[f], expect(&r->lay, i, off + (size_t)f)),
+                                          "site i=%lld dir=%d l=%d s=%d site=%d f=%d: %g",
+                                          (long long)i, dir, l, s, site, f, out[f]);
+                        ck_assert_int_eq(obs, !isnan(expect(&r->lay, i, off)));
+                        if (K > 0) {
+                            ck_assert_int_eq(resdiag_reader_sketch(rd, i, dir, l, s, site, out),
+                                             RESDIAG_OK);
+                            off = block_off(r, dir, l, s, site, 1);
+                            for (int k = 0; k < K; k++)
+                                ck_assert(same(out[k], expect(&r->lay, i, off + (size_t)k)));
+                        }
+                    }
+            for (int m = 0; m < M; m++) {
+                int obs = -1;
+                /* model sites ignore layer and sublayer */
+                ck_assert_int_eq(resdiag_reader_site(rd, i, dir, -7, 99, RESDIAG_EMBED_OUT + m,
+                                                     out, &obs), RESDIAG_OK);
+                size_t off = model_off(r, dir, m, 0);
+                for (int f = 0; f < F; f++)
+                    ck_assert(same(out[f], expect(&r->lay, i, off + (size_t)f)));
+                ck_assert_int_eq(obs, !isnan(expect(&r->lay, i, off)));
+                if (K > 0) {
+                    ck_assert_int_eq(resdiag_reader_sketch(rd, i, dir, 12345, -1,
+                                                           RESDIAG_EMBED_OUT + m, out),
+                                     RESDIAG_OK);
+                    off = model_off(r, dir, m, 1);
+                    for (int k = 0; k < K; k++)
+                        ck_assert(same(out[k], expect(&r->lay, i, off + (size_t)k)));
+                }
+            }
+        }
+        for (int l = 0; l < r->sp.L; l++) {
+            for (int p = 0; p < r->sp.P; p++) {
+                int obs = -1;
+                ck_assert_int_eq(resdiag_reader_param(rd, i, l, LP[p], out, &obs), RESDIAG_OK);
+                size_t off = r->lay.tables[RD_T_LAYER_PARAM].offset
+                             + (size_t)(l * r->sp.P + p) * F;
+                for (int f = 0; f < F; f++)
+                    ck_assert(same(out[f], expect(&r->lay, i, off + (size_t)f)));
+                ck_assert_int_eq(obs, !isnan(expect(&r->lay, i, off)));
+            }
+            for (int s = 0; s < r->sp.S; s++) {
+                ck_assert_int_eq(resdiag_reader_update(rd, i, l, s, out), RESDIAG_OK);
+                size_t off = r->lay.tables[RD_T_UPDATE].offset + (size_t)(l * r->sp.S + s) * U;
+                for (int u = 0; u < U; u++)
+                    ck_assert(same(out[u], expect(&r->lay, i, off + (size_t)u)));
+            }
+        }
+        for (int q = 0; q < r->sp.Q; q++) {
+            int obs = -1;
+            ck_assert_int_eq(resdiag_reader_param(rd, i, RESDIAG_MODEL_LEVEL, MP[q], out, &obs),
+                             RESDIAG_OK);
+            size_t off = r->lay.tables[RD_T_MODEL_PARAM].offset + (size_t)q * F;
+            for (int f = 0; f < F; f++)
+                ck_assert(same(out[f], expect(&r->lay, i, off + (size_t)f)));
+            ck_assert_int_eq(obs, !isnan(expect(&r->lay, i, off)));
+        }
+    }
+
+    /* step numbers */
+    int64_t *steps = malloc((size_t)(n ? n : 1) * sizeof *steps);
+    ck_assert_int_eq(resdiag_reader_steps(rd, steps, n), RESDIAG_OK);
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_int_eq(steps[i], step_no(i));
+    free(steps);
+
+    /* call sites */
+    if (cs_version >= 0) {
+        char want[RD_CALLSITE_LEN];
+        for (int dir = 0; dir < 2; dir++) {
+            int t = dir ? RD_T_BWD_SITE : RD_T_FWD_SITE;
+            for (int l = 0; l < r->sp.L; l++)
+                for (int s = 0; s < r->sp.S; s++)
+                    for (int site = 0; site < B; site++) {
+                        size_t slot = r->lay.tables[t].slot_offset
+                                      + (size_t)(l * r->sp.S + s) * B + (size_t)site;
+                        expect_callsite(want, sizeof want, callsite_of(slot, cs_version));
+                        ck_assert_str_eq(resdiag_reader_callsite(rd, dir, l, s, site), want);
+                    }
+            t = dir ? RD_T_BWD_MODEL : RD_T_FWD_MODEL;
+            for (int m = 0; m < M; m++) {
+                expect_callsite(want, sizeof want,
+                                callsite_of(r->lay.tables[t].slot_offset + (size_t)m, cs_version));
+                ck_assert_str_eq(resdiag_reader_callsite(rd, dir, 0, 0, RESDIAG_EMBED_OUT + m),
+                                 want);
+            }
+        }
+    }
+}
+
+/* Series of every field of every site, and every time series dataset
+ * read whole through the generic functions. */
+static void check_series_and_datasets(const resdiag_reader *rd, const run *r, int64_t n)
+{
+    double *out = malloc((size_t)(n + 1) * sizeof *out);
+    for (int dir = 0; dir < 2; dir++) {
+        for (int l = 0; l < r->sp.L; l++)
+            for (int s = 0; s < r->sp.S; s++)
+                for (int site = 0; site < B; site++)
+                    for (int f = 0; f < F; f++) {
+                        ck_assert_int_eq(resdiag_reader_series(rd, dir, l, s, site, f, out, n),
+                                         RESDIAG_OK);
+                        size_t off = block_off(r, dir, l, s, site, 0) + (size_t)f;
+                        for (int64_t i = 0; i < n; i++)
+                            ck_assert(same(out[i], expect(&r->lay, i, off)));
+                    }
+        for (int m = 0; m < M; m++)
+            for (int f = 0; f < F; f++) {
+                /* fewer steps than there are */
+                int64_t nn = n > 1 ? n - 1 : n;
+                ck_assert_int_eq(resdiag_reader_series(rd, dir, 0, 0, RESDIAG_EMBED_OUT + m, f,
+                                                       out, nn), RESDIAG_OK);
+                size_t off = model_off(r, dir, m, 0) + (size_t)f;
+                for (int64_t i = 0; i < nn; i++)
+                    ck_assert(same(out[i], expect(&r->lay, i, off)));
+            }
+    }
+    free(out);
+
+    /* generic access: steps, step_time and every table present */
+    int want_n = 2;
+    for (int t = 0; t < RD_N_TABLES; t++)
+        want_n += r->lay.tables[t].count > 0;
+    ck_assert_int_eq(resdiag_reader_n_datasets(rd), want_n);
+    ck_assert_str_eq(resdiag_reader_dataset_name(rd, 0), "steps");
+    ck_assert_str_eq(resdiag_reader_dataset_name(rd, 1), "step_time");
+    ck_assert_ptr_null(resdiag_reader_dataset_name(rd, want_n));
+    ck_assert_ptr_null(resdiag_reader_dataset_name(rd, -1));
+    int seen = 2;
+    for (int t = 0; t < RD_N_TABLES; t++) {
+        const rd_table *tb = &r->lay.tables[t];
+        if (tb->count == 0)
+            continue;
+        ck_assert_str_eq(resdiag_reader_dataset_name(rd, seen++), tb->name);
+        int64_t dims[8];
+        int rank = 0;
+        ck_assert_int_eq(resdiag_reader_dims(rd, tb->name, dims, 8, &rank), RESDIAG_OK);
+        ck_assert_int_eq(rank, tb->rank + 1);
+        ck_assert_int_eq(dims[0], n);
+        for (int k = 0; k < tb->rank; k++)
+            ck_assert_int_eq(dims[k + 1], tb->dims[k]);
+        size_t len = (size_t)n * tb->count;
+        double *all = malloc((len ? len : 1) * sizeof *all);
+        ck_assert_int_eq(resdiag_reader_read(rd, tb->name, 0, n, all, len), RESDIAG_OK);
+        for (int64_t i = 0; i < n; i++)
+            for (size_t e = 0; e < tb->count; e++)
+                ck_assert_msg(same(all[(size_t)i * tb->count + e],
+                                   expect(&r->lay, i, tb->offset + e)),
+                              "%s step %lld element %zu", tb->name, (long long)i, e);
+        /* a window, with a leading slash */
+        if (n >= 3) {
+            char slashed[128];
+            snprintf(slashed, sizeof slashed, "/%s", tb->name);
+            ck_assert_int_eq(resdiag_reader_read(rd, slashed, 1, 2, all, 2 * tb->count),
+                             RESDIAG_OK);
+            for (int64_t i = 1; i < 3; i++)
+                for (size_t e = 0; e < tb->count; e++)
+                    ck_assert(same(all[(size_t)(i - 1) * tb->count + e],
+                                   expect(&r->lay, i, tb->offset + e)));
+        }
+        free(all);
+    }
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    int64_t dims[2];
+    int rank = 0;
+    ck_assert_int_eq(resdiag_reader_dims(rd, "steps", dims, 2, &rank), RESDIAG_OK);
+    ck_assert_int_eq(rank, 1);
+    ck_assert_int_eq(dims[0], n);
+    ck_assert_int_eq(resdiag_reader_read(rd, "steps", 0, n, v, (size_t)n), RESDIAG_OK);
+    for (int64_t i = 0; i < n; i++)
+        ck_assert(v[i] == (double)step_no(i));
+    ck_assert_int_eq(resdiag_reader_read(rd, "step_time", 0, n, v, (size_t)n), RESDIAG_OK);
+    for (int64_t i = 0; i < n; i++)
+        ck_assert(v[i] == step_time(i));
+    free(v);
+}
+
+/* ------------------------------------------------------------ round trip */
+
+START_TEST(h5_roundtrip_every_value_and_attribute)
+{
+    run r;
+    make_run(&r, &FULL);
+    const char *path = tpath("roundtrip.h5");
+    write_run(path, &r, 10);
+    resdiag_reader *rd = open_or_fail(path);
+    check_info(rd, &r, 10);
+    check_values(rd, &r, 10, 1);
+    check_series_and_datasets(rd, &r, 10);
+    resdiag_reader_close(rd);
+}
+END_TEST
+
+START_TEST(h5_roundtrip_without_sketch_or_params)
+{
+    run r;
+    make_run(&r, &BARE);
+    const char *path = tpath("bare.h5");
+    write_run(path, &r, 7);
+    resdiag_reader *rd = open_or_fail(path);
+    check_info(rd, &r, 7);
+    const resdiag_run_info *in = resdiag_reader_info(rd);
+    ck_assert_int_eq(in->n_layer_params, 0);
+    ck_assert_int_eq(in->n_model_params, 0);
+    ck_assert_int_eq(in->n_meta, 0);
+    ck_assert_str_eq(in->description, "");
+    ck_assert_int_eq(in->block, RESDIAG_BLOCK_SEQUENTIAL);
+    ck_assert_int_eq(in->declared_placement, RESDIAG_PLACEMENT_UNDECLARED);
+    ck_assert_int_eq(in->norm_kind, RESDIAG_NORM_UNDECLARED);
+    check_values(rd, &r, 7, 1);
+    check_series_and_datasets(rd, &r, 7);
+    double out[F];
+    int obs = 1;
+    log_reset();
+    ck_assert_int_eq(resdiag_reader_sketch(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_OUT, out),
+                     RESDIAG_E_NOT_FOUND);
+    ck_assert_int_eq(g_nlog, 1);
+    ck_assert_int_eq(resdiag_reader_sketch(rd, 0, RESDIAG_BACKWARD, 0, 0, RESDIAG_LOGITS, out),
+                     RESDIAG_E_NOT_FOUND);
+    ck_assert_int_eq(resdiag_reader_param(rd, 0, 0, "mlp.w2", out, &obs), RESDIAG_E_NOT_FOUND);
+    ck_assert_int_eq(obs, 0);
+    ck_assert_int_eq(resdiag_reader_param(rd, 0, RESDIAG_MODEL_LEVEL, "head.w", out, NULL),
+                     RESDIAG_E_NOT_FOUND);
+    int64_t dims[8];
+    int rank;
+    ck_assert_int_eq(resdiag_reader_dims(rd, "forward/site_sketch", dims, 8, &rank),
+                     RESDIAG_E_NOT_FOUND);
+    ck_assert_int_eq(resdiag_reader_dims(rd, "backward/param_stats", dims, 8, &rank),
+                     RESDIAG_E_NOT_FOUND);
+    resdiag_reader_close(rd);
+
+    /* the absent tables are absent from the file too; the empty name lists
+     * are zero-length */
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    ck_assert_int_eq(H5Lexists(f, "backward/param_stats", H5P_DEFAULT), 0);
+    ck_assert_int_eq(H5Lexists(f, "forward/site_sketch", H5P_DEFAULT), 0);
+    hid_t a = H5Aopen(f, "layer_param_names", H5P_DEFAULT);
+    hid_t sp = H5Aget_space(a);
+    ck_assert_int_eq(H5Sget_simple_extent_npoints(sp), 0);
+    H5Sclose(sp);
+    H5Aclose(a);
+    H5Fclose(f);
+}
+END_TEST
+
+START_TEST(h5_zero_steps_file_opens_with_no_steps)
+{
+    run r;
+    make_run(&r, &FULL);
+    const char *path = tpath("empty-run.h5");
+    rd_writer *w = create_or_fail(path, &r);
+    close_ok(w);
+    resdiag_reader *rd = open_or_fail(path);
+    check_info(rd, &r, 0);
+    double out[F];
+    ck_assert_int_eq(resdiag_reader_site(rd, 0, 0, 0, 0, 0, out, NULL), RESDIAG_E_NOT_FOUND);
+    ck_assert_int_eq(resdiag_reader_steps(rd, NULL, 0), RESDIAG_OK);
+    ck_assert_str_eq(resdiag_reader_callsite(rd, 0, 0, 0, RESDIAG_NORM_IN), "");
+    resdiag_reader_close(rd);
+}
+END_TEST
+
+START_TEST(h5_callsites_keep_the_end_of_long_paths)
+{
+    run r;
+    make_run(&r, &BARE);
+    const char *path = tpath("callsites.h5");
+    rd_callsite *cs = make_callsites(&r, 0);
+    /* a path that is cut inside a multi-byte character: "é" is 2 bytes */
+    char longp[400] = "/";
+    while (strlen(longp) < 300)
+        strcat(longp, "\xc3\xa9");
+    strcat(longp, "/end.c");
+    cs[0].file = longp;
+    cs[0].line = 123456;
+    cs[1].file = "";
+    cs[1].line = 5;
+    char exact[RD_CALLSITE_LEN];
+    memset(exact, 'x', sizeof exact);
+    exact[RD_CALLSITE_LEN - 1 - 3] = '\0'; /* 124 bytes + ":42" = 127: fits exactly */
+    cs[2].file = exact;
+    cs[2].line = 42;
+    rd_writer *w = create_or_fail(path, &r);
+    append_ok(w, &r, 0, 1, cs, 1);
+    close_ok(w);
+    resdiag_reader *rd = open_or_fail(path);
+    /* slot 0 = forward, layer 0, sublayer 0, stream_in */
+    const char *got = resdiag_reader_callsite(rd, 0, 0, 0, RESDIAG_STREAM_IN);
+    ck_assert_uint_le(strlen(got), RD_CALLSITE_LEN - 1);
+    ck_assert_int_eq(strncmp(got, "...", 3), 0);
+    ck_assert((got[3] & 0xC0) != 0x80); /* starts at a whole character */
+    ck_assert_str_eq(got + strlen(got) - strlen("/end.c:123456"), "/end.c:123456");
+    ck_assert_str_eq(resdiag_reader_callsite(rd, 0, 0, 0, RESDIAG_NORM_IN), ":5");
+    char want[RD_CALLSITE_LEN + 8];
+    snprintf(want, sizeof want, "%s:42", exact);
+    ck_assert_uint_eq(strlen(want), RD_CALLSITE_LEN - 1);
+    ck_assert_str_eq(resdiag_reader_callsite(rd, 0, 0, 0, RESDIAG_NORM_OUT), want);
+    resdiag_reader_close(rd);
+    free(cs);
+}
+END_TEST
+
+/* The file explains itself to h5py / h5dump users. */
+START_TEST(h5_every_dataset_is_self_describing)
+{
+    run r;
+    make_run(&r, &FULL);
+    const char *path = tpath("described.h5");
+    write_run(path, &r, 2);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    const char *names[2 * RD_N_TABLES + 2];
+    int n = 0;
+    names[n++] = "steps";
+    names[n++] = "step_time";
+    for (int t = 0; t < RD_N_TABLES; t++) {
+        if (r.lay.tables[t].count == 0)
+            continue;
+        names[n++] = r.lay.tables[t].name;
+        if (r.lay.tables[t].callsite_name)
+            names[n++] = r.lay.tables[t].callsite_name;
+    }
+    for (int i = 0; i < n; i++) {
+        hid_t d = H5Dopen2(f, names[i], H5P_DEFAULT);
+        ck_assert_msg(d >= 0, "%s", names[i]);
+        ck_assert_int_gt(H5Aexists(d, "description"), 0);
+        ck_assert_int_gt(H5Aexists(d, "units"), 0);
+        ck_assert_int_gt(H5Aexists(d, "axes"), 0);
+        hid_t dcpl = H5Dget_create_plist(d);
+        ck_assert_int_eq(H5Pget_layout(dcpl), H5D_CHUNKED);
+        H5Pclose(dcpl);
+        H5Dclose(d);
+    }
+    /* a stats table: NaN fill, unlimited steps, field names */
+    hid_t d = H5Dopen2(f, "forward/site_stats", H5P_DEFAULT);
+    hid_t dcpl = H5Dget_create_plist(d);
+    double fill = 0;
+    ck_assert_int_ge(H5Pget_fill_value(dcpl, H5T_NATIVE_DOUBLE, &fill), 0);
+    ck_assert(isnan(fill));
+    hid_t sp = H5Dget_space(d);
+    hsize_t cur[5], max[5];
+    ck_assert_int_eq(H5Sget_simple_extent_dims(sp, cur, max), 5);
+    ck_assert(max[0] == H5S_UNLIMITED);
+    ck_assert(cur[0] == 2 && cur[1] == 3 && cur[2] == 2 && cur[3] == 5 && cur[4] == F);
+    ck_assert_int_gt(H5Aexists(d, "field_names"), 0);
+    ck_assert_int_gt(H5Aexists(d, "field_units"), 0);
+    ck_assert_int_gt(H5Aexists(d, "site_names"), 0);
+    H5Sclose(sp);
+    H5Pclose(dcpl);
+    H5Dclose(d);
+    d = H5Dopen2(f, "forward/update", H5P_DEFAULT);
+    ck_assert_int_gt(H5Aexists(d, "update_field_names"), 0);
+    H5Dclose(d);
+    /* no modification times anywhere: reproducible files */
+    H5O_info_t oi;
+    ck_assert_int_ge(H5Oget_info_by_name2(f, "forward/site_stats", &oi, H5O_INFO_TIME,
+                                          H5P_DEFAULT), 0);
+    ck_assert_int_eq(oi.mtime, 0);
+    ck_assert_int_eq(oi.ctime, 0);
+    ck_assert_int_ge(H5Oget_info_by_name2(f, "meta", &oi, H5O_INFO_TIME, H5P_DEFAULT), 0);
+    ck_assert_int_eq(oi.mtime, 0);
+    /* root attributes that the API does not expose */
+    const char *root[] = { "host", "site_names", "model_site_names", "field_names",
+                           "field_units" };
+    for (size_t i = 0; i < sizeof root / sizeof root[0]; i++)
+        ck_assert_int_gt(H5Aexists(f, root[i]), 0);
+    H5Fclose(f);
+
+    /* a cleanly closed file ends where HDF5's allocation ends: the space
+     * reserved while writing was given back */
+    f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hsize_t h5size = 0;
+    ck_assert_int_ge(H5Fget_filesize(f, &h5size), 0);
+    H5Fclose(f);
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+    ck_assert_uint_eq((hsize_t)sb.st_size, h5size);
+}
+END_TEST
+
+/* A file as a dying writer may leave it: datasets longer than what was
+ * committed. Only steps whose step number was written count, and never
+ * more than the shortest dataset. */
+static void set_extent(hid_t f, const char *name, hsize_t n)
+{
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    ck_assert_msg(d >= 0, "%s", name);
+    hid_t sp = H5Dget_space(d);
+    hsize_t dims[8];
+    int rank = H5Sget_simple_extent_dims(sp, dims, NULL);
+    ck_assert_int_gt(rank, 0);
+    dims[0] = n;
+    ck_assert_int_ge(H5Dset_extent(d, dims), 0);
+    H5Sclose(sp);
+    H5Dclose(d);
+}
+
+static void set_step(hid_t f, hsize_t i, long long v)
+{
+    hid_t d = H5Dopen2(f, "steps", H5P_DEFAULT);
+    hid_t sp = H5Dget_space(d);
+    hsize_t one = 1;
+    H5Sselect_hyperslab(sp, H5S_SELECT_SET, &i, NULL, &one, NULL);
+    hid_t ms = H5Screate_simple(1, &one, NULL);
+    ck_assert_int_ge(H5Dwrite(d, H5T_NATIVE_LLONG, ms, sp, H5P_DEFAULT, &v), 0);
+    H5Sclose(ms);
+    H5Sclose(sp);
+    H5Dclose(d);
+}
+
+static int64_t n_steps_of(const char *path)
+{
+    resdiag_reader *rd = open_or_fail(path);
+    int64_t n = resdiag_reader_info(rd)->n_steps;
+    resdiag_reader_close(rd);
+    return n;
+}
+
+START_TEST(h5_reader_counts_only_committed_steps)
+{
+    run r;
+    make_run(&r, &FULL);
+    const char *path = tpath("partial.h5");
+    write_run(path, &r, 5);
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    /* every dataset 3 steps longer, nothing written there: fill values */
+    set_extent(f, "steps", 8);
+    set_extent(f, "step_time", 8);
+    for (int t = 0; t < RD_N_TABLES; t++)
+        if (r.lay.tables[t].count > 0)
+            set_extent(f, r.lay.tables[t].name, 8);
+    H5Fclose(f);
+    ck_assert_int_eq(n_steps_of(path), 5);
+
+    /* one more step number: it counts */
+    f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    set_step(f, 5, step_no(5));
+    H5Fclose(f);
+    ck_assert_int_eq(n_steps_of(path), 6);
+
+    /* a step number that does not increase (zeros read past the end of a
+     * damaged file look like that) ends the steps, even with a valid one
+     * after it */
+    f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    set_step(f, 6, step_no(5));
+    set_step(f, 7, step_no(7));
+    H5Fclose(f);
+    ck_assert_int_eq(n_steps_of(path), 6);
+    f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    set_step(f, 6, 0);
+    H5Fclose(f);
+    ck_assert_int_eq(n_steps_of(path), 6);
+    f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    set_step(f, 6, step_no(6));
+    H5Fclose(f);
+    ck_assert_int_eq(n_steps_of(path), 8);
+    f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    set_step(f, 6, -1);
+    H5Fclose(f);
+    ck_assert_int_eq(n_steps_of(path), 6);
+
+    /* the shortest dataset bounds them */
+    f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    set_extent(f, "forward/update", 4);
+    H5Fclose(f);
+    resdiag_reader *rd = open_or_fail(path);
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 4);
+    check_values(rd, &r, 4, 0); /* 5 steps = batches 1 + 4: call sites v0 */
+    double out[F];
+    ck_assert_int_eq(resdiag_reader_site(rd, 4, 0, 0, 0, 0, out, NULL), RESDIAG_E_NOT_FOUND);
+    resdiag_reader_close(rd);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- errors */
+
+static void expect_open_error(const char *path, resdiag_status want, const char *in_msg)
+{
+    resdiag_reader *rd = (resdiag_reader *)0x1;
+    log_reset();
+    resdiag_status st = resdiag_reader_open(&rd, path);
+    ck_assert_msg(st == want, "%s: got %d want %d (%s)", path, st, want, g_log);
+    ck_assert_ptr_null(rd);
+    ck_assert_int_eq(g_nlog, 1);
+    ck_assert_msg(strstr(g_log, in_msg) != NULL, "log '%s' lacks '%s'", g_log, in_msg);
+}
+
+START_TEST(h5_reader_rejects_what_is_not_a_run_file)
+{
+    expect_open_error(tpath("no-such-file.h5"), RESDIAG_E_IO, "no-such-file.h5");
+    const char *txt = tpath("text.h5");
+    FILE *fp = fopen(txt, "w");
+    fputs("step,loss\n1,2.5\n", fp);
+    fclose(fp);
+    expect_open_error(txt, RESDIAG_E_FORMAT, "not an HDF5 file");
+    const char *empty = tpath("zero-bytes.h5");
+    fclose(fopen(empty, "w"));
+    expect_open_error(empty, RESDIAG_E_FORMAT, "not an HDF5 file");
+    expect_open_error(g_dir, RESDIAG_E_FORMAT, "not a regular file");
+    /* the signature, then garbage */
+    const char *junk = tpath("junk.h5");
+    fp = fopen(junk, "wb");
+    fwrite(RD_H5_SIGNATURE, 1, 8, fp);
+    for (int i = 0; i < 2000; i++)
+        fputc(i * 7 + 3, fp);
+    fclose(fp);
+    expect_open_error(junk, RESDIAG_E_FORMAT, "junk.h5");
+    expect_open_error(NULL, RESDIAG_E_NULL, "client bug");
+    log_reset();
+    ck_assert_int_eq(resdiag_reader_open(NULL, txt), RESDIAG_E_NULL);
+    ck_assert_int_eq(g_nlog, 1);
+}
+END_TEST
+
+START_TEST(h5_reader_rejects_plain_hdf5_files)
+{
+    /* a valid HDF5 file, with a 512-byte user block so that the signature
+     * is not at offset 0 */
+    const char *path = tpath("plain.h5");
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    H5Pset_userblock(fcpl, 512);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    hsize_t d = 4;
+    hid_t sp = H5Screate_simple(1, &d, NULL);
+    hid_t ds = H5Dcreate2(f, "x", H5T_NATIVE_INT, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dclose(ds);
+    H5Sclose(sp);
+    H5Fclose(f);
+    H5Pclose(fcpl);
+    expect_open_error(path, RESDIAG_E_FORMAT, "not a resdiag run file");
+}
+END_TEST
+
+/* Rewrites root attribute `name` of a run file as a scalar int. */
+static void set_int_attr(const char *path, const char *name, int v)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    if (H5Aexists(f, name) > 0)
+        ck_assert_int_ge(H5Adelete(f, name), 0);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, name, H5T_STD_I32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    ck_assert(a >= 0);
+    ck_assert_int_ge(H5Awrite(a, H5T_NATIVE_INT, &v), 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Fclose(f);
+}
+
+static void delete_attr(const char *path, const char *obj, const char *name)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    ck_assert_int_ge(H5Adelete_by_name(f, obj, name, H5P_DEFAULT), 0);
+    H5Fclose(f);
+}
+
+START_TEST(h5_reader_checks_versions_and_attributes)
+{
+    run r;
+    make_run(&r, &FULL);
+    const char *path = tpath("tampered.h5");
+
+    write_run(path, &r, 2);
+    set_int_attr(path, "schema_version", 99);
+    expect_open_error(path, RESDIAG_E_VERSION, "schema version 99");
+
+    write_run(path, &r, 2);
+    set_int_attr(path, "schema_version", 0);
+    expect_open_error(path, RESDIAG_E_FORMAT, "schema_version");
+
+    /* out of range */
+    write_run(path, &r, 2);
+    set_int_attr(path, "n_layers", 0);
+    expect_open_error(path, RESDIAG_E_FORMAT, "n_layers");
+    write_run(path, &r, 2);
+    set_int_attr(path, "sketch_size", 65);
+    expect_open_error(path, RESDIAG_E_FORMAT, "sketch_size");
+    write_run(path, &r, 2);
+    set_int_attr(path, "declared_mix_layers", 4);
+    expect_open_error(path, RESDIAG_E_FORMAT, "declared_mix_layers");
+
+    /* a string where an int belongs, and the other way round */
+    write_run(path, &r, 2);
+    set_int_attr(path, "sublayer_names", 2);
+    expect_open_error(path, RESDIAG_E_FORMAT, "sublayer_names");
+    write_run(path, &r, 2);
+    set_int_attr(path, "block", 1);
+    expect_open_error(path, RESDIAG_E_FORMAT, "block");
+
+    /* missing attributes */
+    write_run(path, &r, 2);
+    delete_attr(path, ".", "field_names");
+    expect_open_error(path, RESDIAG_E_FORMAT, "field_names");
+    write_run(path, &r, 2);
+    delete_attr(path, ".", "created_utc");
+    expect_open_error(path, RESDIAG_E_FORMAT, "created_utc");
+
+    /* the datasets no longer match the model the attributes describe */
+    write_run(path, &r, 2);
+    set_int_attr(path, "n_layers", 4);
+    expect_open_error(path, RESDIAG_E_FORMAT, "forward/site_stats");
+    write_run(path, &r, 2);
+    set_int_attr(path, "sketch_size", 4);
+    expect_open_error(path, RESDIAG_E_FORMAT, "forward/site_sketch");
+
+    /* a dataset gone */
+    write_run(path, &r, 2);
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert_int_ge(H5Ldelete(f, "backward/model_callsite", H5P_DEFAULT), 0);
+    H5Fclose(f);
+    expect_open_error(path, RESDIAG_E_FORMAT, "backward/model_callsite");
+
+    /* a non-string metadata value */
+    write_run(path, &r, 2);
+    f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t g = H5Gopen2(f, "meta", H5P_DEFAULT);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    int v = 3;
+    hid_t a = H5Acreate2(g, "epochs", H5T_STD_I32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_INT, &v);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Gclose(g);
+    H5Fclose(f);
+    expect_open_error(path, RESDIAG_E_FORMAT, "epochs");
+}
+END_TEST
+
+START_TEST(h5_reader_checks_every_argument)
+{
+    run r;
+    make_run(&r, &FULL);
+    const char *path = tpath("args.h5");
+    write_run(path, &r, 3);
+    resdiag_reader *rd = open_or_fail(path);
+    double out[64];
+    int obs = 7;
+#define EXPECT(call, want)                                                  \
+    do {                                                                    \
+        log_reset();                                                        \
+        resdiag_status st_ = (call);                                        \
+        ck_assert_msg(st_ == (want), "%s: %d", #call, st_);                 \
+        ck_assert_int_eq(g_nlog, 1);                                        \
+    } while (0)
+    EXPECT(resdiag_reader_site(rd, 0, 0, -1, 0, RESDIAG_STREAM_OUT, out, &obs), RESDIAG_E_RANGE);
+    ck_assert_int_eq(obs, 0);
+    ck_assert(strstr(g_log, "layer -1") != NULL);
+    EXPECT(resdiag_reader_site(rd, 0, 0, 3, 0, RESDIAG_STREAM_OUT, out, &obs), RESDIAG_E_RANGE);
+    EXPECT(resdiag_reader_site(rd, 0, 0, 0, 2, RESDIAG_STREAM_OUT, out, &obs), RESDIAG_E_RANGE);
+    EXPECT(resdiag_reader_site(rd, 0, 0, 0, -1, RESDIAG_STREAM_OUT, out, &obs), RESDIAG_E_RANGE);
+    EXPECT(resdiag_reader_site(rd, 0, 0, 0, 0, (resdiag_site)5, out, &obs), RESDIAG_E_RANGE);
+    EXPECT(resdiag_reader_site(rd, 0, 0, 0, 0, (resdiag_site)15, out, &obs), RESDIAG_E_RANGE);
+    EXPECT(resdiag_reader_site(rd, 0, 0, 0, 0, (resdiag_site)20, out, &obs), RESDIAG_E_RANGE);
+    EXPECT(resdiag_reader_site(rd, 0, 0, 0, 0, (resdiag_site)-1, out, &obs), RESDIAG_E_RANGE);
+    EXPECT(resdiag_reader_site(rd, 0, (resdiag_direction)2, 0, 0, 0, out, &obs), RESDIAG_E_RANGE);
+    EXPECT(resdiag_reader_site(rd, 3, 0, 0, 0, 0, out, &obs), RESDIAG_E_NOT_FOUND);
+    EXPECT(resdiag_reader_site(rd, -1, 0, 0, 0, 0, out, &obs), RESDIAG_E_NOT_FOUND);
+    EXPECT(resdiag_reader_site(rd, 0, 0, 0, 0, 0, NULL, &obs), RESDIAG_E_NULL);
+    EXPECT(resdiag_reader_site(NULL, 0, 0, 0, 0, 0, out, &obs), RESDIAG_E_NULL);
+    EXPECT(resdiag_reader_sketch(rd, 0, 0, 3, 0, 0, out), RESDIAG_E_RANGE);
+    EXPECT(resdiag_reader_sketch(rd, 3, 0, 0, 0, 0, out), RESDIAG_E_NOT_FOUND);
+    EXPECT(resdiag_reader_param(rd, 0, 3, "mlp.w2", out, &obs), RESDIAG_E_RANGE);
+    EXPECT(resdiag_reader_param(rd, 0, -2, "mlp.w2", out, &obs), RESDIAG_E_RANGE);
+    EXPECT(resdiag_reader_param(rd, 0, 0, "mlp.w3", out, &obs), RESDIAG_E_NOT_FOUND);
+    ck_assert(strstr(g_log, "mlp.w3") != NULL);
+    EXPECT(resdiag_reader_param(rd, 0, 0, "head.w", out, &obs), RESDIAG_E_NOT_FOUND);
+    EXPECT(resdiag_reader_param(rd, 0, RESDIAG_MODEL_LEVEL, "mlp.w2", out, &obs),
+           RESDIAG_E_NOT_FOUND);
+    EXPECT(resdiag_reader_param(rd, 9, 0, "mlp.w2", out, &obs), RESDIAG_E_NOT_FOUND);
+    EXPECT(resdiag_reader_param(rd, 0, 0, NULL, out, &obs), RESDIAG_E_NULL);
+    EXPECT(resdiag_reader_update(rd, 0, 0, 2, out), RESDIAG_E_RANGE);
+    EXPECT(resdiag_reader_update(rd, 0, 3, 0, out), RESDIAG_E_RANGE);
+    EXPECT(resdiag_reader_update(rd, 3, 0, 0, out), RESDIAG_E_NOT_FOUND);
+    EXPECT(resdiag_reader_series(rd, 0, 0, 0, 0, (resdiag_field)F, out, 3), RESDIAG_E_RANGE);
+    EXPECT(resdiag_reader_series(rd, 0, 0, 0, 0, (resdiag_field)-1, out, 3), RESDIAG_E_RANGE);
+    EXPECT(resdiag_reader_series(rd, 0, 0, 0, 0, 0, out, 4), RESDIAG_E_NOT_FOUND);
+    EXPECT(resdiag_reader_series(rd, 0, 0, 0, 0, 0, out, -1), RESDIAG_E_INVALID);
+    EXPECT(resdiag_reader_series(rd, 0, 7, 0, 0, 0, out, 1), RESDIAG_E_RANGE);
+    EXPECT(resdiag_reader_steps(rd, (int64_t *)out, 4), RESDIAG_E_NOT_FOUND);
+    EXPECT(resdiag_reader_steps(rd, (int64_t *)out, -1), RESDIAG_E_INVALID);
+    int64_t dims[8];
+    int rank = 0;
+    EXPECT(resdiag_reader_dims(rd, "forward/nothing", dims, 8, &rank), RESDIAG_E_NOT_FOUND);
+    EXPECT(resdiag_reader_dims(rd, "forward/site_stats", dims, 4, &rank), RESDIAG_E_INVALID);
+    ck_assert_int_eq(rank, 5);
+    EXPECT(resdiag_reader_read(rd, "forward/model_stats", 0, 1, out, 4 * F - 1),
+           RESDIAG_E_INVALID);
+    EXPECT(resdiag_reader_read(rd, "forward/model_stats", 2, 2, out, 64), RESDIAG_E_NOT_FOUND);
+    EXPECT(resdiag_reader_read(rd, "forward/model_stats", -1, 1, out, 64), RESDIAG_E_INVALID);
+    EXPECT(resdiag_reader_read(rd, "forward/site_callsite", 0, 1, out, 64), RESDIAG_E_NOT_FOUND);
+    EXPECT(resdiag_reader_refresh(NULL), RESDIAG_E_NULL);
+#undef EXPECT
+    /* the call site of a bad site is "" and a logged client bug */
+    log_reset();
+    ck_assert_str_eq(resdiag_reader_callsite(rd, 0, 5, 0, 0), "");
+    ck_assert_int_eq(g_nlog, 1);
+    ck_assert_str_eq(resdiag_reader_callsite(NULL, 0, 0, 0, 0), "");
+    /* a window that ends exactly at the last step is fine */
+    double two[2 * M * F];
+    ck_assert_int_eq(resdiag_reader_read(rd, "forward/model_stats", 1, 2, two, 2 * M * F),
+                     RESDIAG_OK);
+    ck_assert(same(two[M * F + 1], expect(&r.lay, 2, r.lay.tables[RD_T_FWD_MODEL].offset + 1)));
+    ck_assert_int_eq(resdiag_reader_n_datasets(NULL), 0);
+    ck_assert_ptr_null(resdiag_reader_info(NULL));
+    resdiag_reader_close(rd);
+    resdiag_reader_close(NULL);
+}
+END_TEST
+
+START_TEST(h5_hdf5_never_prints_and_caller_setting_survives)
+{
+    run r;
+    make_run(&r, &BARE);
+    const char *path = tpath("quiet.h5");
+    write_run(path, &r, 1);
+    set_int_attr(path, "n_layers", 9); /* shape errors inside HDF5 calls */
+    const char *plain = tpath("quiet-plain.h5");
+    hid_t f = H5Fcreate(plain, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    H5Fclose(f);
+
+    /* HDF5 printing its stack would go to fd 2 */
+    fflush(stderr);
+    int saved = dup(2);
+    const char *errf = tpath("stderr.txt");
+    int fd = open(errf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 2);
+    close(fd);
+    H5Eset_auto2(H5E_DEFAULT, (H5E_auto2_t)H5Eprint2, stderr);
+    resdiag_reader *rd = NULL;
+    ck_assert_int_eq(resdiag_reader_open(&rd, path), RESDIAG_E_FORMAT);
+    ck_assert_int_eq(resdiag_reader_open(&rd, plain), RESDIAG_E_FORMAT);
+    ck_assert_int_eq(resdiag_reader_open(&rd, tpath("missing-dir/x.h5")), RESDIAG_E_IO);
+    rd_writer *w = NULL;
+    char err[1024];
+    ck_assert_int_eq(rd_writer_create(&w, tpath("missing-dir/x.h5"), &r.hdr, err, sizeof err),
+                     RESDIAG_E_IO);
+    H5E_auto2_t fn = NULL;
+    void *data = NULL;
+    H5Eget_auto2(H5E_DEFAULT, &fn, &data);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    ck_assert_ptr_eq((void *)fn, (void *)H5Eprint2);
+    ck_assert_ptr_eq(data, stderr);
+    struct stat sb;
+    ck_assert_int_eq(stat(errf, &sb), 0);
+    ck_assert_int_eq(sb.st_size, 0);
+}
+END_TEST
+
+START_TEST(h5_writer_errors)
+{
+    run r;
+    make_run(&r, &FULL);
+    rd_writer *w = (rd_writer *)0x1;
+    char err[1024] = "";
+    ck_assert_int_eq(rd_writer_create(&w, tpath("nodir/run.h5"), &r.hdr, err, sizeof err),
+                     RESDIAG_E_IO);
+    ck_assert_ptr_null(w);
+    ck_assert_msg(strstr(err, "nodir/run.h5") && strstr(err, "No such file"), "%s", err);
+    ck_assert_ptr_null(strchr(err, '\n'));
+    ck_assert_int_eq(rd_writer_create(&w, NULL, &r.hdr, err, sizeof err), RESDIAG_E_NULL);
+    r.hdr.record_chunk_steps = 0;
+    ck_assert_int_eq(rd_writer_create(&w, tpath("x.h5"), &r.hdr, err, sizeof err),
+                     RESDIAG_E_INVALID);
+    r.hdr.record_chunk_steps = 4;
+    /* an empty metadata key */
+    const char *bad_meta[] = { "", "v" };
+    r.m.meta = bad_meta;
+    r.m.n_meta = 1;
+    ck_assert_int_eq(rd_writer_create(&w, tpath("badmeta.h5"), &r.hdr, err, sizeof err),
+                     RESDIAG_E_INVALID);
+    ck_assert_ptr_null(w);
+    ck_assert_msg(strstr(err, "metadata key 0") != NULL, "%s", err);
+    r.m.meta = META;
+    r.m.n_meta = 3;
+    ck_assert_int_eq(rd_writer_append(NULL, NULL, NULL, NULL, 1, NULL, 0, err, sizeof err),
+                     RESDIAG_E_NULL);
+    ck_assert_int_eq(rd_writer_close(NULL, err, sizeof err), RESDIAG_OK);
+    w = create_or_fail(tpath("nulls.h5"), &r);
+    ck_assert_int_eq(rd_writer_append(w, NULL, NULL, NULL, 1, NULL, 0, err, sizeof err),
+                     RESDIAG_E_NULL);
+    ck_assert_int_eq(rd_writer_append(w, NULL, NULL, NULL, 0, NULL, 1, err, sizeof err),
+                     RESDIAG_E_NULL);
+    /* nothing to do */
+    ck_assert_int_eq(rd_writer_append(w, NULL, NULL, NULL, 0, NULL, 0, err, sizeof err),
+                     RESDIAG_OK);
+    close_ok(w);
+}
+END_TEST
+
+/* ------------------------------------------------------- SWMR, two processes */
+
+static void xwrite(int fd, char c)
+{
+    ck_assert_int_eq(write(fd, &c, 1), 1);
+}
+
+static char xread(int fd)
+{
+    char c = 0;
+    ssize_t n;
+    do
+        n = read(fd, &c, 1);
+    while (n < 0 && errno == EINTR);
+    return n == 1 ? c : 0;
+}
+
+START_TEST(h5_reader_follows_a_writer_in_another_process)
+{
+    run r;
+    make_run(&r, &FULL);
+    const char *path = tpath("swmr.h5");
+    int c2p[2], p2c[2];
+    ck_assert_int_eq(pipe(c2p), 0);
+    ck_assert_int_eq(pipe(p2c), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(c2p[0]);
+        close(p2c[1]);
+        char err[1024];
+        rd_writer *w = NULL;
+        rd_callsite *cs0 = make_callsites(&r, 0), *cs1 = make_callsites(&r, 1);
+        int ok = rd_writer_create(&w, path, &r.hdr, err, sizeof err) == RESDIAG_OK
+                 && append_steps(w, &r, 0, 3, cs0, 1, err, sizeof err) == RESDIAG_OK;
+        xwrite(c2p[1], ok ? 'a' : 'E');
+        xread(p2c[0]);
+        /* step 3 lands in the chunk (4 steps) the reader has already seen */
+        ok = ok && append_steps(w, &r, 3, 4, cs1, 1, err, sizeof err) == RESDIAG_OK;
+        xwrite(c2p[1], ok ? 'b' : 'E');
+        xread(p2c[0]);
+        ok = ok && rd_writer_close(w, err, sizeof err) == RESDIAG_OK;
+        xwrite(c2p[1], ok ? 'c' : 'E');
+        free(cs0);
+        free(cs1);
+        exit(ok ? 0 : 1);
+    }
+    close(c2p[1]);
+    close(p2c[0]);
+    ck_assert_int_eq(xread(c2p[0]), 'a');
+    resdiag_reader *rd = open_or_fail(path);
+    check_info(rd, &r, 3);
+    check_values(rd, &r, 3, 0);
+    xwrite(p2c[1], 'g');
+    ck_assert_int_eq(xread(c2p[0]), 'b');
+    /* nothing changes until refresh */
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 3);
+    ck_assert_int_eq(resdiag_reader_refresh(rd), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 7);
+    check_values(rd, &r, 7, 1);
+    check_series_and_datasets(rd, &r, 7);
+    xwrite(p2c[1], 'g');
+    ck_assert_int_eq(xread(c2p[0]), 'c');
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(resdiag_reader_refresh(rd), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 7);
+    resdiag_reader_close(rd);
+    close(c2p[0]);
+    close(p2c[1]);
+    /* and after the writer closed, a plain HDF5 open works too */
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    H5Fclose(f);
+}
+END_TEST
+
+/* ------------------------------------------------------------- disk full */
+
+typedef struct full_result {
+    int created;
+    long long committed;   /* steps whose append returned OK */
+    int st_fail, st_again, st_close;
+    char err[600];
+} full_result;
+
+/* Whether files in the test directory can be given space with fallocate
+ * (ext4, xfs, btrfs, tmpfs: yes; some network file systems: no). */
+static int dir_has_fallocate(void)
+{
+    const char *p = tpath("fallocate-probe");
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    int ok = fallocate(fd, 0, 0, 4096) == 0;
+    close(fd);
+    unlink(p);
+    return ok;
+}
+
+/* In a child: create, limit the file size to its size + headroom, append
+ * `batch` steps at a time until an append fails, close, exit(0) so that
+ * HDF5's exit handler runs too. The parent then reads what is there. */
+static void disk_full_case(int reserve, long headroom, size_t batch)
+{
+    run r;
+    make_run(&r, &FULL);
+    char name[64];
+    snprintf(name, sizeof name, "full-%d-%ld-%zu.h5", reserve, headroom, batch);
+    const char *path = tpath(name);
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(fds[0]);
+        full_result res;
+        memset(&res, 0, sizeof res);
+        rd_h5_writer_reserve = reserve;
+        rd_writer *w = NULL;
+        char err[1024];
+        rd_callsite *cs = make_callsites(&r, 0);
+        /* one step before the limit, so that there is always something
+         * to keep */
+        if (rd_writer_create(&w, path, &r.hdr, err, sizeof err) == RESDIAG_OK
+            && append_steps(w, &r, 0, 1, cs, 1, err, sizeof err) == RESDIAG_OK) {
+            res.created = 1;
+            res.committed = 1;
+            struct stat sb;
+            stat(path, &sb);
+            struct rlimit rl = { (rlim_t)(sb.st_size + headroom),
+                                 (rlim_t)(sb.st_size + headroom) };
+            signal(SIGXFSZ, SIG_IGN);
+            setrlimit(RLIMIT_FSIZE, &rl);
+            resdiag_status st = RESDIAG_OK;
+            while (res.committed < 100000) {
+                st = append_steps(w, &r, res.committed, batch, cs, 0, err, sizeof err);
+                if (st != RESDIAG_OK)
+                    break;
+                res.committed += (long long)batch;
+            }
+            res.st_fail = st;
+            snprintf(res.err, sizeof res.err, "%.590s", err);
+            res.st_again = append_steps(w, &r, res.committed, 1, cs, 0, err, sizeof err);
+            res.st_close = rd_writer_close(w, err, sizeof err);
+        }
+        ssize_t n = write(fds[1], &res, sizeof res);
+        free(cs);
+        exit(n == (ssize_t)sizeof res ? 0 : 1);
+    }
+    close(fds[1]);
+    full_result res;
+    memset(&res, 0, sizeof res);
+    ssize_t got = read(fds[0], &res, sizeof res);
+    close(fds[0]);
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    /* no crash, also not in HDF5's exit handler */
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer died: status %#x",
+                  status);
+    ck_assert_int_eq(got, (ssize_t)sizeof res);
+    ck_assert(res.created);
+    ck_assert_msg(res.st_fail == RESDIAG_E_NOSPACE, "append failed with %d: %s", res.st_fail,
+                  res.err);
+    ck_assert_msg(strstr(res.err, "File too large") && strstr(res.err, path), "%s", res.err);
+    ck_assert_int_eq(res.st_again, RESDIAG_E_NOSPACE);
+    ck_assert_int_eq(res.st_close, RESDIAG_E_NOSPACE);
+    ck_assert_int_gt(res.committed, 0);
+
+    /* every step appended before the failure is there, exactly */
+    resdiag_reader *rd = open_or_fail(path);
+    int64_t n = resdiag_reader_info(rd)->n_steps;
+    ck_assert_msg(n >= res.committed && n <= res.committed + (long long)batch,
+                  "n_steps %lld, committed %lld", (long long)n, res.committed);
+    check_values(rd, &r, n, 0);
+    check_series_and_datasets(rd, &r, n);
+    resdiag_reader_close(rd);
+    if (reserve && dir_has_fallocate()) {
+        /* nothing reached HDF5: the file was closed cleanly, exactly the
+         * committed steps are there, and any HDF5 program opens it */
+        ck_assert_int_eq(n, res.committed);
+        hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        ck_assert(f >= 0);
+        H5Fclose(f);
+        ck_assert_msg(strstr(res.err, "reserving") != NULL, "%s", res.err);
+    }
+}
+
+START_TEST(h5_disk_full_reserved_space_stops_cleanly)
+{
+    static const long headroom[] = { 700000, 1000000, 1500000 };
+    static const size_t batch[] = { 1, 5, 3 };
+    disk_full_case(1, headroom[_i], batch[_i]);
+}
+END_TEST
+
+START_TEST(h5_disk_full_inside_hdf5_keeps_flushed_steps)
+{
+    static const long headroom[] = { 1000, 16384, 65536, 150000, 400000 };
+    static const size_t batch[] = { 1, 1, 5, 2, 3 };
+    disk_full_case(0, headroom[_i], batch[_i]);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ main */
+
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char p[1024];
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_dir, sizeof g_dir, "%s/resdiag-test-h5-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        return EXIT_FAILURE;
+    }
+    resdiag_set_log_handler(capture_log, NULL);
+
+    Suite *s = suite_create("h5");
+    TCase *tc = tcase_create("roundtrip");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, h5_roundtrip_every_value_and_attribute);
+    tcase_add_test(tc, h5_roundtrip_without_sketch_or_params);
+    tcase_add_test(tc, h5_zero_steps_file_opens_with_no_steps);
+    tcase_add_test(tc, h5_callsites_keep_the_end_of_long_paths);
+    tcase_add_test(tc, h5_every_dataset_is_self_describing);
+    tcase_add_test(tc, h5_reader_counts_only_committed_steps);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("errors");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, h5_reader_rejects_what_is_not_a_run_file);
+    tcase_add_test(tc, h5_reader_rejects_plain_hdf5_files);
+    tcase_add_test(tc, h5_reader_checks_versions_and_attributes);
+    tcase_add_test(tc, h5_reader_checks_every_argument);
+    tcase_add_test(tc, h5_hdf5_never_prints_and_caller_setting_survives);
+    tcase_add_test(tc, h5_writer_errors);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("processes");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, h5_reader_follows_a_writer_in_another_process);
+    tcase_add_loop_test(tc, h5_disk_full_reserved_space_stops_cleanly, 0, 3);
+    tcase_add_loop_test(tc, h5_disk_full_inside_hdf5_keeps_flushed_steps, 0, 5);
+    suite_add_tcase(s, tc);
+
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    remove_dir(g_dir);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

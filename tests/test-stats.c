@@ -1,0 +1,1256 @@
+/*
+ * test-stats.c - Check suite for lib/stats.c.
+ *
+ * Every statistic is compared with an independent reference: a plain
+ * two-pass loop in long double that uses nothing from stats.c except the
+ * f16/bf16 conversions, which are tested on their own against the IEEE
+ * formulas first. The reference scales each row, and each list of per-token
+ * values, by a power of two (exact) before squaring: long double's range
+ * would make that unnecessary on x86-64, but valgrind (meson's "valgrind"
+ * setup) runs long double at double precision and range.
+ *
+ * Dimension names: rows = tokens, cols = width, K = sketch size.
+ *
+ * Tolerances. stats.c sums in double (unit roundoff u = 2^-53 = 1.1e-16).
+ * A sum of n terms has error at most (n-1) u sum|terms| (Higham, Accuracy
+ * and Stability, 4.4); the tensors here have at most ~3000 terms per sum, so
+ * (n-1) u < 3.4e-13. Each per-token value (norm, mean, rms, std) therefore
+ * has an absolute error below ~1e-12 of that token's norm (resp. rms);
+ * means and population stds over tokens (Welford) add errors of the same
+ * order for the few hundred tokens used. So fields are compared with
+ *     |got - ref| <= 1e-12 * (|ref| + scale)
+ * where scale is the largest per-token norm (norm fields) or rms (mean,
+ * rms and std fields): a bound derived from the arithmetic, not a fudge.
+ * Exact quantities (counts, ABSMAX, its column, shape) must match exactly.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "resdiag.h"
+#include "stats.h"
+
+#define REL_TOL 1e-12L
+#define CALL_SEQ_SENTINEL 4242.0
+
+/* ------------------------------------------------------------------------ */
+/* Deterministic random numbers (splitmix64)                                 */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [0, 1) */
+static double rng_unif(uint64_t *s)
+{
+    return (double)(rng_next(s) >> 11) * 0x1p-53;
+}
+
+static double rng_normal(uint64_t *s)
+{
+    double u1 = rng_unif(s), u2 = rng_unif(s);
+    return sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Test tensors: values are generated as doubles, then stored in a dtype     */
+/* ------------------------------------------------------------------------ */
+
+static size_t dtype_size(resdiag_dtype dt)
+{
+    return dt == RESDIAG_DTYPE_F64 ? 8 : dt == RESDIAG_DTYPE_F32 ? 4 : 2;
+}
+
+static uint32_t f32_bits(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+}
+
+/* float -> bf16, round to nearest even (finite inputs; NaN/Inf kept). */
+static uint16_t to_bf16(float f)
+{
+    uint32_t b = f32_bits(f);
+    if ((b & 0x7f800000u) == 0x7f800000u)
+        return (uint16_t)((b >> 16) | ((b & 0xffffu) ? 0x40u : 0u));
+    b += 0x7fffu + ((b >> 16) & 1u);
+    return (uint16_t)(b >> 16);
+}
+
+/* double -> f16, round to nearest even, via the exact grid of f16 values.
+ * Only for test data: |v| below 65520 or non-finite. */
+static uint16_t to_f16(double v)
+{
+    if (isnan(v))
+        return 0x7e00;
+    uint16_t sign = signbit(v) ? 0x8000 : 0;
+    double a = fabs(v);
+    if (isinf(a) || a >= 65520.0)
+        return sign | 0x7c00;
+    int e;
+    (void)frexp(a, &e); /* a = f * 2^e, 0.5 <= f < 1 */
+    if (e < -13)
+        e = -13;        /* subnormal range: spacing 2^-24 */
+    double q = nearbyint(ldexp(a, 11 - e)); /* 11 significant bits */
+    double r = ldexp(q, e - 11);
+    /* encode r exactly */
+    if (r < 0x1p-14)
+        return sign | (uint16_t)ldexp(r, 24);
+    int re;
+    double rf = frexp(r, &re);
+    uint16_t man = (uint16_t)(ldexp(rf, 11) - 1024.0);
+    return sign | (uint16_t)((re + 14) << 10) | man;
+}
+
+typedef struct tensor {
+    resdiag_tensor view;
+    void *buf;      /* (rows, stride) elements */
+} tensor;
+
+/* A tensor of dtype with the given values (rows, cols), stored with the
+ * given row stride; padding elements are filled with `pad`. */
+static tensor tensor_from(const double *vals /* (rows, cols) */, resdiag_dtype dt,
+                          int64_t rows, int64_t cols, int64_t stride, double pad)
+{
+    tensor t;
+    int64_t st = stride ? stride : cols;
+    size_t n = (size_t)(rows * st);
+    t.buf = malloc((n ? n : 1) * dtype_size(dt));
+    ck_assert_ptr_nonnull(t.buf);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < st; j++) {
+            double v = j < cols ? vals[i * cols + j] : pad;
+            size_t k = (size_t)(i * st + j);
+            switch (dt) {
+            case RESDIAG_DTYPE_F32: ((float *)t.buf)[k] = (float)v; break;
+            case RESDIAG_DTYPE_F64: ((double *)t.buf)[k] = v; break;
+            case RESDIAG_DTYPE_F16: ((uint16_t *)t.buf)[k] = to_f16(v); break;
+            case RESDIAG_DTYPE_BF16: ((uint16_t *)t.buf)[k] = to_bf16((float)v); break;
+            }
+        }
+    t.view = resdiag_tensor_make(t.buf, dt, rows, cols, stride);
+    return t;
+}
+
+static void tensor_free(tensor *t)
+{
+    free(t->buf);
+    t->buf = NULL;
+}
+
+/* Element (i, j) of a view, as the exact value the library must see.
+ * (double holds every f32/f16/bf16 value; classify it before widening to
+ * long double, which valgrind does not classify reliably.) */
+static double elem(const resdiag_tensor *t, int64_t i, int64_t j)
+{
+    int64_t st = t->row_stride ? t->row_stride : t->cols;
+    size_t k = (size_t)(i * st + j);
+    switch (t->dtype) {
+    case RESDIAG_DTYPE_F32: return ((const float *)t->data)[k];
+    case RESDIAG_DTYPE_F64: return ((const double *)t->data)[k];
+    case RESDIAG_DTYPE_F16: return rd_f16_to_f32(((const uint16_t *)t->data)[k]);
+    case RESDIAG_DTYPE_BF16: return rd_bf16_to_f32(((const uint16_t *)t->data)[k]);
+    }
+    return 0.0;
+}
+
+/* Random values: each row has its own offset and scale, so that the
+ * per-token statistics have a spread over tokens. */
+static double *random_values(uint64_t *s, int64_t rows, int64_t cols, double scale)
+{
+    double *v = malloc((size_t)(rows * cols + 1) * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (int64_t i = 0; i < rows; i++) {
+        double mu = 0.5 * rng_normal(s), sd = exp(0.5 * rng_normal(s));
+        for (int64_t j = 0; j < cols; j++)
+            v[i * cols + j] = scale * (mu + sd * rng_normal(s));
+    }
+    return v;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sketch parameters                                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sketch_setup {
+    rd_sketch_params sp;
+    float *tau; /* (tau_len) */
+} sketch_setup;
+
+static sketch_setup sketch_make(int k, size_t tau_len, uint64_t seed)
+{
+    sketch_setup s;
+    s.tau = malloc(tau_len * sizeof *s.tau);
+    ck_assert_ptr_nonnull(s.tau);
+    rd_fill_column_signs(s.tau, tau_len, seed);
+    s.sp.k = k;
+    s.sp.tau = s.tau;
+    s.sp.tau_len = tau_len;
+    s.sp.seed = seed;
+    return s;
+}
+
+static void sketch_free(sketch_setup *s)
+{
+    free(s->tau);
+    s->tau = NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The reference                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef struct reference {
+    long double f[RESDIAG_N_FIELDS];
+    long double norm_scale; /* largest per-token norm */
+    long double rms_scale;  /* largest per-token rms */
+    long double *row_norm;  /* (rows) */
+    long double sketch[RESDIAG_MAX_SKETCH];
+    long double sketch_l1[RESDIAG_MAX_SKETCH]; /* sum of |terms| per bucket */
+} reference;
+
+/* Exponent e with |a| < 2^e, for a > 0; 0 for a == 0. */
+static int exponent_of(long double a)
+{
+    int e = 0;
+    if (a > 0.0L)
+        (void)frexpl(a, &e);
+    return e;
+}
+
+/* Two-pass mean and population std of v (n), computed on v * 2^-e. */
+static void mean_std(long double *mean, long double *sd, const long double *v, int64_t n)
+{
+    long double big = 0.0L, s = 0.0L, q = 0.0L;
+    for (int64_t i = 0; i < n; i++)
+        big = fmaxl(big, fabsl(v[i]));
+    int e = exponent_of(big);
+    for (int64_t i = 0; i < n; i++)
+        s += ldexpl(v[i], -e);
+    s /= (long double)n;
+    for (int64_t i = 0; i < n; i++)
+        q += (ldexpl(v[i], -e) - s) * (ldexpl(v[i], -e) - s);
+    *mean = ldexpl(s, e);
+    *sd = ldexpl(sqrtl(q / (long double)n), e);
+}
+
+/* Straight from the definitions in stats.c's header comment: non-finite
+ * values are counted and count as 0; the divisor of per-token means is
+ * cols; statistics over tokens are population ones. */
+static void reference_compute(reference *r, const resdiag_tensor *t,
+                              const rd_sketch_params *sp)
+{
+    int64_t rows = t->rows, cols = t->cols, n = rows > 0 ? rows : 1;
+    long double *tn = malloc((size_t)n * sizeof *tn), *tm = malloc((size_t)n * sizeof *tm);
+    long double *tr = malloc((size_t)n * sizeof *tr), *ts = malloc((size_t)n * sizeof *ts);
+    long double *s2 = malloc((size_t)n * sizeof *s2); /* (rows) sum x^2 * 2^-2e_i */
+    int *ex = malloc((size_t)n * sizeof *ex);           /* (rows) e_i */
+    ck_assert(tn && tm && tr && ts && s2 && ex);
+    long double amax = -1.0L, amax_col = NAN;
+    long double nan = 0, inf = 0;
+    int k = sp ? sp->k : 0, eg = INT32_MIN;
+    memset(r, 0, sizeof *r);
+
+    for (int64_t i = 0; i < rows; i++) {
+        /* pass 1: counts, absmax, sketch, the row's scale 2^e */
+        long double rmax = 0.0L;
+        for (int64_t j = 0; j < cols; j++) {
+            double v = elem(t, i, j);
+            if (isnan(v)) {
+                nan++;
+                continue;
+            }
+            if (isinf(v)) {
+                inf++;
+                continue;
+            }
+            rmax = fmaxl(rmax, fabsl(v));
+            if (fabsl(v) > amax) {
+                amax = fabsl(v);
+                amax_col = (long double)j;
+            }
+            if (k > 0) {
+                long double term = (long double)rd_row_sign(sp->seed, i) *
+                                   sp->tau[(size_t)j % sp->tau_len] * (long double)v;
+                r->sketch[j % k] += term;
+                r->sketch_l1[j % k] += fabsl(term);
+            }
+        }
+        int e = exponent_of(rmax);
+        /* pass 2: sums of y = x * 2^-e (non-finite as 0); pass 3: deviations */
+        long double s1 = 0.0L, q = 0.0L, dev = 0.0L;
+        for (int64_t j = 0; j < cols; j++) {
+            double v = elem(t, i, j);
+            long double y = isfinite(v) ? ldexpl(v, -e) : 0.0L;
+            s1 += y;
+            q += y * y;
+        }
+        long double mean = s1 / (long double)cols;
+        for (int64_t j = 0; j < cols; j++) {
+            double v = elem(t, i, j);
+            long double y = isfinite(v) ? ldexpl(v, -e) : 0.0L;
+            dev += (y - mean) * (y - mean);
+        }
+        tn[i] = ldexpl(sqrtl(q), e);
+        tm[i] = ldexpl(mean, e);
+        tr[i] = ldexpl(sqrtl(q / (long double)cols), e);
+        ts[i] = ldexpl(sqrtl(dev / (long double)cols), e);
+        s2[i] = q;
+        ex[i] = e;
+        if (q > 0.0L && e > eg)
+            eg = e;
+        r->norm_scale = fmaxl(r->norm_scale, tn[i]);
+        r->rms_scale = fmaxl(r->rms_scale, tr[i]);
+    }
+    /* FROB on the scale of the largest row */
+    long double total = 0.0L;
+    for (int64_t i = 0; i < rows; i++)
+        if (s2[i] > 0.0L)
+            total += ldexpl(s2[i], 2 * (ex[i] - eg));
+
+    long double *f = r->f;
+    f[RESDIAG_FIELD_ROWS] = (long double)rows;
+    f[RESDIAG_FIELD_COLS] = (long double)cols;
+    f[RESDIAG_FIELD_FROB] = total > 0.0L ? ldexpl(sqrtl(total), eg) : 0.0L;
+    f[RESDIAG_FIELD_ABSMAX] = amax < 0.0L ? 0.0L : amax;
+    f[RESDIAG_FIELD_ABSMAX_COL] = amax_col;
+    f[RESDIAG_FIELD_NAN_COUNT] = nan;
+    f[RESDIAG_FIELD_INF_COUNT] = inf;
+    f[RESDIAG_FIELD_CALL_SEQ] = CALL_SEQ_SENTINEL;
+    if (rows > 0) {
+        mean_std(&f[RESDIAG_FIELD_TOK_NORM_MEAN], &f[RESDIAG_FIELD_TOK_NORM_STD], tn, rows);
+        mean_std(&f[RESDIAG_FIELD_TOK_MEAN_MEAN], &f[RESDIAG_FIELD_TOK_MEAN_STD], tm, rows);
+        mean_std(&f[RESDIAG_FIELD_TOK_RMS_MEAN], &f[RESDIAG_FIELD_TOK_RMS_STD], tr, rows);
+        mean_std(&f[RESDIAG_FIELD_TOK_STD_MEAN], &f[RESDIAG_FIELD_TOK_STD_STD], ts, rows);
+        f[RESDIAG_FIELD_TOK_NORM_MIN] = f[RESDIAG_FIELD_TOK_NORM_MAX] = tn[0];
+        for (int64_t i = 1; i < rows; i++) {
+            f[RESDIAG_FIELD_TOK_NORM_MIN] = fminl(f[RESDIAG_FIELD_TOK_NORM_MIN], tn[i]);
+            f[RESDIAG_FIELD_TOK_NORM_MAX] = fmaxl(f[RESDIAG_FIELD_TOK_NORM_MAX], tn[i]);
+        }
+    } else {
+        for (int q = RESDIAG_FIELD_TOK_NORM_MEAN; q <= RESDIAG_FIELD_TOK_STD_STD; q++)
+            f[q] = NAN;
+    }
+    free(tm);
+    free(tr);
+    free(ts);
+    free(s2);
+    free(ex);
+    r->row_norm = tn;
+}
+
+static void reference_free(reference *r)
+{
+    free(r->row_norm);
+    r->row_norm = NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Comparing                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static const char *field_label(int q)
+{
+    static const char *const names[RESDIAG_N_FIELDS] = {
+        "ROWS", "COLS", "FROB", "TOK_NORM_MEAN", "TOK_NORM_STD", "TOK_NORM_MIN",
+        "TOK_NORM_MAX", "TOK_MEAN_MEAN", "TOK_MEAN_STD", "TOK_RMS_MEAN", "TOK_RMS_STD",
+        "TOK_STD_MEAN", "TOK_STD_STD", "ABSMAX", "ABSMAX_COL", "NAN_COUNT", "INF_COUNT",
+        "CALL_SEQ" };
+    return names[q];
+}
+
+/* |got - ref| <= tol, both NaN, or both the same infinity. */
+static void expect_close(const char *label, const char *what, double got, long double ref,
+                         long double tol)
+{
+    if (isnan(ref)) {
+        ck_assert_msg(isnan(got), "%s: %s = %.17g, expected NaN", label, what, got);
+        return;
+    }
+    ck_assert_msg(isfinite(got), "%s: %s = %.17g, expected %.17Lg", label, what, got, ref);
+    long double err = fabsl((long double)got - ref);
+    ck_assert_msg(err <= tol, "%s: %s = %.17g, expected %.17Lg (error %.3Lg > tolerance %.3Lg)",
+                  label, what, got, ref, err, tol);
+}
+
+static int field_is_exact(int q)
+{
+    return q == RESDIAG_FIELD_ROWS || q == RESDIAG_FIELD_COLS || q == RESDIAG_FIELD_ABSMAX ||
+           q == RESDIAG_FIELD_ABSMAX_COL || q == RESDIAG_FIELD_NAN_COUNT ||
+           q == RESDIAG_FIELD_INF_COUNT || q == RESDIAG_FIELD_CALL_SEQ;
+}
+
+static void expect_fields(const char *label, const double *got, const reference *r)
+{
+    for (int q = 0; q < RESDIAG_N_FIELDS; q++) {
+        long double ref = r->f[q], tol;
+        if (field_is_exact(q))
+            tol = 0.0L;
+        else if (q == RESDIAG_FIELD_FROB)
+            tol = REL_TOL * fabsl(ref);
+        else if (q >= RESDIAG_FIELD_TOK_NORM_MEAN && q <= RESDIAG_FIELD_TOK_NORM_MAX)
+            tol = REL_TOL * (fabsl(ref) + r->norm_scale);
+        else
+            tol = REL_TOL * (fabsl(ref) + r->rms_scale);
+        expect_close(label, field_label(q), got[q], ref, tol);
+    }
+}
+
+/* Runs rd_stats_compute on t and compares fields, sketch and row norms with
+ * the reference. sp may have k == 0. */
+static void check_against_reference(const char *label, const resdiag_tensor *t,
+                                    const rd_sketch_params *sp)
+{
+    double fields[RESDIAG_N_FIELDS], sketch[RESDIAG_MAX_SKETCH];
+    int64_t n = t->rows > 0 ? t->rows : 1;
+    double *norms = malloc((size_t)n * sizeof *norms);
+    ck_assert_ptr_nonnull(norms);
+    for (int q = 0; q < RESDIAG_N_FIELDS; q++)
+        fields[q] = -777.0;
+    fields[RESDIAG_FIELD_CALL_SEQ] = CALL_SEQ_SENTINEL;
+    for (int m = 0; m < RESDIAG_MAX_SKETCH; m++)
+        sketch[m] = -777.0;
+
+    rd_stats_compute(fields, sp->k > 0 ? sketch : NULL, norms, t, sp);
+
+    reference r;
+    reference_compute(&r, t, sp);
+    expect_fields(label, fields, &r);
+    for (int m = 0; m < sp->k; m++) {
+        char what[32];
+        snprintf(what, sizeof what, "sketch[%d]", m);
+        /* one sum of (rows * cols / K) terms: error <= (n-1) u sum|terms| */
+        expect_close(label, what, sketch[m], r.sketch[m], REL_TOL * r.sketch_l1[m]);
+    }
+    for (int64_t i = 0; i < t->rows; i++) {
+        char what[32];
+        snprintf(what, sizeof what, "row_norms[%lld]", (long long)i);
+        expect_close(label, what, norms[i], r.row_norm[i], REL_TOL * r.row_norm[i]);
+    }
+    reference_free(&r);
+    free(norms);
+}
+
+static const resdiag_dtype all_dtypes[] = { RESDIAG_DTYPE_F32, RESDIAG_DTYPE_F64,
+                                            RESDIAG_DTYPE_F16, RESDIAG_DTYPE_BF16 };
+static const char *const dtype_label[] = { "f32", "f64", "f16", "bf16" };
+
+/* ------------------------------------------------------------------------ */
+/* Conversions                                                               */
+/* ------------------------------------------------------------------------ */
+
+START_TEST(f16_to_f32_matches_hand_computed_bit_patterns)
+{
+    ck_assert(rd_f16_to_f32(0x3c00) == 1.0f);
+    ck_assert(rd_f16_to_f32(0xc000) == -2.0f);
+    ck_assert(rd_f16_to_f32(0x0001) == 0x1p-24f);  /* smallest subnormal */
+    ck_assert(rd_f16_to_f32(0x8001) == -0x1p-24f);
+    ck_assert(rd_f16_to_f32(0x03ff) == 1023.0f * 0x1p-24f); /* largest subnormal */
+    ck_assert(rd_f16_to_f32(0x0400) == 0x1p-14f);  /* smallest normal */
+    ck_assert(rd_f16_to_f32(0x7bff) == 65504.0f);  /* largest finite */
+    ck_assert(rd_f16_to_f32(0x3555) == 0.333251953125f);
+    ck_assert(rd_f16_to_f32(0x7c00) == INFINITY);
+    ck_assert(rd_f16_to_f32(0xfc00) == -INFINITY);
+    ck_assert(isnan(rd_f16_to_f32(0x7e00)));
+    ck_assert(isnan(rd_f16_to_f32(0x7c01))); /* signaling NaN stays a NaN */
+    ck_assert(rd_f16_to_f32(0x0000) == 0.0f && !signbit(rd_f16_to_f32(0x0000)));
+    ck_assert(rd_f16_to_f32(0x8000) == 0.0f && signbit(rd_f16_to_f32(0x8000)));
+}
+END_TEST
+
+START_TEST(bf16_to_f32_matches_hand_computed_bit_patterns)
+{
+    ck_assert(rd_bf16_to_f32(0x3f80) == 1.0f);
+    ck_assert(rd_bf16_to_f32(0xc000) == -2.0f);
+    ck_assert(rd_bf16_to_f32(0x4049) == 3.140625f);
+    ck_assert(rd_bf16_to_f32(0x0001) == 0x1p-133f); /* subnormal: 2^16 * 2^-149 */
+    ck_assert(rd_bf16_to_f32(0x0080) == 0x1p-126f); /* smallest normal */
+    ck_assert(rd_bf16_to_f32(0x7f7f) == 0x1.fep127f); /* largest finite */
+    ck_assert(rd_bf16_to_f32(0x7f80) == INFINITY);
+    ck_assert(rd_bf16_to_f32(0xff80) == -INFINITY);
+    ck_assert(isnan(rd_bf16_to_f32(0x7fc0)));
+    ck_assert(isnan(rd_bf16_to_f32(0x7f81))); /* signaling NaN stays a NaN */
+    ck_assert(rd_bf16_to_f32(0x8000) == 0.0f && signbit(rd_bf16_to_f32(0x8000)));
+}
+END_TEST
+
+/* Every one of the 65536 patterns against the IEEE binary16 formula. */
+START_TEST(f16_to_f32_is_exact_for_every_pattern)
+{
+    for (uint32_t h = 0; h < 65536; h++) {
+        int s = (int)(h >> 15), e = (int)((h >> 10) & 31), m = (int)(h & 1023);
+        float got = rd_f16_to_f32((uint16_t)h);
+        double want;
+        if (e == 31)
+            want = m ? NAN : INFINITY;
+        else if (e == 0)
+            want = ldexp(m, -24);
+        else
+            want = ldexp(1024 + m, e - 25);
+        if (s)
+            want = -want;
+        if (isnan(want))
+            ck_assert_msg(isnan(got), "f16 0x%04x", h);
+        else
+            ck_assert_msg((double)got == want && !signbit(got) == !s,
+                          "f16 0x%04x -> %.9g, expected %.9g", h, got, want);
+    }
+}
+END_TEST
+
+START_TEST(bf16_to_f32_is_exact_for_every_pattern)
+{
+    for (uint32_t b = 0; b < 65536; b++) {
+        int s = (int)(b >> 15), e = (int)((b >> 7) & 255), m = (int)(b & 127);
+        float got = rd_bf16_to_f32((uint16_t)b);
+        double want;
+        if (e == 255)
+            want = m ? NAN : INFINITY;
+        else if (e == 0)
+            want = ldexp(m, -133);
+        else
+            want = ldexp(128 + m, e - 134);
+        if (s)
+            want = -want;
+        if (isnan(want))
+            ck_assert_msg(isnan(got), "bf16 0x%04x", b);
+        else
+            ck_assert_msg((double)got == want && !signbit(got) == !s,
+                          "bf16 0x%04x -> %.9g, expected %.9g", b, got, want);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Signs                                                                     */
+/* ------------------------------------------------------------------------ */
+
+START_TEST(row_signs_are_balanced_and_depend_on_seed_and_row)
+{
+    /* 10000 fair coins: sd 50, so +-300 is 6 sigma. */
+    int plus = 0, same_next = 0, same_seed = 0;
+    for (int64_t i = 0; i < 10000; i++) {
+        double s = rd_row_sign(0x5eed, i);
+        ck_assert(s == 1.0 || s == -1.0);
+        ck_assert(s == rd_row_sign(0x5eed, i)); /* deterministic */
+        plus += s > 0;
+        same_next += s == rd_row_sign(0x5eed, i + 1);
+        same_seed += s == rd_row_sign(0x5eee, i);
+    }
+    ck_assert_int_lt(abs(plus - 5000), 300);
+    ck_assert_int_lt(abs(same_next - 5000), 300);
+    ck_assert_int_lt(abs(same_seed - 5000), 300);
+    int over_seeds = 0;
+    for (uint64_t seed = 0; seed < 10000; seed++)
+        over_seeds += rd_row_sign(seed, 3) > 0;
+    ck_assert_int_lt(abs(over_seeds - 5000), 300);
+}
+END_TEST
+
+START_TEST(column_signs_are_balanced_and_independent_of_row_signs)
+{
+    enum { N = 10000 };
+    float *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
+    ck_assert(a && b);
+    rd_fill_column_signs(a, N, 7);
+    rd_fill_column_signs(b, N, 8);
+    int plus = 0, same_seed = 0, same_row = 0;
+    for (int j = 0; j < N; j++) {
+        ck_assert(a[j] == 1.0f || a[j] == -1.0f);
+        plus += a[j] > 0;
+        same_seed += a[j] == b[j];
+        same_row += a[j] == (float)rd_row_sign(7, j);
+    }
+    ck_assert_int_lt(abs(plus - N / 2), 300);
+    ck_assert_int_lt(abs(same_seed - N / 2), 300);
+    ck_assert_int_lt(abs(same_row - N / 2), 300);
+    /* a prefix of a longer fill is the shorter fill */
+    rd_fill_column_signs(b, 100, 7);
+    ck_assert_mem_eq(a, b, 100 * sizeof *a);
+    free(a);
+    free(b);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Random data against the reference                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Shapes: single row / column, cols not a multiple of K or 8, and widths
+ * beyond one 512-column chunk. */
+static const int64_t shapes[][2] = {
+    { 1, 1 }, { 1, 7 }, { 9, 1 }, { 3, 8 }, { 5, 17 }, { 33, 100 },
+    { 16, 768 }, { 3, 1100 }, { 2, 1025 }, { 1, 2999 },
+};
+
+START_TEST(stats_random_data_matches_reference_for_every_dtype_and_shape)
+{
+    uint64_t s = 1;
+    for (size_t d = 0; d < 4; d++)
+        for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+            int64_t rows = shapes[c][0], cols = shapes[c][1];
+            double *v = random_values(&s, rows, cols, 1.0);
+            tensor t = tensor_from(v, all_dtypes[d], rows, cols, 0, 0.0);
+            sketch_setup sk = sketch_make(16, (size_t)cols, 0x5eed + c);
+            char label[64];
+            snprintf(label, sizeof label, "%s (%lld, %lld)", dtype_label[d], (long long)rows,
+                     (long long)cols);
+            check_against_reference(label, &t.view, &sk.sp);
+            sketch_free(&sk);
+            tensor_free(&t);
+            free(v);
+        }
+}
+END_TEST
+
+START_TEST(stats_strided_rows_ignore_the_padding)
+{
+    /* Padding holds NaN, Inf and huge values: none may reach a result, and
+     * the counts must stay 0. */
+    const double pads[] = { NAN, INFINITY, 3e38 };
+    uint64_t s = 2;
+    for (size_t d = 0; d < 4; d++)
+        for (size_t p = 0; p < 3; p++) {
+            int64_t rows = 13, cols = 37, stride = 45;
+            double *v = random_values(&s, rows, cols, 1.0);
+            tensor t = tensor_from(v, all_dtypes[d], rows, cols, stride, pads[p]);
+            sketch_setup sk = sketch_make(8, (size_t)cols, 99);
+            char label[64];
+            snprintf(label, sizeof label, "%s stride %lld pad %g", dtype_label[d],
+                     (long long)stride, pads[p]);
+            check_against_reference(label, &t.view, &sk.sp);
+
+            double f[RESDIAG_N_FIELDS], g[RESDIAG_N_FIELDS], a[8], b[8];
+            tensor c = tensor_from(v, all_dtypes[d], rows, cols, 0, 0.0);
+            rd_stats_compute(f, a, NULL, &t.view, &sk.sp);
+            rd_stats_compute(g, b, NULL, &c.view, &sk.sp);
+            ck_assert_msg(f[RESDIAG_FIELD_NAN_COUNT] == 0 && f[RESDIAG_FIELD_INF_COUNT] == 0,
+                          "%s: padding was counted", label);
+            /* same elements in the same order: bit-identical results */
+            for (int q = 0; q < RESDIAG_FIELD_CALL_SEQ; q++)
+                ck_assert_msg(f[q] == g[q], "%s: %s differs from the contiguous copy",
+                              label, field_label(q));
+            ck_assert_mem_eq(a, b, sizeof a);
+            tensor_free(&c);
+            sketch_free(&sk);
+            tensor_free(&t);
+            free(v);
+        }
+}
+END_TEST
+
+START_TEST(stats_zero_rows_gives_nan_token_fields_and_zero_sketch)
+{
+    sketch_setup sk = sketch_make(16, 64, 1);
+    for (size_t d = 0; d < 4; d++) {
+        resdiag_tensor t = resdiag_tensor_make(NULL, all_dtypes[d], 0, 64, 0);
+        double f[RESDIAG_N_FIELDS], sketch[16];
+        for (int q = 0; q < RESDIAG_N_FIELDS; q++)
+            f[q] = -1.0;
+        f[RESDIAG_FIELD_CALL_SEQ] = CALL_SEQ_SENTINEL;
+        for (int m = 0; m < 16; m++)
+            sketch[m] = 5.0;
+        rd_stats_compute(f, sketch, NULL, &t, &sk.sp);
+        ck_assert(f[RESDIAG_FIELD_ROWS] == 0.0);
+        ck_assert(f[RESDIAG_FIELD_COLS] == 64.0);
+        ck_assert(f[RESDIAG_FIELD_FROB] == 0.0);
+        ck_assert(f[RESDIAG_FIELD_ABSMAX] == 0.0);
+        ck_assert(isnan(f[RESDIAG_FIELD_ABSMAX_COL]));
+        ck_assert(f[RESDIAG_FIELD_NAN_COUNT] == 0.0);
+        ck_assert(f[RESDIAG_FIELD_INF_COUNT] == 0.0);
+        ck_assert(f[RESDIAG_FIELD_CALL_SEQ] == CALL_SEQ_SENTINEL);
+        for (int q = RESDIAG_FIELD_TOK_NORM_MEAN; q <= RESDIAG_FIELD_TOK_STD_STD; q++)
+            ck_assert_msg(isnan(f[q]), "%s: %s = %g, expected NaN", dtype_label[d],
+                          field_label(q), f[q]);
+        for (int m = 0; m < 16; m++)
+            ck_assert(sketch[m] == 0.0);
+        check_against_reference(dtype_label[d], &t, &sk.sp);
+    }
+    sketch_free(&sk);
+}
+END_TEST
+
+START_TEST(stats_rms_of_constant_row_is_value)
+{
+    const double values[] = { 0.1, -3.0, 1e-3, 12345.678, 0.0 };
+    const int64_t cols = 771;
+    for (size_t d = 0; d < 4; d++)
+        for (size_t c = 0; c < sizeof values / sizeof values[0]; c++) {
+            double *v = malloc((size_t)(4 * cols) * sizeof *v);
+            ck_assert_ptr_nonnull(v);
+            for (int64_t k = 0; k < 4 * cols; k++)
+                v[k] = values[c];
+            tensor t = tensor_from(v, all_dtypes[d], 4, cols, 0, 0.0);
+            double x = (double)elem(&t.view, 0, 0); /* the value as stored */
+            double f[RESDIAG_N_FIELDS], norms[4];
+            rd_sketch_params none = { 0, NULL, 0, 0 };
+            rd_stats_compute(f, NULL, norms, &t.view, &none);
+            const char *dl = dtype_label[d];
+            /* sqrt(cols x^2 / cols): a handful of roundings of x */
+            ck_assert_msg(fabs(f[RESDIAG_FIELD_TOK_RMS_MEAN] - fabs(x)) <= 1e-14 * fabs(x),
+                          "%s %g: rms %.17g", dl, x, f[RESDIAG_FIELD_TOK_RMS_MEAN]);
+            ck_assert_msg(fabs(f[RESDIAG_FIELD_TOK_MEAN_MEAN] - x) <= 1e-14 * fabs(x),
+                          "%s %g: mean %.17g", dl, x, f[RESDIAG_FIELD_TOK_MEAN_MEAN]);
+            /* every deviation from the row's first value is exactly 0 */
+            ck_assert_msg(f[RESDIAG_FIELD_TOK_STD_MEAN] == 0.0, "%s %g: std %.17g", dl, x,
+                          f[RESDIAG_FIELD_TOK_STD_MEAN]);
+            ck_assert(f[RESDIAG_FIELD_TOK_STD_STD] == 0.0);
+            ck_assert(f[RESDIAG_FIELD_TOK_RMS_STD] == 0.0);
+            ck_assert(f[RESDIAG_FIELD_TOK_NORM_STD] == 0.0);
+            ck_assert(fabs(norms[2] - fabs(x) * sqrt((double)cols)) <= 1e-14 * fabs(x) * 28);
+            ck_assert(f[RESDIAG_FIELD_ABSMAX] == fabs(x));
+            ck_assert(f[RESDIAG_FIELD_ABSMAX_COL] == 0.0); /* all tie: the first */
+            tensor_free(&t);
+            free(v);
+        }
+}
+END_TEST
+
+START_TEST(stats_token_std_is_accurate_when_the_mean_dominates)
+{
+    /* Rows of mean 1e4 and std ~1: sumsq/cols - mean^2 in double would lose
+     * 8 digits (1e8 * 1.1e-16 relative to var = 1); the library must keep
+     * the std to ~1e-11 of itself. */
+    uint64_t s = 3;
+    int64_t rows = 8, cols = 1000;
+    double *v = malloc((size_t)(rows * cols) * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (int64_t k = 0; k < rows * cols; k++)
+        v[k] = 1e4 + rng_normal(&s);
+    tensor t = tensor_from(v, RESDIAG_DTYPE_F64, rows, cols, 0, 0.0);
+    double f[RESDIAG_N_FIELDS];
+    rd_sketch_params none = { 0, NULL, 0, 0 };
+    rd_stats_compute(f, NULL, NULL, &t.view, &none);
+    reference r;
+    reference_compute(&r, &t.view, &none);
+    long double ref = r.f[RESDIAG_FIELD_TOK_STD_MEAN];
+    ck_assert_msg(fabsl(f[RESDIAG_FIELD_TOK_STD_MEAN] - ref) <= 1e-11L * ref,
+                  "std mean %.17g, expected %.17Lg", f[RESDIAG_FIELD_TOK_STD_MEAN], ref);
+    reference_free(&r);
+    tensor_free(&t);
+    free(v);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Extremes                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* A tensor of `rows` rows of random values times `scale`, checked. */
+static void check_scaled(const char *label, resdiag_dtype dt, int64_t rows, int64_t cols,
+                         double scale, uint64_t seed)
+{
+    uint64_t s = seed;
+    double *v = random_values(&s, rows, cols, scale);
+    tensor t = tensor_from(v, dt, rows, cols, 0, 0.0);
+    sketch_setup sk = sketch_make(16, (size_t)cols, seed);
+    check_against_reference(label, &t.view, &sk.sp);
+    double f[RESDIAG_N_FIELDS];
+    rd_stats_compute(f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0 });
+    for (int q = 0; q < RESDIAG_FIELD_CALL_SEQ; q++)
+        ck_assert_msg(isfinite(f[q]), "%s: %s not finite", label, field_label(q));
+    ck_assert_msg(f[RESDIAG_FIELD_NAN_COUNT] == 0 && f[RESDIAG_FIELD_INF_COUNT] == 0, "%s",
+                  label);
+    sketch_free(&sk);
+    tensor_free(&t);
+    free(v);
+}
+
+START_TEST(stats_huge_f32_values_do_not_overflow)
+{
+    check_scaled("f32 1e30", RESDIAG_DTYPE_F32, 20, 300, 1e30, 10);
+    /* near FLT_MAX: each |x| <= 3.4e38 after rounding to float */
+    uint64_t s = 11;
+    double *v = malloc(4 * 513 * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (int k = 0; k < 4 * 513; k++)
+        v[k] = (rng_unif(&s) < 0.5 ? -1 : 1) * (3e38 + 4e37 * rng_unif(&s));
+    v[5] = 0x1.fffffep127; /* FLT_MAX itself */
+    tensor t = tensor_from(v, RESDIAG_DTYPE_F32, 4, 513, 0, 0.0);
+    sketch_setup sk = sketch_make(16, 513, 3);
+    check_against_reference("f32 3e38", &t.view, &sk.sp);
+    double f[RESDIAG_N_FIELDS];
+    rd_stats_compute(f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0 });
+    ck_assert(f[RESDIAG_FIELD_ABSMAX] == (double)0x1.fffffep127f);
+    ck_assert(f[RESDIAG_FIELD_ABSMAX_COL] == 5.0);
+    ck_assert(isfinite(f[RESDIAG_FIELD_FROB]) && f[RESDIAG_FIELD_FROB] > 3e38 * 45);
+    sketch_free(&sk);
+    tensor_free(&t);
+    free(v);
+}
+END_TEST
+
+START_TEST(stats_f32_denormals_are_measured)
+{
+    /* 1e-40 is an f32 denormal; its square 1e-80 is a normal double. */
+    check_scaled("f32 1e-40", RESDIAG_DTYPE_F32, 12, 200, 1e-40, 12);
+    check_scaled("f32 1e-44", RESDIAG_DTYPE_F32, 3, 50, 1e-44, 13);
+}
+END_TEST
+
+START_TEST(stats_f64_1e200_has_right_norms)
+{
+    /* squares of 1e200 overflow a double: the row must be rescaled, and
+     * FROB ~ 1e200 * sqrt(n) must not be Inf */
+    check_scaled("f64 1e200", RESDIAG_DTYPE_F64, 10, 700, 1e200, 20);
+    check_scaled("f64 1e300", RESDIAG_DTYPE_F64, 3, 16, 1e300, 21);
+    /* every value 1e200: FROB = 1e200 * sqrt(rows * cols) */
+    enum { R = 50, C = 400 };
+    double *v = malloc(R * C * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (int k = 0; k < R * C; k++)
+        v[k] = 1e200;
+    double f[RESDIAG_N_FIELDS], norms[R];
+    resdiag_tensor t = resdiag_f64(v, R, C);
+    rd_stats_compute(f, NULL, norms, &t, &(rd_sketch_params){ 0, NULL, 0, 0 });
+    ck_assert(fabs(f[RESDIAG_FIELD_FROB] / (1e200 * sqrt(R * C)) - 1.0) < 1e-13);
+    ck_assert(fabs(norms[R - 1] / (1e200 * sqrt(C)) - 1.0) < 1e-13);
+    ck_assert(fabs(f[RESDIAG_FIELD_TOK_RMS_MEAN] / 1e200 - 1.0) < 1e-13);
+    ck_assert(f[RESDIAG_FIELD_TOK_STD_MEAN] == 0.0);
+    ck_assert(f[RESDIAG_FIELD_TOK_NORM_STD] == 0.0);
+    free(v);
+}
+END_TEST
+
+START_TEST(stats_f64_tiny_values_have_right_norms)
+{
+    /* 1e-310 is a double denormal; the squares of 1e-160 underflow to
+     * denormals with few bits; 1e-150 is just below the rescan threshold
+     * and 1e-140 just above it. */
+    check_scaled("f64 1e-310", RESDIAG_DTYPE_F64, 6, 300, 1e-310, 30);
+    check_scaled("f64 1e-160", RESDIAG_DTYPE_F64, 6, 300, 1e-160, 31);
+    check_scaled("f64 1e-150", RESDIAG_DTYPE_F64, 6, 300, 1e-150, 32);
+    check_scaled("f64 1e-140", RESDIAG_DTYPE_F64, 6, 300, 1e-140, 33);
+}
+END_TEST
+
+START_TEST(stats_f64_rows_of_very_different_magnitudes_combine)
+{
+    /* FROB and the token statistics mix rows of 1e200, 1, 1e-300 and 0 */
+    const double scales[] = { 1.0, 1e200, 1e-300, 0.0, 1e-5, 1e150 };
+    uint64_t s = 40;
+    int64_t rows = 6, cols = 129;
+    double *v = random_values(&s, rows, cols, 1.0);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            v[i * cols + j] *= scales[i];
+    tensor t = tensor_from(v, RESDIAG_DTYPE_F64, rows, cols, 0, 0.0);
+    sketch_setup sk = sketch_make(16, (size_t)cols, 4);
+    check_against_reference("f64 mixed magnitudes", &t.view, &sk.sp);
+    sketch_free(&sk);
+    tensor_free(&t);
+    free(v);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* NaN and Inf                                                               */
+/* ------------------------------------------------------------------------ */
+
+START_TEST(stats_nan_and_inf_are_counted_and_left_out)
+{
+    uint64_t s = 50;
+    for (size_t d = 0; d < 4; d++) {
+        int64_t rows = 24, cols = 300;
+        double *v = random_values(&s, rows, cols, 1.0);
+        int nan = 0, inf = 0;
+        for (int64_t k = 0; k < rows * cols; k++) {
+            double u = rng_unif(&s);
+            if (u < 0.01) {
+                v[k] = NAN;
+                nan++;
+            } else if (u < 0.02) {
+                v[k] = u < 0.015 ? INFINITY : -INFINITY;
+                inf++;
+            }
+        }
+        v[0] = NAN; /* a row whose first value is not finite */
+        nan += 1;
+        v[5 * cols + 3] = 1e3; /* the largest |x|, in a row with NaN/Inf */
+        tensor t = tensor_from(v, all_dtypes[d], rows, cols, 0, 0.0);
+        sketch_setup sk = sketch_make(16, (size_t)cols, 5);
+        check_against_reference(dtype_label[d], &t.view, &sk.sp);
+        double f[RESDIAG_N_FIELDS];
+        rd_stats_compute(f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0 });
+        ck_assert(f[RESDIAG_FIELD_NAN_COUNT] >= 1 && f[RESDIAG_FIELD_INF_COUNT] >= 1);
+        ck_assert(f[RESDIAG_FIELD_NAN_COUNT] + f[RESDIAG_FIELD_INF_COUNT] <= nan + inf);
+        ck_assert(f[RESDIAG_FIELD_ABSMAX] == (double)elem(&t.view, 5, 3));
+        ck_assert(f[RESDIAG_FIELD_ABSMAX_COL] == 3.0);
+        sketch_free(&sk);
+        tensor_free(&t);
+        free(v);
+    }
+}
+END_TEST
+
+START_TEST(stats_all_nan_row_has_zero_norm_and_is_a_token)
+{
+    int64_t rows = 3, cols = 40;
+    double v[3 * 40];
+    for (int k = 0; k < 40; k++) {
+        v[k] = 1.0;
+        v[40 + k] = k % 2 ? NAN : INFINITY; /* row 1: nothing finite */
+        v[80 + k] = -2.0;
+    }
+    for (size_t d = 0; d < 4; d++) {
+        tensor t = tensor_from(v, all_dtypes[d], rows, cols, 0, 0.0);
+        double f[RESDIAG_N_FIELDS], norms[3];
+        sketch_setup sk = sketch_make(4, 40, 6);
+        double sketch[4];
+        rd_stats_compute(f, sketch, norms, &t.view, &sk.sp);
+        ck_assert(f[RESDIAG_FIELD_ROWS] == 3.0);
+        ck_assert(norms[1] == 0.0);
+        ck_assert(f[RESDIAG_FIELD_TOK_NORM_MIN] == 0.0);
+        ck_assert(f[RESDIAG_FIELD_NAN_COUNT] == 20.0 && f[RESDIAG_FIELD_INF_COUNT] == 20.0);
+        /* mean of norms over 3 tokens: (sqrt(40) + 0 + 2 sqrt(40)) / 3 */
+        ck_assert(fabs(f[RESDIAG_FIELD_TOK_NORM_MEAN] - sqrt(40.0)) < 1e-14 * sqrt(40.0));
+        ck_assert(fabs(f[RESDIAG_FIELD_FROB] - sqrt(200.0)) < 1e-14 * sqrt(200.0));
+        check_against_reference(dtype_label[d], &t.view, &sk.sp);
+        sketch_free(&sk);
+        tensor_free(&t);
+    }
+}
+END_TEST
+
+START_TEST(stats_all_nan_tensor_has_no_absmax_column)
+{
+    double v[2 * 9];
+    for (int k = 0; k < 18; k++)
+        v[k] = NAN;
+    for (size_t d = 0; d < 4; d++) {
+        tensor t = tensor_from(v, all_dtypes[d], 2, 9, 0, 0.0);
+        double f[RESDIAG_N_FIELDS], sketch[4];
+        sketch_setup sk = sketch_make(4, 9, 7);
+        rd_stats_compute(f, sketch, NULL, &t.view, &sk.sp);
+        ck_assert(f[RESDIAG_FIELD_ABSMAX] == 0.0);
+        ck_assert(isnan(f[RESDIAG_FIELD_ABSMAX_COL]));
+        ck_assert(f[RESDIAG_FIELD_FROB] == 0.0);
+        ck_assert(f[RESDIAG_FIELD_NAN_COUNT] == 18.0);
+        ck_assert(f[RESDIAG_FIELD_TOK_NORM_MEAN] == 0.0);
+        ck_assert(f[RESDIAG_FIELD_TOK_MEAN_MEAN] == 0.0);
+        for (int m = 0; m < 4; m++)
+            ck_assert(sketch[m] == 0.0);
+        sketch_free(&sk);
+        tensor_free(&t);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* ABSMAX and its column                                                     */
+/* ------------------------------------------------------------------------ */
+
+static void expect_absmax(const double *v, int64_t rows, int64_t cols, double amax,
+                          double col, const char *what)
+{
+    for (size_t d = 0; d < 4; d++) {
+        tensor t = tensor_from(v, all_dtypes[d], rows, cols, 0, 0.0);
+        double f[RESDIAG_N_FIELDS];
+        rd_stats_compute(f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0 });
+        ck_assert_msg(f[RESDIAG_FIELD_ABSMAX] == amax && f[RESDIAG_FIELD_ABSMAX_COL] == col,
+                      "%s %s: absmax %g at %g, expected %g at %g", dtype_label[d], what,
+                      f[RESDIAG_FIELD_ABSMAX], f[RESDIAG_FIELD_ABSMAX_COL], amax, col);
+        tensor_free(&t);
+    }
+}
+
+START_TEST(stats_absmax_column_is_the_first_largest_magnitude)
+{
+    const double neg[] = { 1, 2, 3, -7, 5, 6 }; /* one row */
+    expect_absmax(neg, 1, 6, 7, 3, "negative max");
+    const double tie_in_row[] = { 1, -8, 8, 2 };
+    expect_absmax(tie_in_row, 1, 4, 8, 1, "tie in a row");
+    const double tie_across_rows[] = { 1, 0, 5, 2, -5, 0, 5, 5, 0 };
+    expect_absmax(tie_across_rows, 3, 3, 5, 2, "tie across rows: row 0 wins");
+    const double later_row[] = { 1, 0, 5, 2, -6, 0 };
+    expect_absmax(later_row, 2, 3, 6, 1, "larger in a later row");
+    const double with_nan[] = { NAN, -9, 9, 1 };
+    expect_absmax(with_nan, 1, 4, 9, 1, "max in a row with NaN");
+    const double inf_not_max[] = { 1, 4, 2, 0, INFINITY, 3 };
+    expect_absmax(inf_not_max, 2, 3, 4, 1, "Inf is not the max");
+    const double zeros[] = { 0, 0, 0, 0 };
+    expect_absmax(zeros, 2, 2, 0, 0, "all zero");
+    /* past the 8-lane blocks and the 512-column chunk */
+    double wide[1100] = { 0 };
+    wide[1037] = -3;
+    wide[1099] = 3;
+    expect_absmax(wide, 1, 1100, 3, 1037, "wide row");
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* The sketch                                                                */
+/* ------------------------------------------------------------------------ */
+
+START_TEST(stats_sketch_matches_its_definition)
+{
+    /* K and tau_len: tau shorter than cols (wraps, not a multiple of K),
+     * equal, longer; K from 1 to the maximum */
+    const int ks[] = { 1, 5, 16, 64 };
+    const size_t tls[] = { 7, 130, 1000 };
+    uint64_t s = 60;
+    for (size_t d = 0; d < 4; d++)
+        for (size_t a = 0; a < 4; a++)
+            for (size_t b = 0; b < 3; b++) {
+                int64_t rows = 11, cols = 130;
+                double *v = random_values(&s, rows, cols, 1.0);
+                v[17] = NAN; /* contributes 0 */
+                tensor t = tensor_from(v, all_dtypes[d], rows, cols, 0, 0.0);
+                sketch_setup sk = sketch_make(ks[a], tls[b], 1000 + a + b);
+                char label[64];
+                snprintf(label, sizeof label, "%s K=%d tau_len=%zu", dtype_label[d], ks[a],
+                         tls[b]);
+                check_against_reference(label, &t.view, &sk.sp);
+                sketch_free(&sk);
+                tensor_free(&t);
+                free(v);
+            }
+}
+END_TEST
+
+START_TEST(stats_sketch_of_zero_tensor_is_zero)
+{
+    double v[5 * 33];
+    for (int k = 0; k < 5 * 33; k++)
+        v[k] = k % 3 ? 0.0 : -0.0;
+    for (size_t d = 0; d < 4; d++) {
+        tensor t = tensor_from(v, all_dtypes[d], 5, 33, 0, 0.0);
+        sketch_setup sk = sketch_make(16, 33, 8);
+        double f[RESDIAG_N_FIELDS], sketch[16];
+        rd_stats_compute(f, sketch, NULL, &t.view, &sk.sp);
+        for (int m = 0; m < 16; m++)
+            ck_assert_msg(sketch[m] == 0.0, "%s: sketch[%d] = %g", dtype_label[d], m,
+                          sketch[m]);
+        ck_assert(f[RESDIAG_FIELD_FROB] == 0.0);
+        sketch_free(&sk);
+        tensor_free(&t);
+    }
+}
+END_TEST
+
+static double vec_norm(const double *v, int n)
+{
+    double s = 0.0;
+    for (int i = 0; i < n; i++)
+        s += v[i] * v[i];
+    return sqrt(s);
+}
+
+/* Sketches of a, b and c = a + b as stored in dtype dt; returns
+ * ||sk(c) - sk(a) - sk(b)||_2 and sets ||c||_F and ||sk(b)||_2. */
+static double linearity_gap(resdiag_dtype dt, uint64_t seed, double *c_frob, double *b_sketch)
+{
+    enum { R = 48, C = 200, K = 16 };
+    uint64_t s = seed;
+    double *a = random_values(&s, R, C, 1.0), *b = random_values(&s, R, C, 1.0);
+    double *c = malloc(R * C * sizeof *c);
+    ck_assert_ptr_nonnull(c);
+    tensor ta = tensor_from(a, dt, R, C, 0, 0.0), tb = tensor_from(b, dt, R, C, 0, 0.0);
+    /* the sum of the stored values, then stored (rounded) like a trainer's x + f */
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < C; j++)
+            c[i * C + j] = (double)(elem(&ta.view, i, j) + elem(&tb.view, i, j));
+    tensor tc = tensor_from(c, dt, R, C, 0, 0.0);
+    sketch_setup sk = sketch_make(K, C, seed);
+    double f[RESDIAG_N_FIELDS], ska[K], skb[K], skc[K], gap[K];
+    rd_stats_compute(f, ska, NULL, &ta.view, &sk.sp);
+    rd_stats_compute(f, skb, NULL, &tb.view, &sk.sp);
+    rd_stats_compute(f, skc, NULL, &tc.view, &sk.sp);
+    *c_frob = f[RESDIAG_FIELD_FROB];
+    for (int m = 0; m < K; m++)
+        gap[m] = skc[m] - ska[m] - skb[m];
+    *b_sketch = vec_norm(skb, K);
+    sketch_free(&sk);
+    tensor_free(&ta);
+    tensor_free(&tb);
+    tensor_free(&tc);
+    free(a);
+    free(b);
+    free(c);
+    return vec_norm(gap, K);
+}
+
+START_TEST(stats_sketch_is_linear_for_f32)
+{
+    /* c = fl32(a + b) differs from a + b by e with |e_ij| <= 2^-24 |c_ij|,
+     * so ||e||_F <= 6e-8 ||c||_F; the sketch keeps norms in expectation
+     * (E||sk(e)||^2 = ||e||^2), and the double sums add ~1e-16. 1e-6 of
+     * ||c||_F is ~17 times the expected gap. */
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        double frob, bsk;
+        double gap = linearity_gap(RESDIAG_DTYPE_F32, seed, &frob, &bsk);
+        ck_assert_msg(gap <= 1e-6 * frob, "gap %g vs ||c|| %g", gap, frob);
+        /* the relation is discriminating: leaving out b is far outside it */
+        ck_assert(bsk > 1000 * 1e-6 * frob);
+    }
+}
+END_TEST
+
+START_TEST(stats_sketch_is_linear_for_bf16)
+{
+    /* bf16 has 8 significant bits: rounding c = a + b to bf16 moves each
+     * element by at most 2^-8 |c_ij| (unit roundoff 2^-8; the RMS relative
+     * error of round-to-nearest is about 2^-9.3, hence "~2^-9" on average).
+     * So ||e||_F <= 2^-8 ||c||_F, and the sketch's gap sk(e) has expected
+     * norm ||e||_F. Allow 4 * 2^-8 ||c||_F = 2^-6 ||c||_F: 4x the worst-case
+     * element bound, ~10x the expected gap. */
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        double frob, bsk;
+        double gap = linearity_gap(RESDIAG_DTYPE_BF16, seed, &frob, &bsk);
+        ck_assert_msg(gap <= 0x1p-6 * frob, "gap %g vs ||c|| %g", gap, frob);
+        ck_assert_msg(gap > 0.0, "bf16 rounding must show in the gap");
+        ck_assert(bsk > 10 * 0x1p-6 * frob);
+    }
+}
+END_TEST
+
+START_TEST(stats_sketch_preserves_squared_norm_on_average)
+{
+    /* E[sum_m sketch[m]^2] = ||x||_F^2 over random row and column signs.
+     * One seed's sum has relative spread ~sqrt(2/K) = 0.35 for K = 16; over
+     * 400 seeds the mean's spread is ~0.018, so 10% is ~5 sigma. */
+    enum { R = 16, C = 96, K = 16, SEEDS = 400 };
+    uint64_t s = 70;
+    double *v = random_values(&s, R, C, 1.0);
+    tensor t = tensor_from(v, RESDIAG_DTYPE_F32, R, C, 0, 0.0);
+    double f[RESDIAG_N_FIELDS], sk2 = 0.0, lo = INFINITY, hi = 0.0;
+    for (uint64_t seed = 0; seed < SEEDS; seed++) {
+        sketch_setup sk = sketch_make(K, C, seed * 7919 + 1);
+        double sketch[K];
+        rd_stats_compute(f, sketch, NULL, &t.view, &sk.sp);
+        double n2 = vec_norm(sketch, K) * vec_norm(sketch, K);
+        sk2 += n2;
+        lo = n2 < lo ? n2 : lo;
+        hi = n2 > hi ? n2 : hi;
+        sketch_free(&sk);
+    }
+    double frob2 = f[RESDIAG_FIELD_FROB] * f[RESDIAG_FIELD_FROB];
+    ck_assert_msg(fabs(sk2 / SEEDS / frob2 - 1.0) < 0.1, "E[|sk|^2] / |x|^2 = %g",
+                  sk2 / SEEDS / frob2);
+    /* and the seeds do matter: single sketches spread widely */
+    ck_assert(lo < 0.7 * frob2 && hi > 1.3 * frob2);
+    tensor_free(&t);
+    free(v);
+}
+END_TEST
+
+START_TEST(stats_k_zero_needs_no_sketch_and_changes_nothing_else)
+{
+    uint64_t s = 80;
+    double *v = random_values(&s, 7, 90, 1.0);
+    tensor t = tensor_from(v, RESDIAG_DTYPE_F32, 7, 90, 0, 0.0);
+    sketch_setup sk = sketch_make(16, 90, 9);
+    rd_sketch_params none = { 0, NULL, 0, 0 };
+    double f[RESDIAG_N_FIELDS], g[RESDIAG_N_FIELDS], sketch[16], na[7], nb[7];
+    rd_stats_compute(f, NULL, na, &t.view, &none);
+    rd_stats_compute(g, sketch, nb, &t.view, &sk.sp);
+    for (int q = 0; q < RESDIAG_FIELD_CALL_SEQ; q++)
+        ck_assert(f[q] == g[q]);
+    ck_assert_mem_eq(na, nb, sizeof na);
+    check_against_reference("k = 0", &t.view, &none);
+    sketch_free(&sk);
+    tensor_free(&t);
+    free(v);
+}
+END_TEST
+
+START_TEST(stats_row_norms_match_reference)
+{
+    uint64_t s = 90;
+    for (size_t d = 0; d < 4; d++) {
+        int64_t rows = 40, cols = 333;
+        double *v = random_values(&s, rows, cols, 1.0);
+        v[3 * cols + 1] = NAN;
+        v[7 * cols + 2] = -INFINITY;
+        tensor t = tensor_from(v, all_dtypes[d], rows, cols, cols + 3, NAN);
+        double f[RESDIAG_N_FIELDS], norms[40];
+        rd_stats_compute(f, NULL, norms, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0 });
+        for (int64_t i = 0; i < rows; i++) {
+            long double ref = 0.0L;
+            for (int64_t j = 0; j < cols; j++) {
+                double x = elem(&t.view, i, j);
+                if (isfinite(x))
+                    ref += (long double)x * x;
+            }
+            ref = sqrtl(ref);
+            ck_assert_msg(fabsl(norms[i] - ref) <= REL_TOL * ref, "%s row %lld: %.17g vs %.17Lg",
+                          dtype_label[d], (long long)i, norms[i], ref);
+        }
+        tensor_free(&t);
+        free(v);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+
+static Suite *stats_suite(void)
+{
+    Suite *s = suite_create("stats");
+    TCase *tc;
+
+    tc = tcase_create("conversions");
+    tcase_add_test(tc, f16_to_f32_matches_hand_computed_bit_patterns);
+    tcase_add_test(tc, bf16_to_f32_matches_hand_computed_bit_patterns);
+    tcase_add_test(tc, f16_to_f32_is_exact_for_every_pattern);
+    tcase_add_test(tc, bf16_to_f32_is_exact_for_every_pattern);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("signs");
+    tcase_add_test(tc, row_signs_are_balanced_and_depend_on_seed_and_row);
+    tcase_add_test(tc, column_signs_are_balanced_and_independent_of_row_signs);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("fields");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, stats_random_data_matches_reference_for_every_dtype_and_shape);
+    tcase_add_test(tc, stats_strided_rows_ignore_the_padding);
+    tcase_add_test(tc, stats_zero_rows_gives_nan_token_fields_and_zero_sketch);
+    tcase_add_test(tc, stats_rms_of_constant_row_is_value);
+    tcase_add_test(tc, stats_token_std_is_accurate_when_the_mean_dominates);
+    tcase_add_test(tc, stats_absmax_column_is_the_first_largest_magnitude);
+    tcase_add_test(tc, stats_row_norms_match_reference);
+    tcase_add_test(tc, stats_k_zero_needs_no_sketch_and_changes_nothing_else);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("extremes");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, stats_huge_f32_values_do_not_overflow);
+    tcase_add_test(tc, stats_f32_denormals_are_measured);
+    tcase_add_test(tc, stats_f64_1e200_has_right_norms);
+    tcase_add_test(tc, stats_f64_tiny_values_have_right_norms);
+    tcase_add_test(tc, stats_f64_rows_of_very_different_magnitudes_combine);
+    tcase_add_test(tc, stats_nan_and_inf_are_counted_and_left_out);
+    tcase_add_test(tc, stats_all_nan_row_has_zero_norm_and_is_a_token);
+    tcase_add_test(tc, stats_all_nan_tensor_has_no_absmax_column);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("sketch");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, stats_sketch_matches_its_definition);
+    tcase_add_test(tc, stats_sketch_of_zero_tensor_is_zero);
+    tcase_add_test(tc, stats_sketch_is_linear_for_f32);
+    tcase_add_test(tc, stats_sketch_is_linear_for_bf16);
+    tcase_add_test(tc, stats_sketch_preserves_squared_norm_on_average);
+    suite_add_tcase(s, tc);
+
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(stats_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
