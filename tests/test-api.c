@@ -728,23 +728,41 @@ END_TEST
 
 /* --------------------------------------------------------- buffering */
 
-/* Steps a separate process sees in the file right now. */
-static int64_t steps_seen_by_another_process(const char *path)
+/* Children run this test binary again in a helper mode (see main), through
+ * exec rather than a bare fork, so that a child neither inherits the
+ * parent's open run nor counts it as leaked under valgrind. */
+static char self_path[4096];
+
+static pid_t spawn_self(const char *mode, const char *arg1, const char *arg2)
 {
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        resdiag_reader *rd = NULL;
-        if (resdiag_reader_open(&rd, path) != RESDIAG_OK)
-            _exit(255);
-        int64_t n = resdiag_reader_info(rd)->n_steps;
-        resdiag_reader_close(rd);
-        _exit(n > 200 ? 254 : (int)n);
+        execl(self_path, self_path, mode, arg1, arg2, (char *)NULL);
+        _exit(253);
     }
+    return pid;
+}
+
+/* Helper mode --count-steps PATH: exit code = steps a reader sees. */
+static int count_steps_main(const char *path)
+{
+    resdiag_reader *rd = NULL;
+    if (resdiag_reader_open(&rd, path) != RESDIAG_OK)
+        return 255;
+    int64_t n = resdiag_reader_info(rd)->n_steps;
+    resdiag_reader_close(rd);
+    return n > 200 ? 254 : (int)n;
+}
+
+/* Steps a separate process sees in the file right now. */
+static int64_t steps_seen_by_another_process(const char *path)
+{
+    pid_t pid = spawn_self("--count-steps", path, NULL);
     int status;
     waitpid(pid, &status, 0);
     ck_assert(WIFEXITED(status));
-    ck_assert_int_lt(WEXITSTATUS(status), 254);
+    ck_assert_int_lt(WEXITSTATUS(status), 253);
     return WEXITSTATUS(status);
 }
 
@@ -912,43 +930,50 @@ END_TEST
 /* In a child limited to a small file size, the writer fails: hooks and
  * steps return the error, the log says so once, the trainer loop finishes,
  * and the parent still reads every step written before. */
+/* Helper mode --fill-disk PATH FD: a trainer loop under a 2 MiB file size
+ * limit; writes {steps written, failed steps, first error, steps finished,
+ * log lines} to FD. */
+static int fill_disk_main(const char *path, int fd)
+{
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = { 2 << 20, 2 << 20 };
+    setrlimit(RLIMIT_FSIZE, &rl);
+    resdiag_set_log_handler(capture_log, NULL);
+    resdiag_options o;
+    resdiag_options_init(&o);
+    o.flush_steps = 1;
+    resdiag_model m = test_model();
+    resdiag *r = NULL;
+    if (resdiag_open(&r, path, &m, &o) != RESDIAG_OK)
+        return 2;
+    float x[T * D];
+    int64_t written = 0, errors = 0, first_error = 0, finished = 0;
+    for (int s = 0; s < 5000; s++) {
+        fill(x, T * D, (unsigned)s);
+        resdiag_status a = resdiag_step_begin(r, s);
+        resdiag_status b = RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_OUT, resdiag_f32(x, T, D));
+        resdiag_status c = resdiag_step_end(r);
+        if (a == RESDIAG_OK && b == RESDIAG_OK && c == RESDIAG_OK)
+            written = s + 1;
+        else {
+            if (!first_error)
+                first_error = c ? c : (b ? b : a);
+            errors++;
+        }
+        finished = s + 1;
+    }
+    resdiag_destroy(r);
+    int64_t msg[5] = { written, errors, first_error, finished, log_count };
+    return write(fd, msg, sizeof msg) == (ssize_t)sizeof msg ? 0 : 3;
+}
+
 START_TEST(a_full_disk_is_reported_once_and_earlier_steps_survive)
 {
     int fds[2];
     ck_assert_int_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        close(fds[0]);
-        signal(SIGXFSZ, SIG_IGN);
-        struct rlimit rl = { 2 << 20, 2 << 20 };
-        setrlimit(RLIMIT_FSIZE, &rl);
-        resdiag_options o;
-        resdiag_options_init(&o);
-        o.flush_steps = 1;
-        resdiag *r = open_run(path_a, &o);
-        float x[T * D];
-        int64_t written = 0, errors = 0, first_error = 0, finished = 0;
-        for (int s = 0; s < 5000; s++) {
-            fill(x, T * D, (unsigned)s);
-            resdiag_status a = resdiag_step_begin(r, s);
-            resdiag_status b = RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_OUT, resdiag_f32(x, T, D));
-            resdiag_status c = resdiag_step_end(r);
-            if (a == RESDIAG_OK && b == RESDIAG_OK && c == RESDIAG_OK)
-                written = s + 1;
-            else {
-                if (!first_error)
-                    first_error = c ? c : (b ? b : a);
-                errors++;
-            }
-            finished = s + 1;
-        }
-        resdiag_destroy(r);
-        int64_t msg[5] = { written, errors, first_error, finished, log_count };
-        if (write(fds[1], msg, sizeof msg) != (ssize_t)sizeof msg)
-            _exit(3);
-        _exit(0);
-    }
+    char fd_arg[16];
+    snprintf(fd_arg, sizeof fd_arg, "%d", fds[1]);
+    pid_t pid = spawn_self("--fill-disk", path_a, fd_arg);
     close(fds[1]);
     int64_t msg[5] = { 0 };
     ck_assert_int_eq(read(fds[0], msg, sizeof msg), (ssize_t)sizeof msg);
@@ -1013,8 +1038,14 @@ static Suite *api_suite(void)
     return s;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "--count-steps") == 0)
+        return count_steps_main(argv[2]);
+    if (argc == 4 && strcmp(argv[1], "--fill-disk") == 0)
+        return fill_disk_main(argv[2], atoi(argv[3]));
+    if (!realpath(argv[0], self_path))
+        return EXIT_FAILURE;
     SRunner *sr = srunner_create(api_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
