@@ -1,0 +1,179 @@
+/*
+ * instrument.c - every libresdiag call of tinygpt: describing the model,
+ * opening the run, bracketing the steps, and forwarding the hooks of
+ * model.c with model.c's file and line.
+ */
+#include "instrument.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <resdiag.h>
+
+/* model.c uses tinygpt's own names for the sites; they must be resdiag's. */
+_Static_assert((int)TG_STREAM_IN == (int)RESDIAG_STREAM_IN, "site");
+_Static_assert((int)TG_NORM_IN == (int)RESDIAG_NORM_IN, "site");
+_Static_assert((int)TG_NORM_OUT == (int)RESDIAG_NORM_OUT, "site");
+_Static_assert((int)TG_BRANCH_OUT == (int)RESDIAG_BRANCH_OUT, "site");
+_Static_assert((int)TG_STREAM_OUT == (int)RESDIAG_STREAM_OUT, "site");
+_Static_assert((int)TG_EMBED_OUT == (int)RESDIAG_EMBED_OUT, "site");
+_Static_assert((int)TG_FINAL_NORM_IN == (int)RESDIAG_FINAL_NORM_IN, "site");
+_Static_assert((int)TG_FINAL_NORM_OUT == (int)RESDIAG_FINAL_NORM_OUT, "site");
+_Static_assert((int)TG_LOGITS == (int)RESDIAG_LOGITS, "site");
+_Static_assert((int)TG_FWD == (int)RESDIAG_FORWARD && (int)TG_BWD == (int)RESDIAG_BACKWARD,
+               "direction");
+_Static_assert(TG_MODEL_LEVEL == RESDIAG_MODEL_LEVEL, "model level");
+
+struct tg_instr {
+    resdiag *rd;
+    tg_record record;
+    int recording;               /* the current step is recorded */
+    long failed;                 /* hook calls that returned an error */
+    resdiag_status first_error;
+    char first_error_msg[256];
+};
+
+static const char *const sublayer_names[TG_N_SUBLAYERS] = { "attn", "mlp" };
+/* Parameter gradients recorded per layer and for the whole model (the names
+ * model.c passes to HOOK_PARAM). */
+static const char *const layer_param_names[] = { "attn.wqkv", "attn.wo", "mlp.w1", "mlp.w2" };
+static const char *const model_param_names[] = { "head.w", "embed.wte", "embed.wpe" };
+
+static resdiag_placement declared(tg_placement p)
+{
+    switch (p) {
+    case TG_PRE: return RESDIAG_PLACEMENT_PRE;
+    case TG_POST: return RESDIAG_PLACEMENT_POST;
+    case TG_SANDWICH: return RESDIAG_PLACEMENT_SANDWICH;
+    case TG_DEEPNORM: return RESDIAG_PLACEMENT_DEEPNORM;
+    case TG_MIX: return RESDIAG_PLACEMENT_MIXED;
+    case TG_PARALLEL: return RESDIAG_PLACEMENT_PARALLEL;
+    case TG_NONE: return RESDIAG_PLACEMENT_NONE;
+    }
+    return RESDIAG_PLACEMENT_UNDECLARED;
+}
+
+tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
+                        char *errbuf, int errlen)
+{
+    if (resdiag_version_number() / 10000 != RESDIAG_VERSION_NUMBER / 10000) {
+        snprintf(errbuf, (size_t)errlen, "libresdiag %s does not match the header (%s)",
+                 resdiag_version_string(), RESDIAG_VERSION_STRING);
+        return NULL;
+    }
+    tg_instr *h = calloc(1, sizeof *h);
+    if (!h) {
+        snprintf(errbuf, (size_t)errlen, "out of memory");
+        return NULL;
+    }
+    h->record = s->record;
+
+    resdiag_model model;
+    resdiag_model_init(&model);
+    model.n_layers = cfg->n_layers;
+    model.d_model = cfg->d_model;
+    model.n_sublayers = TG_N_SUBLAYERS;
+    model.sublayer_names = sublayer_names;
+    model.block = cfg->placement == TG_PARALLEL ? RESDIAG_BLOCK_PARALLEL
+                                                : RESDIAG_BLOCK_SEQUENTIAL;
+    model.declared_placement = declared(cfg->placement);
+    model.declared_mix_layers = cfg->placement == TG_MIX ? cfg->mix_layers : 0;
+    /* No norm anywhere (no block norms, no final norm): nothing to declare. */
+    if (cfg->placement == TG_NONE && !cfg->final_norm) model.norm_kind = RESDIAG_NORM_UNDECLARED;
+    else model.norm_kind = cfg->norm == TG_LAYERNORM ? RESDIAG_NORM_LAYERNORM : RESDIAG_NORM_RMSNORM;
+    model.n_layer_params = (int)(sizeof layer_param_names / sizeof *layer_param_names);
+    model.layer_param_names = layer_param_names;
+    model.n_model_params = (int)(sizeof model_param_names / sizeof *model_param_names);
+    model.model_param_names = model_param_names;
+    model.n_meta = s->n_meta;
+    model.meta = s->meta;
+    model.description = s->description;
+
+    resdiag_options opt;
+    resdiag_options_init(&opt);
+    opt.record_every = s->record_every;
+
+    resdiag_status st = resdiag_open(&h->rd, s->path, &model, &opt);
+    if (st != RESDIAG_OK) {
+        snprintf(errbuf, (size_t)errlen, "cannot record to %s: %s", s->path,
+                 resdiag_strerror(st));
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+static void note(tg_instr *h, resdiag_status st)
+{
+    if (st == RESDIAG_OK) return;
+    if (h->failed++ == 0) {
+        h->first_error = st;
+        snprintf(h->first_error_msg, sizeof h->first_error_msg, "%s", resdiag_errmsg(h->rd));
+    }
+}
+
+void tg_instr_step_begin(tg_instr *h, int64_t step)
+{
+    if (!h) return;
+    note(h, resdiag_step_begin(h->rd, step));
+    /* Hooks in steps that are not recorded return before calling resdiag. */
+    h->recording = resdiag_step_is_recorded(h->rd);
+}
+
+void tg_instr_step_end(tg_instr *h)
+{
+    if (!h) return;
+    note(h, resdiag_step_end(h->rd));
+    h->recording = 0;
+}
+
+int tg_instr_close(tg_instr *h, char *errbuf, int errlen)
+{
+    if (!h) return 0;
+    resdiag_status st = resdiag_close(h->rd);
+    int rc = 0;
+    if (st != RESDIAG_OK) {
+        snprintf(errbuf, (size_t)errlen, "closing the run file: %s: %s", resdiag_strerror(st),
+                 resdiag_errmsg(h->rd));
+        rc = -1;
+    } else if (h->failed) {
+        snprintf(errbuf, (size_t)errlen, "%ld resdiag calls failed, the first with %s: %s",
+                 h->failed, resdiag_strerror(h->first_error), h->first_error_msg);
+        rc = -1;
+    }
+    resdiag_destroy(h->rd);
+    free(h);
+    return rc;
+}
+
+static resdiag_tensor view(const real *x, int64_t rows, int64_t cols)
+{
+#ifdef TINYGPT_DOUBLE
+    return resdiag_f64(x, rows, cols);
+#else
+    return resdiag_f32(x, rows, cols);
+#endif
+}
+
+void tg_hook_tensor(tg_instr *h, int dir, int layer, int sublayer, tg_site site,
+                    const real *x, int64_t rows, int64_t cols, const char *file, int line)
+{
+    if (!h || !h->recording) return;
+    if (h->record == TG_RECORD_STREAM) {
+        /* Only the stream leaving each layer (STREAM_OUT of its last
+         * sublayer) and the embedding that enters layer 0, forward. */
+        int keep = dir == TG_FWD && (site == TG_EMBED_OUT ||
+                                     (site == TG_STREAM_OUT && sublayer == TG_N_SUBLAYERS - 1));
+        if (!keep) return;
+    }
+    note(h, resdiag_observe_at(h->rd, (resdiag_direction)dir, layer, sublayer,
+                               (resdiag_site)site, view(x, rows, cols), file, line));
+}
+
+void tg_hook_param(tg_instr *h, int layer, const char *name, const real *g,
+                   int64_t rows, int64_t cols, const char *file, int line)
+{
+    if (!h || !h->recording || h->record != TG_RECORD_FULL) return;
+    note(h, resdiag_param_grad_at(h->rd, layer, name, view(g, rows, cols), file, line));
+}

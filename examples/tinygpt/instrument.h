@@ -1,0 +1,87 @@
+/*
+ * instrument.h - tinygpt's connection to libresdiag.
+ *
+ * The model code (model.c) calls the HOOK_* macros below at the places where
+ * a norm, a sublayer or a residual add happens. The macros pass __FILE__ and
+ * __LINE__ of that place in model.c on to resdiag_observe_at(), so a verdict
+ * in `resdiag report` points at the model code, not at this wrapper. All
+ * resdiag calls live in instrument.c; model.c does not include resdiag.h.
+ *
+ * Built with -DTINYGPT_NO_HOOKS (the gradient check does that), the macros
+ * expand to nothing and the model needs no libresdiag at all.
+ *
+ * A NULL tg_instr means "no diagnostics": every hook returns at once and
+ * no resdiag function is called (--record off).
+ */
+#ifndef TINYGPT_INSTRUMENT_H
+#define TINYGPT_INSTRUMENT_H
+
+#include <stdint.h>
+
+#include "kernels.h"
+#include "model.h"
+
+/* The sites of resdiag.h, with the same values (checked in instrument.c),
+ * so that model.c needs no resdiag header. */
+typedef enum tg_site {
+    TG_STREAM_IN = 0,
+    TG_NORM_IN = 1,
+    TG_NORM_OUT = 2,
+    TG_BRANCH_OUT = 3,
+    TG_STREAM_OUT = 4,
+    TG_EMBED_OUT = 16,
+    TG_FINAL_NORM_IN = 17,
+    TG_FINAL_NORM_OUT = 18,
+    TG_LOGITS = 19
+} tg_site;
+
+enum { TG_FWD = 0, TG_BWD = 1 };       /* = RESDIAG_FORWARD / RESDIAG_BACKWARD */
+#define TG_MODEL_LEVEL (-1)             /* = RESDIAG_MODEL_LEVEL */
+
+/* What --record asks for. */
+typedef enum tg_record {
+    TG_RECORD_OFF = 0,     /* no run file, no resdiag calls */
+    TG_RECORD_STREAM = 1,  /* forward STREAM_OUT of each layer's last sublayer + EMBED_OUT */
+    TG_RECORD_FULL = 2     /* every site forward and backward, parameter gradients */
+} tg_record;
+
+typedef struct tg_instr tg_instr; /* opaque */
+
+typedef struct tg_instr_settings {
+    const char *path;        /* the run file */
+    tg_record record;        /* STREAM or FULL (OFF: do not open) */
+    int64_t record_every;    /* resdiag_options.record_every */
+    int n_meta;              /* free key/value pairs for the run file */
+    const char *const *meta; /* (2*n_meta) */
+    const char *description;
+} tg_instr_settings;
+
+/* Opens the run file. Returns NULL and writes a reason to errbuf on failure. */
+tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
+                        char *errbuf, int errlen);
+/* Bracket one training step (forward + backward, before the update). */
+void tg_instr_step_begin(tg_instr *h, int64_t step);
+void tg_instr_step_end(tg_instr *h);
+/* Flushes, closes and frees. Returns 0, or -1 with a reason in errbuf. NULL: 0. */
+int tg_instr_close(tg_instr *h, char *errbuf, int errlen);
+
+/* The hook entry points; call them through the macros. */
+void tg_hook_tensor(tg_instr *h, int dir, int layer, int sublayer, tg_site site,
+                    const real *x, int64_t rows, int64_t cols, const char *file, int line);
+void tg_hook_param(tg_instr *h, int layer, const char *name, const real *g,
+                   int64_t rows, int64_t cols, const char *file, int line);
+
+#ifdef TINYGPT_NO_HOOKS
+#define HOOK_FWD(h, layer, sub, site, x, rows, cols) ((void)(h))
+#define HOOK_BWD(h, layer, sub, site, x, rows, cols) ((void)(h))
+#define HOOK_PARAM(h, layer, name, g, rows, cols) ((void)(h))
+#else
+#define HOOK_FWD(h, layer, sub, site, x, rows, cols) \
+    tg_hook_tensor((h), TG_FWD, (layer), (sub), (site), (x), (rows), (cols), __FILE__, __LINE__)
+#define HOOK_BWD(h, layer, sub, site, x, rows, cols) \
+    tg_hook_tensor((h), TG_BWD, (layer), (sub), (site), (x), (rows), (cols), __FILE__, __LINE__)
+#define HOOK_PARAM(h, layer, name, g, rows, cols) \
+    tg_hook_param((h), (layer), (name), (g), (rows), (cols), __FILE__, __LINE__)
+#endif
+
+#endif /* TINYGPT_INSTRUMENT_H */

@@ -1,0 +1,391 @@
+/*
+ * main.c - tinygpt's command line and training loop: synthetic data,
+ * forward, backward, AdamW, with resdiag recording the run (instrument.c).
+ *
+ *   tinygpt [--placement pre|post|...] [--record full|stream|off] ...
+ *
+ * stdout: the configuration, the loss every --log-every steps and at the
+ * end, then the time and tokens/s. The "step" lines depend only on the
+ * flags (bitwise, for any --threads), never on timing.
+ * Exit status: 0 done, 1 a run-time failure (memory, run file, a loss that
+ * is not finite), 2 bad usage.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "adamw.h"
+#include "data.h"
+#include "instrument.h"
+#include "model.h"
+
+static const char usage[] =
+    "usage: tinygpt [options]\n"
+    "\n"
+    "Trains a small GPT-style model on a synthetic token stream and records\n"
+    "residual-stream diagnostics with libresdiag (read them with\n"
+    "`resdiag report run.h5`).\n"
+    "\n"
+    "model\n"
+    "  --placement P     where the norms sit [default=pre]:\n"
+    "                      pre        x + F(Norm(x))\n"
+    "                      post       Norm(x + F(x))\n"
+    "                      sandwich   x + Norm(F(Norm(x)))          (Peri-LN)\n"
+    "                      deepnorm   Norm(a*x + F(x)), a = (2L)^(1/4), init scaled\n"
+    "                                 by b = (8L)^(-1/4)            (DeepNet)\n"
+    "                      mix:K      post-norm in layers 0..K-1, pre after (Mix-LN)\n"
+    "                      parallel   x + Attn(Norm(x)) + MLP(Norm(x)) (GPT-J, PaLM)\n"
+    "                      none       x + F(x), no norm in the blocks\n"
+    "  --norm N          layernorm | rmsnorm [default=layernorm]\n"
+    "  --final-norm S    on | off: a norm before the output head [default=on]\n"
+    "  --layers L        blocks [default=4]\n"
+    "  --d-model C       stream width [default=128]\n"
+    "  --heads H         attention heads, dividing C [default=4]\n"
+    "  --seq T           tokens per sequence [default=64]\n"
+    "  --vocab V         vocabulary [default=64]\n"
+    "  --init I          gpt2: N(0, 0.02), residual output projections (attn.wo,\n"
+    "                    mlp.w2) scaled by 1/sqrt(2L); xavier: Glorot uniform\n"
+    "                    [default=gpt2]\n"
+    "\n"
+    "training\n"
+    "  --batch B         sequences per step [default=8]\n"
+    "  --steps S         optimizer steps [default=200]\n"
+    "  --lr X            AdamW learning rate, constant [default=0.001]\n"
+    "  --weight-decay X  AdamW decoupled weight decay on matrices [default=0]\n"
+    "  --seed N          parameters and data [default=1]\n"
+    "  --threads N       OpenMP threads [default=OpenMP's, e.g. OMP_NUM_THREADS or\n"
+    "                    all cores]; the results do not depend on it\n"
+    "  --log-every N     print the loss every N steps [default=10]\n"
+    "\n"
+    "diagnostics\n"
+    "  --out FILE        the run file [default=run.h5]\n"
+    "  --record R        full: every site forward and backward, parameter\n"
+    "                    gradients; stream: the stream leaving each layer and\n"
+    "                    the embedding; off: no run file, no resdiag calls\n"
+    "                    [default=full]\n"
+    "  --record-every N  record steps 0, N, 2N, ... [default=1]\n"
+    "\n"
+    "  -h, --help        this text\n";
+
+_Noreturn static void die_usage(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("tinygpt: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs("\nTry 'tinygpt --help'.\n", stderr);
+    va_end(ap);
+    exit(2);
+}
+
+static int parse_int(const char *flag, const char *s, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        die_usage("%s: expected an integer in [%ld, %ld], got '%s'", flag, lo, hi, s);
+    return (int)v;
+}
+
+static double parse_double(const char *flag, const char *s, double lo, double hi)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi))
+        die_usage("%s: expected a number in [%g, %g], got '%s'", flag, lo, hi, s);
+    return v;
+}
+
+/* Index of s in the NULL-terminated list names, or a usage error. */
+static int parse_choice(const char *flag, const char *s, const char *const *names)
+{
+    for (int i = 0; names[i]; i++)
+        if (strcmp(s, names[i]) == 0) return i;
+    char list[256] = "";
+    for (int i = 0; names[i]; i++) {
+        strncat(list, i ? " | " : "", sizeof list - strlen(list) - 1);
+        strncat(list, names[i], sizeof list - strlen(list) - 1);
+    }
+    die_usage("%s: expected %s, got '%s'", flag, list, s);
+}
+
+typedef struct options {
+    tg_config cfg;
+    int steps;
+    double lr, weight_decay;
+    uint64_t seed;
+    int threads;        /* 0: OpenMP's default */
+    int log_every;
+    const char *out;
+    tg_record record;
+    int record_every;
+} options;
+
+static void parse_args(options *o, int argc, char **argv)
+{
+    static const char *const placements[] = { "pre", "post", "sandwich", "deepnorm",
+                                              "mix:K", "parallel", "none", NULL };
+    static const char *const norms[] = { "layernorm", "rmsnorm", NULL };
+    static const char *const onoff[] = { "off", "on", NULL };
+    static const char *const inits[] = { "gpt2", "xavier", NULL };
+    static const char *const records[] = { "off", "stream", "full", NULL };
+    const char *placement = "pre";
+    tg_config *c = &o->cfg;
+
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            fputs(usage, stdout);
+            exit(0);
+        }
+        if (strncmp(arg, "--", 2) != 0) die_usage("unexpected argument '%s'", arg);
+        /* --flag value or --flag=value */
+        char flag[64];
+        const char *val;
+        const char *eq = strchr(arg, '=');
+        if (eq) {
+            size_t len = (size_t)(eq - arg);
+            if (len >= sizeof flag) die_usage("unknown option '%s'", arg);
+            memcpy(flag, arg, len);
+            flag[len] = 0;
+            val = eq + 1;
+        } else {
+            snprintf(flag, sizeof flag, "%s", arg);
+            val = i + 1 < argc ? argv[i + 1] : NULL;
+        }
+#define IS(name) (strcmp(flag, name) == 0)
+        int known = IS("--placement") || IS("--norm") || IS("--final-norm") || IS("--layers") ||
+                    IS("--d-model") || IS("--heads") || IS("--seq") || IS("--batch") ||
+                    IS("--vocab") || IS("--steps") || IS("--lr") || IS("--seed") ||
+                    IS("--init") || IS("--out") || IS("--record") || IS("--record-every") ||
+                    IS("--threads") || IS("--log-every") || IS("--weight-decay");
+        if (!known) die_usage("unknown option '%s'", arg);
+        if (!val) die_usage("%s needs a value", flag);
+        if (!eq) i++;
+
+        if (IS("--placement")) placement = val;
+        else if (IS("--norm")) c->norm = (tg_norm)parse_choice(flag, val, norms);
+        else if (IS("--final-norm")) c->final_norm = parse_choice(flag, val, onoff);
+        else if (IS("--layers")) c->n_layers = parse_int(flag, val, 1, 1024);
+        else if (IS("--d-model")) c->d_model = parse_int(flag, val, 1, 16384);
+        else if (IS("--heads")) c->n_heads = parse_int(flag, val, 1, 16384);
+        else if (IS("--seq")) c->seq_len = parse_int(flag, val, 1, 65536);
+        else if (IS("--batch")) c->batch = parse_int(flag, val, 1, 65536);
+        else if (IS("--vocab")) c->vocab = parse_int(flag, val, 2, 1 << 20);
+        else if (IS("--steps")) o->steps = parse_int(flag, val, 1, INT_MAX);
+        else if (IS("--lr")) o->lr = parse_double(flag, val, 0, 10);
+        else if (IS("--weight-decay")) o->weight_decay = parse_double(flag, val, 0, 10);
+        else if (IS("--seed")) o->seed = (uint64_t)parse_int(flag, val, 0, INT_MAX);
+        else if (IS("--init")) c->init = (tg_init)parse_choice(flag, val, inits);
+        else if (IS("--out")) {
+            if (!*val) die_usage("--out needs a file name");
+            o->out = val;
+        } else if (IS("--record")) o->record = (tg_record)parse_choice(flag, val, records);
+        else if (IS("--record-every")) o->record_every = parse_int(flag, val, 1, INT_MAX);
+        else if (IS("--threads")) o->threads = parse_int(flag, val, 1, 4096);
+        else if (IS("--log-every")) o->log_every = parse_int(flag, val, 1, INT_MAX);
+#undef IS
+    }
+
+    /* mix:K is the only placement with an argument. */
+    if (strncmp(placement, "mix:", 4) == 0) {
+        c->placement = TG_MIX;
+        c->mix_layers = parse_int("--placement mix:K", placement + 4, 1, 1023);
+    } else {
+        int i = parse_choice("--placement", placement, placements);
+        if (i == TG_MIX) die_usage("--placement mix:K needs a number K of post-norm layers");
+        c->placement = (tg_placement)i;
+    }
+    const char *why = tg_config_check(c);
+    if (why) die_usage("%s", why);
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+    options o = {
+        .cfg = { .n_layers = 4, .d_model = 128, .n_heads = 4, .seq_len = 64, .batch = 8,
+                 .vocab = 64, .placement = TG_PRE, .norm = TG_LAYERNORM, .final_norm = 1,
+                 .init = TG_INIT_GPT2 },
+        .steps = 200, .lr = 1e-3, .weight_decay = 0, .seed = 1, .threads = 0,
+        .log_every = 10, .out = "run.h5", .record = TG_RECORD_FULL, .record_every = 1,
+    };
+    parse_args(&o, argc, argv);
+    const tg_config *c = &o.cfg;
+    setvbuf(stdout, NULL, _IOLBF, 0);  /* progress lines appear as they happen */
+
+    int threads = 1;
+#ifdef _OPENMP
+    if (o.threads) omp_set_num_threads(o.threads);
+    threads = omp_get_max_threads();
+#else
+    if (o.threads > 1)
+        fprintf(stderr, "tinygpt: built without OpenMP, --threads %d runs on 1 thread\n",
+                o.threads);
+#endif
+
+    tg_model model;
+    if (tg_model_create(&model, c) != 0) {
+        fprintf(stderr, "tinygpt: out of memory for the model\n");
+        return 1;
+    }
+    /* Distinct streams for parameters and data, both from --seed. */
+    tg_model_init_params(&model, o.seed ^ 0x9a3a5e7b1d2c4f60ull);
+    tg_data data;
+    if (tg_data_create(&data, c->vocab, o.seed) != 0) {
+        fprintf(stderr, "tinygpt: out of memory for the data\n");
+        tg_model_free(&model);
+        return 1;
+    }
+
+    char mix[32] = "";
+    if (c->placement == TG_MIX) snprintf(mix, sizeof mix, ":%d", c->mix_layers);
+    const char *norm = c->norm == TG_LAYERNORM ? "layernorm" : "rmsnorm";
+    const char *init = c->init == TG_INIT_GPT2 ? "gpt2" : "xavier";
+    printf("tinygpt: %d layers, d_model %d, %d heads, seq %d, batch %d, vocab %d; "
+           "%s%s, %s, final norm %s, %s init; %.3fM parameters\n",
+           c->n_layers, c->d_model, c->n_heads, c->seq_len, c->batch, c->vocab,
+           tg_placement_name(c->placement), mix, norm, c->final_norm ? "on" : "off", init,
+           (double)model.n_params / 1e6);
+    printf("data: walks on a sparse Markov chain (%d successors per token); "
+           "uniform guess %.4f, best possible %.4f nats/token\n",
+           TG_DATA_SUCCESSORS, log((double)c->vocab), tg_data_loss_floor(&data, c->seq_len));
+    printf("threads: %d\n", threads);
+
+    /* The run file: the configuration goes in as metadata, as text. */
+    char v[19][48];
+    snprintf(v[0], sizeof v[0], "%s%s", tg_placement_name(c->placement), mix);
+    snprintf(v[1], sizeof v[1], "%s", norm);
+    snprintf(v[2], sizeof v[2], "%s", c->final_norm ? "on" : "off");
+    snprintf(v[3], sizeof v[3], "%s", init);
+    snprintf(v[4], sizeof v[4], "%d", c->n_layers);
+    snprintf(v[5], sizeof v[5], "%d", c->d_model);
+    snprintf(v[6], sizeof v[6], "%d", c->n_heads);
+    snprintf(v[7], sizeof v[7], "%d", c->seq_len);
+    snprintf(v[8], sizeof v[8], "%d", c->batch);
+    snprintf(v[9], sizeof v[9], "%d", c->vocab);
+    snprintf(v[10], sizeof v[10], "%d", o.steps);
+    snprintf(v[11], sizeof v[11], "%.17g", o.lr);
+    snprintf(v[12], sizeof v[12], "%.17g", o.weight_decay);
+    snprintf(v[13], sizeof v[13], "%llu", (unsigned long long)o.seed);
+    snprintf(v[14], sizeof v[14], "%d", threads);
+    snprintf(v[15], sizeof v[15], "%s", o.record == TG_RECORD_FULL ? "full" : "stream");
+    snprintf(v[16], sizeof v[16], "%d", o.record_every);
+    snprintf(v[17], sizeof v[17], "%s", sizeof(real) == 8 ? "f64" : "f32");
+    snprintf(v[18], sizeof v[18], "%.17g", tg_deepnorm_alpha(c->n_layers));
+    const char *meta[] = {
+        "tinygpt.placement", v[0], "tinygpt.norm", v[1], "tinygpt.final_norm", v[2],
+        "tinygpt.init", v[3], "tinygpt.layers", v[4], "tinygpt.d_model", v[5],
+        "tinygpt.heads", v[6], "tinygpt.seq", v[7], "tinygpt.batch", v[8],
+        "tinygpt.vocab", v[9], "tinygpt.steps", v[10], "tinygpt.lr", v[11],
+        "tinygpt.weight_decay", v[12], "tinygpt.seed", v[13], "tinygpt.threads", v[14],
+        "tinygpt.record", v[15], "tinygpt.record_every", v[16], "tinygpt.dtype", v[17],
+        "tinygpt.deepnorm_alpha", v[18],
+    };
+    int n_meta = (int)(sizeof meta / sizeof *meta) / 2;
+    if (c->placement != TG_DEEPNORM) n_meta--;  /* alpha is meaningful for deepnorm only */
+    char description[512];
+    snprintf(description, sizeof description,
+             "tinygpt (examples/tinygpt): GPT-style decoder, %d layers, d_model %d, %d heads, "
+             "%s%s placement, %s, final norm %s, %s init, trained on a synthetic Markov chain",
+             c->n_layers, c->d_model, c->n_heads, tg_placement_name(c->placement), mix, norm,
+             c->final_norm ? "on" : "off", init);
+
+    char err[512];
+    if (o.record != TG_RECORD_OFF) {
+        tg_instr_settings s = { o.out, o.record, o.record_every, n_meta, meta, description };
+        model.hooks = tg_instr_open(c, &s, err, sizeof err);
+        if (!model.hooks) {
+            fprintf(stderr, "tinygpt: %s\n", err);
+            tg_data_free(&data);
+            tg_model_free(&model);
+            return 1;
+        }
+        printf("recording: %s, every %d steps, to %s\n", v[15], o.record_every, o.out);
+    } else {
+        printf("recording: off\n");
+    }
+
+    tg_adamw opt = { .lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                     .weight_decay = o.weight_decay, .t = 0 };
+    real *adam_m = calloc(model.n_params, sizeof *adam_m);
+    real *adam_v = calloc(model.n_params, sizeof *adam_v);
+    size_t N = (size_t)c->batch * c->seq_len;
+    int *inputs = malloc(N * sizeof *inputs), *targets = malloc(N * sizeof *targets);
+    if (!adam_m || !adam_v || !inputs || !targets) {
+        fprintf(stderr, "tinygpt: out of memory for the optimizer\n");
+        return 1;
+    }
+
+    int rc = 0;
+    double tail = 0;  /* mean loss of the last (up to) 10 steps */
+    int tail_n = 0;
+    double t0 = now();
+    clock_t cpu0 = clock();  /* CPU time of all threads: tells a busy machine from a slow run */
+    for (int step = 0; step < o.steps; step++) {
+        tg_data_batch(&data, inputs, targets, c->batch, c->seq_len);
+        /* Recorded steps cover forward and backward, and end before the
+         * update: step 0 is the model at initialization. */
+        tg_instr_step_begin(model.hooks, step);
+        double loss = tg_forward(&model, inputs, targets);
+        tg_backward(&model);
+        tg_instr_step_end(model.hooks);
+
+        opt.t++;
+        for (int t = 0; t < model.n_tensors; t++) {
+            const tg_param *p = &model.tensors[t];
+            size_t n = (size_t)p->rows * p->cols;
+            adamw_update(model.params + p->offset, adam_m + p->offset, adam_v + p->offset,
+                         model.grads + p->offset, n, &opt, opt.t, p->kind == TG_KIND_MATRIX);
+        }
+
+        if (step >= o.steps - 10) {
+            tail += loss;
+            tail_n++;
+        }
+        if (step % o.log_every == 0 || step == o.steps - 1)
+            printf("step %5d loss %.6f\n", step, loss);
+        if (!isfinite(loss)) {
+            fprintf(stderr, "tinygpt: the loss is not finite at step %d; stopping "
+                            "(the run file keeps what was recorded)\n", step);
+            rc = 1;
+            break;
+        }
+    }
+    double elapsed = now() - t0;
+    double cpu = (double)(clock() - cpu0) / CLOCKS_PER_SEC;
+
+    if (tg_instr_close(model.hooks, err, sizeof err) != 0) {
+        fprintf(stderr, "tinygpt: %s\n", err);
+        rc = 1;
+    }
+    model.hooks = NULL;
+    if (rc == 0) {
+        printf("final loss %.6f (mean of the last %d steps)\n", tail / tail_n, tail_n);
+        printf("time: %.3f s for %d steps (CPU %.3f s), %.0f tokens/s\n", elapsed, o.steps,
+               cpu, (double)N * o.steps / elapsed);
+    }
+    free(adam_m);
+    free(adam_v);
+    free(inputs);
+    free(targets);
+    tg_data_free(&data);
+    tg_model_free(&model);
+    return rc;
+}
