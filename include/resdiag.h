@@ -170,7 +170,8 @@ typedef enum resdiag_site {
 
 typedef enum resdiag_direction {
     RESDIAG_FORWARD = 0,   /* the activation itself */
-    RESDIAG_BACKWARD = 1   /* dLoss/d(activation) at that site */
+    RESDIAG_BACKWARD = 1   /* dLoss/d(activation) at that site: the total derivative,
+                              summed over every path that reads the activation */
 } resdiag_direction;
 
 /* Statistics recorded for each observed tensor, in this order (the last axis
@@ -285,6 +286,12 @@ typedef struct resdiag_options {
     double flush_seconds;   /* default 10 */
     resdiag_log_fn log_fn;  /* NULL: the process-wide handler */
     void *log_user_data;
+    /* Threads a hook may use for one large tensor (1 MiB or more): 1 = the
+     * caller's thread only; 2 = the hook starts a second thread for half of
+     * the rows and joins it before returning. The split and the order of
+     * combining are fixed, so results are deterministic (and equal to one
+     * thread's within rounding). Costs a thread start per large tensor. */
+    int hook_threads;       /* 1..2; default 1 */
 } resdiag_options;
 
 /* Fills *options with the defaults above. options may not be NULL. */
@@ -468,6 +475,157 @@ RESDIAG_API const char *resdiag_field_name(resdiag_field field);
 RESDIAG_API const char *resdiag_placement_name(resdiag_placement placement);
 RESDIAG_API const char *resdiag_norm_kind_name(resdiag_norm_kind kind);
 RESDIAG_API const char *resdiag_dtype_name(resdiag_dtype dtype);
+
+/* ------------------------------------------------------------------------ */
+/* Analysis: the verdict from data, depth laws, gradients, non-finite values */
+/* ------------------------------------------------------------------------ */
+/*
+ * resdiag_analyze() reads a run through an open reader and decides, from
+ * the recorded statistics and sketches only, where the norms sit (the
+ * declared placement is compared afterwards, never used to decide). The
+ * tool's `report` and `check` print what this computes, so every front end
+ * gives the same verdict. See doc/REPORT-JSON.md for the JSON form.
+ */
+
+/* What the data say the model is. Values 1..7 equal resdiag_placement's.
+ * Pinned: never renumbered, only appended. */
+typedef enum resdiag_verdict {
+    RESDIAG_VERDICT_CANNOT_TELL = 0,  /* the evidence does not decide */
+    RESDIAG_VERDICT_PRE = 1,
+    RESDIAG_VERDICT_POST = 2,
+    RESDIAG_VERDICT_SANDWICH = 3,
+    RESDIAG_VERDICT_DEEPNORM = 4,
+    RESDIAG_VERDICT_MIXED = 5,        /* layers differ: see resdiag_analysis_mix_layers */
+    RESDIAG_VERDICT_PARALLEL = 6,
+    RESDIAG_VERDICT_NONE = 7,
+    RESDIAG_VERDICT_INCONSISTENT = 8, /* relations contradict every placement */
+    RESDIAG_VERDICT_POST_FAMILY = 9,  /* stream only: every layer renormalized (post or deepnorm) */
+    RESDIAG_VERDICT_NOT_RENORMALIZED = 10, /* stream only: no layer renormalized
+                                              (pre, sandwich, parallel or none) */
+    RESDIAG_VERDICT_PRE_OR_SANDWICH = 11   /* the relations say pre-type, but whether the
+                                              branch output is a norm output cannot be told
+                                              (an RMSNorm whose input is small next to
+                                              its epsilon looks like a plain branch) */
+} resdiag_verdict;
+
+typedef enum resdiag_confidence {
+    RESDIAG_CONFIDENCE_NONE = 0,   /* with CANNOT_TELL */
+    RESDIAG_CONFIDENCE_LOW = 1,
+    RESDIAG_CONFIDENCE_MEDIUM = 2,
+    RESDIAG_CONFIDENCE_HIGH = 3
+} resdiag_confidence;
+
+/* Step selection for resdiag_analyze_options.step_index. */
+#define RESDIAG_STEP_FIRST (-1)  /* the first recorded step (initialization) */
+#define RESDIAG_STEP_LAST (-2)   /* the last recorded step */
+
+typedef struct resdiag_analyze_options {
+    size_t struct_size;   /* sizeof(resdiag_analyze_options): set by _init */
+    int64_t step_index;   /* recorded step index 0..n_steps-1, or RESDIAG_STEP_FIRST
+                             (default) or RESDIAG_STEP_LAST */
+    double max_growth;    /* warn when the stream norm grows more than this
+                             (last/first) over depth; default 10 */
+} resdiag_analyze_options;
+
+/* Fills *options with the defaults. options may not be NULL. */
+RESDIAG_API void resdiag_analyze_options_init(resdiag_analyze_options *options);
+
+typedef struct resdiag_analysis resdiag_analysis; /* opaque */
+
+/* Analyses the run behind rd at the selected step. options may be NULL for
+ * the defaults. On success *out is a new analysis (free it with
+ * resdiag_analysis_free; it does not refer to rd afterwards). Fails with
+ * RESDIAG_E_NOT_FOUND for a run with no recorded steps or a step index out
+ * of range, RESDIAG_E_NULL / E_INVALID for bad arguments, E_IO / E_FORMAT
+ * when the file cannot be read; *out is then NULL and the reason is logged.
+ * Threads: the reader must not be used concurrently. */
+RESDIAG_API resdiag_status resdiag_analyze(const resdiag_reader *rd,
+                                           const resdiag_analyze_options *options,
+                                           resdiag_analysis **out);
+/* NULL is a no-op. */
+RESDIAG_API void resdiag_analysis_free(resdiag_analysis *a);
+
+/* The whole-model verdict and its confidence. */
+RESDIAG_API resdiag_verdict resdiag_analysis_verdict(const resdiag_analysis *a);
+RESDIAG_API resdiag_confidence resdiag_analysis_confidence(const resdiag_analysis *a);
+/* With RESDIAG_VERDICT_MIXED: the number K of leading renormalized
+ * (post-norm/deepnorm) layers, 0..L; -1 when the layers are not one such
+ * prefix followed by non-renormalized layers, or the verdict is not MIXED. */
+RESDIAG_API int resdiag_analysis_mix_layers(const resdiag_analysis *a);
+/* The DeepNorm alpha estimated from the sketches (mean over sublayers);
+ * NaN unless the verdict is DEEPNORM. */
+RESDIAG_API double resdiag_analysis_alpha(const resdiag_analysis *a);
+/* 1 a final norm was observed, 0 observed to be absent (a full record
+ * without final-norm sites), -1 cannot tell. */
+RESDIAG_API int resdiag_analysis_final_norm(const resdiag_analysis *a);
+/* 1 when only the stream (and the embedding) was observed: less evidence. */
+RESDIAG_API int resdiag_analysis_stream_only(const resdiag_analysis *a);
+/* Verdict of one sublayer (never MIXED, POST_FAMILY or NOT_RENORMALIZED;
+ * CANNOT_TELL for stream-only runs) and, with DEEPNORM, its alpha
+ * (alpha may be NULL). RESDIAG_VERDICT_CANNOT_TELL for out-of-range indices. */
+RESDIAG_API resdiag_verdict resdiag_analysis_sublayer(const resdiag_analysis *a, int layer,
+                                                      int sublayer, double *alpha);
+/* Growth of the mean per-token stream norm over depth, last layer / first
+ * observed stream tensor; NaN when fewer than two were observed. */
+RESDIAG_API double resdiag_analysis_growth(const resdiag_analysis *a);
+/* The trainer's step number that was analysed. */
+RESDIAG_API int64_t resdiag_analysis_step(const resdiag_analysis *a);
+/* The first non-finite value, scanning all recorded steps in order and
+ * each step in hook-call order: returns 1 and fills the non-NULL pointers
+ * (layer = RESDIAG_MODEL_LEVEL for model sites and model parameters; site
+ * = -1 for a parameter gradient), or 0 if every value was finite. */
+RESDIAG_API int resdiag_analysis_first_nonfinite(const resdiag_analysis *a, int64_t *step,
+                                                 int *layer, int *sublayer, int *site,
+                                                 resdiag_direction *dir);
+
+/* Printable names. Static storage; "?" for values out of range. */
+RESDIAG_API const char *resdiag_verdict_name(resdiag_verdict v);
+RESDIAG_API const char *resdiag_confidence_name(resdiag_confidence c);
+
+/* What `resdiag check` tests. */
+typedef struct resdiag_check_options {
+    size_t struct_size;          /* sizeof(resdiag_check_options): set by _init */
+    resdiag_placement expect;    /* PRE .. NONE; UNDECLARED is invalid */
+    int require_final_norm;      /* 1: a final norm must be observed; default 0 */
+    double max_growth;           /* > 0: stream growth (last/first) must not exceed it;
+                                    default 0 = not checked */
+} resdiag_check_options;
+
+/* Fills *options with the defaults (expect = UNDECLARED). Not NULL. */
+RESDIAG_API void resdiag_check_options_init(resdiag_check_options *options);
+
+/* Pinned: these are the tool's exit codes. */
+typedef enum resdiag_check_result {
+    RESDIAG_CHECK_HOLDS = 0,
+    RESDIAG_CHECK_FAILS = 1,
+    RESDIAG_CHECK_CANNOT_TELL = 2
+} resdiag_check_result;
+
+/* Holds the analysis against an expectation. why (why_len bytes, may be
+ * NULL when why_len is 0) receives one line without a newline saying why.
+ * NULL a or options, or an invalid expect, give CANNOT_TELL. */
+RESDIAG_API resdiag_check_result resdiag_analysis_check(const resdiag_analysis *a,
+                                                        const resdiag_check_options *options,
+                                                        char *why, size_t why_len);
+
+/* The report as text for people, or as JSON with the keys documented in
+ * doc/REPORT-JSON.md. A new NUL-terminated string owned by the caller:
+ * free it with resdiag_free. NULL if a is NULL or memory runs out. */
+RESDIAG_API char *resdiag_analysis_to_text(const resdiag_analysis *a);
+RESDIAG_API char *resdiag_analysis_to_json(const resdiag_analysis *a);
+/* Two analyses side by side (`resdiag diff`): the differences that matter
+ * first (verdict, final norm, stream growth, the layers whose stream norm,
+ * relative updates or first parameter gradient differ most), then a
+ * per-layer table. Meant for controlled comparisons (pre vs post on the
+ * same data and seed); runs of different depth are compared over the
+ * common layers. name_a and name_b label the columns (NULL: "A", "B").
+ * A new string to free with resdiag_free; NULL if a or b is NULL or
+ * memory runs out. */
+RESDIAG_API char *resdiag_analysis_diff_text(const resdiag_analysis *a,
+                                             const resdiag_analysis *b,
+                                             const char *name_a, const char *name_b);
+/* Frees memory the library returned (the strings above). NULL is a no-op. */
+RESDIAG_API void resdiag_free(void *p);
 
 #ifdef __cplusplus
 }

@@ -155,6 +155,7 @@ void resdiag_options_init(resdiag_options *options)
     options->sketch_seed = 0x5eed;
     options->flush_steps = 16;
     options->flush_seconds = 10.0;
+    options->hook_threads = 1;
 }
 
 static double now_seconds(void)
@@ -293,6 +294,10 @@ static resdiag_status check_options(const open_ctx *c, const resdiag_options *o)
     if (!(o->flush_seconds >= 0.0) || isinf(o->flush_seconds))
         return open_fail(c, RESDIAG_E_INVALID,
                          "client bug: resdiag_open: flush_seconds must be finite and >= 0");
+    if (o->hook_threads < 1 || o->hook_threads > 2)
+        return open_fail(c, RESDIAG_E_INVALID,
+                         "client bug: resdiag_open: hook_threads is %d, must be 1 or 2",
+                         o->hook_threads);
     return RESDIAG_OK;
 }
 
@@ -778,7 +783,7 @@ resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, 
         if (add_reserve(a, t.rows) == 0)
             row_norms = site == RESDIAG_STREAM_IN ? a->in_norms : a->br_norms;
     }
-    rd_stats_compute(fields, sketch, row_norms, &t, &r->sp);
+    rd_stats_compute_split(r->opt.hook_threads, fields, sketch, row_norms, &t, &r->sp);
     fields[RESDIAG_FIELD_CALL_SEQ] = (double)atomic_fetch_add(&r->seq, 1);
     note_callsite(r, lay->tables[table].slot_offset + slot, file, line);
 
@@ -835,7 +840,7 @@ resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name, re
     size_t slot = model_level ? (size_t)p : (size_t)layer * (size_t)n + (size_t)p;
     double *fields = r->cur + rd_layout_offset(&r->lay, table, slot);
     rd_sketch_params none = { 0, NULL, 0, 0 };
-    rd_stats_compute(fields, NULL, NULL, &t, &none);
+    rd_stats_compute_split(r->opt.hook_threads, fields, NULL, NULL, &t, &none);
     fields[RESDIAG_FIELD_CALL_SEQ] = (double)atomic_fetch_add(&r->seq, 1);
     note_callsite(r, r->lay.tables[table].slot_offset + slot, file, line);
     return RESDIAG_OK;

@@ -34,8 +34,21 @@
  * results are combined with an overflow-free sum of squares (LAPACK dlassq
  * style) and Welford's update, so 1e200 or 1e-310 f64 data give the right
  * norms. No allocation, no state outside the call: thread-safe.
+ *
+ * Paths: the one-read-per-row loop above (fast_row_portable) has vector
+ * twins in lib/stats_simd.c (AVX2+FMA+F16C and AVX-512F; see stats_impl.h).
+ * Only the fast row differs between paths; the rescans, the per-token
+ * formulas and the combination over tokens are this file's for all of them.
+ * The path is chosen once, on first use, from the CPU
+ * (__builtin_cpu_supports); RESDIAG_FORCE_PORTABLE=1 in the environment
+ * keeps the portable one, and rd_stats_set_path() switches (tests, bench).
  */
 #include "stats.h"
+#include "stats_impl.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 
 #include <math.h>
 #include <string.h>
@@ -112,8 +125,11 @@ void rd_fill_column_signs(float *tau /* (n) */, size_t n, uint64_t seed)
  * that nothing overflows or underflows (LAPACK dlassq). */
 typedef struct ssq {
     double scale, sumsq;
+    double inv; /* 1 / scale where that is exact enough, else 0 (divide) */
 } ssq;
 
+/* Once per token per statistic: multiplying by a kept reciprocal instead of
+ * dividing saves most of the per-token cost (within rounding of x / scale). */
 static void ssq_add(ssq *a, double x)
 {
     x = fabs(x);
@@ -123,8 +139,9 @@ static void ssq_add(ssq *a, double x)
         double r = a->scale / x;
         a->sumsq = 1.0 + a->sumsq * r * r;
         a->scale = x;
+        a->inv = x > 0x1p-1000 && x < 0x1p1000 ? 1.0 / x : 0.0;
     } else {
-        double r = x / a->scale;
+        double r = a->inv != 0.0 ? x * a->inv : x / a->scale;
         a->sumsq += r * r;
     }
 }
@@ -156,18 +173,7 @@ static void moments_add(moments *m, double v, double inv_n, double w)
 /* One row                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* Sums of one row, in units of 2^e. Shifting by the row's first value y0
- * before squaring keeps std_i accurate when |mean_i| >> std_i (and exactly
- * 0 for a constant row). */
-typedef struct row_sums {
-    int e;            /* scale exponent: values below are x * 2^-e */
-    double y0;        /* shift: first value of the row (0 if non-finite) */
-    double sd, sd2;   /* sum (y - y0), sum (y - y0)^2 */
-    double sq;        /* sum y^2 */
-    double amax;      /* largest finite |x| (unscaled); -1 if none */
-    int64_t amax_col; /* its first column, -1 if not located (fast path) */
-    int64_t nan, inf;
-} row_sums;
+typedef rd_row_sums row_sums;
 
 static double load(const void *row, resdiag_dtype dtype, int64_t j)
 {
@@ -284,8 +290,8 @@ static double lane_sum(const double *a /* (LANES) */)
 
 /* The common path: one read of the row, assuming finite values.
  * rb (K) receives the row's sketch buckets (unsigned by sigma). */
-static void fast_row(row_sums *rs, double *rb, const void *row, resdiag_dtype dtype,
-                     int64_t cols, const rd_sketch_params *sp)
+static int fast_row_portable(row_sums *rs, double *rb, const void *row, resdiag_dtype dtype,
+                    int64_t cols, const rd_sketch_params *sp)
 {
     lanes L;
     memset(&L, 0, sizeof L);
@@ -331,6 +337,7 @@ static void fast_row(row_sums *rs, double *rb, const void *row, resdiag_dtype dt
     rs->amax = am;
     rs->amax_col = -1;
     rs->nan = rs->inf = 0;
+    return 1;
 }
 
 /* Whether fast_row's result can be used as it is. */
@@ -416,87 +423,313 @@ static size_t dtype_size(resdiag_dtype dtype)
 }
 
 /* ------------------------------------------------------------------------ */
-/* The tensor                                                                */
+/* Paths                                                                     */
 /* ------------------------------------------------------------------------ */
+
+static const rd_fast_row_fn path_kernel[RD_STATS_N_PATHS] = {
+    fast_row_portable,
+#ifdef RD_HAVE_AVX2
+    rd_fast_row_avx2,
+#else
+    NULL,
+#endif
+#ifdef RD_HAVE_AVX512
+    rd_fast_row_avx512,
+#else
+    NULL,
+#endif
+};
+
+static int cpu_has_path(rd_stats_path path)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    /* libgcc's check includes the OS's support for the register state. */
+    __builtin_cpu_init();
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    switch (path) {
+    case RD_STATS_PORTABLE: return 1;
+    case RD_STATS_AVX2: return avx2;
+    case RD_STATS_AVX512: return avx2 && __builtin_cpu_supports("avx512f");
+    default: return 0;
+    }
+#else
+    return path == RD_STATS_PORTABLE;
+#endif
+}
+
+int rd_stats_path_available(rd_stats_path path)
+{
+    if ((unsigned)path >= RD_STATS_N_PATHS || !path_kernel[path])
+        return 0;
+    return cpu_has_path(path);
+}
+
+const char *rd_stats_path_name(rd_stats_path path)
+{
+    static const char *const names[RD_STATS_N_PATHS] = { "portable", "avx2", "avx512" };
+    return (unsigned)path < RD_STATS_N_PATHS ? names[path] : "?";
+}
+
+/* The chosen path + 1; 0 = not chosen yet. Choosing is idempotent, so two
+ * threads that race on the first call store the same value. */
+static atomic_int chosen_path;
+
+rd_stats_path rd_stats_pick_path(const char *force)
+{
+    if (force && force[0] && strcmp(force, "0") != 0)
+        return RD_STATS_PORTABLE;
+    for (int p = RD_STATS_N_PATHS - 1; p > 0; p--)
+        if (rd_stats_path_available((rd_stats_path)p))
+            return (rd_stats_path)p;
+    return RD_STATS_PORTABLE;
+}
+
+rd_stats_path rd_stats_active_path(void)
+{
+    int c = atomic_load_explicit(&chosen_path, memory_order_relaxed);
+    if (c == 0) {
+        c = (int)rd_stats_pick_path(getenv("RESDIAG_FORCE_PORTABLE")) + 1;
+        atomic_store_explicit(&chosen_path, c, memory_order_relaxed);
+    }
+    return (rd_stats_path)(c - 1);
+}
+
+int rd_stats_set_path(rd_stats_path path)
+{
+    if (!rd_stats_path_available(path))
+        return -1;
+    atomic_store_explicit(&chosen_path, (int)path + 1, memory_order_relaxed);
+    return 0;
+}
+
+static void compute(rd_fast_row_fn fast_row, int threads, double *fields, double *sketch,
+                    double *row_norms, const resdiag_tensor *t, const rd_sketch_params *sp);
 
 void rd_stats_compute(double *fields, double *sketch, double *row_norms,
                       const resdiag_tensor *t, const rd_sketch_params *sp)
 {
-    const int64_t rows = t->rows, cols = t->cols;
+    compute(path_kernel[rd_stats_active_path()], 1, fields, sketch, row_norms, t, sp);
+}
+
+void rd_stats_compute_path(rd_stats_path path, double *fields, double *sketch,
+                           double *row_norms, const resdiag_tensor *t,
+                           const rd_sketch_params *sp)
+{
+    if (!rd_stats_path_available(path))
+        path = RD_STATS_PORTABLE;
+    compute(path_kernel[path], 1, fields, sketch, row_norms, t, sp);
+}
+
+void rd_stats_compute_split(int threads, double *fields, double *sketch, double *row_norms,
+                            const resdiag_tensor *t, const rd_sketch_params *sp)
+{
+    compute(path_kernel[rd_stats_active_path()], threads, fields, sketch, row_norms, t, sp);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The tensor                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* What a run of consecutive tokens contributes; two combine exactly like
+ * one run over both (within rounding). */
+typedef struct partial {
+    double n;                        /* tokens */
+    ssq frob;
+    moments norm, mean, rms, sdev;
+    double norm_min, norm_max;
+    double amax, amax_col;           /* -1, NaN: no finite value yet */
+    int64_t nan, inf;
+    double sketch[RESDIAG_MAX_SKETCH]; /* (K) */
+} partial;
+
+/* Rows [r0, r1) of t into *p (which starts empty). */
+static void compute_rows(partial *p, rd_fast_row_fn fast_row, double *row_norms,
+                         const resdiag_tensor *t, const rd_sketch_params *sp, int64_t r0,
+                         int64_t r1)
+{
+    const int64_t cols = t->cols;
     const int64_t stride = t->row_stride ? t->row_stride : cols;
     const size_t K = sp != NULL && sp->k > 0 ? (size_t)sp->k : 0;
     const double dcols = (double)cols, inv_cols = 1.0 / dcols;
-
-    ssq frob = { 0.0, 0.0 };
-    moments norm = { 0.0, { 0.0, 0.0 } }, mean = norm, rms = norm, sdev = norm;
-    double norm_min = INFINITY, norm_max = -INFINITY;
-    double amax = -1.0, amax_col = NAN; /* -1: below every |x| */
-    int64_t nan = 0, inf = 0;
+    const double rsqrt_cols = 1.0 / sqrt(dcols);
     double rb[RESDIAG_MAX_SKETCH]; /* (K) one row's buckets */
 
-    for (size_t m = 0; m < K; m++)
-        sketch[m] = 0.0;
+    memset(p, 0, sizeof *p);
+    p->norm_min = INFINITY;
+    p->norm_max = -INFINITY;
+    p->amax = -1.0; /* below every |x| */
+    p->amax_col = NAN;
 
-    for (int64_t i = 0; i < rows; i++) {
+    for (int64_t i = r0; i < r1; i++) {
         const void *row = (const char *)t->data +
                           (size_t)i * (size_t)stride * dtype_size(t->dtype);
         row_sums rs;
         if (K)
             memset(rb, 0, K * sizeof *rb);
-        fast_row(&rs, rb, row, t->dtype, cols, sp);
+        if (!fast_row(&rs, rb, row, t->dtype, cols, sp))
+            fast_row_portable(&rs, rb, row, t->dtype, cols, sp);
         if (!fast_row_ok(&rs, t->dtype))
             careful_row(&rs, rb, row, t->dtype, cols, sp);
 
         /* Per-token values; the scaling by 2^e is exact. */
         double mu = rs.sd * inv_cols; /* mean of (y - y0) */
         double var = rs.sd2 * inv_cols - mu * mu;
-        double tok_norm = ldexp(sqrt(rs.sq), rs.e);
-        double tok_mean = ldexp(rs.y0 + mu, rs.e);
-        double tok_rms = ldexp(sqrt(rs.sq * inv_cols), rs.e);
-        double tok_std = ldexp(sqrt(var > 0.0 ? var : 0.0), rs.e);
+        double tok_norm = sqrt(rs.sq);
+        double tok_mean = rs.y0 + mu;
+        double tok_rms = tok_norm * rsqrt_cols;
+        double tok_std = sqrt(var > 0.0 ? var : 0.0);
+        if (rs.e != 0) { /* rescanned rows only; libm calls cost on every row */
+            tok_norm = ldexp(tok_norm, rs.e);
+            tok_mean = ldexp(tok_mean, rs.e);
+            tok_rms = ldexp(tok_rms, rs.e);
+            tok_std = ldexp(tok_std, rs.e);
+        }
 
-        double n = (double)(i + 1), inv_n = 1.0 / n, w = sqrt((n - 1.0) * inv_n);
-        moments_add(&norm, tok_norm, inv_n, w);
-        moments_add(&mean, tok_mean, inv_n, w);
-        moments_add(&rms, tok_rms, inv_n, w);
-        moments_add(&sdev, tok_std, inv_n, w);
-        norm_min = tok_norm < norm_min ? tok_norm : norm_min;
-        norm_max = tok_norm > norm_max ? tok_norm : norm_max;
-        ssq_add(&frob, tok_norm);
+        double n = (double)(i - r0 + 1), inv_n = 1.0 / n, w = sqrt((n - 1.0) * inv_n);
+        moments_add(&p->norm, tok_norm, inv_n, w);
+        moments_add(&p->mean, tok_mean, inv_n, w);
+        moments_add(&p->rms, tok_rms, inv_n, w);
+        moments_add(&p->sdev, tok_std, inv_n, w);
+        p->norm_min = tok_norm < p->norm_min ? tok_norm : p->norm_min;
+        p->norm_max = tok_norm > p->norm_max ? tok_norm : p->norm_max;
+        ssq_add(&p->frob, tok_norm);
         if (row_norms)
             row_norms[i] = tok_norm;
 
-        if (rs.amax > amax) { /* strictly: the first on ties wins */
-            amax = rs.amax;
-            amax_col = (double)(rs.amax_col >= 0 ? rs.amax_col
-                                                 : first_col(row, t->dtype, cols, rs.amax));
+        if (rs.amax > p->amax) { /* strictly: the first on ties wins */
+            p->amax = rs.amax;
+            p->amax_col = (double)(rs.amax_col >= 0 ? rs.amax_col
+                                                    : first_col(row, t->dtype, cols, rs.amax));
         }
-        nan += rs.nan;
-        inf += rs.inf;
+        p->nan += rs.nan;
+        p->inf += rs.inf;
 
         double sigma = K ? rd_row_sign(sp->seed, i) : 0.0;
         for (size_t m = 0; m < K; m++)
-            sketch[m] += sigma * rb[m];
+            p->sketch[m] += sigma * rb[m];
+    }
+    p->n = (double)(r1 - r0);
+}
+
+/* a = a and b: two sums of squares. */
+static void ssq_merge(ssq *a, const ssq *b)
+{
+    if (b->scale == 0.0)
+        return;
+    if (a->scale < b->scale) {
+        double r = a->scale / b->scale;
+        a->sumsq = b->sumsq + a->sumsq * r * r;
+        a->scale = b->scale;
+        a->inv = b->inv;
+    } else {
+        double r = b->scale / a->scale;
+        a->sumsq += b->sumsq * r * r;
+    }
+}
+
+/* Chan et al.'s pairwise update: M2 = M2a + M2b + delta^2 na nb / n. */
+static void moments_merge(moments *a, const moments *b, double na, double nb)
+{
+    double n = na + nb, delta = b->mean - a->mean;
+    a->mean += delta * (nb / n);
+    ssq_merge(&a->m2, &b->m2);
+    ssq_add(&a->m2, delta * sqrt(na * nb / n));
+}
+
+/* a = a followed by b (b's rows come after a's). */
+static void partial_merge(partial *a, const partial *b, size_t K)
+{
+    if (b->n == 0.0)
+        return;
+    if (a->n == 0.0) {
+        *a = *b;
+        return;
+    }
+    ssq_merge(&a->frob, &b->frob);
+    moments_merge(&a->norm, &b->norm, a->n, b->n);
+    moments_merge(&a->mean, &b->mean, a->n, b->n);
+    moments_merge(&a->rms, &b->rms, a->n, b->n);
+    moments_merge(&a->sdev, &b->sdev, a->n, b->n);
+    a->norm_min = b->norm_min < a->norm_min ? b->norm_min : a->norm_min;
+    a->norm_max = b->norm_max > a->norm_max ? b->norm_max : a->norm_max;
+    if (b->amax > a->amax) { /* a's rows come first: a wins ties */
+        a->amax = b->amax;
+        a->amax_col = b->amax_col;
+    }
+    a->nan += b->nan;
+    a->inf += b->inf;
+    for (size_t m = 0; m < K; m++)
+        a->sketch[m] += b->sketch[m];
+    a->n += b->n;
+}
+
+typedef struct half_job {
+    partial p;
+    rd_fast_row_fn fast_row;
+    double *row_norms;
+    const resdiag_tensor *t;
+    const rd_sketch_params *sp;
+    int64_t r0, r1;
+} half_job;
+
+static void *half_main(void *arg)
+{
+    half_job *j = arg;
+    compute_rows(&j->p, j->fast_row, j->row_norms, j->t, j->sp, j->r0, j->r1);
+    return NULL;
+}
+
+/* Below this many bytes a second thread costs more than it saves. */
+#define SPLIT_MIN_BYTES (1u << 20)
+
+static void compute(rd_fast_row_fn fast_row, int threads, double *fields, double *sketch,
+                    double *row_norms, const resdiag_tensor *t, const rd_sketch_params *sp)
+{
+    const int64_t rows = t->rows, cols = t->cols;
+    const size_t K = sp != NULL && sp->k > 0 ? (size_t)sp->k : 0;
+    partial p;
+
+    /* The split is fixed (rows [0, h) and [h, rows)) and merged in that
+     * order whichever thread finishes first, so results do not depend on
+     * timing; if the thread cannot start, this thread does both halves. */
+    int64_t h = rows / 2;
+    if (threads >= 2 && h > 0 &&
+        (double)rows * (double)cols * (double)dtype_size(t->dtype) >= SPLIT_MIN_BYTES) {
+        half_job hi = { .fast_row = fast_row, .row_norms = row_norms, .t = t, .sp = sp,
+                        .r0 = h, .r1 = rows };
+        pthread_t th;
+        int started = pthread_create(&th, NULL, half_main, &hi) == 0;
+        compute_rows(&p, fast_row, row_norms, t, sp, 0, h);
+        if (started)
+            pthread_join(th, NULL);
+        else
+            half_main(&hi);
+        partial_merge(&p, &hi.p, K);
+    } else {
+        compute_rows(&p, fast_row, row_norms, t, sp, 0, rows);
     }
 
+    for (size_t m = 0; m < K; m++)
+        sketch[m] = p.sketch[m];
     fields[RESDIAG_FIELD_ROWS] = (double)rows;
-    fields[RESDIAG_FIELD_COLS] = dcols;
-    fields[RESDIAG_FIELD_FROB] = frob.scale * sqrt(frob.sumsq);
-    fields[RESDIAG_FIELD_ABSMAX] = amax < 0.0 ? 0.0 : amax;
-    fields[RESDIAG_FIELD_ABSMAX_COL] = amax_col;
-    fields[RESDIAG_FIELD_NAN_COUNT] = (double)nan;
-    fields[RESDIAG_FIELD_INF_COUNT] = (double)inf;
+    fields[RESDIAG_FIELD_COLS] = (double)cols;
+    fields[RESDIAG_FIELD_FROB] = p.frob.scale * sqrt(p.frob.sumsq);
+    fields[RESDIAG_FIELD_ABSMAX] = p.amax < 0.0 ? 0.0 : p.amax;
+    fields[RESDIAG_FIELD_ABSMAX_COL] = p.amax_col;
+    fields[RESDIAG_FIELD_NAN_COUNT] = (double)p.nan;
+    fields[RESDIAG_FIELD_INF_COUNT] = (double)p.inf;
 
     const double r = (double)rows;
     const int any = rows > 0;
-    fields[RESDIAG_FIELD_TOK_NORM_MEAN] = any ? norm.mean : NAN;
-    fields[RESDIAG_FIELD_TOK_NORM_STD] = any ? ssq_rms(&norm.m2, r) : NAN;
-    fields[RESDIAG_FIELD_TOK_NORM_MIN] = any ? norm_min : NAN;
-    fields[RESDIAG_FIELD_TOK_NORM_MAX] = any ? norm_max : NAN;
-    fields[RESDIAG_FIELD_TOK_MEAN_MEAN] = any ? mean.mean : NAN;
-    fields[RESDIAG_FIELD_TOK_MEAN_STD] = any ? ssq_rms(&mean.m2, r) : NAN;
-    fields[RESDIAG_FIELD_TOK_RMS_MEAN] = any ? rms.mean : NAN;
-    fields[RESDIAG_FIELD_TOK_RMS_STD] = any ? ssq_rms(&rms.m2, r) : NAN;
-    fields[RESDIAG_FIELD_TOK_STD_MEAN] = any ? sdev.mean : NAN;
-    fields[RESDIAG_FIELD_TOK_STD_STD] = any ? ssq_rms(&sdev.m2, r) : NAN;
+    fields[RESDIAG_FIELD_TOK_NORM_MEAN] = any ? p.norm.mean : NAN;
+    fields[RESDIAG_FIELD_TOK_NORM_STD] = any ? ssq_rms(&p.norm.m2, r) : NAN;
+    fields[RESDIAG_FIELD_TOK_NORM_MIN] = any ? p.norm_min : NAN;
+    fields[RESDIAG_FIELD_TOK_NORM_MAX] = any ? p.norm_max : NAN;
+    fields[RESDIAG_FIELD_TOK_MEAN_MEAN] = any ? p.mean.mean : NAN;
+    fields[RESDIAG_FIELD_TOK_MEAN_STD] = any ? ssq_rms(&p.mean.m2, r) : NAN;
+    fields[RESDIAG_FIELD_TOK_RMS_MEAN] = any ? p.rms.mean : NAN;
+    fields[RESDIAG_FIELD_TOK_RMS_STD] = any ? ssq_rms(&p.rms.m2, r) : NAN;
+    fields[RESDIAG_FIELD_TOK_STD_MEAN] = any ? p.sdev.mean : NAN;
+    fields[RESDIAG_FIELD_TOK_STD_STD] = any ? ssq_rms(&p.sdev.m2, r) : NAN;
 }

@@ -47,6 +47,52 @@ void rd_fill_column_signs(float *tau, size_t n, uint64_t seed);
 void rd_stats_compute(double *fields, double *sketch, double *row_norms,
                       const resdiag_tensor *t, const rd_sketch_params *sp);
 
+/* Kernel paths. rd_stats_compute uses the best path the CPU has (checked
+ * once, thread-safe), or the portable one when the environment variable
+ * RESDIAG_FORCE_PORTABLE is set to a value other than "" or "0" when the
+ * first tensor is computed. All paths give the same results within
+ * rounding (they differ only in the order of additions within a row); the
+ * exact quantities (counts, ABSMAX, ABSMAX_COL, shape) are identical. */
+typedef enum rd_stats_path {
+    RD_STATS_PORTABLE = 0, /* plain C, any CPU */
+    RD_STATS_AVX2 = 1,     /* AVX2 + FMA + F16C */
+    RD_STATS_AVX512 = 2,   /* AVX-512F (+ the above) */
+    RD_STATS_N_PATHS = 3
+} rd_stats_path;
+
+/* 1 if the path is compiled in and this CPU can run it. */
+int rd_stats_path_available(rd_stats_path path);
+/* "portable", "avx2", "avx512"; "?" otherwise. Static storage. */
+const char *rd_stats_path_name(rd_stats_path path);
+/* The path rd_stats_compute uses now. */
+rd_stats_path rd_stats_active_path(void);
+/* The path chosen on first use when RESDIAG_FORCE_PORTABLE has the value
+ * force_portable (NULL: unset): the portable one if the value is set and
+ * not "" or "0", else the best available. */
+rd_stats_path rd_stats_pick_path(const char *force_portable);
+/* Makes rd_stats_compute use path from now on (tests, benchmarks). Returns
+ * 0, or -1 (and changes nothing) if the path is not available. Atomic, but
+ * hooks running at the same time may use either path. */
+int rd_stats_set_path(rd_stats_path path);
+
+/* rd_stats_compute with an explicit path; an unavailable path falls back
+ * to the portable one. */
+void rd_stats_compute_path(rd_stats_path path, double *fields, double *sketch,
+                           double *row_norms, const resdiag_tensor *t,
+                           const rd_sketch_params *sp);
+
+/* rd_stats_compute, optionally on two threads for large tensors: with
+ * threads >= 2 and at least 1 MiB of data, a second thread computes rows
+ * [rows/2, rows) while the caller's computes [0, rows/2), and the two are
+ * merged in that order (Chan et al.'s pairwise update for the moments), so
+ * the result is deterministic: always the same for the same input, within
+ * rounding of the one-thread result, with the same exact quantities.
+ * Creates (and joins) one thread per call; if it cannot, the caller's
+ * thread does both halves, with the same result. threads <= 1 is
+ * rd_stats_compute. */
+void rd_stats_compute_split(int threads, double *fields, double *sketch, double *row_norms,
+                            const resdiag_tensor *t, const rd_sketch_params *sp);
+
 /* f16 and bf16 to float, exact. */
 float rd_f16_to_f32(uint16_t h);
 float rd_bf16_to_f32(uint16_t b);

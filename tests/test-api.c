@@ -967,6 +967,124 @@ static int fill_disk_main(const char *path, int fd)
     return write(fd, msg, sizeof msg) == (ssize_t)sizeof msg ? 0 : 3;
 }
 
+/* hook_threads = 2: a large tensor is split over two threads; the file
+ * holds the same values as with one thread within rounding, the same exact
+ * quantities, and the same bits every time. */
+enum { HT_T = 1024, HT_D = 512 }; /* 2 MiB of f32: above the 1 MiB threshold */
+
+static void ht_run(const char *path, int threads, const float *x, const float *f)
+{
+    static const char *const names[1] = { "blk" };
+    static const char *const lp[1] = { "w" };
+    resdiag_model m;
+    resdiag_model_init(&m);
+    m.n_layers = 1;
+    m.d_model = HT_D;
+    m.n_sublayers = 1;
+    m.sublayer_names = names;
+    m.n_layer_params = 1;
+    m.layer_param_names = lp;
+    resdiag_options o;
+    resdiag_options_init(&o);
+    ck_assert_int_eq(o.hook_threads, 1);
+    o.hook_threads = threads;
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, HT_T, HT_D)), 0);
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_BRANCH_OUT, resdiag_f32(f, HT_T, HT_D)), 0);
+    ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, 0, "w", resdiag_f32(f, HT_T, HT_D)), 0);
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    resdiag_destroy(r);
+}
+
+typedef struct ht_read {
+    double in[RESDIAG_N_FIELDS], br[RESDIAG_N_FIELDS], w[RESDIAG_N_FIELDS];
+    double sk[16], upd[RESDIAG_N_UPDATE_FIELDS];
+} ht_read;
+
+static void ht_load(ht_read *h, const char *path)
+{
+    resdiag_reader *rd = reopen(path);
+    int obs = 0;
+    ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,
+                                         h->in, &obs), RESDIAG_OK);
+    ck_assert_int_eq(obs, 1);
+    ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_BRANCH_OUT,
+                                         h->br, &obs), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_reader_param(rd, 0, 0, "w", h->w, &obs), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_reader_sketch(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,
+                                           h->sk), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_reader_update(rd, 0, 0, 0, h->upd), RESDIAG_OK);
+    resdiag_reader_close(rd);
+}
+
+static void ht_close(const double *a, const double *b, int n, const char *what)
+{
+    for (int q = 0; q < n; q++) {
+        double tol = 1e-12 * (fabs(a[q]) + 1e-300);
+        ck_assert_msg(fabs(a[q] - b[q]) <= tol, "%s[%d]: %.17g vs %.17g", what, q, a[q], b[q]);
+    }
+}
+
+START_TEST(hook_threads_split_large_tensors_deterministically)
+{
+    float *x = malloc(sizeof(float) * HT_T * HT_D), *f = malloc(sizeof(float) * HT_T * HT_D);
+    ck_assert(x && f);
+    uint32_t z = 12345;
+    for (int k = 0; k < HT_T * HT_D; k++) {
+        z = z * 1664525u + 1013904223u;
+        x[k] = (float)((int32_t)z >> 8) * 0x1p-22f * (1.0f + (float)(k / HT_D % 7));
+        f[k] = 0.01f * x[k] + 0x1p-20f * (float)(k % 97);
+    }
+    x[3 * HT_D + 5] = NAN; /* a rescanned row in the lower half */
+    char path_c[320];
+    snprintf(path_c, sizeof path_c, "%s/c.h5", tmpdir);
+    ht_run(path_a, 1, x, f);
+    ht_run(path_b, 2, x, f);
+    ht_run(path_c, 2, x, f);
+    ht_read one, two, again;
+    ht_load(&one, path_a);
+    ht_load(&two, path_b);
+    ht_load(&again, path_c);
+    unlink(path_c);
+    ck_assert_mem_eq(&two, &again, sizeof two); /* deterministic */
+    ht_close(one.in, two.in, RESDIAG_N_FIELDS, "STREAM_IN");
+    ht_close(one.br, two.br, RESDIAG_N_FIELDS, "BRANCH_OUT");
+    ht_close(one.w, two.w, RESDIAG_N_FIELDS, "param w");
+    ht_close(one.upd, two.upd, RESDIAG_N_UPDATE_FIELDS, "update");
+    for (int m = 0; m < 16; m++) /* sums of ~32k terms of both signs */
+        ck_assert_msg(fabs(one.sk[m] - two.sk[m]) <= 1e-9 * one.in[RESDIAG_FIELD_FROB],
+                      "sketch[%d]: %.17g vs %.17g", m, one.sk[m], two.sk[m]);
+    static const int exact[] = { RESDIAG_FIELD_ROWS, RESDIAG_FIELD_COLS, RESDIAG_FIELD_ABSMAX,
+                                 RESDIAG_FIELD_ABSMAX_COL, RESDIAG_FIELD_NAN_COUNT,
+                                 RESDIAG_FIELD_INF_COUNT, RESDIAG_FIELD_CALL_SEQ };
+    for (size_t k = 0; k < sizeof exact / sizeof exact[0]; k++) {
+        ck_assert(one.in[exact[k]] == two.in[exact[k]]);
+        ck_assert(one.br[exact[k]] == two.br[exact[k]]);
+    }
+    ck_assert(two.in[RESDIAG_FIELD_NAN_COUNT] == 1.0);
+    free(x);
+    free(f);
+}
+END_TEST
+
+START_TEST(hook_threads_out_of_range_is_refused)
+{
+    resdiag_model m = test_model();
+    const int bad[] = { 0, 3, -1 };
+    for (size_t k = 0; k < 3; k++) {
+        resdiag_options o;
+        resdiag_options_init(&o);
+        o.hook_threads = bad[k];
+        resdiag *r = (resdiag *)&m; /* must be set to NULL */
+        ck_assert_int_eq(resdiag_open(&r, path_a, &m, &o), RESDIAG_E_INVALID);
+        ck_assert_ptr_null(r);
+        ck_assert_msg(strstr(log_last, "hook_threads") != NULL, "log: %s", log_last);
+    }
+}
+END_TEST
+
 START_TEST(a_full_disk_is_reported_once_and_earlier_steps_survive)
 {
     int fds[2];
@@ -1033,6 +1151,8 @@ static Suite *api_suite(void)
     tcase_add_test(tc, model_description_and_metadata_reach_the_file);
     tcase_add_test(tc, steps_reach_the_file_in_batches_and_on_flush);
     tcase_add_test(tc, concurrent_hooks_on_different_layers_match_a_sequential_run);
+    tcase_add_test(tc, hook_threads_split_large_tensors_deterministically);
+    tcase_add_test(tc, hook_threads_out_of_range_is_refused);
     tcase_add_test(tc, a_full_disk_is_reported_once_and_earlier_steps_survive);
     suite_add_tcase(s, tc);
     return s;

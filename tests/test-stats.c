@@ -25,6 +25,7 @@
  */
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1192,6 +1193,408 @@ START_TEST(stats_row_norms_match_reference)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* Kernel paths: portable C, AVX2, AVX-512 give the same results             */
+/* ------------------------------------------------------------------------ */
+
+/* main() runs the whole suite once per available path (rd_stats_set_path),
+ * so every test above checks every path against the reference. The tests
+ * here also compute every path on the same input side by side: exact
+ * quantities identical, sums within the reference tolerances of each other
+ * and of the reference. */
+
+/* One path's output on t. */
+typedef struct path_out {
+    double f[RESDIAG_N_FIELDS];
+    double sketch[RESDIAG_MAX_SKETCH];
+    double *norms; /* (rows) */
+} path_out;
+
+static void path_run(path_out *o, rd_stats_path p, const resdiag_tensor *t,
+                     const rd_sketch_params *sp)
+{
+    o->norms = malloc((size_t)(t->rows > 0 ? t->rows : 1) * sizeof *o->norms);
+    ck_assert_ptr_nonnull(o->norms);
+    for (int q = 0; q < RESDIAG_N_FIELDS; q++)
+        o->f[q] = -777.0;
+    o->f[RESDIAG_FIELD_CALL_SEQ] = CALL_SEQ_SENTINEL;
+    rd_stats_compute_path(p, o->f, sp->k > 0 ? o->sketch : NULL, o->norms, t, sp);
+}
+
+/* Every available path on t: each against the reference, each against the
+ * portable path. Returns how many paths ran. */
+static int check_all_paths(const char *label, const resdiag_tensor *t,
+                           const rd_sketch_params *sp)
+{
+    reference r;
+    reference_compute(&r, t, sp);
+    path_out base;
+    path_run(&base, RD_STATS_PORTABLE, t, sp);
+    int ran = 0;
+    for (int p = 0; p < RD_STATS_N_PATHS; p++) {
+        if (!rd_stats_path_available((rd_stats_path)p))
+            continue;
+        ran++;
+        path_out o;
+        path_run(&o, (rd_stats_path)p, t, sp);
+        char lab[160];
+        snprintf(lab, sizeof lab, "%s [%s]", label, rd_stats_path_name((rd_stats_path)p));
+        expect_fields(lab, o.f, &r);
+        for (int q = 0; q < RESDIAG_N_FIELDS; q++) {
+            if (field_is_exact(q)) {
+                ck_assert_msg((isnan(o.f[q]) && isnan(base.f[q])) || o.f[q] == base.f[q],
+                              "%s: %s = %.17g, portable %.17g", lab, field_label(q), o.f[q],
+                              base.f[q]);
+                continue;
+            }
+            /* two results each within tol of the reference are within
+             * 2 tol of each other; the same bound as expect_fields' */
+            long double scale = q == RESDIAG_FIELD_FROB ? 0.0L
+                                : q <= RESDIAG_FIELD_TOK_NORM_MAX ? r.norm_scale
+                                                                  : r.rms_scale;
+            long double tol = 2 * REL_TOL * (fabsl(r.f[q]) + scale);
+            expect_close(lab, field_label(q), o.f[q], base.f[q], tol);
+        }
+        for (int m = 0; m < sp->k; m++) {
+            char what[48];
+            snprintf(what, sizeof what, "sketch[%d]", m);
+            expect_close(lab, what, o.sketch[m], r.sketch[m], REL_TOL * r.sketch_l1[m]);
+            expect_close(lab, what, o.sketch[m], base.sketch[m], 2 * REL_TOL * r.sketch_l1[m]);
+        }
+        for (int64_t i = 0; i < t->rows; i++) {
+            char what[48];
+            snprintf(what, sizeof what, "row_norms[%lld]", (long long)i);
+            expect_close(lab, what, o.norms[i], r.row_norm[i], REL_TOL * r.row_norm[i]);
+        }
+        free(o.norms);
+    }
+    free(base.norms);
+    reference_free(&r);
+    return ran;
+}
+
+START_TEST(paths_portable_is_always_available_and_named)
+{
+    ck_assert(rd_stats_path_available(RD_STATS_PORTABLE));
+    ck_assert(!rd_stats_path_available(RD_STATS_N_PATHS));
+    ck_assert(!rd_stats_path_available((rd_stats_path)-1));
+    ck_assert_str_eq(rd_stats_path_name(RD_STATS_PORTABLE), "portable");
+    ck_assert_str_eq(rd_stats_path_name(RD_STATS_AVX2), "avx2");
+    ck_assert_str_eq(rd_stats_path_name(RD_STATS_AVX512), "avx512");
+    ck_assert_str_eq(rd_stats_path_name(RD_STATS_N_PATHS), "?");
+    /* AVX-512 is only offered on top of AVX2 */
+    if (rd_stats_path_available(RD_STATS_AVX512))
+        ck_assert(rd_stats_path_available(RD_STATS_AVX2));
+    /* an unavailable path is refused and changes nothing */
+    rd_stats_path before = rd_stats_active_path();
+    ck_assert_int_eq(rd_stats_set_path(RD_STATS_N_PATHS), -1);
+    ck_assert_int_eq(rd_stats_active_path(), before);
+    ck_assert_int_eq(rd_stats_set_path(RD_STATS_PORTABLE), 0);
+    ck_assert_int_eq(rd_stats_active_path(), RD_STATS_PORTABLE);
+}
+END_TEST
+
+START_TEST(paths_force_portable_variable_picks_the_portable_path)
+{
+    rd_stats_path best = RD_STATS_PORTABLE;
+    for (int p = 0; p < RD_STATS_N_PATHS; p++)
+        if (rd_stats_path_available((rd_stats_path)p))
+            best = (rd_stats_path)p;
+    ck_assert_int_eq(rd_stats_pick_path(NULL), best);
+    ck_assert_int_eq(rd_stats_pick_path(""), best);
+    ck_assert_int_eq(rd_stats_pick_path("0"), best);
+    ck_assert_int_eq(rd_stats_pick_path("1"), RD_STATS_PORTABLE);
+    ck_assert_int_eq(rd_stats_pick_path("yes"), RD_STATS_PORTABLE);
+}
+END_TEST
+
+START_TEST(paths_agree_on_random_data_for_every_dtype_shape_and_sketch_size)
+{
+    /* K: none, dividing 16 (register buckets), multiples of 16 (memory
+     * buckets), others (portable fallback inside the vector paths); tau
+     * shorter than a 16-column step, odd, longer than the row. */
+    const int ks[] = { 0, 1, 4, 5, 16, 24, 32, 64 };
+    const size_t tls[] = { 7, 769, 3001 };
+    static const int64_t pshapes[][2] = {
+        { 1, 1 }, { 2, 15 }, { 3, 16 }, { 4, 17 }, { 5, 31 }, { 9, 48 },
+        { 16, 768 }, { 3, 1100 }, { 2, 2999 },
+    };
+    uint64_t s = 500;
+    int ran = 0;
+    for (size_t d = 0; d < 4; d++)
+        for (size_t c = 0; c < sizeof pshapes / sizeof pshapes[0]; c++)
+            for (size_t a = 0; a < sizeof ks / sizeof ks[0]; a++) {
+                int64_t rows = pshapes[c][0], cols = pshapes[c][1];
+                double *v = random_values(&s, rows, cols, 1.0);
+                tensor t = tensor_from(v, all_dtypes[d], rows, cols, 0, 0.0);
+                size_t tl = tls[(c + a) % 3];
+                sketch_setup sk = sketch_make(ks[a] ? ks[a] : 1, tl, 77 + a);
+                sk.sp.k = ks[a];
+                char label[96];
+                snprintf(label, sizeof label, "%s (%lld, %lld) K=%d tau_len=%zu",
+                         dtype_label[d], (long long)rows, (long long)cols, ks[a], tl);
+                ran = check_all_paths(label, &t.view, &sk.sp);
+                sketch_free(&sk);
+                tensor_free(&t);
+                free(v);
+            }
+    ck_assert_int_ge(ran, 1);
+}
+END_TEST
+
+START_TEST(paths_agree_on_strided_rows_with_poisoned_padding)
+{
+    const double pads[] = { NAN, -INFINITY, 1e300 };
+    uint64_t s = 501;
+    for (size_t d = 0; d < 4; d++)
+        for (size_t p = 0; p < 3; p++) {
+            int64_t rows = 21, cols = 83, stride = 101;
+            double *v = random_values(&s, rows, cols, 1.0);
+            tensor t = tensor_from(v, all_dtypes[d], rows, cols, stride, pads[p]);
+            sketch_setup sk = sketch_make(16, 85, 5);
+            char label[96];
+            snprintf(label, sizeof label, "%s stride %lld pad %g", dtype_label[d],
+                     (long long)stride, pads[p]);
+            check_all_paths(label, &t.view, &sk.sp);
+            sketch_free(&sk);
+            tensor_free(&t);
+            free(v);
+        }
+}
+END_TEST
+
+START_TEST(paths_agree_on_nan_and_inf)
+{
+    uint64_t s = 502;
+    for (size_t d = 0; d < 4; d++) {
+        int64_t rows = 30, cols = 100;
+        double *v = random_values(&s, rows, cols, 1.0);
+        v[0] = NAN;                    /* the row's first value: shift y0 */
+        v[1 * cols + 17] = INFINITY;   /* inside a 16-column step */
+        v[2 * cols + 99] = -INFINITY;  /* in the scalar tail */
+        v[3 * cols + 50] = NAN;
+        v[3 * cols + 51] = INFINITY;
+        for (int64_t j = 0; j < cols; j++)
+            v[5 * cols + j] = j % 2 ? NAN : -INFINITY; /* nothing finite */
+        v[9 * cols + 3] = 1e4;         /* ABSMAX in a row that is fine */
+        v[10 * cols + 3] = -1e4;       /* its tie later: row 9 wins */
+        v[11 * cols + 4] = 1e4;
+        v[11 * cols + 5] = NAN;        /* tie in a careful row */
+        tensor t = tensor_from(v, all_dtypes[d], rows, cols, 0, 0.0);
+        sketch_setup sk = sketch_make(16, 101, 6);
+        check_all_paths(dtype_label[d], &t.view, &sk.sp);
+        double f[RESDIAG_N_FIELDS];
+        for (int p = 0; p < RD_STATS_N_PATHS; p++) {
+            if (!rd_stats_path_available((rd_stats_path)p))
+                continue;
+            rd_stats_compute_path((rd_stats_path)p, f, NULL, NULL, &t.view,
+                                  &(rd_sketch_params){ 0, NULL, 0, 0 });
+            ck_assert(f[RESDIAG_FIELD_NAN_COUNT] == 3 + 50);
+            ck_assert(f[RESDIAG_FIELD_INF_COUNT] == 3 + 50);
+            ck_assert(f[RESDIAG_FIELD_ABSMAX] == elem(&t.view, 9, 3)); /* 1e4 as stored */
+            ck_assert(f[RESDIAG_FIELD_ABSMAX_COL] == 3.0);
+        }
+        sketch_free(&sk);
+        tensor_free(&t);
+        free(v);
+    }
+}
+END_TEST
+
+START_TEST(paths_agree_on_extreme_magnitudes)
+{
+    /* f64 beyond the square's range both ways, denormals, f32 near FLT_MAX
+     * and denormal, f16 subnormals, bf16 large */
+    static const struct {
+        resdiag_dtype dt;
+        double scale;
+    } cases[] = {
+        { RESDIAG_DTYPE_F64, 1e200 }, { RESDIAG_DTYPE_F64, 1e-200 },
+        { RESDIAG_DTYPE_F64, 1e-310 }, { RESDIAG_DTYPE_F64, 1e150 },
+        { RESDIAG_DTYPE_F32, 1e37 }, { RESDIAG_DTYPE_F32, 1e-41 },
+        { RESDIAG_DTYPE_F16, 1e-6 }, { RESDIAG_DTYPE_F16, 1e4 },
+        { RESDIAG_DTYPE_BF16, 1e36 }, { RESDIAG_DTYPE_BF16, 1e-39 },
+    };
+    uint64_t s = 503;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t rows = 12, cols = 263;
+        double *v = random_values(&s, rows, cols, cases[c].scale);
+        if (cases[c].dt == RESDIAG_DTYPE_F64)
+            for (int64_t j = 0; j < cols; j++) /* one ordinary row among them */
+                v[4 * cols + j] = rng_normal(&s);
+        tensor t = tensor_from(v, cases[c].dt, rows, cols, 0, 0.0);
+        sketch_setup sk = sketch_make(16, 263, 8);
+        char label[64];
+        snprintf(label, sizeof label, "%s scale %g", resdiag_dtype_name(cases[c].dt),
+                 cases[c].scale);
+        check_all_paths(label, &t.view, &sk.sp);
+        sketch_free(&sk);
+        tensor_free(&t);
+        free(v);
+    }
+}
+END_TEST
+
+START_TEST(paths_agree_on_a_model_sized_tensor)
+{
+    /* 512 tokens x 768, the shape hooks see; values like a pre-norm stream */
+    uint64_t s = 504;
+    int64_t rows = 512, cols = 768;
+    double *v = random_values(&s, rows, cols, 3.0);
+    for (size_t d = 0; d < 4; d++) {
+        tensor t = tensor_from(v, all_dtypes[d], rows, cols, 0, 0.0);
+        sketch_setup sk = sketch_make(16, 769, 0x5eed);
+        check_all_paths(dtype_label[d], &t.view, &sk.sp);
+        sketch_free(&sk);
+        tensor_free(&t);
+    }
+    free(v);
+}
+END_TEST
+
+/* rd_stats_compute_split(2, ...): the reference's values within the same
+ * tolerances, the exact quantities of one thread, and the same bits every
+ * time (a fixed split merged in a fixed order). */
+static void check_split(const char *label, const resdiag_tensor *t, const rd_sketch_params *sp)
+{
+    reference r;
+    reference_compute(&r, t, sp);
+    path_out one;
+    path_run(&one, rd_stats_active_path(), t, sp);
+    path_out two[2];
+    for (int k = 0; k < 2; k++) {
+        two[k].norms = malloc((size_t)(t->rows > 0 ? t->rows : 1) * sizeof(double));
+        ck_assert_ptr_nonnull(two[k].norms);
+        for (int q = 0; q < RESDIAG_N_FIELDS; q++)
+            two[k].f[q] = -777.0;
+        two[k].f[RESDIAG_FIELD_CALL_SEQ] = CALL_SEQ_SENTINEL;
+        memset(two[k].sketch, 0, sizeof two[k].sketch);
+        rd_stats_compute_split(2, two[k].f, sp->k > 0 ? two[k].sketch : NULL, two[k].norms,
+                               t, sp);
+    }
+    char lab[160];
+    snprintf(lab, sizeof lab, "%s [split 2, %s]", label,
+             rd_stats_path_name(rd_stats_active_path()));
+    ck_assert_msg(memcmp(two[0].f, two[1].f, sizeof two[0].f) == 0 &&
+                      memcmp(two[0].sketch, two[1].sketch, sizeof two[0].sketch) == 0,
+                  "%s: two runs differ", lab);
+    expect_fields(lab, two[0].f, &r);
+    for (int q = 0; q < RESDIAG_N_FIELDS; q++)
+        if (field_is_exact(q))
+            ck_assert_msg((isnan(two[0].f[q]) && isnan(one.f[q])) || two[0].f[q] == one.f[q],
+                          "%s: %s = %.17g, one thread %.17g", lab, field_label(q),
+                          two[0].f[q], one.f[q]);
+    for (int m = 0; m < sp->k; m++) {
+        char what[48];
+        snprintf(what, sizeof what, "sketch[%d]", m);
+        expect_close(lab, what, two[0].sketch[m], r.sketch[m], REL_TOL * r.sketch_l1[m]);
+    }
+    for (int64_t i = 0; i < t->rows; i++) {
+        /* each token's norm is computed the same way on either thread */
+        ck_assert_msg(two[0].norms[i] == one.norms[i], "%s: row_norms[%lld]", lab,
+                      (long long)i);
+    }
+    for (int k = 0; k < 2; k++)
+        free(two[k].norms);
+    free(one.norms);
+    reference_free(&r);
+}
+
+START_TEST(split_two_threads_match_reference_and_repeat_bit_for_bit)
+{
+    /* 700 x 768: 2.1 MB of f32, above the 1 MiB threshold; the halves are
+     * rows 0..349 and 350..699 */
+    uint64_t s = 600;
+    int64_t rows = 700, cols = 768;
+    for (size_t d = 0; d < 4; d++) {
+        double *v = random_values(&s, rows, cols, 2.0);
+        v[5 * cols + 7] = NAN;           /* careful rows in both halves */
+        v[500 * cols + 9] = -INFINITY;
+        v[10 * cols + 100] = 3e4;        /* ABSMAX tie across the halves: */
+        v[600 * cols + 50] = -3e4;       /* the lower half's column wins */
+        tensor t = tensor_from(v, all_dtypes[d], rows, cols, d == 1 ? cols + 5 : 0, NAN);
+        sketch_setup sk = sketch_make(16, 769, 31);
+        check_split(dtype_label[d], &t.view, &sk.sp);
+        double f[RESDIAG_N_FIELDS];
+        rd_stats_compute_split(2, f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0 });
+        ck_assert(f[RESDIAG_FIELD_ABSMAX_COL] == 100.0);
+        ck_assert(f[RESDIAG_FIELD_NAN_COUNT] == 1.0 && f[RESDIAG_FIELD_INF_COUNT] == 1.0);
+        sketch_free(&sk);
+        tensor_free(&t);
+        free(v);
+    }
+}
+END_TEST
+
+START_TEST(split_merges_halves_of_very_different_magnitudes)
+{
+    /* f64: rows of 1e200 in the upper half only, 1e-200 in the lower; and
+     * small tensors (below the threshold, one thread) and 0 or 1 rows */
+    uint64_t s = 601;
+    int64_t rows = 400, cols = 512; /* 1.6 MB of f64 */
+    double *v = random_values(&s, rows, cols, 1e-200);
+    for (int64_t k = 200 * cols; k < rows * cols; k++)
+        v[k] = v[k] * 1e200 * 1e200; /* 1e-200 -> 1e200, no overflow on the way */
+    tensor t = tensor_from(v, RESDIAG_DTYPE_F64, rows, cols, 0, 0.0);
+    sketch_setup sk = sketch_make(16, 513, 32);
+    check_split("f64 1e-200 | 1e200", &t.view, &sk.sp);
+    tensor_free(&t);
+    const int64_t small_rows[] = { 0, 1, 2, 37 };
+    for (size_t k = 0; k < 4; k++) {
+        tensor u = tensor_from(v, RESDIAG_DTYPE_F32, small_rows[k], 33, 0, 0.0);
+        check_split("small", &u.view, &sk.sp);
+        tensor_free(&u);
+    }
+    sketch_free(&sk);
+    free(v);
+}
+END_TEST
+
+/* Threads computing the same tensor at once get bit-identical results. */
+typedef struct thread_job {
+    const resdiag_tensor *t;
+    const rd_sketch_params *sp;
+    double f[RESDIAG_N_FIELDS];
+    double sketch[16];
+} thread_job;
+
+static void *thread_main(void *arg)
+{
+    thread_job *j = arg;
+    for (int rep = 0; rep < 20; rep++)
+        rd_stats_compute(j->f, j->sketch, NULL, j->t, j->sp);
+    return NULL;
+}
+
+START_TEST(paths_concurrent_calls_agree_bit_for_bit)
+{
+    enum { NT = 4 };
+    uint64_t s = 505;
+    double *v = random_values(&s, 64, 768, 1.0);
+    v[100] = NAN; /* a careful row too */
+    tensor t = tensor_from(v, RESDIAG_DTYPE_BF16, 64, 768, 0, 0.0);
+    sketch_setup sk = sketch_make(16, 769, 1);
+    thread_job jobs[NT];
+    pthread_t th[NT];
+    for (int i = 0; i < NT; i++) {
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        jobs[i].t = &t.view;
+        jobs[i].sp = &sk.sp;
+        ck_assert_int_eq(pthread_create(&th[i], NULL, thread_main, &jobs[i]), 0);
+    }
+    for (int i = 0; i < NT; i++)
+        ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+    for (int i = 1; i < NT; i++) {
+        ck_assert_mem_eq(jobs[i].f, jobs[0].f, sizeof jobs[0].f);
+        ck_assert_mem_eq(jobs[i].sketch, jobs[0].sketch, sizeof jobs[0].sketch);
+    }
+    ck_assert(jobs[0].f[RESDIAG_FIELD_NAN_COUNT] == 1.0);
+    sketch_free(&sk);
+    tensor_free(&t);
+    free(v);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 
 static Suite *stats_suite(void)
 {
@@ -1243,14 +1646,39 @@ static Suite *stats_suite(void)
     tcase_add_test(tc, stats_sketch_preserves_squared_norm_on_average);
     suite_add_tcase(s, tc);
 
+    tc = tcase_create("paths");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, paths_portable_is_always_available_and_named);
+    tcase_add_test(tc, paths_force_portable_variable_picks_the_portable_path);
+    tcase_add_test(tc, paths_agree_on_random_data_for_every_dtype_shape_and_sketch_size);
+    tcase_add_test(tc, paths_agree_on_strided_rows_with_poisoned_padding);
+    tcase_add_test(tc, paths_agree_on_nan_and_inf);
+    tcase_add_test(tc, paths_agree_on_extreme_magnitudes);
+    tcase_add_test(tc, paths_agree_on_a_model_sized_tensor);
+    tcase_add_test(tc, paths_concurrent_calls_agree_bit_for_bit);
+    tcase_add_test(tc, split_two_threads_match_reference_and_repeat_bit_for_bit);
+    tcase_add_test(tc, split_merges_halves_of_very_different_magnitudes);
+    suite_add_tcase(s, tc);
+
     return s;
 }
 
+/* The whole suite once per kernel path this machine has, so that every test
+ * checks every path against the reference. */
 int main(void)
 {
-    SRunner *sr = srunner_create(stats_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = 0;
+    for (int p = 0; p < RD_STATS_N_PATHS; p++) {
+        if (!rd_stats_path_available((rd_stats_path)p))
+            continue;
+        if (rd_stats_set_path((rd_stats_path)p) != 0)
+            return EXIT_FAILURE;
+        printf("stats: kernel path %s\n", rd_stats_path_name((rd_stats_path)p));
+        fflush(stdout);
+        SRunner *sr = srunner_create(stats_suite());
+        srunner_run_all(sr, CK_NORMAL);
+        failed += srunner_ntests_failed(sr);
+        srunner_free(sr);
+    }
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

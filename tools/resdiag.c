@@ -24,10 +24,60 @@ typedef struct command {
 } command;
 
 static int cmd_dump(int argc, char **argv);
+static int cmd_report(int argc, char **argv);
+static int cmd_check(int argc, char **argv);
+static int cmd_diff(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
 static int cmd_version(int argc, char **argv);
 
 static const command commands[] = {
+    { "report", cmd_report, "what the run says: placement verdict, depth laws, gradients",
+      "usage: resdiag report [--step N | --last] [--json] [--max-growth X] RUN.h5\n"
+      "\n"
+      "Tells from the recorded data (never from the declaration) where the norms\n"
+      "sit: pre-norm, post-norm, sandwich, deepnorm (with alpha), parallel, mixed\n"
+      "(which layers), no norm, inconsistent or cannot tell; whether there is a\n"
+      "final norm; the evidence (sketch relations between the sites, the\n"
+      "normalization signature, the call order) with the trainer's file:line.\n"
+      "Then the stream per layer with the fit ||x_k||^2 = a + b k and the log-log\n"
+      "slope, the relative updates r_k per sublayer with fits, the gradients at\n"
+      "the first recorded backward beside Xiong et al.'s prediction, the first\n"
+      "non-finite value over all steps, and warnings.\n"
+      "\n"
+      "  --step N        analyse the recorded step with the trainer's number N\n"
+      "                  (default: the first recorded step, initialization)\n"
+      "  --last          analyse the last recorded step\n"
+      "  --json          the same as JSON (keys: doc/REPORT-JSON.md)\n"
+      "  --max-growth X  warn when the stream grows more than X over depth [default=10]\n"
+      "\n"
+      "Exit 0 with a report, 2 with one line on stderr for unusable input.\n" },
+    { "check", cmd_check, "exit 0/1/2: does the run have the expected placement?",
+      "usage: resdiag check --expect P [--final-norm] [--max-growth X]\n"
+      "                     [--step N | --last] RUN.h5\n"
+      "\n"
+      "P is pre-norm | post-norm | sandwich | deepnorm | parallel | mixed | none\n"
+      "(pre and post are accepted too). Decides from the data as `resdiag report`\n"
+      "does and prints one line saying why.\n"
+      "\n"
+      "  --final-norm    also require a final norm before the head\n"
+      "  --max-growth X  also require the stream to grow at most X over depth\n"
+      "\n"
+      "Exit 0 it holds, 1 it does not, 2 cannot tell (e.g. stream-only evidence\n"
+      "that does not separate the placements) or unusable input.\n" },
+    { "diff", cmd_diff, "two runs side by side, the differences that matter first",
+      "usage: resdiag diff [--step N | --last] A.h5 B.h5\n"
+      "\n"
+      "Analyses both runs (as resdiag report does, at the first recorded step by\n"
+      "default) and prints the differences that matter first - placement, final\n"
+      "norm, stream growth, then the layers whose stream norm, relative update or\n"
+      "first parameter gradient (mlp.w2 if recorded) differ most - then both runs\n"
+      "per layer side by side. Made for controlled comparisons: pre- against\n"
+      "post-norm on the same data and seed.\n"
+      "\n"
+      "  --step N   the recorded step with the trainer's number N in both runs\n"
+      "  --last     the last recorded step of each run\n"
+      "\n"
+      "Exit 0 with the comparison, 2 with one line on stderr for unusable input.\n" },
     { "dump", cmd_dump, "print what a run file holds, step by step",
       "usage: resdiag dump [--step N | --all] RUN.h5\n"
       "\n"
@@ -284,6 +334,283 @@ static int cmd_dump(int argc, char **argv)
     }
     free(steps);
     resdiag_reader_close(rd);
+    return rc;
+}
+
+/* ------------------------------------------------------ report / check */
+
+typedef struct analysis_args {
+    const char *path;
+    long long want_step; /* -1: none */
+    int last;
+    int json;
+    double max_growth;
+    int have_growth;
+    resdiag_placement expect;
+    int final_norm;
+} analysis_args;
+
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static resdiag_placement parse_placement(const char *s)
+{
+    static const struct { const char *name; resdiag_placement p; } t[] = {
+        { "pre-norm", RESDIAG_PLACEMENT_PRE },   { "pre", RESDIAG_PLACEMENT_PRE },
+        { "post-norm", RESDIAG_PLACEMENT_POST }, { "post", RESDIAG_PLACEMENT_POST },
+        { "sandwich", RESDIAG_PLACEMENT_SANDWICH }, { "peri-ln", RESDIAG_PLACEMENT_SANDWICH },
+        { "deepnorm", RESDIAG_PLACEMENT_DEEPNORM }, { "mixed", RESDIAG_PLACEMENT_MIXED },
+        { "parallel", RESDIAG_PLACEMENT_PARALLEL }, { "none", RESDIAG_PLACEMENT_NONE },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (strcmp(s, t[i].name) == 0)
+            return t[i].p;
+    return RESDIAG_PLACEMENT_UNDECLARED;
+}
+
+/* Parses the options shared by report and check. Returns -1 after printing
+ * help, EXIT_BAD after one line on stderr, 0 to go on. */
+static int parse_analysis_args(const char *cmd, int argc, char **argv, analysis_args *o)
+{
+    memset(o, 0, sizeof *o);
+    o->want_step = -1;
+    int is_check = strcmp(cmd, "check") == 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(find_command(cmd)->usage, stdout);
+            return -1;
+        } else if (strcmp(a, "--last") == 0) {
+            o->last = 1;
+        } else if (!is_check && strcmp(a, "--json") == 0) {
+            o->json = 1;
+        } else if (is_check && strcmp(a, "--final-norm") == 0) {
+            o->final_norm = 1;
+        } else if (strcmp(a, "--step") == 0) {
+            if (i + 1 >= argc || parse_int64(argv[i + 1], &o->want_step) || o->want_step < 0) {
+                fprintf(stderr, "resdiag %s: --step needs a step number >= 0\n", cmd);
+                return EXIT_BAD;
+            }
+            i++;
+        } else if (strcmp(a, "--max-growth") == 0) {
+            if (i + 1 >= argc || parse_double(argv[i + 1], &o->max_growth) || o->max_growth <= 0) {
+                fprintf(stderr, "resdiag %s: --max-growth needs a number > 0\n", cmd);
+                return EXIT_BAD;
+            }
+            o->have_growth = 1;
+            i++;
+        } else if (is_check && strcmp(a, "--expect") == 0) {
+            if (i + 1 >= argc ||
+                (o->expect = parse_placement(argv[i + 1])) == RESDIAG_PLACEMENT_UNDECLARED) {
+                fprintf(stderr, "resdiag check: --expect needs pre-norm, post-norm, sandwich, "
+                                "deepnorm, parallel, mixed or none\n");
+                return EXIT_BAD;
+            }
+            i++;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "resdiag %s: unknown option '%s' (see resdiag %s --help)\n", cmd, a,
+                    cmd);
+            return EXIT_BAD;
+        } else if (o->path) {
+            fprintf(stderr, "resdiag %s: one run file at a time\n", cmd);
+            return EXIT_BAD;
+        } else {
+            o->path = a;
+        }
+    }
+    if (o->last && o->want_step >= 0) {
+        fprintf(stderr, "resdiag %s: --step and --last exclude each other\n", cmd);
+        return EXIT_BAD;
+    }
+    if (!o->path) {
+        fprintf(stderr, "resdiag %s: no run file given (see resdiag %s --help)\n", cmd, cmd);
+        return EXIT_BAD;
+    }
+    if (is_check && o->expect == RESDIAG_PLACEMENT_UNDECLARED) {
+        fprintf(stderr, "resdiag check: --expect PLACEMENT is required (see resdiag check "
+                        "--help)\n");
+        return EXIT_BAD;
+    }
+    return 0;
+}
+
+/* Opens and analyses the run; on failure prints one line and returns NULL. */
+static resdiag_analysis *open_analysis(const analysis_args *o, resdiag_reader **rdp)
+{
+    resdiag_reader *rd = NULL;
+    *rdp = NULL;
+    if (resdiag_reader_open(&rd, o->path) != RESDIAG_OK) {
+        fprintf(stderr, "resdiag: %s\n", last_msg[0] ? last_msg : "cannot read the run file");
+        return NULL;
+    }
+    const resdiag_run_info *in = resdiag_reader_info(rd);
+    resdiag_analyze_options opt;
+    resdiag_analyze_options_init(&opt);
+    if (o->last)
+        opt.step_index = RESDIAG_STEP_LAST;
+    if (o->have_growth)
+        opt.max_growth = o->max_growth;
+    if (o->want_step >= 0) {
+        int64_t n = in->n_steps;
+        int64_t *steps = calloc(n > 0 ? (size_t)n : 1, sizeof *steps);
+        int64_t si = -1;
+        if (steps && n > 0 && resdiag_reader_steps(rd, steps, n) == RESDIAG_OK)
+            for (int64_t i = 0; i < n; i++)
+                if (steps[i] == o->want_step)
+                    si = i;
+        free(steps);
+        if (si < 0) {
+            fprintf(stderr, "resdiag: %s: step %lld was not recorded\n", o->path, o->want_step);
+            resdiag_reader_close(rd);
+            return NULL;
+        }
+        opt.step_index = si;
+    }
+    if (in->n_steps == 0) {
+        fprintf(stderr, "resdiag: %s: the run holds no recorded steps (empty run, or the trainer "
+                        "was stopped before its first step ended)\n", o->path);
+        resdiag_reader_close(rd);
+        return NULL;
+    }
+    resdiag_analysis *an = NULL;
+    last_msg[0] = 0;
+    if (resdiag_analyze(rd, &opt, &an) != RESDIAG_OK) {
+        fprintf(stderr, "resdiag: %s: %s\n", o->path,
+                last_msg[0] ? last_msg : "cannot analyse the run");
+        resdiag_reader_close(rd);
+        return NULL;
+    }
+    *rdp = rd;
+    return an;
+}
+
+static int cmd_report(int argc, char **argv)
+{
+    analysis_args o;
+    int rc = parse_analysis_args("report", argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    resdiag_reader *rd;
+    resdiag_analysis *an = open_analysis(&o, &rd);
+    if (!an)
+        return EXIT_BAD;
+    char *text = o.json ? resdiag_analysis_to_json(an) : resdiag_analysis_to_text(an);
+    if (!text) {
+        fprintf(stderr, "resdiag: out of memory\n");
+        rc = EXIT_BAD;
+    } else {
+        if (!o.json)
+            printf("resdiag report %s\n", o.path);
+        fputs(text, stdout);
+    }
+    resdiag_free(text);
+    resdiag_analysis_free(an);
+    resdiag_reader_close(rd);
+    return rc;
+}
+
+static int cmd_check(int argc, char **argv)
+{
+    analysis_args o;
+    int rc = parse_analysis_args("check", argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    resdiag_reader *rd;
+    resdiag_analysis *an = open_analysis(&o, &rd);
+    if (!an)
+        return EXIT_BAD;
+    resdiag_check_options c;
+    resdiag_check_options_init(&c);
+    c.expect = o.expect;
+    c.require_final_norm = o.final_norm;
+    c.max_growth = o.have_growth ? o.max_growth : 0;
+    char why[512];
+    resdiag_check_result r = resdiag_analysis_check(an, &c, why, sizeof why);
+    /* holds goes to stdout; does not hold and cannot tell to stderr, one line */
+    fprintf(r == RESDIAG_CHECK_HOLDS ? stdout : stderr, "resdiag check: %s: %s\n", o.path, why);
+    resdiag_analysis_free(an);
+    resdiag_reader_close(rd);
+    return (int)r;
+}
+
+static int cmd_diff(int argc, char **argv)
+{
+    analysis_args o[2];
+    const char *paths[2] = { NULL, NULL };
+    int np = 0;
+    char *rest[8];
+    int nrest = 0;
+    /* split the two paths from the options, then parse like report */
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(find_command("diff")->usage, stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--step") == 0 && i + 1 < argc) {
+            if (nrest + 2 > 8)
+                break;
+            rest[nrest++] = argv[i];
+            rest[nrest++] = argv[++i];
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            if (strcmp(argv[i], "--last") != 0) {
+                fprintf(stderr, "resdiag diff: unknown option '%s' (see resdiag diff --help)\n",
+                        argv[i]);
+                return EXIT_BAD;
+            }
+            if (nrest < 8)
+                rest[nrest++] = argv[i];
+        } else if (np < 2) {
+            paths[np++] = argv[i];
+        } else {
+            fprintf(stderr, "resdiag diff: two run files, not more\n");
+            return EXIT_BAD;
+        }
+    }
+    if (np != 2) {
+        fprintf(stderr, "resdiag diff: needs two run files (see resdiag diff --help)\n");
+        return EXIT_BAD;
+    }
+    resdiag_reader *rd[2] = { NULL, NULL };
+    resdiag_analysis *an[2] = { NULL, NULL };
+    int rc = 0;
+    for (int k = 0; k < 2; k++) {
+        char *av[12];
+        int ac = 0;
+        av[ac++] = "report";
+        for (int i = 0; i < nrest; i++)
+            av[ac++] = rest[i];
+        av[ac++] = (char *)paths[k];
+        int r = parse_analysis_args("report", ac, av, &o[k]);
+        if (r) {
+            rc = r < 0 ? 0 : r;
+            goto out;
+        }
+        if (!(an[k] = open_analysis(&o[k], &rd[k]))) {
+            rc = EXIT_BAD;
+            goto out;
+        }
+    }
+    char *text = resdiag_analysis_diff_text(an[0], an[1], paths[0], paths[1]);
+    if (!text) {
+        fprintf(stderr, "resdiag: out of memory\n");
+        rc = EXIT_BAD;
+    } else {
+        fputs(text, stdout);
+    }
+    resdiag_free(text);
+out:
+    for (int k = 0; k < 2; k++) {
+        resdiag_analysis_free(an[k]);
+        resdiag_reader_close(rd[k]);
+    }
     return rc;
 }
 

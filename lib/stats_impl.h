@@ -1,0 +1,50 @@
+/*
+ * stats_impl.h - what lib/stats.c shares with its vector kernels
+ * (lib/stats_simd.c, compiled once per instruction set). Not API, not part
+ * of the stats contract: the contract is lib/stats.h.
+ *
+ * A "fast row" kernel reads one row once, trusting it to be finite and in
+ * range, and returns its sums; stats.c checks them, rescans the rare rows
+ * that need it with its careful scalar loop, and combines rows. So every
+ * path shares the rare-row handling, the per-token formulas and the
+ * combination over tokens, and differs only in the order of the additions
+ * inside a row.
+ */
+#ifndef RESDIAG_STATS_IMPL_H
+#define RESDIAG_STATS_IMPL_H
+
+#include <stdint.h>
+
+#include "stats.h"
+
+/* Sums of one row, in units of 2^e. Shifting by the row's first value y0
+ * before squaring keeps std_i accurate when |mean_i| >> std_i (and exactly
+ * 0 for a constant row). */
+typedef struct rd_row_sums {
+    int e;            /* scale exponent: values below are x * 2^-e */
+    double y0;        /* shift: first value of the row (0 if non-finite) */
+    double sd, sd2;   /* sum (y - y0), sum (y - y0)^2 */
+    double sq;        /* sum y^2 */
+    double amax;      /* largest finite |x| (unscaled); -1 if none */
+    int64_t amax_col; /* its first column, -1 if not located (fast path) */
+    int64_t nan, inf;
+} rd_row_sums;
+
+/* One read of a row (cols) of dtype, assuming finite values: fills rs with
+ * e = 0, y0 = x[0], amax_col = -1, nan = inf = 0, and adds the row's sketch
+ * buckets tau(j mod tau_len) * x[j] into rb[j mod K] (rb (K), zeroed by the
+ * caller; untouched when sp->k == 0). Returns 0 without reading anything if
+ * the kernel does not handle this sketch size (the caller then uses the
+ * portable kernel), else 1. */
+typedef int (*rd_fast_row_fn)(rd_row_sums *rs, double *rb /* (K) */, const void *row,
+                              resdiag_dtype dtype, int64_t cols, const rd_sketch_params *sp);
+
+/* Vector kernels, present when meson defines RD_HAVE_AVX2 / RD_HAVE_AVX512
+ * (x86-64 with a compiler that knows the instructions). Call them only when
+ * the CPU has AVX2+FMA+F16C (resp. AVX-512F as well). */
+int rd_fast_row_avx2(rd_row_sums *rs, double *rb, const void *row, resdiag_dtype dtype,
+                     int64_t cols, const rd_sketch_params *sp);
+int rd_fast_row_avx512(rd_row_sums *rs, double *rb, const void *row, resdiag_dtype dtype,
+                       int64_t cols, const rd_sketch_params *sp);
+
+#endif

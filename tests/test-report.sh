@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# test-report.sh - `resdiag report` and `check` on real runs: golden text
+# reports of fixed tinygpt runs (provenance, paths, line numbers and
+# rounding-level numbers masked), the JSON against the keys documented in
+# doc/REPORT-JSON.md, step selection, help texts, and the bad-input table
+# (one line on stderr and exit 2, or a report of what is there).
+# Usage: test-report.sh RESDIAG TINYGPT GOLDEN_DIR MAKE_BAD_RUNS JSON_DOC
+# UPDATE_GOLDEN=1 rewrites the golden files instead of comparing.
+set -u
+tool=$1
+tinygpt=$2
+golden=$3
+makebad=$4
+jsondoc=$5
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fails=0
+passes=0
+pass() { passes=$((passes + 1)); }
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+expect_exit() { # CODE DESCRIPTION -- COMMAND...
+    local want=$1 what=$2
+    shift 3
+    "$@" >"$dir/out" 2>"$dir/err"
+    local got=$?
+    if [ "$got" -ne "$want" ]; then
+        fail "$what: exit $got, expected $want"; cat "$dir/err"; return
+    fi
+    if [ "$want" -eq 2 ] && [ "$(wc -l <"$dir/err")" -ne 1 ]; then
+        fail "$what: stderr is not one line:"; cat "$dir/err"; return
+    fi
+    if [ "$want" -eq 2 ] && grep -q . "$dir/out"; then
+        fail "$what: wrote to stdout on exit 2"; return
+    fi
+    pass
+}
+expect_text() { # FILE TEXT DESCRIPTION
+    if grep -qF -- "$2" "$1"; then pass; else fail "$3: '$2' not in output"; cat "$1"; fi
+}
+
+# The portable statistics kernels: the same bits on every CPU.
+export RESDIAG_FORCE_PORTABLE=1
+tg() { "$tinygpt" --d-model 32 --heads 2 --seq 8 --batch 2 --seed 1 --threads 1 \
+       --log-every 1000 "$@" >/dev/null 2>"$dir/tg.err" || { cat "$dir/tg.err"; fail "tinygpt $*"; }; }
+tg --placement pre --layers 4 --steps 1 --out "$dir/pre.h5"
+tg --placement post --layers 4 --steps 1 --out "$dir/post.h5"
+tg --placement post --layers 4 --steps 1 --record stream --out "$dir/post-stream.h5"
+tg --placement mix:2 --layers 4 --steps 3 --norm rmsnorm --final-norm off --out "$dir/mix.h5"
+
+# Masks what may differ between machines and checkouts: the path and
+# provenance, the source line numbers, relation errors at rounding level.
+mask() {
+    sed -E -e '1s#^resdiag report .*#resdiag report RUN#' \
+        -e 's#^  created .* by .*#  created DATE by PROGRAM#' \
+        -e 's#written by resdiag [0-9.]+ \(schema#written by resdiag VERSION (schema#' \
+        -e 's#[^ ,]*/(model\.c):[0-9]+#\1:LINE#g' \
+        -e 's#[0-9]+(\.[0-9]+)?e-(0[5-9]|[1-9][0-9])#~0#g' \
+        -e 's#0\.0e\+00#~0#g'
+}
+for name in pre post post-stream mix; do
+    expect_exit 0 "report $name" -- "$tool" report "$dir/$name.h5"
+    mask <"$dir/out" >"$dir/$name.txt"
+    if [ "${UPDATE_GOLDEN:-0}" = 1 ]; then
+        cp "$dir/$name.txt" "$golden/report-$name.txt"; pass
+    elif diff -u "$golden/report-$name.txt" "$dir/$name.txt" >"$dir/diff"; then
+        pass
+    else
+        fail "report $name differs from tests/golden/report-$name.txt:"; cat "$dir/diff"
+    fi
+done
+# What the goldens must say, independently of their text.
+"$tool" report "$dir/pre.h5" >"$dir/out"
+expect_text "$dir/out" "Placement: pre-norm (confidence high)" "pre verdict"
+expect_text "$dir/out" "declared: pre - agrees with the data" "pre declared"
+"$tool" report "$dir/post.h5" >"$dir/out"
+expect_text "$dir/out" "Placement: post-norm" "post verdict"
+grep -q "Placement: pre" "$dir/out" && fail "post-norm run called pre-norm" || pass
+"$tool" report "$dir/post-stream.h5" >"$dir/out"
+expect_text "$dir/out" "LESS EVIDENCE: only the stream was observed" "stream-only says so"
+expect_text "$dir/out" "post-norm family" "stream-only post verdict"
+"$tool" report "$dir/mix.h5" >"$dir/out"
+expect_text "$dir/out" "post-norm in layers 0..1, pre-norm in layers 2..3" "mix layers"
+expect_text "$dir/out" "without a final norm" "pre-norm without a final norm warned"
+expect_text "$dir/out" "Over training" "several steps summarised"
+
+# Step selection.
+expect_exit 0 "report --last" -- "$tool" report --last "$dir/mix.h5"
+expect_text "$dir/out" "analysed step 2 (record 3)" "--last"
+expect_exit 0 "report --step 1" -- "$tool" report --step 1 "$dir/mix.h5"
+expect_text "$dir/out" "analysed step 1 (record 2)" "--step"
+expect_exit 2 "report --step 7 (not recorded)" -- "$tool" report --step 7 "$dir/mix.h5"
+expect_exit 2 "--step with --last" -- "$tool" report --step 1 --last "$dir/mix.h5"
+expect_exit 0 "check --last" -- "$tool" check --last --expect mixed "$dir/mix.h5"
+
+# JSON: valid, and exactly the documented keys.
+for name in pre post-stream mix; do
+    expect_exit 0 "report --json $name" -- "$tool" report --json "$dir/$name.h5"
+    if /usr/bin/python3 - "$dir/out" "$jsondoc" <<'PY'
+import json, re, sys
+report = json.load(open(sys.argv[1]))
+doc = open(sys.argv[2]).read()
+documented = set(re.findall(r"^\| `([a-z0-9_.\[\]]+)` \|", doc, re.M))
+seen = set()
+def walk(v, path):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            p = path + "." + k if path else k
+            seen.add(p)
+            walk(x, p)
+    elif isinstance(v, list):
+        for x in v:
+            walk(x, path + "[]")
+walk(report, "")
+undocumented = sorted(seen - documented)
+# every documented key that can appear in this report must (objects that
+# are null here - gradients, nonfinite - are skipped)
+def present(p):
+    node = [report]
+    for part in p.replace("[]", "").split("."):
+        nxt = []
+        for n in node:
+            if isinstance(n, list):
+                n = n[0] if n else None
+            if isinstance(n, dict) and part in n:
+                nxt.append(n[part])
+            elif n is None or (isinstance(n, dict) and part not in n and n == {}):
+                return True
+            elif n is None:
+                return True
+            else:
+                return False
+        node = nxt
+    return True
+missing = sorted(p for p in documented if not present(p))
+if undocumented or missing:
+    print("undocumented:", undocumented, "missing:", missing)
+    sys.exit(1)
+assert report["report_version"] == 1
+PY
+    then pass; else fail "JSON of $name against doc/REPORT-JSON.md"; fi
+done
+"$tool" report --json "$dir/pre.h5" | /usr/bin/python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+assert r["placement"]["verdict"] == "pre", r["placement"]
+assert r["placement"]["declared_agrees"] is True
+assert r["gradients"]["params"][0]["name"] == "mlp.w2"
+assert len(r["stream"]["norm"]) == 5 and r["nonfinite"] is None
+' && pass || fail "JSON values of the pre run"
+
+# diff: a controlled comparison, the placement first.
+expect_exit 0 "diff pre post" -- "$tool" diff "$dir/pre.h5" "$dir/post.h5"
+expect_text "$dir/out" "placement: A pre-norm, B post-norm" "diff names the placements"
+expect_text "$dir/out" "Per layer (A | B)" "diff table"
+expect_exit 0 "diff --last" -- "$tool" diff --last "$dir/mix.h5" "$dir/mix.h5"
+expect_text "$dir/out" "none above 5%" "a run against itself differs in nothing"
+expect_exit 2 "diff of one file" -- "$tool" diff "$dir/pre.h5"
+expect_exit 2 "diff with a missing file" -- "$tool" diff "$dir/pre.h5" "$dir/nope.h5"
+expect_exit 2 "diff with a bad option" -- "$tool" diff --bogus "$dir/pre.h5" "$dir/post.h5"
+
+# Help agrees with --help.
+for c in report check diff; do
+    "$tool" help $c >"$dir/h1"; "$tool" $c --help >"$dir/h2"
+    cmp -s "$dir/h1" "$dir/h2" && pass || fail "help $c differs from $c --help"
+    expect_text "$dir/h1" "usage: resdiag $c" "help $c"
+done
+"$tool" help >"$dir/h1"
+expect_text "$dir/h1" "report" "overview lists report"
+expect_text "$dir/h1" "check" "overview lists check"
+
+# Bad input: one line, exit 2 - for report and for check.
+"$makebad" "$dir" || fail "make-bad-runs"
+printf 'not hdf5 at all\n' >"$dir/text.h5"
+for c in "report" "check --expect pre-norm"; do
+    # shellcheck disable=SC2086
+    expect_exit 2 "$c: missing file" -- "$tool" $c "$dir/nope.h5"
+    expect_exit 2 "$c: text file" -- "$tool" $c "$dir/text.h5"
+    expect_exit 2 "$c: directory" -- "$tool" $c "$dir"
+    expect_exit 2 "$c: HDF5 that is not a run" -- "$tool" $c "$dir/notrun.h5"
+    expect_exit 2 "$c: newer schema" -- "$tool" $c "$dir/newer.h5"
+    expect_text "$dir/err" "newer" "newer schema says so"
+    expect_exit 2 "$c: empty run" -- "$tool" $c "$dir/empty.h5"
+    expect_text "$dir/err" "no recorded steps" "empty run says so"
+    head -c 3000 "$dir/pre.h5" >"$dir/cut.h5"
+    expect_exit 2 "$c: truncated file" -- "$tool" $c "$dir/cut.h5"
+done
+# Partial runs: a report of what is there.
+expect_exit 0 "report of a killed writer's run" -- "$tool" report "$dir/killed.h5"
+expect_text "$dir/out" "Steps: 3 recorded" "killed run: its flushed steps"
+expect_exit 0 "report of a NaN run" -- "$tool" report "$dir/nan.h5"
+expect_text "$dir/out" "Non-finite values: first at step 0, layer 0 mlp stream_in, forward" "NaN located"
+expect_text "$dir/out" "Placement: cannot tell" "NaN run: no verdict"
+expect_exit 2 "check of a NaN run" -- "$tool" check --expect pre-norm "$dir/nan.h5"
+# Bad usage.
+expect_exit 2 "check without --expect" -- "$tool" check "$dir/pre.h5"
+expect_exit 2 "check --expect bogus" -- "$tool" check --expect bogus "$dir/pre.h5"
+expect_exit 2 "report --bogus" -- "$tool" report --bogus "$dir/pre.h5"
+expect_exit 2 "report without a file" -- "$tool" report
+expect_exit 2 "report of two files" -- "$tool" report "$dir/pre.h5" "$dir/post.h5"
+expect_exit 2 "--max-growth 0" -- "$tool" check --expect pre-norm --max-growth 0 "$dir/pre.h5"
+# check's requirements
+expect_exit 0 "check pre --final-norm" -- "$tool" check --expect pre-norm --final-norm "$dir/pre.h5"
+expect_exit 1 "check mix --final-norm (off)" -- "$tool" check --expect mixed --final-norm "$dir/mix.h5"
+expect_exit 2 "check stream --final-norm" -- "$tool" check --expect post-norm --final-norm "$dir/post-stream.h5"
+expect_exit 1 "check pre --max-growth 0.5" -- "$tool" check --expect pre-norm --max-growth 0.5 "$dir/pre.h5"
+expect_exit 1 "check post --expect pre-norm" -- "$tool" check --expect pre-norm "$dir/post.h5"
+expect_text "$dir/err" "not pre: observed post" "why line"
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# test-verdict.sh - `resdiag check` on real tinygpt runs: every placement x
+# {layernorm, rmsnorm} x L in {2, 6, 12} x {--record full, --record stream}.
+# The right expectation must exit 0 (or 2 where stream-only evidence cannot
+# tell, honestly); every wrong one 1 (or 2 likewise). A post-norm model is
+# never called pre-norm: `--expect pre-norm` on post, deepnorm and mix runs
+# must exit 1 in both record modes.
+# (One documented exception: an RMSNorm sandwich at gpt2 init may say
+# "pre-norm or sandwich", exit 2, for those two expectations.)
+# Usage: test-verdict.sh RESDIAG TINYGPT   (VERDICT_TABLE=1 prints the table)
+set -u
+tool=$1
+tinygpt=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fails=0
+passes=0
+pass() { passes=$((passes + 1)); }
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+placements="pre post sandwich deepnorm mix parallel none"
+expects="pre-norm post-norm sandwich deepnorm mixed parallel none"
+right() { # placement -> the expectation that names it
+    case $1 in pre) echo pre-norm ;; post) echo post-norm ;; mix) echo mixed ;; *) echo "$1" ;; esac
+}
+
+# The runs: tiny models, one step, two at a time.
+jobs=()
+for p in $placements; do
+  for n in layernorm rmsnorm; do
+    for L in 2 6 12; do
+      for rec in full stream; do
+        arg=$p
+        [ "$p" = mix ] && arg="mix:$((L / 2))"
+        jobs+=("$arg $n $L $rec $dir/${p}_${n}_${L}_${rec}.h5")
+      done
+    done
+  done
+done
+printf '%s\n' "${jobs[@]}" | xargs -P 2 -L 1 sh -c \
+  '"$0" --placement "$1" --norm "$2" --layers "$3" --record "$4" --out "$5" --d-model 32 \
+   --heads 2 --seq 8 --batch 2 --steps 1 --threads 1 --log-every 1000 >/dev/null 2>"$5.err" ||
+   echo "tinygpt failed: $*"' "$tinygpt"
+
+table=""
+for p in $placements; do
+  for n in layernorm rmsnorm; do
+    for L in 2 6 12; do
+      for rec in full stream; do
+        f=$dir/${p}_${n}_${L}_${rec}.h5
+        if [ ! -s "$f" ]; then fail "no run file for $p $n L=$L $rec"; cat "$f.err"; continue; fi
+        row="$(printf '%-9s %-9s %2s %-6s' "$p" "$n" "$L" "$rec")"
+        for e in $expects; do
+          "$tool" check --expect "$e" "$f" >"$dir/out" 2>"$dir/err"
+          rc=$?
+          row="$row $rc"
+          lines=$(cat "$dir/out" "$dir/err" | wc -l)
+          [ "$lines" -eq 1 ] || fail "$p $n L=$L $rec expect $e: $lines lines of output"
+          if [ "$e" = "$(right "$p")" ]; then
+            ok="0"; [ "$rec" = stream ] && ok="0 2"
+          else
+            ok="1"; [ "$rec" = stream ] && ok="1 2"
+          fi
+          # An RMSNorm sandwich at gpt2 init: Norm2 reads a branch of RMS ~0.01,
+          # small next to epsilon, so its output's token RMS spreads like a
+          # plain branch's and only "pre-norm or sandwich" is honest.
+          if [ "$p" = sandwich ] && [ "$n" = rmsnorm ] && [ "$rec" = full ] &&
+             { [ "$e" = sandwich ] || [ "$e" = pre-norm ]; }; then
+            ok="$ok 2"
+          fi
+          case " $ok " in
+            *" $rc "*) pass ;;
+            *) fail "$p $n L=$L $rec: check --expect $e exited $rc (allowed: $ok): $(cat "$dir/out" "$dir/err")" ;;
+          esac
+          # Never pre-norm for a post-norm model, whatever the evidence.
+          if [ "$e" = pre-norm ] && { [ "$p" = post ] || [ "$p" = deepnorm ] || [ "$p" = mix ]; }; then
+            [ "$rc" -eq 1 ] && pass || fail "$p $n L=$L $rec: --expect pre-norm exited $rc, not 1"
+          fi
+        done
+        table="$table$row"$'\n'
+      done
+    done
+  done
+done
+# Full records decide exactly: every right expectation holds there.
+[ "${VERDICT_TABLE:-0}" = 1 ] && {
+  printf '%-9s %-9s %2s %-6s %s\n' placement norm L record "pre post sand deep mix par none"
+  printf '%s' "$table"
+}
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]

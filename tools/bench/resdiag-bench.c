@@ -1,0 +1,946 @@
+/*
+ * resdiag-bench - how fast resdiag reads tensors and writes steps, against
+ * the machine's own ceiling and the peers installed on it (issue 5).
+ *
+ * Not a test: it times things and prints the figures, ending with one line
+ * per target of the issue, "target NAME: measured X, goal Y, met|missed".
+ * doc/BENCHMARK.md says what each figure means.
+ *
+ *   resdiag-bench [--quick] [--reps N] [--no-peers] [--no-writer] [--no-e2e]
+ *                 [--no-report]
+ *
+ * Dimension names: rows = tokens, cols = width (768 here, GPT-2 small).
+ *
+ * Kernels: in one run, on the same buffers, for 24 MiB and 256 MiB of input,
+ * 1 and 2 threads (2 threads = two tensors of that size, one per thread, at
+ * the same time), each dtype: the ceiling (a plain AVX2 sum of squares of
+ * the buffer's bytes read as f32, and a read-only sum), every resdiag kernel
+ * path (all statistics, the sketch with K = 16 and the per-token norms, as a
+ * hook computes them), the same on one tensor split over two threads
+ * (rd_stats_compute_split, in the 1-thread rows), OpenBLAS snrm2 / sdot per row (f32) when built with
+ * it. Repetitions of all methods are interleaved (rep 1 of each, rep 2 of
+ * each, ...) so that the machine's drift hits them alike; the figures are
+ * medians with [min-max], in GB/s of input (1e9 bytes/s). numpy and torch
+ * run in scripts/bench-peers.py, on buffers of the same shape.
+ */
+#include <errno.h>
+#include <immintrin.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "resdiag.h"
+#include "stats.h"
+
+#ifdef RD_BENCH_OPENBLAS
+#include <cblas.h>
+#endif
+
+#ifndef RD_BENCH_SOURCE_ROOT
+#define RD_BENCH_SOURCE_ROOT "."
+#endif
+#ifndef RD_BENCH_BUILD_ROOT
+#define RD_BENCH_BUILD_ROOT "."
+#endif
+
+#define COLS 768
+#define MIB (1024.0 * 1024.0)
+#define MAX_REPS 64
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct summary {
+    double med, min, max;
+} summary;
+
+static summary summarize(const double *v, int n)
+{
+    double s[MAX_REPS];
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    summary r = { n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]), s[0], s[n - 1] };
+    return r;
+}
+
+static volatile double sink; /* keeps results alive */
+
+/* ------------------------------------------------------------------------ */
+/* The ceiling: the plainest vector loops over the same bytes               */
+/* ------------------------------------------------------------------------ */
+
+__attribute__((target("avx2,fma"))) static double ceil_sumsq(const void *buf, size_t bytes)
+{
+    const float *x = buf;
+    size_t n = bytes / 4, i = 0;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (; i + 32 <= n; i += 32) {
+        __m256 v0 = _mm256_load_ps(x + i), v1 = _mm256_load_ps(x + i + 8);
+        __m256 v2 = _mm256_load_ps(x + i + 16), v3 = _mm256_load_ps(x + i + 24);
+        a0 = _mm256_fmadd_ps(v0, v0, a0);
+        a1 = _mm256_fmadd_ps(v1, v1, a1);
+        a2 = _mm256_fmadd_ps(v2, v2, a2);
+        a3 = _mm256_fmadd_ps(v3, v3, a3);
+    }
+    __m256 a = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+    float t[8];
+    _mm256_storeu_ps(t, a);
+    double s = 0.0;
+    for (int l = 0; l < 8; l++)
+        s += t[l];
+    return s;
+}
+
+__attribute__((target("avx2"))) static double ceil_sum(const void *buf, size_t bytes)
+{
+    const float *x = buf;
+    size_t n = bytes / 4, i = 0;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_load_ps(x + i));
+        a1 = _mm256_add_ps(a1, _mm256_load_ps(x + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_load_ps(x + i + 16));
+        a3 = _mm256_add_ps(a3, _mm256_load_ps(x + i + 24));
+    }
+    __m256 a = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+    float t[8];
+    _mm256_storeu_ps(t, a);
+    double s = 0.0;
+    for (int l = 0; l < 8; l++)
+        s += t[l];
+    return s;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Methods                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* M_SPLIT: the active path on one tensor split over 2 threads (1-thread rows) */
+enum { M_SUMSQ, M_SUM, M_PATH0, M_SPLIT = M_PATH0 + RD_STATS_N_PATHS, M_SNRM2, M_SDOT,
+       N_METHODS };
+
+static const char *method_name(int m)
+{
+    static char buf[RD_STATS_N_PATHS][32];
+    switch (m) {
+    case M_SUMSQ: return "ceiling sumsq (AVX2)";
+    case M_SUM: return "ceiling read-only sum";
+    case M_SNRM2: return "OpenBLAS snrm2 per row";
+    case M_SDOT: return "OpenBLAS sdot per row";
+    case M_SPLIT: return "resdiag split x2 threads";
+    default:
+        snprintf(buf[m - M_PATH0], sizeof buf[0], "resdiag %s",
+                 rd_stats_path_name((rd_stats_path)(m - M_PATH0)));
+        return buf[m - M_PATH0];
+    }
+}
+
+typedef struct job {
+    int method;
+    const void *buf;       /* (rows, COLS) of dtype */
+    size_t bytes;
+    resdiag_dtype dtype;
+    int64_t rows;
+    double *row_norms;     /* (rows) */
+    const rd_sketch_params *sp;
+    double result;
+} job;
+
+static void run_job(job *j)
+{
+    switch (j->method) {
+    case M_SUMSQ: j->result = ceil_sumsq(j->buf, j->bytes); return;
+    case M_SUM: j->result = ceil_sum(j->buf, j->bytes); return;
+    case M_SPLIT: {
+        double f[RESDIAG_N_FIELDS], sk[16];
+        resdiag_tensor t = resdiag_tensor_make(j->buf, j->dtype, j->rows, COLS, 0);
+        rd_stats_compute_split(2, f, sk, j->row_norms, &t, j->sp);
+        j->result = f[RESDIAG_FIELD_FROB];
+        return;
+    }
+#ifdef RD_BENCH_OPENBLAS
+    case M_SNRM2: {
+        double s = 0.0;
+        for (int64_t i = 0; i < j->rows; i++)
+            s += cblas_snrm2(COLS, (const float *)j->buf + i * COLS, 1);
+        j->result = s;
+        return;
+    }
+    case M_SDOT: {
+        double s = 0.0;
+        for (int64_t i = 0; i < j->rows; i++) {
+            const float *x = (const float *)j->buf + i * COLS;
+            s += sqrt(cblas_sdot(COLS, x, 1, x, 1));
+        }
+        j->result = s;
+        return;
+    }
+#endif
+    default: {
+        double f[RESDIAG_N_FIELDS], sk[16];
+        resdiag_tensor t = resdiag_tensor_make(j->buf, j->dtype, j->rows, COLS, 0);
+        rd_stats_compute_path((rd_stats_path)(j->method - M_PATH0), f, sk, j->row_norms, &t,
+                              j->sp);
+        j->result = f[RESDIAG_FIELD_FROB];
+    }
+    }
+}
+
+static void *job_thread(void *arg)
+{
+    run_job(arg);
+    return NULL;
+}
+
+/* Seconds for nt jobs at once (one per thread). */
+static double time_jobs(job *jobs, int nt)
+{
+    pthread_t th[2];
+    double t0 = now();
+    if (nt == 1) {
+        run_job(&jobs[0]);
+    } else {
+        for (int k = 1; k < nt; k++)
+            if (pthread_create(&th[k], NULL, job_thread, &jobs[k]) != 0)
+                run_job(&jobs[k]), th[k] = 0;
+        run_job(&jobs[0]);
+        for (int k = 1; k < nt; k++)
+            if (th[k])
+                pthread_join(th[k], NULL);
+    }
+    double dt = now() - t0;
+    for (int k = 0; k < nt; k++)
+        sink += jobs[k].result;
+    return dt;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Test data                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t rng = 0x9e3779b97f4a7c15u;
+
+static double rnd_normal(void)
+{
+    /* sum of 4 uniforms, rescaled: close enough to N(0,1) for timing */
+    double s = 0.0;
+    for (int k = 0; k < 4; k++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        s += (double)(rng >> 11) * 0x1p-53;
+    }
+    return (s - 2.0) * 1.7320508;
+}
+
+static uint16_t to_bf16(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    b += 0x7fffu + ((b >> 16) & 1u);
+    return (uint16_t)(b >> 16);
+}
+
+__attribute__((target("f16c"))) static uint16_t to_f16(float f)
+{
+    return (uint16_t)_cvtss_sh(f, 0);
+}
+
+static size_t dt_size(resdiag_dtype dt)
+{
+    return dt == RESDIAG_DTYPE_F64 ? 8 : dt == RESDIAG_DTYPE_F32 ? 4 : 2;
+}
+
+/* Fills bytes of buf with rows of dt; each row has its own scale, like a
+ * residual stream. */
+static void fill(void *buf, size_t bytes, resdiag_dtype dt)
+{
+    size_t n = bytes / dt_size(dt);
+    double scale = 1.0;
+    for (size_t k = 0; k < n; k++) {
+        if (k % COLS == 0)
+            scale = 0.5 + fabs(rnd_normal());
+        double v = scale * rnd_normal();
+        switch (dt) {
+        case RESDIAG_DTYPE_F32: ((float *)buf)[k] = (float)v; break;
+        case RESDIAG_DTYPE_F64: ((double *)buf)[k] = v; break;
+        case RESDIAG_DTYPE_F16: ((uint16_t *)buf)[k] = to_f16((float)v); break;
+        case RESDIAG_DTYPE_BF16: ((uint16_t *)buf)[k] = to_bf16((float)v); break;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Results kept for the targets                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct kresult {
+    int valid;
+    summary s;
+} kresult;
+
+/* [size index][threads-1][dtype][method] */
+static kresult kres[2][2][4][N_METHODS];
+static const int sizes_mib[2] = { 24, 256 };
+
+typedef struct peer {
+    char name[16], dtype[8];
+    int mib, threads;
+    summary s;
+} peer;
+static peer peers[64];
+static int n_peers;
+static char peers_note[256] = "not run";
+
+static const peer *find_peer(const char *name, const char *dtype, int mib, int threads)
+{
+    for (int k = 0; k < n_peers; k++)
+        if (!strcmp(peers[k].name, name) && !strcmp(peers[k].dtype, dtype) &&
+            peers[k].mib == mib && peers[k].threads == threads)
+            return &peers[k];
+    return NULL;
+}
+
+static const char *dtype_label(resdiag_dtype dt)
+{
+    return resdiag_dtype_name(dt);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Kernels                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static int method_available(int m, resdiag_dtype dt, int have_avx2)
+{
+    if (m == M_SUMSQ || m == M_SUM)
+        return have_avx2;
+    if (m == M_SPLIT)
+        return 1;
+    if (m == M_SNRM2 || m == M_SDOT) {
+#ifdef RD_BENCH_OPENBLAS
+        return dt == RESDIAG_DTYPE_F32;
+#else
+        (void)dt;
+        return 0;
+#endif
+    }
+    return rd_stats_path_available((rd_stats_path)(m - M_PATH0));
+}
+
+static void bench_kernels(int reps_small, int reps_large, int quick)
+{
+    __builtin_cpu_init();
+    int have_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+    size_t max_bytes = (size_t)(quick ? 24 : 256) * (size_t)MIB;
+    void *buf[2];
+    for (int k = 0; k < 2; k++) {
+        buf[k] = aligned_alloc(4096, max_bytes);
+        if (!buf[k]) {
+            printf("kernels: cannot allocate 2 x %zu MiB, skipped\n", max_bytes >> 20);
+            return;
+        }
+    }
+    size_t max_rows = max_bytes / (2 * COLS);
+    double *norms[2] = { malloc(max_rows * sizeof(double)), malloc(max_rows * sizeof(double)) };
+    float tau[COLS + 1];
+    rd_fill_column_signs(tau, COLS + 1, 0x5eed);
+    rd_sketch_params sp = { 16, tau, COLS + 1, 0x5eed };
+
+    printf("\n== kernels: GB/s of input (1e9 B/s), median [min-max] of %d (24 MiB) / %d "
+           "(256 MiB) interleaved runs; ratio = median / median of the AVX2 sumsq ceiling "
+           "of the same row ==\n", reps_small, reps_large);
+    printf("cols = %d; resdiag = every statistic + sketch K=16 + per-token norms, one "
+           "call per tensor\n", COLS);
+    printf("%-6s %-3s %-5s %-26s %8s %17s %6s\n", "size", "thr", "dtype", "method", "GB/s",
+           "[min-max]", "ratio");
+
+    static const resdiag_dtype dts[4] = { RESDIAG_DTYPE_F32, RESDIAG_DTYPE_BF16,
+                                          RESDIAG_DTYPE_F16, RESDIAG_DTYPE_F64 };
+    for (int d = 0; d < 4; d++) {
+        resdiag_dtype dt = dts[d];
+        for (int k = 0; k < 2; k++)
+            fill(buf[k], max_bytes, dt);
+        for (int si = 0; si < 2; si++) {
+            if (quick && si == 1)
+                continue;
+            size_t bytes = (size_t)sizes_mib[si] * (size_t)MIB;
+            int64_t rows = (int64_t)(bytes / (dt_size(dt) * COLS));
+            int reps = si == 0 ? reps_small : reps_large;
+            for (int nt = 1; nt <= 2; nt++) {
+                double secs[N_METHODS][MAX_REPS];
+                job jobs[2];
+                for (int rep = -1; rep < reps; rep++) /* rep -1: warm-up */
+                    for (int m = 0; m < N_METHODS; m++) {
+                        if (!method_available(m, dt, have_avx2) || (m == M_SPLIT && nt != 1))
+                            continue;
+                        for (int k = 0; k < nt; k++)
+                            jobs[k] = (job){ m, buf[k], bytes, dt, rows, norms[k], &sp, 0.0 };
+                        double s = time_jobs(jobs, nt);
+                        if (rep >= 0)
+                            secs[m][rep] = s;
+                    }
+                double ceil_med = 0.0;
+                for (int m = 0; m < N_METHODS; m++) {
+                    if (!method_available(m, dt, have_avx2) || (m == M_SPLIT && nt != 1))
+                        continue;
+                    double gbs[MAX_REPS];
+                    for (int r = 0; r < reps; r++)
+                        gbs[r] = (double)bytes * nt / secs[m][r] / 1e9;
+                    summary s = summarize(gbs, reps);
+                    if (m == M_SUMSQ)
+                        ceil_med = s.med;
+                    kres[si][nt - 1][d][m] = (kresult){ 1, s };
+                    char range[32];
+                    snprintf(range, sizeof range, "[%.2f-%.2f]", s.min, s.max);
+                    printf("%3dMiB %-3d %-5s %-26s %8.2f %17s %6.2f\n", sizes_mib[si], nt,
+                           dtype_label(dt), method_name(m), s.med, range,
+                           ceil_med > 0 ? s.med / ceil_med : NAN);
+                }
+                fflush(stdout);
+            }
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        free(buf[k]);
+        free(norms[k]);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* numpy and torch, through scripts/bench-peers.py                           */
+/* ------------------------------------------------------------------------ */
+
+static void bench_peers(int reps_small, int reps_large, int quick)
+{
+    static const char *const pythons[] = { "/usr/bin/python3", "python3" };
+    char cmd[1024];
+    printf("\n== peers: numpy / torch per-row norms (scripts/bench-peers.py), same shapes, "
+           "GB/s of input, median [min-max] ==\n");
+    for (size_t p = 0; p < sizeof pythons / sizeof pythons[0]; p++) {
+        snprintf(cmd, sizeof cmd, "%s %s/scripts/bench-peers.py --cols %d --sizes %s "
+                 "--reps %d,%d 2>&1", pythons[p], RD_BENCH_SOURCE_ROOT, COLS,
+                 quick ? "24" : "24,256", reps_small, reps_large);
+        FILE *f = popen(cmd, "r");
+        if (!f)
+            continue;
+        char line[512];
+        int got = 0;
+        while (fgets(line, sizeof line, f)) {
+            peer pr;
+            if (sscanf(line, "peer %15s %7s %d %d %lf %lf %lf", pr.name, pr.dtype, &pr.mib,
+                       &pr.threads, &pr.s.med, &pr.s.min, &pr.s.max) == 7) {
+                if (n_peers < (int)(sizeof peers / sizeof peers[0]))
+                    peers[n_peers++] = pr;
+                char range[32];
+                snprintf(range, sizeof range, "[%.2f-%.2f]", pr.s.min, pr.s.max);
+                printf("%3dMiB %-3d %-5s %-26s %8.2f %17s\n", pr.mib, pr.threads, pr.dtype,
+                       pr.name, pr.s.med, range);
+                got = 1;
+            } else {
+                printf("  %s", line); /* the script's notes: versions, what is missing */
+            }
+        }
+        int st = pclose(f);
+        if (got) {
+            snprintf(peers_note, sizeof peers_note, "%s", pythons[p]);
+            return;
+        }
+        if (st == 0)
+            break;
+    }
+    snprintf(peers_note, sizeof peers_note, "no python3 with numpy or torch");
+    printf("  (%s)\n", peers_note);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The writer: cost per recorded step through the public API                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct wresult {
+    double us_step, us_record, us_hooks_per_record, us_step_end;
+    int records;
+} wresult;
+
+static double wres_worst_batched = 0.0;
+
+static int bench_writer_one(wresult *w, const char *dir, int layers, int flush_steps,
+                            int steps)
+{
+    enum { C = 64, T = 4 }; /* tiny tensors: the writer's cost, not the statistics' */
+    static float x[T * C];
+    for (int k = 0; k < T * C; k++)
+        x[k] = (float)rnd_normal();
+    const char *subs[] = { "attn", "mlp" };
+    const char *lp[] = { "attn.wo", "mlp.w2" };
+    const char *mp[] = { "head.w" };
+    resdiag_model m;
+    resdiag_model_init(&m);
+    m.n_layers = layers;
+    m.d_model = C;
+    m.n_sublayers = 2;
+    m.sublayer_names = subs;
+    m.n_layer_params = 2;
+    m.layer_param_names = lp;
+    m.n_model_params = 1;
+    m.model_param_names = mp;
+    resdiag_options o;
+    resdiag_options_init(&o);
+    o.flush_steps = flush_steps;
+    o.flush_seconds = 0;
+    char path[512];
+    snprintf(path, sizeof path, "%s/writer-%d-%d.h5", dir, layers, flush_steps);
+    resdiag *r = NULL;
+    if (resdiag_open(&r, path, &m, &o) != RESDIAG_OK)
+        return -1;
+    resdiag_tensor t = resdiag_f32(x, T, C);
+    static const resdiag_site msites[4] = { RESDIAG_EMBED_OUT, RESDIAG_FINAL_NORM_IN,
+                                            RESDIAG_FINAL_NORM_OUT, RESDIAG_LOGITS };
+    double t_hooks = 0.0, t_end = 0.0;
+    int records = 0;
+    double t0 = now();
+    for (int s = 0; s < steps; s++) {
+        resdiag_step_begin(r, s);
+        double h0 = now();
+        records = 0;
+        for (int dir = 0; dir < 2; dir++) {
+            for (int k = 0; k < 4; k++, records++)
+                resdiag_observe_at(r, (resdiag_direction)dir, RESDIAG_MODEL_LEVEL, 0,
+                                   msites[k], t, __FILE__, __LINE__);
+            for (int l = 0; l < layers; l++)
+                for (int sub = 0; sub < 2; sub++)
+                    for (int site = 0; site < RESDIAG_N_BLOCK_SITES; site++, records++)
+                        resdiag_observe_at(r, (resdiag_direction)dir, l, sub,
+                                           (resdiag_site)site, t, __FILE__, __LINE__);
+        }
+        for (int l = 0; l < layers; l++)
+            for (int p = 0; p < 2; p++, records++)
+                resdiag_param_grad_at(r, l, lp[p], t, __FILE__, __LINE__);
+        resdiag_param_grad_at(r, RESDIAG_MODEL_LEVEL, "head.w", t, __FILE__, __LINE__);
+        records++;
+        double h1 = now();
+        resdiag_step_end(r);
+        t_end += now() - h1;
+        t_hooks += h1 - h0;
+    }
+    resdiag_status st = resdiag_close(r);
+    double total = now() - t0; /* the final flush included */
+    resdiag_destroy(r);
+    remove(path);
+    if (st != RESDIAG_OK)
+        return -1;
+    w->records = records;
+    w->us_step = 1e6 * total / steps;
+    w->us_record = w->us_step / records;
+    w->us_hooks_per_record = 1e6 * t_hooks / steps / records;
+    w->us_step_end = 1e6 * t_end / steps;
+    return 0;
+}
+
+static void bench_writer(int quick)
+{
+    printf("\n== writer: public API, hooks at every site (forward and backward, 2 sublayers, "
+           "model sites, 2 parameter gradients per layer + head), tensors of 4 x 64 f32 ==\n");
+    char dir[] = "/tmp/resdiag-bench-XXXXXX";
+    if (!mkdtemp(dir)) {
+        printf("  cannot create a temporary directory: %s\n", strerror(errno));
+        return;
+    }
+    printf("%-7s %-12s %8s %10s %12s %14s %14s\n", "layers", "flush_steps", "records",
+           "us/step", "us/record", "hooks us/rec", "step_end us");
+    static const int layer_counts[2] = { 12, 96 };
+    static const int flushes[2] = { 64, 1 };
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+            int steps = (layer_counts[a] == 12 ? 1280 : 256) / (quick ? 4 : 1);
+            wresult w[5];
+            double per[5];
+            int n = quick ? 1 : 3, ok = 1;
+            for (int k = 0; k < n && ok; k++) {
+                ok = bench_writer_one(&w[k], dir, layer_counts[a], flushes[b], steps) == 0;
+                per[k] = w[k].us_record;
+            }
+            if (!ok) {
+                printf("%-7d %-12d  failed to write in %s\n", layer_counts[a], flushes[b], dir);
+                continue;
+            }
+            /* the median run by us/record */
+            summary s = summarize(per, n);
+            int med = 0;
+            for (int k = 0; k < n; k++)
+                if (per[k] == s.med)
+                    med = k;
+            printf("%-7d %-12d %8d %10.1f %12.3f %14.3f %14.1f   (us/record over %d runs: "
+                   "[%.3f-%.3f])\n",
+                   layer_counts[a], flushes[b], w[med].records, w[med].us_step,
+                   w[med].us_record, w[med].us_hooks_per_record, w[med].us_step_end, n,
+                   s.min, s.max);
+            if (flushes[b] == 64 && w[med].us_record > wres_worst_batched)
+                wres_worst_batched = w[med].us_record;
+        }
+    rmdir(dir);
+}
+
+/* ------------------------------------------------------------------------ */
+/* End to end: tinygpt with and without recording                            */
+/* ------------------------------------------------------------------------ */
+
+static double e2e_overhead = NAN; /* fraction of tokens/s lost */
+static char e2e_note[256] = "not measured";
+
+/* Runs cmd, returns its tokens/s (from "... N tokens/s"), or -1. */
+static double run_tokens_per_s(const char *cmd)
+{
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return -1;
+    char line[512];
+    double tps = -1;
+    while (fgets(line, sizeof line, f)) {
+        char *p = strstr(line, " tokens/s");
+        if (p && strncmp(line, "time:", 5) == 0) {
+            char *q = p;
+            while (q > line && q[-1] != ' ' && q[-1] != ',')
+                q--;
+            tps = strtod(q, NULL);
+        }
+    }
+    return pclose(f) == 0 ? tps : -1;
+}
+
+static void bench_e2e(int quick)
+{
+    char exe[600];
+    snprintf(exe, sizeof exe, "%s/examples/tinygpt/tinygpt", RD_BENCH_BUILD_ROOT);
+    printf("\n== end to end: tinygpt, --record full (every site, every step) vs --record off "
+           "==\n");
+    if (access(exe, X_OK) != 0) {
+        snprintf(e2e_note, sizeof e2e_note, "not measured (%.200s not built)", exe);
+        printf("  %s\n", e2e_note);
+        return;
+    }
+    char dir[] = "/tmp/resdiag-bench-XXXXXX";
+    if (!mkdtemp(dir)) {
+        snprintf(e2e_note, sizeof e2e_note, "not measured (no temporary directory)");
+        return;
+    }
+    /* one OpenMP thread: the hooks run in the trainer's thread, and the
+     * other core stays free for the rest of the machine's load */
+    const char *args = quick ? "--threads 1 --steps 5 --log-every 1000"
+                             : "--threads 1 --steps 20 --log-every 1000";
+    int reps = quick ? 1 : 5;
+    double off[8], full[8], ratio[8];
+    char cmd[1600];
+    for (int k = 0; k < reps; k++) {
+        snprintf(cmd, sizeof cmd, "%s %s --record off 2>&1", exe, args);
+        off[k] = run_tokens_per_s(cmd);
+        snprintf(cmd, sizeof cmd, "%s %s --record full --out %s/e2e.h5 2>&1", exe, args, dir);
+        full[k] = run_tokens_per_s(cmd);
+        if (off[k] <= 0 || full[k] <= 0) {
+            snprintf(e2e_note, sizeof e2e_note, "not measured (tinygpt failed: %.200s)", cmd);
+            printf("  %s\n", e2e_note);
+            snprintf(cmd, sizeof cmd, "%s/e2e.h5", dir);
+            remove(cmd);
+            rmdir(dir);
+            return;
+        }
+    }
+    snprintf(cmd, sizeof cmd, "%s/e2e.h5", dir);
+    remove(cmd);
+    rmdir(dir);
+    for (int k = 0; k < reps; k++)
+        ratio[k] = 1.0 - full[k] / off[k]; /* each pair ran back to back */
+    summary so = summarize(off, reps), sf = summarize(full, reps), sr = summarize(ratio, reps);
+    e2e_overhead = sr.med;
+    printf("  tinygpt %s\n", args);
+    printf("  record off : %10.0f tokens/s [%.0f-%.0f]\n", so.med, so.min, so.max);
+    printf("  record full: %10.0f tokens/s [%.0f-%.0f]\n", sf.med, sf.min, sf.max);
+    printf("  cost of recording: %.1f%% fewer tokens/s, median of %d back-to-back pairs "
+           "[%.1f%% .. %.1f%%]\n", 100.0 * sr.med, reps, 100.0 * sr.min, 100.0 * sr.max);
+    snprintf(e2e_note, sizeof e2e_note, "%.1f%% [%.1f%% .. %.1f%% over %d pairs]",
+             100.0 * sr.med, 100.0 * sr.min, 100.0 * sr.max, reps);
+}
+
+/* ------------------------------------------------------------------------ */
+/* resdiag report on a long synthetic run                                    */
+/* ------------------------------------------------------------------------ */
+
+static char report_note[512] = "not measured (resdiag report not built yet)";
+static double report_s_100k = NAN, report_mib = NAN;
+
+/* A run of `steps` steps of a 96-layer model observed at the minimum
+ * (EMBED_OUT and STREAM_OUT of every layer, no sketch). */
+static int write_long_run(const char *path, int steps)
+{
+    enum { L = 96, C = 64, T = 4 };
+    static float x[T * C];
+    for (int k = 0; k < T * C; k++)
+        x[k] = (float)rnd_normal();
+    const char *subs[] = { "block" };
+    resdiag_model m;
+    resdiag_model_init(&m);
+    m.n_layers = L;
+    m.d_model = C;
+    m.n_sublayers = 1;
+    m.sublayer_names = subs;
+    resdiag_options o;
+    resdiag_options_init(&o);
+    o.flush_steps = 1000;
+    o.flush_seconds = 0;
+    o.sketch_size = 0;
+    resdiag *r = NULL;
+    if (resdiag_open(&r, path, &m, &o) != RESDIAG_OK)
+        return -1;
+    for (int s = 0; s < steps; s++) {
+        resdiag_step_begin(r, s);
+        RESDIAG_MODEL_FWD(r, RESDIAG_EMBED_OUT, resdiag_f32(x, T, C));
+        for (int l = 0; l < L; l++)
+            RESDIAG_FWD(r, l, 0, RESDIAG_STREAM_OUT, resdiag_f32(x, T, C));
+        resdiag_step_end(r);
+    }
+    int st = resdiag_close(r);
+    resdiag_destroy(r);
+    return st == RESDIAG_OK ? 0 : -1;
+}
+
+/* Runs `resdiag report path`; seconds and peak RSS (MiB), or -1. */
+static double time_report(const char *tool, const char *path, double *mib)
+{
+    double t0 = now();
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stdout))
+            _exit(127);
+        execl(tool, tool, "report", path, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    struct rusage ru;
+    if (wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return -1;
+    *mib = (double)ru.ru_maxrss / 1024.0;
+    return now() - t0;
+}
+
+static void bench_report(int quick)
+{
+    char tool[600];
+    snprintf(tool, sizeof tool, "%s/resdiag", RD_BENCH_BUILD_ROOT);
+    printf("\n== resdiag report on a synthetic 96-layer run (EMBED_OUT + STREAM_OUT per "
+           "layer) ==\n");
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "%s help report >/dev/null 2>&1", tool);
+    if (access(tool, X_OK) != 0 || system(cmd) != 0) {
+        printf("  %s\n", report_note);
+        return;
+    }
+    char dir[] = "/tmp/resdiag-bench-XXXXXX";
+    if (!mkdtemp(dir)) {
+        snprintf(report_note, sizeof report_note, "not measured (no temporary directory)");
+        return;
+    }
+    /* A 100,000-step file in the schema-1 layout would take ~14 GB and
+     * minutes to write: time the report on shorter runs and check that the
+     * time grows linearly. */
+    const int steps[2] = { quick ? 100 : 500, quick ? 200 : 1000 };
+    double secs[2] = { -1, -1 }, mib[2] = { 0, 0 };
+    for (int k = 0; k < 2; k++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/long-%d.h5", dir, steps[k]);
+        if (write_long_run(path, steps[k]) == 0) {
+            struct stat sb;
+            long long size = stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
+            secs[k] = time_report(tool, path, &mib[k]);
+            printf("  %6d steps x 96 layers: file %.1f MB, report %.2f s, peak RSS %.1f MiB\n",
+                   steps[k], (double)size / 1e6, secs[k], mib[k]);
+        }
+        remove(path);
+    }
+    rmdir(dir);
+    if (secs[0] <= 0 || secs[1] <= 0) {
+        snprintf(report_note, sizeof report_note, "not measured (writing or reporting failed)");
+        printf("  %s\n", report_note);
+        return;
+    }
+    double per_step = (secs[1] - secs[0]) / (steps[1] - steps[0]);
+    report_s_100k = secs[1] + per_step * (100000 - steps[1]);
+    report_mib = mib[1];
+    printf("  growth: %.2fx time for %.1fx steps; linear extrapolation to 100,000 steps: "
+           "%.0f s\n", secs[1] / secs[0], (double)steps[1] / steps[0], report_s_100k);
+    snprintf(report_note, sizeof report_note,
+             "%.0f s extrapolated from %d and %d steps (%.2f s, %.2f s), peak RSS %.0f MiB "
+             "at %d steps; the 100,000-step file itself was not written",
+             report_s_100k, steps[0], steps[1], secs[0], secs[1], report_mib, steps[1]);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Targets                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static void target(const char *name, const char *measured, const char *goal, int met)
+{
+    printf("target %s: measured %s, goal %s, %s\n", name, measured, goal,
+           met ? "met" : "missed");
+}
+
+/* The best vector path's median for (size, threads, dtype). */
+static const kresult *best_path(int si, int nt, int d, int *path)
+{
+    const kresult *b = NULL;
+    for (int p = RD_STATS_N_PATHS - 1; p >= 0 && !b; p--)
+        if (kres[si][nt][d][M_PATH0 + p].valid) {
+            b = &kres[si][nt][d][M_PATH0 + p];
+            *path = p;
+        }
+    return b;
+}
+
+static void print_targets(int quick)
+{
+    printf("\n== targets (issue 5); active kernel path: %s ==\n",
+           rd_stats_path_name(rd_stats_active_path()));
+    char m[512];
+    /* f32 one pass vs the ceiling, 1 thread, both sizes; bf16/f16 likewise */
+    static const char *const dnames[4] = { "f32", "bf16", "f16", "f64" };
+    for (int d = 0; d < 3; d++)
+        for (int si = 0; si < 2; si++) {
+            if (quick && si == 1)
+                continue;
+            int p = 0;
+            const kresult *b = best_path(si, 0, d, &p);
+            const kresult *c = &kres[si][0][d][M_SUMSQ];
+            char name[64];
+            snprintf(name, sizeof name, "%s-%dMiB-vs-ceiling", dnames[d], sizes_mib[si]);
+            if (!b || !c->valid) {
+                target(name, "not measured", ">= 0.90x", 0);
+                continue;
+            }
+            double ratio = b->s.med / c->s.med;
+            snprintf(m, sizeof m, "%.2fx (%s %.2f GB/s vs sumsq %.2f GB/s, 1 thread)",
+                     ratio, rd_stats_path_name((rd_stats_path)p), b->s.med, c->s.med);
+            target(name, m, ">= 0.90x", ratio >= 0.9);
+        }
+    /* peers, f32, 1 thread: both sizes measured; the target uses 24 MiB */
+    {
+        int p = 0;
+        const kresult *b = best_path(0, 0, 0, &p);
+        const peer *np = find_peer("numpy", "f32", 24, 1);
+        const peer *tp = find_peer("torch", "f32", 24, 1);
+        if (b && np) {
+            double r = b->s.med / np->s.med;
+            snprintf(m, sizeof m, "%.2fx (%.2f vs numpy %.2f GB/s, f32 24 MiB, 1 thread)", r,
+                     b->s.med, np->s.med);
+            target("f32-vs-numpy", m, ">= 2.5x", r >= 2.5);
+        } else {
+            snprintf(m, sizeof m, "not measured (%s)", peers_note);
+            target("f32-vs-numpy", m, ">= 2.5x", 0);
+        }
+        if (b && tp) {
+            double r = b->s.med / tp->s.med;
+            snprintf(m, sizeof m, "%.2fx (%.2f vs torch %.2f GB/s, f32 24 MiB, 1 thread)", r,
+                     b->s.med, tp->s.med);
+            target("f32-vs-torch", m, ">= 1.2x", r >= 1.2);
+        } else {
+            snprintf(m, sizeof m, "not measured (%s)", peers_note);
+            target("f32-vs-torch", m, ">= 1.2x", 0);
+        }
+    }
+    if (wres_worst_batched > 0) {
+        snprintf(m, sizeof m, "%.3f us per record (worst of 12 and 96 layers, flush_steps=64)",
+                 wres_worst_batched);
+        target("writer-per-record", m, "<= 2 us", wres_worst_batched <= 2.0);
+    } else {
+        target("writer-per-record", "not measured", "<= 2 us", 0);
+    }
+    target("no-hdf5-in-hooks", "hooks fill the step buffer only; HDF5 is called from "
+           "step_end/flush/close (lib/run.c)", "no HDF5 call inside a hook", 1);
+    if (isnan(e2e_overhead)) {
+        snprintf(m, sizeof m, "%s", e2e_note);
+        target("tinygpt-overhead", m, "<= 2% fewer tokens/s", 0);
+    } else {
+        snprintf(m, sizeof m, "%s fewer tokens/s with --record full", e2e_note);
+        target("tinygpt-overhead", m, "<= 2% fewer tokens/s", e2e_overhead <= 0.02);
+    }
+    /* TODO(issue 4): time `resdiag report` on a real 100,000-step x 96-layer
+     * file once the file layout makes one affordable to write here. */
+    target("report-100k", report_note, "< 2 s and < 256 MiB",
+           !isnan(report_s_100k) && report_s_100k < 2.0 && report_mib < 256.0);
+}
+
+int main(int argc, char **argv)
+{
+    int quick = 0, peers_on = 1, writer_on = 1, e2e_on = 1, report_on = 1, reps = 0;
+    for (int k = 1; k < argc; k++) {
+        if (!strcmp(argv[k], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[k], "--no-peers"))
+            peers_on = 0;
+        else if (!strcmp(argv[k], "--no-writer"))
+            writer_on = 0;
+        else if (!strcmp(argv[k], "--no-e2e"))
+            e2e_on = 0;
+        else if (!strcmp(argv[k], "--no-report"))
+            report_on = 0;
+        else if (!strcmp(argv[k], "--reps") && k + 1 < argc)
+            reps = atoi(argv[++k]);
+        else {
+            fprintf(stderr, "usage: resdiag-bench [--quick] [--reps N] [--no-peers] "
+                            "[--no-writer] [--no-e2e] [--no-report]\n");
+            return 2;
+        }
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows when redirected too */
+    int reps_small = reps > 0 ? reps : quick ? 3 : 11;
+    int reps_large = reps > 0 ? reps : quick ? 3 : 5;
+    if (reps_small > MAX_REPS)
+        reps_small = MAX_REPS;
+    if (reps_large > MAX_REPS)
+        reps_large = MAX_REPS;
+
+    printf("resdiag-bench: resdiag %s; kernel paths available:", resdiag_version_string());
+    for (int p = 0; p < RD_STATS_N_PATHS; p++)
+        if (rd_stats_path_available((rd_stats_path)p))
+            printf(" %s", rd_stats_path_name((rd_stats_path)p));
+    printf(" (hooks use %s)\n", rd_stats_path_name(rd_stats_active_path()));
+#ifdef RD_BENCH_OPENBLAS
+    openblas_set_num_threads(1);
+    printf("OpenBLAS: %s\n", openblas_get_config());
+#else
+    printf("OpenBLAS: not built in (libopenblas-dev not found at configure time)\n");
+#endif
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    printf("online CPUs: %ld\n", ncpu);
+    fflush(stdout);
+
+    bench_kernels(reps_small, reps_large, quick);
+    if (peers_on)
+        bench_peers(reps_small, reps_large, quick);
+    if (writer_on)
+        bench_writer(quick);
+    if (e2e_on)
+        bench_e2e(quick);
+    if (report_on)
+        bench_report(quick);
+    print_targets(quick);
+    return 0;
+}
