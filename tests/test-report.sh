@@ -12,32 +12,7 @@ tinygpt=$2
 golden=$3
 makebad=$4
 jsondoc=$5
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fails=0
-passes=0
-pass() { passes=$((passes + 1)); }
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-expect_exit() { # CODE DESCRIPTION -- COMMAND...
-    local want=$1 what=$2
-    shift 3
-    "$@" >"$dir/out" 2>"$dir/err"
-    local got=$?
-    if [ "$got" -ne "$want" ]; then
-        fail "$what: exit $got, expected $want"; cat "$dir/err"; return
-    fi
-    if [ "$want" -eq 2 ] && [ "$(wc -l <"$dir/err")" -ne 1 ]; then
-        fail "$what: stderr is not one line:"; cat "$dir/err"; return
-    fi
-    if [ "$want" -eq 2 ] && grep -q . "$dir/out"; then
-        fail "$what: wrote to stdout on exit 2"; return
-    fi
-    pass
-}
-expect_text() { # FILE TEXT DESCRIPTION
-    if grep -qF -- "$2" "$1"; then pass; else fail "$3: '$2' not in output"; cat "$1"; fi
-}
+. "$(dirname "$0")/tool-test-lib.sh"
 
 # The portable statistics kernels: the same bits on every CPU.
 export RESDIAG_FORCE_PORTABLE=1
@@ -207,5 +182,4 @@ expect_exit 1 "check pre --max-growth 0.5" -- "$tool" check --expect pre-norm --
 expect_exit 1 "check post --expect pre-norm" -- "$tool" check --expect pre-norm "$dir/post.h5"
 expect_text "$dir/err" "not pre: observed post" "why line"
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+tool_test_finish

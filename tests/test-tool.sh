@@ -6,33 +6,7 @@
 set -u
 tool=$1
 minimal=$2
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fails=0
-passes=0
-
-pass() { passes=$((passes + 1)); }
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-# expect_exit CODE DESCRIPTION -- COMMAND...: runs it, checks the code, and
-# for code 2 that stderr is exactly one line.
-expect_exit() {
-    local want=$1 what=$2
-    shift 3
-    "$@" >"$dir/out" 2>"$dir/err"
-    local got=$?
-    if [ "$got" -ne "$want" ]; then
-        fail "$what: exit $got, expected $want"; cat "$dir/err"; return
-    fi
-    if [ "$want" -eq 2 ] && [ "$(wc -l <"$dir/err")" -ne 1 ]; then
-        fail "$what: stderr is not one line:"; cat "$dir/err"; return
-    fi
-    pass
-}
-
-expect_text() { # FILE TEXT DESCRIPTION
-    if grep -qF -- "$2" "$1"; then pass; else fail "$3: '$2' not in output"; cat "$1"; fi
-}
+. "$(dirname "$0")/tool-test-lib.sh"
 
 expect_exit 0 "minimal writes a run" -- "$minimal" "$dir/run.h5"
 expect_exit 0 "dump" -- "$tool" dump "$dir/run.h5"
@@ -85,5 +59,4 @@ if command -v h5dump >/dev/null; then
     expect_text "$dir/out" "schema_version" "h5dump shows the schema version"
 fi
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+tool_test_finish

@@ -11,12 +11,7 @@
 set -u
 tool=$1
 tinygpt=$2
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fails=0
-passes=0
-pass() { passes=$((passes + 1)); }
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/tool-test-lib.sh"
 
 placements="pre post sandwich deepnorm mix parallel none"
 expects="pre-norm post-norm sandwich deepnorm mixed parallel none"
@@ -87,5 +82,4 @@ done
   printf '%-9s %-9s %2s %-6s %s\n' placement norm L record "pre post sand deep mix par none"
   printf '%s' "$table"
 }
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+tool_test_finish

@@ -316,20 +316,22 @@ static int cmd_dump(int argc, char **argv)
         resdiag_reader_close(rd);
         return EXIT_BAD;
     }
-    dump_header(path, in, steps);
+    /* Find the step before printing anything: unusable input prints only
+     * the one line on stderr. */
+    int64_t first = 0, last = all ? n : (n > 0 ? 1 : 0);
     int rc = 0;
     if (want_step >= 0) {
-        int64_t si = 0;
-        while (si < n && steps[si] != want_step)
-            si++;
-        if (si == n) {
+        while (first < n && steps[first] != want_step)
+            first++;
+        last = first + 1;
+        if (first == n) {
             fprintf(stderr, "resdiag: %s: step %lld was not recorded\n", path, want_step);
             rc = EXIT_BAD;
-        } else {
-            dump_step(rd, si, steps[si]);
         }
-    } else {
-        for (int64_t si = 0; si < (all ? n : (n > 0 ? 1 : 0)); si++)
+    }
+    if (rc == 0) {
+        dump_header(path, in, steps);
+        for (int64_t si = first; si < last; si++)
             dump_step(rd, si, steps[si]);
     }
     free(steps);
