@@ -815,6 +815,23 @@ static const kresult *best_path(int si, int nt, int d, int *path)
     return b;
 }
 
+/* One "resdiag vs peer" target line: the ratio of medians, f32 24 MiB. */
+static void peer_target(const char *name, const char *peer_name, const kresult *b,
+                        const peer *pr, double goal)
+{
+    char m[320], g[32];
+    snprintf(g, sizeof g, ">= %.1fx", goal);
+    if (!b || !pr) {
+        snprintf(m, sizeof m, "not measured (%s)", peers_note);
+        target(name, m, g, 0);
+        return;
+    }
+    double r = b->s.med / pr->s.med;
+    snprintf(m, sizeof m, "%.2fx (%.2f vs %s %.2f GB/s, f32 24 MiB, 1 thread)", r, b->s.med,
+             peer_name, pr->s.med);
+    target(name, m, g, r >= goal);
+}
+
 static void print_targets(int quick)
 {
     printf("\n== targets (issue 5); active kernel path: %s ==\n",
@@ -846,24 +863,8 @@ static void print_targets(int quick)
         const kresult *b = best_path(0, 0, 0, &p);
         const peer *np = find_peer("numpy", "f32", 24, 1);
         const peer *tp = find_peer("torch", "f32", 24, 1);
-        if (b && np) {
-            double r = b->s.med / np->s.med;
-            snprintf(m, sizeof m, "%.2fx (%.2f vs numpy %.2f GB/s, f32 24 MiB, 1 thread)", r,
-                     b->s.med, np->s.med);
-            target("f32-vs-numpy", m, ">= 2.5x", r >= 2.5);
-        } else {
-            snprintf(m, sizeof m, "not measured (%s)", peers_note);
-            target("f32-vs-numpy", m, ">= 2.5x", 0);
-        }
-        if (b && tp) {
-            double r = b->s.med / tp->s.med;
-            snprintf(m, sizeof m, "%.2fx (%.2f vs torch %.2f GB/s, f32 24 MiB, 1 thread)", r,
-                     b->s.med, tp->s.med);
-            target("f32-vs-torch", m, ">= 1.2x", r >= 1.2);
-        } else {
-            snprintf(m, sizeof m, "not measured (%s)", peers_note);
-            target("f32-vs-torch", m, ">= 1.2x", 0);
-        }
+        peer_target("f32-vs-numpy", "numpy", b, np, 2.5);
+        peer_target("f32-vs-torch", "torch", b, tp, 1.2);
     }
     if (wres_worst_batched > 0) {
         snprintf(m, sizeof m, "%.3f us per record (worst of 12 and 96 layers, flush_steps=64)",
