@@ -71,7 +71,8 @@ typedef enum resdiag_status {
     RESDIAG_E_FORMAT = 9,      /* not a resdiag run file, or a damaged one */
     RESDIAG_E_VERSION = 10,    /* run file written by a newer, unknown schema */
     RESDIAG_E_NOT_FOUND = 11,  /* no such dataset, step or name in the run file */
-    RESDIAG_E_DTYPE = 12       /* unknown tensor dtype */
+    RESDIAG_E_DTYPE = 12,      /* unknown tensor dtype */
+    RESDIAG_E_INTERRUPTED = 13 /* a SIGINT/SIGTERM closed the run (resdiag_install_signal_handlers) */
 } resdiag_status;
 
 /* A short English description of a status. Never NULL; static storage. */
@@ -372,6 +373,43 @@ RESDIAG_API void resdiag_destroy(resdiag *r);
 /* The last error message of this run ("" if none). Valid until the next
  * call on the handle. r may be NULL (returns ""). */
 RESDIAG_API const char *resdiag_errmsg(const resdiag *r);
+
+/* The trainer's step number of the last step that is in the file, i.e.
+ * that survives the trainer being killed (written and flushed to the
+ * operating system, not fsync'ed against a power cut): *step = -1 before
+ * the first flush. Steps still buffered are not counted. Not concurrently
+ * with step_end, flush or close on the same handle. */
+RESDIAG_API resdiag_status resdiag_flushed_step(const resdiag *r, int64_t *step);
+
+/* ------------------------------------------------------------------------ */
+/* SIGINT and SIGTERM                                                        */
+/* ------------------------------------------------------------------------ */
+/*
+ * resdiag_install_signal_handlers(r, flags) catches SIGINT and SIGTERM for
+ * run r (signals that are ignored when it is called stay ignored). The
+ * handler only notes the signal and puts the previous disposition back, so
+ * a second signal acts as it would have without resdiag. At the next
+ * resdiag_step_begin or resdiag_step_end (never in a hook: hooks may run in
+ * several threads) the run writes every buffered step - with step_end, the
+ * step it ends too - closes the file cleanly (it then opens with any HDF5
+ * tool) and then:
+ *   RESDIAG_SIGNALS_RERAISE (0): restores the previous dispositions and
+ *     raises the signal again, so the trainer ends as it would have ended
+ *     (by default: killed by that signal) with the file complete;
+ *   RESDIAG_SIGNALS_RETURN: returns RESDIAG_E_INTERRUPTED from that call;
+ *     every later hook and step call returns it too, without work, and
+ *     resdiag_close returns RESDIAG_OK. The trainer stops by itself
+ *     (resdiag_signal_pending tells it before, if it polls).
+ * One run per process may hold the handlers (else RESDIAG_E_STATE);
+ * resdiag_destroy gives them back. Call it from the thread that opened the
+ * run, not concurrently with anything else on the handle. Signals that
+ * arrive while the trainer is blocked outside any step act only when it
+ * calls step_begin/step_end again. */
+#define RESDIAG_SIGNALS_RERAISE 0
+#define RESDIAG_SIGNALS_RETURN 1
+RESDIAG_API resdiag_status resdiag_install_signal_handlers(resdiag *r, int flags);
+/* The signal number caught and not yet acted on, or 0. Async-signal-safe. */
+RESDIAG_API int resdiag_signal_pending(void);
 
 /* ------------------------------------------------------------------------ */
 /* Reading run files                                                         */

@@ -483,77 +483,163 @@ static void warn(rd_analysis *a, const char *fmt, ...)
 
 /* ---------------------------------------------------- non-finite scan */
 
-static resdiag_status scan_nonfinite(const resdiag_reader *rd, rd_analysis *a)
+/* 1 if the run file has the dataset; asks quietly (resdiag_reader_dims
+ * logs an error for a missing one). */
+static int has_dataset(const resdiag_reader *rd, const char *name)
+{
+    int n = resdiag_reader_n_datasets(rd);
+    for (int i = 0; i < n; i++)
+        if (strcmp(resdiag_reader_dataset_name(rd, i), name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Scans every statistics row of recorded step si for NaN / Inf: *bad when
+ * there is one; adds the counts to the totals when count_totals; the first
+ * one in call order becomes a->nf_* unless a->nf_found. */
+static resdiag_status scan_step(const resdiag_reader *rd, rd_analysis *a, int64_t si,
+                                double **buf, size_t *cap, int *bad, int count_totals)
 {
     static const char *const names[6] = { "forward/site_stats", "backward/site_stats",
                                           "forward/model_stats", "backward/model_stats",
                                           "backward/param_stats", "backward/model_param_stats" };
+    resdiag_status st;
+    double best_seq = INFINITY;
+    *bad = 0;
+    for (int d = 0; d < 6; d++) {
+        int64_t dims[8];
+        int rank = 0;
+        if (!has_dataset(rd, names[d]) ||
+            resdiag_reader_dims(rd, names[d], dims, 8, &rank) != RESDIAG_OK)
+            continue; /* absent (no parameters) */
+        size_t per = 1;
+        for (int i = 1; i < rank; i++)
+            per *= (size_t)dims[i];
+        if (per > *cap) {
+            free(*buf);
+            *cap = per;
+            *buf = malloc(per * sizeof **buf);
+            if (!*buf) {
+                *cap = 0;
+                return RESDIAG_E_NOMEM;
+            }
+        }
+        if ((st = resdiag_reader_read(rd, names[d], si, 1, *buf, per)))
+            return st;
+        size_t rows = per / RESDIAG_N_FIELDS;
+        for (size_t r = 0; r < rows; r++) {
+            const double *f = *buf + r * RESDIAG_N_FIELDS;
+            double nn = f[RESDIAG_FIELD_NAN_COUNT], ni = f[RESDIAG_FIELD_INF_COUNT];
+            if (!(nn > 0) && !(ni > 0))
+                continue;
+            *bad = 1;
+            if (count_totals) {
+                a->nan_total += nn > 0 ? nn : 0;
+                a->inf_total += ni > 0 ? ni : 0;
+            }
+            if (a->nf_found || !(f[RESDIAG_FIELD_CALL_SEQ] < best_seq))
+                continue;
+            best_seq = f[RESDIAG_FIELD_CALL_SEQ];
+            a->nf_step_index = si;
+            a->nf_dir = (d == 0 || d == 2) ? RESDIAG_FORWARD : RESDIAG_BACKWARD;
+            a->nf_nan = nn > 0 ? nn : 0;
+            a->nf_inf = ni > 0 ? ni : 0;
+            a->nf_param = -1;
+            int S = a->n_sublayers, B = RESDIAG_N_BLOCK_SITES;
+            if (d < 2) {
+                a->nf_layer = (int)(r / ((size_t)S * B));
+                a->nf_sub = (int)(r / B % (size_t)S);
+                a->nf_site = (int)(r % B);
+            } else if (d < 4) {
+                a->nf_layer = RESDIAG_MODEL_LEVEL;
+                a->nf_sub = 0;
+                a->nf_site = RESDIAG_EMBED_OUT + (int)r;
+            } else if (d == 4) {
+                int P = a->n_layer_params;
+                a->nf_layer = (int)(r / (size_t)P);
+                a->nf_sub = 0;
+                a->nf_site = -1;
+                a->nf_param = (int)(r % (size_t)P);
+            } else {
+                a->nf_layer = RESDIAG_MODEL_LEVEL;
+                a->nf_sub = 0;
+                a->nf_site = -1;
+                a->nf_param = (int)r;
+            }
+        }
+    }
+    return RESDIAG_OK;
+}
+
+/* Steps read at a time from the per-step summary. */
+#define SUMMARY_BLOCK 16384
+
+/* With the per-step summary (doc/FORMAT.md, /summary): the totals and the
+ * first non-finite step from a few numbers per step, then the full tables
+ * of that one step for where it was. Gives what the scan of every step
+ * gives (the counts are integers, exact in any order). */
+static resdiag_status scan_nonfinite_summary(const resdiag_reader *rd, rd_analysis *a,
+                                             int *disagree)
+{
+    enum { C = 3 }; /* nan_count, inf_count, records */
+    int64_t n = a->n_steps, first_bad = -1;
+    double *v = malloc((size_t)SUMMARY_BLOCK * C * sizeof *v);
+    if (!v)
+        return RESDIAG_E_NOMEM;
+    resdiag_status st = RESDIAG_OK;
+    for (int64_t s0 = 0; s0 < n; s0 += SUMMARY_BLOCK) {
+        int64_t cnt = n - s0 < SUMMARY_BLOCK ? n - s0 : SUMMARY_BLOCK;
+        if ((st = resdiag_reader_read(rd, "summary/nonfinite", s0, cnt, v,
+                                      (size_t)SUMMARY_BLOCK * C)))
+            goto out;
+        for (int64_t i = 0; i < cnt; i++) {
+            const double *row = v + i * C;
+            if (!(row[2] > 0))
+                continue;
+            a->nf_steps++;
+            a->nan_total += row[0];
+            a->inf_total += row[1];
+            if (first_bad < 0)
+                first_bad = s0 + i;
+        }
+    }
+    if (first_bad >= 0) {
+        double *buf = NULL;
+        size_t cap = 0;
+        int bad = 0;
+        st = scan_step(rd, a, first_bad, &buf, &cap, &bad, 0);
+        free(buf);
+        if (st == RESDIAG_OK && bad) {
+            a->nf_found = 1;
+            a->nf_step = a->steps[first_bad];
+        } else if (st == RESDIAG_OK) {
+            *disagree = 1; /* a damaged summary: the tables say otherwise */
+        }
+    }
+out:
+    free(v);
+    return st;
+}
+
+static resdiag_status scan_nonfinite(const resdiag_reader *rd, rd_analysis *a)
+{
+    if (has_dataset(rd, "summary/nonfinite")) {
+        int disagree = 0;
+        resdiag_status sst = scan_nonfinite_summary(rd, a, &disagree);
+        if (sst || !disagree)
+            return sst;
+        a->nf_steps = 0;
+        a->nan_total = a->inf_total = 0;
+    }
+    /* a file without the summary (resdiag 0.1.0): every step in full */
     int64_t n = a->n_steps;
     double *buf = NULL;
     size_t cap = 0;
     resdiag_status st = RESDIAG_OK;
     for (int64_t si = 0; si < n; si++) {
-        double best_seq = INFINITY;
         int step_bad = 0;
-        for (int d = 0; d < 6; d++) {
-            int64_t dims[8];
-            int rank = 0;
-            if (resdiag_reader_dims(rd, names[d], dims, 8, &rank) != RESDIAG_OK)
-                continue; /* absent (no parameters) */
-            size_t per = 1;
-            for (int i = 1; i < rank; i++)
-                per *= (size_t)dims[i];
-            if (per > cap) {
-                free(buf);
-                cap = per;
-                buf = malloc(cap * sizeof *buf);
-                if (!buf) {
-                    st = RESDIAG_E_NOMEM;
-                    goto out;
-                }
-            }
-            if ((st = resdiag_reader_read(rd, names[d], si, 1, buf, per)))
-                goto out;
-            size_t rows = per / RESDIAG_N_FIELDS;
-            for (size_t r = 0; r < rows; r++) {
-                const double *f = buf + r * RESDIAG_N_FIELDS;
-                double nn = f[RESDIAG_FIELD_NAN_COUNT], ni = f[RESDIAG_FIELD_INF_COUNT];
-                if (!(nn > 0) && !(ni > 0))
-                    continue;
-                step_bad = 1;
-                a->nan_total += nn > 0 ? nn : 0;
-                a->inf_total += ni > 0 ? ni : 0;
-                if (a->nf_found || !(f[RESDIAG_FIELD_CALL_SEQ] < best_seq))
-                    continue;
-                best_seq = f[RESDIAG_FIELD_CALL_SEQ];
-                a->nf_step_index = si;
-                a->nf_dir = (d == 0 || d == 2) ? RESDIAG_FORWARD : RESDIAG_BACKWARD;
-                a->nf_nan = nn > 0 ? nn : 0;
-                a->nf_inf = ni > 0 ? ni : 0;
-                a->nf_param = -1;
-                int S = a->n_sublayers, B = RESDIAG_N_BLOCK_SITES;
-                if (d < 2) {
-                    a->nf_layer = (int)(r / ((size_t)S * B));
-                    a->nf_sub = (int)(r / B % (size_t)S);
-                    a->nf_site = (int)(r % B);
-                } else if (d < 4) {
-                    a->nf_layer = RESDIAG_MODEL_LEVEL;
-                    a->nf_sub = 0;
-                    a->nf_site = RESDIAG_EMBED_OUT + (int)r;
-                } else if (d == 4) {
-                    int P = a->n_layer_params;
-                    a->nf_layer = (int)(r / (size_t)P);
-                    a->nf_sub = 0;
-                    a->nf_site = -1;
-                    a->nf_param = (int)(r % (size_t)P);
-                } else {
-                    a->nf_layer = RESDIAG_MODEL_LEVEL;
-                    a->nf_sub = 0;
-                    a->nf_site = -1;
-                    a->nf_param = (int)r;
-                }
-            }
-        }
+        if ((st = scan_step(rd, a, si, &buf, &cap, &step_bad, 1)))
+            break;
         if (step_bad) {
             a->nf_steps++;
             if (!a->nf_found) {
@@ -562,9 +648,39 @@ static resdiag_status scan_nonfinite(const resdiag_reader *rd, rd_analysis *a)
             }
         }
     }
-out:
     free(buf);
     return st;
+}
+
+/* From the per-step summary: flags (n_steps) of the steps that observed
+ * any backward block site or per-layer parameter gradient, or NULL
+ * without a summary (or when it cannot be read: the full tables then say). */
+static unsigned char *steps_with_backward(const resdiag_reader *rd, int64_t n)
+{
+    enum { C = 6 }; /* observed rows per statistics table, in table order */
+    if (!has_dataset(rd, "summary/observed") || n <= 0)
+        return NULL;
+    unsigned char *flag = malloc((size_t)n);
+    double *v = malloc((size_t)SUMMARY_BLOCK * C * sizeof *v);
+    if (!flag || !v) {
+        free(flag);
+        free(v);
+        return NULL;
+    }
+    for (int64_t s0 = 0; s0 < n; s0 += SUMMARY_BLOCK) {
+        int64_t cnt = n - s0 < SUMMARY_BLOCK ? n - s0 : SUMMARY_BLOCK;
+        if (resdiag_reader_read(rd, "summary/observed", s0, cnt, v,
+                                (size_t)SUMMARY_BLOCK * C) != RESDIAG_OK) {
+            free(flag);
+            free(v);
+            return NULL;
+        }
+        /* columns 1 and 4: backward/site_stats, backward/param_stats */
+        for (int64_t i = 0; i < cnt; i++)
+            flag[s0 + i] = v[i * C + 1] > 0 || v[i * C + 4] > 0;
+    }
+    free(v);
+    return flag;
 }
 
 /* ------------------------------------------------------------- analyze */
@@ -1094,27 +1210,34 @@ resdiag_status resdiag_analyze(const resdiag_reader *rd, const resdiag_analyze_o
 
     /* --- gradients: the selected step if it has backward data, else the
      * first recorded step that has */
-    for (int64_t g = -1; g < in->n_steps && a->grad_step < 0; g++) {
+    /* (the summary, where there is one, skips the steps without any) */
+    unsigned char *bwd = steps_with_backward(rd, in->n_steps);
+    for (int64_t g = -1; g < in->n_steps && a->grad_step < 0 && !st; g++) {
         int64_t gs = g < 0 ? si : g;
         int any = 0;
-        for (int l = 0; l < L && !any; l++) {
+        if (g >= 0 && bwd && !bwd[g])
+            continue;
+        for (int l = 0; l < L && !any && !st; l++) {
             double f[RESDIAG_N_FIELDS];
             int obs = 0;
             for (int p = 0; p < in->n_layer_params && !any; p++) {
                 if ((st = resdiag_reader_param(rd, gs, l, in->layer_param_names[p], f, &obs)))
-                    goto fail;
+                    break;
                 any |= obs;
             }
-            for (int b = 0; b < RESDIAG_N_BLOCK_SITES && !any; b++) {
+            for (int b = 0; b < RESDIAG_N_BLOCK_SITES && !any && !st; b++) {
                 if ((st = resdiag_reader_site(rd, gs, RESDIAG_BACKWARD, l, S - 1,
                                               (resdiag_site)b, f, &obs)))
-                    goto fail;
+                    break;
                 any |= obs;
             }
         }
         if (any)
             a->grad_step = gs;
     }
+    free(bwd);
+    if (st)
+        goto fail;
     if (a->grad_step >= 0) {
         int64_t gs = a->grad_step;
         int P = in->n_layer_params;

@@ -33,6 +33,16 @@
  * runs out of space. */
 extern int rd_h5_writer_reserve;
 
+/* 1 (the default): the writer adds the per-step summary (group /summary).
+ * Tests set it to 0 to write a file as resdiag 0.1.0 did, without it. */
+extern int rd_h5_writer_summary;
+
+/* 1 (the default): the reader uses /summary where the file has one. 0, or
+ * the environment variable RESDIAG_IGNORE_SUMMARY=1 when the reader opens
+ * a file, makes it read the file as if it had none (the analysis then
+ * takes the slow path over the full tables). */
+extern int rd_h5_reader_summary;
+
 /* Block kind as stored in the "block" attribute; NULL when out of range. */
 const char *rd_h5_block_name(resdiag_block_kind kind);
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "h5_common.h"
+#include "h5_guard.h"
 #include "h5_writer.h" /* RD_SCHEMA_VERSION */
 #include "layout.h"
 #include "log.h"
@@ -29,6 +30,9 @@
 #define MAX_LAYERS 1000000
 #define READ_CACHE_MAX ((size_t)64 << 20)
 #define STEP_BLOCK 65536 /* steps read at a time when checking /steps */
+#define RD_SWMR_READ_ATTEMPTS 20 /* see resdiag_reader_open */
+
+int rd_h5_reader_summary = 1;
 
 /* Interned strings: pointers stay valid until the reader closes. */
 typedef struct pool_block {
@@ -71,8 +75,9 @@ struct resdiag_reader {
     hid_t steps_ds, time_ds;
     hid_t table_ds[RD_N_TABLES];
     hid_t callsite_ds[RD_N_TABLES];
+    hid_t summary_ds[RD_N_SUMMARY];  /* all invalid: no summary (or ignored) */
     int n_series;
-    series series[RD_N_TABLES + 2];
+    series series[RD_N_TABLES + RD_N_SUMMARY + 2];
     int64_t last_step;        /* step number of step n_steps - 1 */
 
     const char **callsites;   /* (n_slots) interned */
@@ -775,6 +780,38 @@ cleanup:
     return st;
 }
 
+/* The per-step summary, where the file has one (files of resdiag 0.1.0 do
+ * not) and it is not to be ignored. Its datasets count as time series:
+ * the writer commits them with the tables. */
+static resdiag_status open_summary(resdiag_reader *rd)
+{
+    const char *env = getenv("RESDIAG_IGNORE_SUMMARY");
+    if (!rd_h5_reader_summary || (env && strcmp(env, "1") == 0))
+        return RESDIAG_OK;
+    int ex = path_exists(rd->file, RD_SUMMARY_GROUP);
+    if (ex < 0)
+        return h5fail(rd->path, RD_SUMMARY_GROUP);
+    if (ex == 0)
+        return RESDIAG_OK;
+    for (int i = 0; i < RD_N_SUMMARY; i++) {
+        const rd_table *t = &rd->lay.summary[i];
+        hsize_t dims[RD_MAX_RANK];
+        for (int k = 0; k < t->rank; k++)
+            dims[k] = (hsize_t)t->dims[k];
+        resdiag_status st = open_checked(rd, t->name, H5T_FLOAT, 1, t->rank, dims,
+                                         &rd->summary_ds[i]);
+        if (st != RESDIAG_OK)
+            return st;
+        series *se = &rd->series[rd->n_series++];
+        se->name = t->name;
+        se->ds = rd->summary_ds[i];
+        se->table = -1;
+        se->rank = t->rank;
+        memcpy(se->dims, dims, sizeof dims);
+    }
+    return RESDIAG_OK;
+}
+
 static resdiag_status open_datasets(resdiag_reader *rd)
 {
     resdiag_status st;
@@ -816,7 +853,7 @@ static resdiag_status open_datasets(resdiag_reader *rd)
             return rfail(RESDIAG_E_FORMAT, "run file %s: dataset /%s is not fixed-length strings",
                          rd->path, t->callsite_name);
     }
-    return RESDIAG_OK;
+    return open_summary(rd);
 }
 
 /* Current length of the step axis of a dataset, or -1 (logged). */
@@ -1015,6 +1052,9 @@ static void reader_free(resdiag_reader *rd)
         if (rd->callsite_ds[i] >= 0)
             H5Dclose(rd->callsite_ds[i]);
     }
+    for (int i = 0; i < RD_N_SUMMARY; i++)
+        if (rd->summary_ds[i] >= 0)
+            H5Dclose(rd->summary_ds[i]);
     if (rd->steps_ds >= 0)
         H5Dclose(rd->steps_ds);
     if (rd->time_ds >= 0)
@@ -1046,6 +1086,12 @@ resdiag_status resdiag_reader_open(resdiag_reader **out, const char *path)
     resdiag_status st = check_signature(path);
     if (st != RESDIAG_OK)
         return st;
+    /* damage that would crash HDF5 instead of failing in it */
+    char gerr[256];
+    st = rd_h5_guard_file(path, gerr, sizeof gerr);
+    if (st != RESDIAG_OK)
+        return rfail(st, "%s run file %s: %s", st == RESDIAG_E_IO ? "cannot read" : "damaged",
+                     path, gerr);
 
     resdiag_reader *rd = calloc(1, sizeof *rd);
     if (!rd)
@@ -1053,6 +1099,8 @@ resdiag_status resdiag_reader_open(resdiag_reader **out, const char *path)
     rd->file = rd->steps_ds = rd->time_ds = H5I_INVALID_HID;
     for (int i = 0; i < RD_N_TABLES; i++)
         rd->table_ds[i] = rd->callsite_ds[i] = H5I_INVALID_HID;
+    for (int i = 0; i < RD_N_SUMMARY; i++)
+        rd->summary_ds[i] = H5I_INVALID_HID;
     rd->path = strdup(path);
     if (!rd->path) {
         free(rd);
@@ -1069,6 +1117,12 @@ resdiag_status resdiag_reader_open(resdiag_reader **out, const char *path)
 #if H5_VERSION_GE(1, 10, 7)
     H5Pset_file_locking(fapl, 1, 1);
 #endif
+    /* A SWMR reader retries metadata whose checksum fails (the writer may be
+     * halfway through it), sleeping 1 ns, 2 ns, 4 ns, ... without a cap in
+     * HDF5 1.10: the default 100 attempts hang on a damaged file for ever
+     * (found by tests/fuzz). 20 attempts wait 1 ms in all, per damaged
+     * block read. */
+    H5Pset_metadata_read_attempts(fapl, RD_SWMR_READ_ATTEMPTS);
     /* SWMR reading opens a file that is still being written, and one whose
      * writer was killed (its superblock still says "being written"). A
      * file not written for SWMR (e.g. by h5py) needs a plain open. */
@@ -1503,14 +1557,15 @@ resdiag_status resdiag_reader_read(const resdiag_reader *rd, const char *name, i
     cnt[0] = (hsize_t)count;
     for (int i = 0; i < s->rank; i++)
         cnt[i + 1] = s->dims[i];
-    hsize_t mn = (hsize_t)count * per;
     hid_t fs = H5I_INVALID_HID, ms = H5I_INVALID_HID;
     resdiag_status st = RESDIAG_OK;
     rd_h5_quiet q;
     rd_h5_quiet_begin(&q);
+    /* A memory space of the selection's own shape: HDF5 then copies whole
+     * blocks instead of iterating element by element. */
     if ((fs = H5Dget_space(s->ds)) < 0
         || H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, cnt, NULL) < 0
-        || (ms = H5Screate_simple(1, &mn, NULL)) < 0
+        || (ms = H5Screate_simple(s->rank + 1, cnt, NULL)) < 0
         || H5Dread(s->ds, H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, out) < 0)
         st = h5fail(rd->path, s->name);
     if (fs >= 0)

@@ -4,10 +4,11 @@
  * a killed trainer leaves every flushed step readable.
  *
  * Commit order. Each append is committed in two flushes: first every table,
- * step_time and the call sites are extended, written and flushed; only then
- * is /steps extended, written and flushed. A reader trusts a step only once
- * its step number is on disk (and never reads past the shortest first axis),
- * so a step is either wholly there or not at all, whenever the writer dies.
+ * the summary, step_time and the call sites are extended, written and
+ * flushed; only then is /steps extended, written and flushed. A reader
+ * trusts a step only once its step number is on disk (and never reads past
+ * the shortest first axis), so a step is either wholly there or not at all,
+ * whenever the writer dies.
  *
  * Disk full. HDF5 1.10 does not survive a failed write: a file whose cache
  * cannot be flushed cannot be closed, the failed H5Fclose leaves a dangling
@@ -47,6 +48,8 @@
 /* Steps per chunk of the 1-D series /steps and /step_time: they are tiny,
  * so a chunk of record_chunk_steps would make a needlessly long index. */
 #define SERIES_CHUNK_MIN 256
+/* Bound on the bytes of one table chunk (see table_chunk_steps). */
+#define TABLE_CHUNK_BYTES ((size_t)1 << 20)
 /* Bound on the chunk cache asked for per dataset. */
 #define CHUNK_CACHE_MAX ((size_t)64 << 20)
 /* Space reserved for the metadata that one write phase may allocate (index
@@ -60,6 +63,7 @@
 #define RESERVE_CREATE ((off_t)1 << 20)
 
 int rd_h5_writer_reserve = 1;
+int rd_h5_writer_summary = 1;
 
 /* Steps and bytes per chunk of one time series, to bound what an append
  * allocates. */
@@ -78,6 +82,8 @@ struct rd_writer {
     rd_layout lay;
     hsize_t n_written;                 /* steps committed */
     char *callsite_buf;                /* (n_slots, RD_CALLSITE_LEN) */
+    void *pack;                        /* one table's columns of a batch, packed */
+    size_t pack_cap;                   /* bytes */
     char *path;
     resdiag_status failed;             /* sticky: the first error of an append */
     char failed_msg[1024];
@@ -87,6 +93,10 @@ struct rd_writer {
     int detached;                      /* fd now points at /dev/null */
     chunk_info table_chunk[RD_N_TABLES];
     chunk_info series_chunk;           /* /steps and /step_time */
+    hid_t summary_ds[RD_N_SUMMARY];    /* (step, dims...) float64, or invalid: no /summary */
+    chunk_info summary_chunk[RD_N_SUMMARY];
+    double *summary_buf;               /* (n, lay.summary_len) of a batch */
+    size_t summary_cap;                /* steps */
     off_t callsite_bytes;              /* what the call-site datasets allocate */
     int n_datasets;
 };
@@ -410,6 +420,18 @@ static int axis_labels(hid_t ds, const char *axis, const rd_file_header *hdr, we
         return attr_strs(ds, "field_names", n, RESDIAG_N_FIELDS, e)
                && attr_strs(ds, "field_units", u, RESDIAG_N_FIELDS, e);
     }
+    if (strcmp(axis, "nonfinite_field") == 0) {
+        const char *n[RD_SUM_NF_COLS];
+        for (int i = 0; i < RD_SUM_NF_COLS; i++)
+            n[i] = rd_summary_nonfinite_label(i);
+        return attr_strs(ds, "nonfinite_field_names", n, RD_SUM_NF_COLS, e);
+    }
+    if (strcmp(axis, "stats_table") == 0) {
+        const char *n[RD_SUM_OBS_COLS];
+        for (int i = 0; i < RD_SUM_OBS_COLS; i++)
+            n[i] = rd_summary_observed_label(i);
+        return attr_strs(ds, "stats_table_names", n, RD_SUM_OBS_COLS, e);
+    }
     if (strcmp(axis, "update_field") == 0) {
         const char *n[RESDIAG_N_UPDATE_FIELDS];
         for (int i = 0; i < RESDIAG_N_UPDATE_FIELDS; i++)
@@ -443,10 +465,11 @@ static int describe(hid_t ds, const char *description, const char *units, const 
     return 1;
 }
 
-/* Creates an extendible dataset (0, dims...) / (unlimited, dims...). */
+/* Creates an extendible dataset (0, dims...) / (unlimited, dims...); with
+ * split_axis >= 0 each chunk holds one index of that axis of dims. */
 static hid_t create_series(hid_t file, const char *name, hid_t ftype, hid_t fill_type,
-                           const void *fill, int rank, const int64_t *dims, hsize_t chunk_steps,
-                           size_t elem_size, werr *e)
+                           const void *fill, int rank, const int64_t *dims, int split_axis,
+                           hsize_t chunk_steps, size_t elem_size, werr *e)
 {
     hid_t sp = H5I_INVALID_HID, dcpl = H5I_INVALID_HID, dapl = H5I_INVALID_HID;
     hid_t ds = H5I_INVALID_HID;
@@ -457,7 +480,9 @@ static hid_t create_series(hid_t file, const char *name, hid_t ftype, hid_t fill
     size_t chunk_bytes = (size_t)chunk_steps * elem_size;
     for (int i = 0; i < rank; i++) {
         cur[i + 1] = max[i + 1] = chunk[i + 1] = (hsize_t)dims[i];
-        chunk_bytes *= (size_t)dims[i];
+        if (i == split_axis)
+            chunk[i + 1] = 1;
+        chunk_bytes *= (size_t)chunk[i + 1];
     }
     if (!ensure_parent(file, name, e))
         return H5I_INVALID_HID;
@@ -526,6 +551,31 @@ cleanup:
     if (sp >= 0)
         H5Sclose(sp);
     return ds;
+}
+
+/* The axis of a table's dims that is the block site, or -1: tables with
+ * one are chunked and written one site at a time, so that a site never
+ * observed costs no disk space (see append_table). */
+static int site_axis(int table)
+{
+    return table == RD_T_FWD_SITE || table == RD_T_BWD_SITE || table == RD_T_FWD_SITE_SKETCH
+                   || table == RD_T_BWD_SITE_SKETCH
+               ? 2
+               : -1;
+}
+
+/* Steps per chunk of a table: a quarter of a batch, and at most about
+ * TABLE_CHUNK_BYTES. A batch rarely starts on a chunk boundary (the first
+ * step is flushed alone), and each flush writes every chunk it touched in
+ * full: small chunks keep that rewrite small. Measured (resdiag-bench,
+ * flush_steps=64): chunks of a whole batch cost 2-3x more per step. */
+static hsize_t table_chunk_steps(int record_chunk_steps, size_t count)
+{
+    hsize_t cs = ((hsize_t)record_chunk_steps + 3) / 4;
+    hsize_t cap = (hsize_t)(TABLE_CHUNK_BYTES / (count * sizeof(double) + 1));
+    if (cs > cap)
+        cs = cap;
+    return cs < 1 ? 1 : cs;
 }
 
 /* ------------------------------------------------------------ disk space */
@@ -623,6 +673,25 @@ static off_t metadata_margin(const rd_writer *w)
     return RESERVE_BASE + RESERVE_PER_DATASET * (off_t)w->n_datasets;
 }
 
+/* The chunk index of a table grows by blocks that double in size: a new
+ * block can take 8 bytes per chunk the table will have. Reserved on top of
+ * metadata_margin for the tables' (many, small) chunks. */
+static off_t index_margin(const rd_writer *w, hsize_t n)
+{
+    off_t m = 0;
+    for (int i = 0; i < RD_N_TABLES; i++) {
+        const rd_table *t = &w->lay.tables[i];
+        if (t->count == 0 || w->table_chunk[i].steps == 0)
+            continue;
+        int ax = site_axis(i);
+        hsize_t per_step = ax < 0 ? 1 : (hsize_t)t->dims[ax];
+        hsize_t chunks = (w->n_written + n + w->table_chunk[i].steps - 1)
+                         / w->table_chunk[i].steps * per_step;
+        m += (off_t)(8 * chunks);
+    }
+    return m;
+}
+
 static void writer_free(rd_writer *w)
 {
     if (!w)
@@ -633,6 +702,9 @@ static void writer_free(rd_writer *w)
         if (w->callsite_ds[i] >= 0)
             H5Dclose(w->callsite_ds[i]);
     }
+    for (int i = 0; i < RD_N_SUMMARY; i++)
+        if (w->summary_ds[i] >= 0)
+            H5Dclose(w->summary_ds[i]);
     if (w->steps_ds >= 0)
         H5Dclose(w->steps_ds);
     if (w->time_ds >= 0)
@@ -640,6 +712,8 @@ static void writer_free(rd_writer *w)
     if (w->callsite_type >= 0)
         H5Tclose(w->callsite_type);
     free(w->callsite_buf);
+    free(w->summary_buf);
+    free(w->pack);
     free(w->path);
     free(w);
 }
@@ -676,6 +750,8 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
     w->fd = -1;
     for (int i = 0; i < RD_N_TABLES; i++)
         w->table_ds[i] = w->callsite_ds[i] = H5I_INVALID_HID;
+    for (int i = 0; i < RD_N_SUMMARY; i++)
+        w->summary_ds[i] = H5I_INVALID_HID;
     w->lay = *hdr->layout;
     w->path = strdup(path);
     w->callsite_buf = calloc(w->lay.n_slots ? w->lay.n_slots : 1, RD_CALLSITE_LEN);
@@ -718,14 +794,14 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
     w->series_chunk.bytes = (off_t)series_chunk * 8;
     w->n_datasets = 2;
     w->steps_ds = create_series(file, RD_STEPS_NAME, H5T_STD_I64LE, H5T_NATIVE_LLONG,
-                                &step_fill, 0, NULL, series_chunk, 8, &e);
+                                &step_fill, 0, NULL, -1, series_chunk, 8, &e);
     if (w->steps_ds < 0
         || !describe(w->steps_ds,
                      "the trainer's step number of each recorded step (-1: never written)",
                      "step", "step", hdr, &e))
         goto cleanup;
     w->time_ds = create_series(file, RD_STEP_TIME_NAME, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
-                               0, NULL, series_chunk, 8, &e);
+                               0, NULL, -1, series_chunk, 8, &e);
     if (w->time_ds < 0
         || !describe(w->time_ds, "time of the end of each recorded step since the run was opened",
                      "s", "step", hdr, &e))
@@ -737,10 +813,13 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
         const rd_table *t = &w->lay.tables[i];
         if (t->count == 0)
             continue;
+        int split = site_axis(i);
+        hsize_t cs = table_chunk_steps(hdr->record_chunk_steps,
+                                       split < 0 ? t->count : t->count / (size_t)t->dims[split]);
         w->table_ds[i] = create_series(file, t->name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
-                                       t->rank, t->dims, (hsize_t)hdr->record_chunk_steps, 8, &e);
-        w->table_chunk[i].steps = (hsize_t)hdr->record_chunk_steps;
-        w->table_chunk[i].bytes = (off_t)hdr->record_chunk_steps * (off_t)t->count * 8;
+                                       t->rank, t->dims, split, cs, 8, &e);
+        w->table_chunk[i].steps = cs;
+        w->table_chunk[i].bytes = (off_t)cs * (off_t)t->count * 8;
         w->n_datasets++;
         if (w->table_ds[i] < 0 || !describe(w->table_ds[i], t->description, t->units, t->axes,
                                             hdr, &e))
@@ -762,6 +841,19 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
                          "\"file:line\" of the trainer code that called the hook at each slot of "
                          "the table (\"\": never observed; the latest call wins)",
                          "text", strchr(axes, ',') ? strchr(axes, ',') + 1 : "", hdr, &e))
+            goto cleanup;
+    }
+
+    /* The per-step summary: rows of a few doubles, chunked like /steps. */
+    for (int i = 0; i < RD_N_SUMMARY && rd_h5_writer_summary; i++) {
+        const rd_table *t = &w->lay.summary[i];
+        w->summary_ds[i] = create_series(file, t->name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
+                                         t->rank, t->dims, -1, series_chunk, 8, &e);
+        w->summary_chunk[i].steps = series_chunk;
+        w->summary_chunk[i].bytes = (off_t)series_chunk * (off_t)t->count * 8;
+        w->n_datasets++;
+        if (w->summary_ds[i] < 0
+            || !describe(w->summary_ds[i], t->description, t->units, t->axes, hdr, &e))
             goto cleanup;
     }
 
@@ -822,31 +914,54 @@ static void format_callsite(char *dst, const char *file, int line)
     memcpy(dst + 3 + n, tail, (size_t)tl);
 }
 
-/* Extends ds to n_old + n steps and writes the n new rows: in memory, rows
- * of row_len elements of which columns [col, col + width) belong to ds. */
-static int extend_write(hid_t ds, const char *name, hid_t mtype, int rank, const int64_t *dims,
-                        hsize_t n_old, hsize_t n, const void *buf, size_t row_len, size_t col,
-                        size_t width, werr *e)
+/* w->pack with room for `bytes`; 0 (and e filled) when out of memory. */
+static int pack_room(rd_writer *w, size_t bytes, const char *name, werr *e)
+{
+    if (bytes <= w->pack_cap)
+        return 1;
+    void *p = realloc(w->pack, bytes);
+    if (!p) {
+        snprintf(e->h5.msg, sizeof e->h5.msg, "out of memory packing %zu bytes", bytes);
+        e->h5.captured = 1;
+        e->st = RESDIAG_E_NOMEM;
+        e->object = name;
+        e->before_hdf5 = 1;
+        return 0;
+    }
+    w->pack = p;
+    w->pack_cap = bytes;
+    return 1;
+}
+
+/* Extends ds to n_old + n steps (rank axes after the step). */
+static int extend(hid_t ds, const char *name, int rank, const int64_t *dims, hsize_t n_total,
+                  werr *e)
+{
+    hsize_t size[RD_MAX_RANK + 1];
+    size[0] = n_total;
+    for (int i = 0; i < rank; i++)
+        size[i + 1] = (hsize_t)dims[i];
+    errno = 0;
+    CHECK(H5Dset_extent(ds, size), e, name);
+    return 1;
+cleanup:
+    return 0;
+}
+
+/* Writes buf, laid out as the block (count...) of the file, at start. The
+ * memory selection has the shape of the file selection, so that HDF5 maps
+ * whole blocks to chunks instead of iterating element by element (which
+ * took most of an append's time). */
+static int write_block(hid_t ds, const char *name, hid_t mtype, int rank1, const hsize_t *start,
+                       const hsize_t *count, const void *buf, werr *e)
 {
     hid_t fs = H5I_INVALID_HID, ms = H5I_INVALID_HID;
     int ok = 0;
-    hsize_t size[RD_MAX_RANK + 1], start[RD_MAX_RANK + 1], count[RD_MAX_RANK + 1];
-    size[0] = n_old + n;
-    start[0] = n_old;
-    count[0] = n;
-    for (int i = 0; i < rank; i++) {
-        size[i + 1] = count[i + 1] = (hsize_t)dims[i];
-        start[i + 1] = 0;
-    }
-    hsize_t mdims[2] = { n, row_len }, mstart[2] = { 0, col }, mcount[2] = { n, width };
-    errno = 0;
-    CHECK(H5Dset_extent(ds, size), e, name);
     if ((fs = H5Dget_space(ds)) < 0)
         H5FAIL(e, name);
     CHECK(H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL), e, name);
-    if ((ms = H5Screate_simple(2, mdims, NULL)) < 0)
+    if ((ms = H5Screate_simple(rank1, count, NULL)) < 0)
         H5FAIL(e, name);
-    CHECK(H5Sselect_hyperslab(ms, H5S_SELECT_SET, mstart, NULL, mcount, NULL), e, name);
     errno = 0;
     CHECK(H5Dwrite(ds, mtype, ms, fs, H5P_DEFAULT, buf), e, name);
     ok = 1;
@@ -856,6 +971,146 @@ cleanup:
     if (fs >= 0)
         H5Sclose(fs);
     return ok;
+}
+
+/* Extends a series (/steps, /step_time, a summary dataset) by n steps and
+ * writes them from buf: n rows of the dataset's other dims, contiguous. */
+static int append_rows(hid_t ds, const char *name, hid_t mtype, int rank, const int64_t *dims,
+                       hsize_t n_old, hsize_t n, const void *buf, werr *e)
+{
+    hsize_t start[RD_MAX_RANK + 1] = { 0 }, count[RD_MAX_RANK + 1];
+    start[0] = n_old;
+    count[0] = n;
+    for (int i = 0; i < rank; i++)
+        count[i + 1] = (hsize_t)dims[i];
+    return extend(ds, name, rank, dims, n_old + n, e)
+           && write_block(ds, name, mtype, rank + 1, start, count, buf, e);
+}
+
+/* 1 if any value of site block b of table t, steps [r0, r1) of records,
+ * is not NaN. */
+static int block_has_data(const rd_writer *w, const rd_table *t, const double *records,
+                          hsize_t r0, hsize_t r1, size_t b, size_t nb, size_t inner,
+                          size_t outer)
+{
+    for (hsize_t r = r0; r < r1; r++) {
+        const double *row = records + (size_t)r * w->lay.record_len + t->offset + b * inner;
+        for (size_t o = 0; o < outer; o++) {
+            const double *v = row + o * nb * inner;
+            for (size_t k = 0; k < inner; k++)
+                if (!isnan(v[k]))
+                    return 1;
+        }
+    }
+    return 0;
+}
+
+/* Packs site block b of steps [r0, r1) of table i into w->pack, laid out as
+ * the file's block (steps, dims... with 1 at the site axis); *bytes its size. */
+static int pack_rows(rd_writer *w, int i, const double *records, hsize_t r0, hsize_t r1,
+                     size_t b, size_t *bytes, werr *e)
+{
+    const rd_table *t = &w->lay.tables[i];
+    int ax = site_axis(i);
+    size_t nb = ax < 0 ? 1 : (size_t)t->dims[ax];
+    size_t inner = ax < 0 ? t->count : (size_t)t->dims[t->rank - 1];
+    size_t outer = t->count / (nb * inner);
+    *bytes = (size_t)(r1 - r0) * outer * inner * sizeof(double);
+    if (!pack_room(w, *bytes, t->name, e))
+        return 0;
+    double *to = w->pack;
+    for (hsize_t r = r0; r < r1; r++) {
+        const double *row = records + (size_t)r * w->lay.record_len + t->offset + b * inner;
+        for (size_t o = 0; o < outer; o++, to += inner)
+            memcpy(to, row + o * nb * inner, inner * sizeof(double));
+    }
+    return 1;
+}
+
+/* Writes site block b of steps [r0, r1) at step n_written + r0. (Not with
+ * H5Dwrite_chunk for whole chunks: it was hardly faster, and HDF5 1.10.8
+ * crashes when such a write meets a full disk.) */
+static int write_rows(rd_writer *w, int i, const double *records, hsize_t r0, hsize_t r1,
+                      size_t b, werr *e)
+{
+    const rd_table *t = &w->lay.tables[i];
+    int ax = site_axis(i);
+    size_t bytes = 0;
+    if (!pack_rows(w, i, records, r0, r1, b, &bytes, e))
+        return 0;
+    hsize_t start[RD_MAX_RANK + 1] = { 0 }, count[RD_MAX_RANK + 1];
+    start[0] = w->n_written + r0;
+    count[0] = r1 - r0;
+    for (int k = 0; k < t->rank; k++)
+        count[k + 1] = (hsize_t)t->dims[k];
+    if (ax >= 0) {
+        start[ax + 1] = b;
+        count[ax + 1] = 1;
+    }
+    return write_block(w->table_ds[i], t->name, H5T_NATIVE_DOUBLE, t->rank + 1, start, count,
+                       w->pack, e);
+}
+
+/* Extends table i by n steps and writes their rows from records (n,
+ * record_len): per site for tables with a site axis, and per chunk of
+ * steps. A chunk's worth of rows that is all NaN is not written: NaN is
+ * the fill value, so it reads the same, and the chunks of what was never
+ * observed are never allocated (a run that observes the norm and branch
+ * sites at a few steps stores them for those steps only). Runs of chunks
+ * with data are written with one call. */
+static int append_table(rd_writer *w, int i, const double *records, hsize_t n, werr *e)
+{
+    const rd_table *t = &w->lay.tables[i];
+    if (!extend(w->table_ds[i], t->name, t->rank, t->dims, w->n_written + n, e))
+        return 0;
+    int ax = site_axis(i);
+    size_t nb = ax < 0 ? 1 : (size_t)t->dims[ax];
+    size_t inner = ax < 0 ? t->count : (size_t)t->dims[t->rank - 1];
+    size_t outer = t->count / (nb * inner);
+    hsize_t cs = w->table_chunk[i].steps;
+    for (size_t b = 0; b < nb; b++) {
+        hsize_t run0 = 0, c1;
+        int in_run = 0;
+        for (hsize_t c0 = 0; c0 < n; c0 = c1) {
+            c1 = c0 + (cs - (w->n_written + c0) % cs);
+            if (c1 > n)
+                c1 = n;
+            int any = block_has_data(w, t, records, c0, c1, b, nb, inner, outer);
+            if (any && !in_run) {
+                run0 = c0;
+                in_run = 1;
+            } else if (!any && in_run) {
+                if (!write_rows(w, i, records, run0, c0, b, e))
+                    return 0;
+                in_run = 0;
+            }
+        }
+        if (in_run && !write_rows(w, i, records, run0, n, b, e))
+            return 0;
+    }
+    return 1;
+}
+
+/* The summary rows of n records into w->summary_buf. */
+static int summarize(rd_writer *w, const double *records, size_t n, werr *e)
+{
+    size_t len = w->lay.summary_len;
+    if (n > w->summary_cap) {
+        double *p = realloc(w->summary_buf, n * len * sizeof *p);
+        if (!p) {
+            snprintf(e->h5.msg, sizeof e->h5.msg, "out of memory for the summary");
+            e->h5.captured = 1;
+            e->st = RESDIAG_E_NOMEM;
+            e->object = RD_SUMMARY_GROUP;
+            e->before_hdf5 = 1;
+            return 0;
+        }
+        w->summary_buf = p;
+        w->summary_cap = n;
+    }
+    for (size_t r = 0; r < n; r++)
+        rd_layout_summarize(&w->lay, records + r * w->lay.record_len, w->summary_buf + r * len);
+    return 1;
 }
 
 static int flush_file(rd_writer *w, werr *e)
@@ -896,23 +1151,39 @@ resdiag_status rd_writer_append(rd_writer *w, const int64_t *steps, const double
     const rd_layout *lay = &w->lay;
 
     /* Phase 1: everything but the step numbers, then flush. */
-    off_t need = metadata_margin(w) + new_chunk_bytes(&w->series_chunk, w->n_written, n)
+    off_t need = metadata_margin(w) + index_margin(w, n)
+                 + new_chunk_bytes(&w->series_chunk, w->n_written, n)
                  + (callsites_changed ? w->callsite_bytes : 0);
     for (int i = 0; i < RD_N_TABLES; i++)
         if (lay->tables[i].count > 0)
             need += new_chunk_bytes(&w->table_chunk[i], w->n_written, n);
+    for (int i = 0; i < RD_N_SUMMARY; i++)
+        if (w->summary_ds[i] >= 0)
+            need += new_chunk_bytes(&w->summary_chunk[i], w->n_written, n);
     if (!reserve(w, need, &e))
         goto cleanup;
-    for (int i = 0; n > 0 && i < RD_N_TABLES; i++) {
-        const rd_table *t = &lay->tables[i];
-        if (t->count == 0)
-            continue;
-        if (!extend_write(w->table_ds[i], t->name, H5T_NATIVE_DOUBLE, t->rank, t->dims,
-                          w->n_written, n, records, lay->record_len, t->offset, t->count, &e))
+    for (int i = 0; n > 0 && i < RD_N_TABLES; i++)
+        if (lay->tables[i].count > 0 && !append_table(w, i, records, n, &e))
             goto cleanup;
+    if (n > 0 && w->summary_ds[0] >= 0) {
+        if (!summarize(w, records, n, &e))
+            goto cleanup;
+        for (int i = 0; i < RD_N_SUMMARY; i++) {
+            const rd_table *t = &lay->summary[i];
+            /* (n, summary_len) -> (n, count) of this dataset */
+            if (!pack_room(w, n * t->count * sizeof(double), t->name, &e))
+                goto cleanup;
+            double *to = w->pack;
+            for (size_t r = 0; r < n; r++, to += t->count)
+                memcpy(to, w->summary_buf + r * lay->summary_len + t->offset,
+                       t->count * sizeof(double));
+            if (!append_rows(w->summary_ds[i], t->name, H5T_NATIVE_DOUBLE, t->rank, t->dims,
+                             w->n_written, n, w->pack, &e))
+                goto cleanup;
+        }
     }
-    if (n > 0 && !extend_write(w->time_ds, RD_STEP_TIME_NAME, H5T_NATIVE_DOUBLE, 0, NULL,
-                               w->n_written, n, times, 1, 0, 1, &e))
+    if (n > 0 && !append_rows(w->time_ds, RD_STEP_TIME_NAME, H5T_NATIVE_DOUBLE, 0, NULL,
+                              w->n_written, n, times, &e))
         goto cleanup;
     if (callsites_changed && lay->n_slots > 0) {
         for (size_t s = 0; s < lay->n_slots; s++)
@@ -940,8 +1211,8 @@ resdiag_status rd_writer_append(rd_writer *w, const int64_t *steps, const double
              * do not count; the file is consistent. */
             goto cleanup;
         }
-        if (!extend_write(w->steps_ds, RD_STEPS_NAME, H5T_NATIVE_INT64, 0, NULL, w->n_written, n,
-                          steps, 1, 0, 1, &e)
+        if (!append_rows(w->steps_ds, RD_STEPS_NAME, H5T_NATIVE_INT64, 0, NULL, w->n_written, n,
+                         steps, &e)
             || !flush_file(w, &e))
             goto cleanup;
         release(w);
@@ -1000,12 +1271,14 @@ resdiag_status rd_writer_close(rd_writer *w, char *err, size_t errlen)
     }
     /* Datasets before the file: the file is only really closed with its
      * last object. */
-    hid_t *ids[2 * RD_N_TABLES + 3];
+    hid_t *ids[2 * RD_N_TABLES + RD_N_SUMMARY + 3];
     int n_ids = 0;
     for (int i = 0; i < RD_N_TABLES; i++) {
         ids[n_ids++] = &w->table_ds[i];
         ids[n_ids++] = &w->callsite_ds[i];
     }
+    for (int i = 0; i < RD_N_SUMMARY; i++)
+        ids[n_ids++] = &w->summary_ds[i];
     ids[n_ids++] = &w->time_ds;
     ids[n_ids++] = &w->steps_ds;
     ids[n_ids++] = &w->callsite_type;

@@ -23,7 +23,8 @@ typedef struct rd_file_header {
     const rd_layout *layout;
     int sketch_size;
     uint64_t sketch_seed;
-    int record_chunk_steps;       /* steps per HDF5 chunk, >= 1 */
+    int record_chunk_steps;       /* steps per append (flush_steps), >= 1: the tables'
+                                     chunks hold a quarter of it, /steps at least 256 */
 } rd_file_header;
 
 /* Where an observed tensor's hook was called: one per stats slot
@@ -40,7 +41,8 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
                                 char *err, size_t errlen);
 
 /* Appends n step records: steps (n) the trainer's step numbers, times (n)
- * seconds since the run was opened, records (n, layout->record_len).
+ * seconds since the run was opened, records (n, layout->record_len), and
+ * their summary (/summary, computed here with rd_layout_summarize).
  * callsites (layout->n_slots) is written too when callsites_changed.
  * Then flushes the file so that a reader (or a crash) sees all of it. */
 resdiag_status rd_writer_append(rd_writer *w, const int64_t *steps, const double *times,

@@ -4,6 +4,7 @@
  */
 #include "layout.h"
 
+#include <math.h>
 #include <string.h>
 
 int rd_model_site_index(resdiag_site site)
@@ -115,6 +116,80 @@ void rd_layout_init(rd_layout *lay, int n_layers, int n_sublayers, int n_layer_p
     }
     lay->record_len = off;
     lay->n_slots = slots;
+
+    rd_table *u = lay->summary;
+    set_table(&u[RD_S_NONFINITE], "summary/nonfinite", NULL, "step,nonfinite_field",
+              "non-finite values of the step over every statistics table: nan_count and "
+              "inf_count summed over all observed tensors, records = tensors with any",
+              "count", RD_KIND_UPDATE, 1, (int64_t[]){ RD_SUM_NF_COLS });
+    set_table(&u[RD_S_OBSERVED], "summary/observed", NULL, "step,stats_table",
+              "observed tensors (rows whose rows field is not NaN) in each statistics table "
+              "at the step", "count", RD_KIND_UPDATE, 1, (int64_t[]){ RD_SUM_OBS_COLS });
+    set_table(&u[RD_S_STREAM_NORM], "summary/stream_norm", NULL, "step,layer",
+              "tok_norm_mean of the forward stream_out of each layer's last sublayer "
+              "(copy of forward/site_stats; NaN: not observed)",
+              "same units as the activation", RD_KIND_UPDATE, 1, (int64_t[]){ L });
+    set_table(&u[RD_S_UPDATE_RATIO], "summary/update_ratio", NULL, "step,layer,sublayer",
+              "ratio_frob = ||dx||_F/||x||_F of each sublayer (copy of forward/update; NaN: "
+              "not observed)", "1 (dimensionless ratio)", RD_KIND_UPDATE, 2,
+              (int64_t[]){ L, S });
+    off = 0;
+    for (int i = 0; i < RD_N_SUMMARY; i++) {
+        u[i].offset = off;
+        off += u[i].count;
+    }
+    lay->summary_len = off;
+}
+
+const char *rd_summary_nonfinite_label(int col)
+{
+    static const char *const labels[RD_SUM_NF_COLS] = { "nan_count", "inf_count", "records" };
+    return col >= 0 && col < RD_SUM_NF_COLS ? labels[col] : "?";
+}
+
+const char *rd_summary_observed_label(int col)
+{
+    /* the STATS tables, in table order */
+    static const char *const labels[RD_SUM_OBS_COLS] = {
+        "forward/site_stats", "backward/site_stats", "forward/model_stats",
+        "backward/model_stats", "backward/param_stats", "backward/model_param_stats"
+    };
+    return col >= 0 && col < RD_SUM_OBS_COLS ? labels[col] : "?";
+}
+
+void rd_layout_summarize(const rd_layout *lay, const double *record, double *out)
+{
+    const int F = RESDIAG_N_FIELDS, L = lay->n_layers, S = lay->n_sublayers;
+    double *nf = out + lay->summary[RD_S_NONFINITE].offset;
+    double *obs = out + lay->summary[RD_S_OBSERVED].offset;
+    nf[RD_SUM_NAN] = nf[RD_SUM_INF] = nf[RD_SUM_RECORDS] = 0;
+    for (int i = 0; i < RD_SUM_OBS_COLS; i++) {
+        const rd_table *t = &lay->tables[RD_T_FWD_SITE + i];
+        size_t rows = t->count / (size_t)F, seen = 0;
+        const double *f = record + t->offset;
+        for (size_t r = 0; r < rows; r++, f += F) {
+            double nn = f[RESDIAG_FIELD_NAN_COUNT], ni = f[RESDIAG_FIELD_INF_COUNT];
+            seen += !isnan(f[RESDIAG_FIELD_ROWS]);
+            /* as the analysis counts them: NaN (unobserved) counts nothing */
+            if (nn > 0)
+                nf[RD_SUM_NAN] += nn;
+            if (ni > 0)
+                nf[RD_SUM_INF] += ni;
+            if (nn > 0 || ni > 0)
+                nf[RD_SUM_RECORDS] += 1;
+        }
+        obs[i] = (double)seen;
+    }
+    double *xn = out + lay->summary[RD_S_STREAM_NORM].offset;
+    double *ur = out + lay->summary[RD_S_UPDATE_RATIO].offset;
+    for (int l = 0; l < L; l++) {
+        size_t slot = ((size_t)l * (size_t)S + (size_t)(S - 1)) * RESDIAG_N_BLOCK_SITES
+                      + RESDIAG_STREAM_OUT;
+        xn[l] = record[rd_layout_offset(lay, RD_T_FWD_SITE, slot) + RESDIAG_FIELD_TOK_NORM_MEAN];
+        for (int s = 0; s < S; s++)
+            ur[l * S + s] = record[rd_layout_offset(lay, RD_T_UPDATE, (size_t)l * S + s)
+                                   + RESDIAG_UPDATE_RATIO_FROB];
+    }
 }
 
 void rd_layout_site_slot(const rd_layout *lay, resdiag_direction dir, int layer, int sublayer,

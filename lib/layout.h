@@ -54,11 +54,29 @@ typedef struct rd_table {
     size_t slot_offset;       /* for STATS tables: first callsite slot */
 } rd_table;
 
+/* The per-step summary (group /summary, doc/FORMAT.md): a few numbers per
+ * step and layer, derived from the step's record by the writer, so that a
+ * reader can scan a long run without reading its full tables. */
+enum rd_summary_id {
+    RD_S_NONFINITE = 0,  /* summary/nonfinite    (3): nan, inf, records */
+    RD_S_OBSERVED,       /* summary/observed     (6): observed rows per stats table */
+    RD_S_STREAM_NORM,    /* summary/stream_norm  (L) */
+    RD_S_UPDATE_RATIO,   /* summary/update_ratio (L, S) */
+    RD_N_SUMMARY
+};
+/* Columns of summary/nonfinite. */
+enum { RD_SUM_NAN = 0, RD_SUM_INF = 1, RD_SUM_RECORDS = 2, RD_SUM_NF_COLS = 3 };
+/* Columns of summary/observed: the STATS tables RD_T_FWD_SITE..RD_T_MODEL_PARAM. */
+#define RD_SUM_OBS_COLS 6
+#define RD_SUMMARY_GROUP "summary"
+
 typedef struct rd_layout {
     int n_layers, n_sublayers, n_layer_params, n_model_params, sketch_size;
     rd_table tables[RD_N_TABLES];
     size_t record_len;  /* doubles per step record */
     size_t n_slots;     /* stats slots (= callsite entries) over all STATS tables */
+    rd_table summary[RD_N_SUMMARY]; /* offsets into a summary record */
+    size_t summary_len; /* doubles per step summary */
 } rd_layout;
 
 /* Fills *lay for these sizes. All sizes must already be validated (>= 0,
@@ -81,6 +99,14 @@ static inline size_t rd_layout_offset(const rd_layout *lay, int table, size_t sl
     const rd_table *t = &lay->tables[table];
     return t->offset + slot * (size_t)t->dims[t->rank - 1];
 }
+
+/* Fills out (lay->summary_len) with the summary of one step record: see
+ * doc/FORMAT.md, group /summary. */
+void rd_layout_summarize(const rd_layout *lay, const double *record, double *out);
+
+/* Labels of the columns of summary/nonfinite and summary/observed. */
+const char *rd_summary_nonfinite_label(int col);
+const char *rd_summary_observed_label(int col);
 
 /* Label of an update field ("ratio_frob", ...), for attributes; field
  * labels and site labels are resdiag_field_name and resdiag_site_name. */

@@ -29,6 +29,7 @@ const char *resdiag_strerror(resdiag_status status)
     case RESDIAG_E_VERSION: return "run file written by a newer schema";
     case RESDIAG_E_NOT_FOUND: return "not found in the run file";
     case RESDIAG_E_DTYPE: return "unknown tensor dtype";
+    case RESDIAG_E_INTERRUPTED: return "interrupted by a signal; the run file was closed";
     }
     return "unknown status";
 }

@@ -20,6 +20,7 @@
 #include "layout.h"
 #include "log.h"
 #include "resdiag.h"
+#include "signals.h"
 #include "stats.h"
 
 /* Client-bug messages are logged this many times per run, then suppressed,
@@ -66,6 +67,7 @@ struct resdiag {
     size_t n_batched;
     double *cur;          /* record of the open recorded step, inside batch */
     int64_t n_written;    /* steps on disk */
+    int64_t flushed_step; /* trainer's number of the last step on disk, -1 if none */
     double t_open, t_last_flush;
 
     rd_callsite *callsites; /* (lay.n_slots) */
@@ -468,6 +470,7 @@ resdiag_status resdiag_open(resdiag **out, const char *path, const resdiag_model
     r->state = RUN_OPEN;
     r->enabled = 1;
     r->step = -1;
+    r->flushed_step = -1;
     r->t_open = r->t_last_flush = now_seconds();
     *out = r;
     return RESDIAG_OK;
@@ -494,6 +497,7 @@ static resdiag_status write_batch(resdiag *r)
                 (long long)r->n_written, err);
     } else {
         r->n_written += (int64_t)r->n_batched;
+        r->flushed_step = r->batch_steps[r->n_batched - 1];
     }
     r->n_batched = 0;
     r->t_last_flush = now_seconds();
@@ -504,6 +508,44 @@ static resdiag_status write_batch(resdiag *r)
         r->cur = r->batch;
     }
     return st;
+}
+
+resdiag_status resdiag_flushed_step(const resdiag *r, int64_t *step)
+{
+    if (!r || !step)
+        return RESDIAG_E_NULL;
+    *step = r->flushed_step;
+    return RESDIAG_OK;
+}
+
+/* A SIGINT/SIGTERM caught for this run (lib/signals.c): write what is
+ * buffered, close the file cleanly, then raise the signal again or make
+ * every later call return RESDIAG_E_INTERRUPTED. Only from step_begin and
+ * step_end, which never run concurrently with hooks. */
+static resdiag_status take_signal(resdiag *r)
+{
+    int reraise = 0;
+    int sig = rd_signal_take(r, &reraise);
+    if (!sig)
+        return RESDIAG_OK;
+    r->recording = 0;
+    r->cur = NULL;
+    write_batch(r);
+    if (r->writer) {
+        char err[512];
+        resdiag_status cst = rd_writer_close(r->writer, err, sizeof err);
+        if (cst && !r->sticky)
+            run_log(r, RESDIAG_LOG_ERROR, "closing the run file failed: %s", err);
+        r->writer = NULL;
+    }
+    run_log(r, RESDIAG_LOG_INFO, "signal %d: run file closed with %lld steps%s", sig,
+            (long long)r->n_written, reraise ? ", raising the signal again" : "");
+    r->sticky = RESDIAG_E_INTERRUPTED;
+    if (reraise)
+        rd_signal_reraise(r, sig);
+    else
+        rd_signals_release(r);
+    return RESDIAG_E_INTERRUPTED;
 }
 
 resdiag_status resdiag_flush(resdiag *r)
@@ -529,8 +571,11 @@ resdiag_status resdiag_close(resdiag *r)
     r->in_step = r->recording = 0;
     r->cur = NULL;
     resdiag_status st = write_batch(r);
+    /* After a signal the file was closed already, and cleanly. */
+    if (st == RESDIAG_E_INTERRUPTED)
+        st = RESDIAG_OK;
     char err[512];
-    resdiag_status cst = rd_writer_close(r->writer, err, sizeof err);
+    resdiag_status cst = r->writer ? rd_writer_close(r->writer, err, sizeof err) : RESDIAG_OK;
     r->writer = NULL;
     if (cst) {
         /* After a failed write the close fails for the same reason, which
@@ -550,6 +595,7 @@ void resdiag_destroy(resdiag *r)
         return;
     if (r->state == RUN_OPEN)
         resdiag_close(r);
+    rd_signals_release(r);
     free_run(r);
 }
 
@@ -582,6 +628,8 @@ resdiag_status resdiag_step_begin(resdiag *r, int64_t step)
     r->any_step = 1;
     r->step = step;
     r->in_step = 1;
+    if (take_signal(r))
+        return RESDIAG_E_INTERRUPTED;
     if (r->sticky)
         return r->sticky;
     if (selected) {
@@ -605,13 +653,15 @@ resdiag_status resdiag_step_end(resdiag *r)
         return client_bug(r, RESDIAG_E_STATE, "resdiag_step_end without resdiag_step_begin");
     r->in_step = 0;
     if (!r->recording)
-        return r->sticky;
+        return take_signal(r) ? RESDIAG_E_INTERRUPTED : r->sticky;
     r->recording = 0;
     r->cur = NULL;
     double now = now_seconds();
     r->batch_steps[r->n_batched] = r->step;
     r->batch_times[r->n_batched] = now - r->t_open;
     r->n_batched++;
+    if (take_signal(r))
+        return RESDIAG_E_INTERRUPTED;
     /* The first recorded step (initialization) is the most precious: write it at once. */
     if (r->n_written == 0 || r->n_batched == (size_t)r->opt.flush_steps ||
         (r->opt.flush_seconds > 0 && now - r->t_last_flush >= r->opt.flush_seconds))

@@ -32,11 +32,14 @@
  * loop that skips non-finite values and scales by a power of two. A row
  * that raises ABSMAX is re-read (from cache) to find the column. Per-row
  * results are combined with an overflow-free sum of squares (LAPACK dlassq
- * style) and Welford's update, so 1e200 or 1e-310 f64 data give the right
- * norms. No allocation, no state outside the call: thread-safe.
+ * style) and, TOK_BLOCK tokens at a time, Chan et al.'s update of mean and
+ * squared deviations (one division per block, not per token), so 1e200 or
+ * 1e-310 f64 data give the right norms. No allocation, no state outside
+ * the call: thread-safe.
  *
  * Paths: the one-read-per-row loop above (fast_row_portable) has vector
- * twins in lib/stats_simd.c (AVX2+FMA+F16C and AVX-512F; see stats_impl.h).
+ * twins in lib/stats_simd.c (AVX2+FMA+F16C and AVX-512F+DQ; see
+ * stats_impl.h), which sum f32/f16/bf16 rows in float lanes.
  * Only the fast row differs between paths; the rescans, the per-token
  * formulas and the combination over tokens are this file's for all of them.
  * The path is chosen once, on first use, from the CPU
@@ -52,6 +55,9 @@
 
 #include <math.h>
 #include <string.h>
+#if defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#endif
 
 #define LANES 8    /* independent accumulators in the hot loop */
 #define CHUNK 512  /* columns per chunk: 4 KiB of f64, stays in L1 */
@@ -130,7 +136,7 @@ typedef struct ssq {
 
 /* Once per token per statistic: multiplying by a kept reciprocal instead of
  * dividing saves most of the per-token cost (within rounding of x / scale). */
-static void ssq_add(ssq *a, double x)
+static inline __attribute__((always_inline)) void ssq_add(ssq *a, double x)
 {
     x = fabs(x);
     if (x == 0.0)
@@ -162,7 +168,8 @@ typedef struct moments {
 
 /* w = sqrt((n-1)/n) and inv_n = 1/n for the n-th token, shared by the four
  * quantities of a token. */
-static void moments_add(moments *m, double v, double inv_n, double w)
+static inline __attribute__((always_inline)) void moments_add(moments *m, double v,
+                                                              double inv_n, double w)
 {
     double delta = v - m->mean;
     m->mean += delta * inv_n;
@@ -291,8 +298,12 @@ static double lane_sum(const double *a /* (LANES) */)
 /* The common path: one read of the row, assuming finite values.
  * rb (K) receives the row's sketch buckets (unsigned by sigma). */
 static int fast_row_portable(row_sums *rs, double *rb, const void *row, resdiag_dtype dtype,
-                    int64_t cols, const rd_sketch_params *sp)
+                             int64_t cols, const rd_sketch_params *sp, double amax_floor,
+                             double *acc, double sigma)
 {
+    (void)amax_floor; /* the exact max costs nothing extra here */
+    (void)acc;        /* the buckets always go to rb */
+    (void)sigma;
     lanes L;
     memset(&L, 0, sizeof L);
     const int sk = sp != NULL && sp->k > 0;
@@ -445,12 +456,19 @@ static int cpu_has_path(rd_stats_path path)
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     /* libgcc's check includes the OS's support for the register state. */
     __builtin_cpu_init();
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+#if defined(__clang__)
+    /* clang's __builtin_cpu_supports knows no "f16c": CPUID leaf 1, ECX bit 29 */
+    unsigned ax, bx, cx = 0, dx;
+    int f16c = __get_cpuid(1, &ax, &bx, &cx, &dx) && (cx >> 29 & 1u);
+#else
+    int f16c = __builtin_cpu_supports("f16c");
+#endif
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
     switch (path) {
     case RD_STATS_PORTABLE: return 1;
     case RD_STATS_AVX2: return avx2;
-    case RD_STATS_AVX512: return avx2 && __builtin_cpu_supports("avx512f");
+    case RD_STATS_AVX512:
+        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
     default: return 0;
     }
 #else
@@ -543,75 +561,6 @@ typedef struct partial {
     double sketch[RESDIAG_MAX_SKETCH]; /* (K) */
 } partial;
 
-/* Rows [r0, r1) of t into *p (which starts empty). */
-static void compute_rows(partial *p, rd_fast_row_fn fast_row, double *row_norms,
-                         const resdiag_tensor *t, const rd_sketch_params *sp, int64_t r0,
-                         int64_t r1)
-{
-    const int64_t cols = t->cols;
-    const int64_t stride = t->row_stride ? t->row_stride : cols;
-    const size_t K = sp != NULL && sp->k > 0 ? (size_t)sp->k : 0;
-    const double dcols = (double)cols, inv_cols = 1.0 / dcols;
-    const double rsqrt_cols = 1.0 / sqrt(dcols);
-    double rb[RESDIAG_MAX_SKETCH]; /* (K) one row's buckets */
-
-    memset(p, 0, sizeof *p);
-    p->norm_min = INFINITY;
-    p->norm_max = -INFINITY;
-    p->amax = -1.0; /* below every |x| */
-    p->amax_col = NAN;
-
-    for (int64_t i = r0; i < r1; i++) {
-        const void *row = (const char *)t->data +
-                          (size_t)i * (size_t)stride * dtype_size(t->dtype);
-        row_sums rs;
-        if (K)
-            memset(rb, 0, K * sizeof *rb);
-        if (!fast_row(&rs, rb, row, t->dtype, cols, sp))
-            fast_row_portable(&rs, rb, row, t->dtype, cols, sp);
-        if (!fast_row_ok(&rs, t->dtype))
-            careful_row(&rs, rb, row, t->dtype, cols, sp);
-
-        /* Per-token values; the scaling by 2^e is exact. */
-        double mu = rs.sd * inv_cols; /* mean of (y - y0) */
-        double var = rs.sd2 * inv_cols - mu * mu;
-        double tok_norm = sqrt(rs.sq);
-        double tok_mean = rs.y0 + mu;
-        double tok_rms = tok_norm * rsqrt_cols;
-        double tok_std = sqrt(var > 0.0 ? var : 0.0);
-        if (rs.e != 0) { /* rescanned rows only; libm calls cost on every row */
-            tok_norm = ldexp(tok_norm, rs.e);
-            tok_mean = ldexp(tok_mean, rs.e);
-            tok_rms = ldexp(tok_rms, rs.e);
-            tok_std = ldexp(tok_std, rs.e);
-        }
-
-        double n = (double)(i - r0 + 1), inv_n = 1.0 / n, w = sqrt((n - 1.0) * inv_n);
-        moments_add(&p->norm, tok_norm, inv_n, w);
-        moments_add(&p->mean, tok_mean, inv_n, w);
-        moments_add(&p->rms, tok_rms, inv_n, w);
-        moments_add(&p->sdev, tok_std, inv_n, w);
-        p->norm_min = tok_norm < p->norm_min ? tok_norm : p->norm_min;
-        p->norm_max = tok_norm > p->norm_max ? tok_norm : p->norm_max;
-        ssq_add(&p->frob, tok_norm);
-        if (row_norms)
-            row_norms[i] = tok_norm;
-
-        if (rs.amax > p->amax) { /* strictly: the first on ties wins */
-            p->amax = rs.amax;
-            p->amax_col = (double)(rs.amax_col >= 0 ? rs.amax_col
-                                                    : first_col(row, t->dtype, cols, rs.amax));
-        }
-        p->nan += rs.nan;
-        p->inf += rs.inf;
-
-        double sigma = K ? rd_row_sign(sp->seed, i) : 0.0;
-        for (size_t m = 0; m < K; m++)
-            p->sketch[m] += sigma * rb[m];
-    }
-    p->n = (double)(r1 - r0);
-}
-
 /* a = a and b: two sums of squares. */
 static void ssq_merge(ssq *a, const ssq *b)
 {
@@ -635,6 +584,144 @@ static void moments_merge(moments *a, const moments *b, double na, double nb)
     a->mean += delta * (nb / n);
     ssq_merge(&a->m2, &b->m2);
     ssq_add(&a->m2, delta * sqrt(na * nb / n));
+}
+
+/* Tokens per block: per-token values are combined into the partial a
+ * block at a time (Chan et al.'s update), which costs one division and a
+ * few square roots per block instead of per token. */
+#define TOK_BLOCK 16
+
+/* value += sum_k x[k]^2 for the n values x: one plain sum when no square
+ * can overflow or lose precision to underflow, else one ssq_add each. */
+static void ssq_add_all(ssq *a, const double *x /* (n) */, int n)
+{
+    double mx = 0.0;
+    for (int k = 0; k < n; k++)
+        mx = fabs(x[k]) > mx ? fabs(x[k]) : mx;
+    if (mx == 0.0)
+        return;
+    if (mx > 0x1p-450 && mx < 0x1p450) {
+        /* smaller squares that underflow are below 2^-1000 of the sum */
+        double s = 0.0;
+        for (int k = 0; k < n; k++)
+            s += x[k] * x[k];
+        ssq_add(a, sqrt(s));
+        return;
+    }
+    for (int k = 0; k < n; k++)
+        ssq_add(a, x[k]);
+}
+
+/* m (n0 tokens so far) followed by the n tokens of v: the block's mean and
+ * sum of squared deviations, merged by Chan et al.'s pairwise update. */
+static void moments_add_block(moments *m, const double *v /* (n) */, int n, double n0)
+{
+    double s = 0.0, dev[TOK_BLOCK];
+    for (int k = 0; k < n; k++)
+        s += v[k];
+    double mean = s / n;
+    if (!isfinite(mean)) { /* values near DBL_MAX: one token at a time */
+        for (int k = 0; k < n; k++) {
+            double nk = n0 + k + 1, inv = 1.0 / nk;
+            moments_add(m, v[k], inv, sqrt((nk - 1.0) * inv));
+        }
+        return;
+    }
+    for (int k = 0; k < n; k++)
+        dev[k] = v[k] - mean;
+    moments b = { mean, { 0.0, 0.0, 0.0 } };
+    ssq_add_all(&b.m2, dev, n);
+    if (n0 == 0.0)
+        *m = b;
+    else
+        moments_merge(m, &b, n0, (double)n);
+}
+
+/* Rows [r0, r1) of t into *p (which starts empty). */
+static void compute_rows(partial *p, rd_fast_row_fn fast_row, double *row_norms,
+                         const resdiag_tensor *t, const rd_sketch_params *sp, int64_t r0,
+                         int64_t r1)
+{
+    const int64_t cols = t->cols;
+    const int64_t stride = t->row_stride ? t->row_stride : cols;
+    const size_t K = sp != NULL && sp->k > 0 ? (size_t)sp->k : 0;
+    const double dcols = (double)cols, inv_cols = 1.0 / dcols;
+    const double rsqrt_cols = 1.0 / sqrt(dcols);
+    double rb[RESDIAG_MAX_SKETCH]; /* (K) one row's buckets */
+    /* the block's per-token norm, mean, rms, std */
+    double tn[TOK_BLOCK], tm[TOK_BLOCK], tr[TOK_BLOCK], ts[TOK_BLOCK];
+
+    memset(p, 0, sizeof *p);
+    p->norm_min = INFINITY;
+    p->norm_max = -INFINITY;
+    p->amax = -1.0; /* below every |x| */
+    p->amax_col = NAN;
+
+    for (int64_t b0 = r0; b0 < r1; b0 += TOK_BLOCK) {
+        const int nb = r1 - b0 < TOK_BLOCK ? (int)(r1 - b0) : TOK_BLOCK;
+        for (int k = 0; k < nb; k++) {
+            const int64_t i = b0 + k;
+            const void *row = (const char *)t->data +
+                              (size_t)i * (size_t)stride * dtype_size(t->dtype);
+            row_sums rs;
+            if (K == 16)
+                memset(rb, 0, 16 * sizeof *rb);
+            else if (K)
+                memset(rb, 0, K * sizeof *rb);
+            double sigma = K ? rd_row_sign(sp->seed, i) : 0.0;
+            int got = fast_row(&rs, rb, row, t->dtype, cols, sp, p->amax,
+                               K ? p->sketch : NULL, sigma);
+            if (!got)
+                got = fast_row_portable(&rs, rb, row, t->dtype, cols, sp, p->amax, NULL, 0.0);
+            /* got == 2 (sketch added already) only for finite sums */
+            if (!fast_row_ok(&rs, t->dtype)) {
+                careful_row(&rs, rb, row, t->dtype, cols, sp);
+                got = 1;
+            }
+
+            /* Per-token values; the scaling by 2^e is exact. */
+            double mu = rs.sd * inv_cols; /* mean of (y - y0) */
+            double var = rs.sd2 * inv_cols - mu * mu;
+            double tok_norm = sqrt(rs.sq);
+            double tok_mean = rs.y0 + mu;
+            double tok_rms = tok_norm * rsqrt_cols;
+            double tok_std = sqrt(var > 0.0 ? var : 0.0);
+            if (rs.e != 0) { /* rescanned rows only; libm calls cost on every row */
+                tok_norm = ldexp(tok_norm, rs.e);
+                tok_mean = ldexp(tok_mean, rs.e);
+                tok_rms = ldexp(tok_rms, rs.e);
+                tok_std = ldexp(tok_std, rs.e);
+            }
+            tn[k] = tok_norm;
+            tm[k] = tok_mean;
+            tr[k] = tok_rms;
+            ts[k] = tok_std;
+            p->norm_min = tok_norm < p->norm_min ? tok_norm : p->norm_min;
+            p->norm_max = tok_norm > p->norm_max ? tok_norm : p->norm_max;
+            if (row_norms)
+                row_norms[i] = tok_norm;
+
+            if (rs.amax > p->amax) { /* strictly: the first on ties wins */
+                p->amax = rs.amax;
+                p->amax_col = (double)(rs.amax_col >= 0
+                                           ? rs.amax_col
+                                           : first_col(row, t->dtype, cols, rs.amax));
+            }
+            p->nan += rs.nan;
+            p->inf += rs.inf;
+
+            if (got == 1)
+                for (size_t m = 0; m < K; m++)
+                    p->sketch[m] += sigma * rb[m];
+        }
+        const double n0 = (double)(b0 - r0);
+        moments_add_block(&p->norm, tn, nb, n0);
+        moments_add_block(&p->mean, tm, nb, n0);
+        moments_add_block(&p->rms, tr, nb, n0);
+        moments_add_block(&p->sdev, ts, nb, n0);
+        ssq_add_all(&p->frob, tn, nb);
+    }
+    p->n = (double)(r1 - r0);
 }
 
 /* a = a followed by b (b's rows come after a's). */

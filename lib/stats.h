@@ -39,7 +39,10 @@ void rd_fill_column_signs(float *tau, size_t n, uint64_t seed);
  *   row_norms  (t->rows) out: each token's L2 norm over its finite values, or NULL
  * t must already be validated (known dtype, rows >= 0, cols >= 1,
  * data != NULL when rows > 0, row_stride 0 or >= cols).
- * Sums are in double; rows whose sum of squares overflows or underflows
+ * Sums are in double, except that the vector paths sum f32, f16 and bf16
+ * rows in float lanes over blocks of columns and in double across blocks
+ * (each row sum within ~1.4e-6 of the sum of its |terms|; see
+ * lib/stats_simd.c); rows whose sum of squares overflows or underflows
  * (f64 input beyond ~1e154 or below ~1e-154) are rescanned with scaling, and
  * rows holding NaN or Inf are rescanned to leave those values out and count
  * them (those values count as 0 in the sketch), so the common path is a
@@ -51,12 +54,14 @@ void rd_stats_compute(double *fields, double *sketch, double *row_norms,
  * once, thread-safe), or the portable one when the environment variable
  * RESDIAG_FORCE_PORTABLE is set to a value other than "" or "0" when the
  * first tensor is computed. All paths give the same results within
- * rounding (they differ only in the order of additions within a row); the
- * exact quantities (counts, ABSMAX, ABSMAX_COL, shape) are identical. */
+ * rounding: double rounding for f64 (they differ only in the order of
+ * additions within a row), float rounding of the row sums for f32, f16
+ * and bf16 on the vector paths; the exact quantities (counts, ABSMAX,
+ * ABSMAX_COL, shape) are identical. */
 typedef enum rd_stats_path {
     RD_STATS_PORTABLE = 0, /* plain C, any CPU */
     RD_STATS_AVX2 = 1,     /* AVX2 + FMA + F16C */
-    RD_STATS_AVX512 = 2,   /* AVX-512F (+ the above) */
+    RD_STATS_AVX512 = 2,   /* AVX-512F and DQ (+ the above) */
     RD_STATS_N_PATHS = 3
 } rd_stats_path;
 

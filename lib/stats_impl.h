@@ -33,18 +33,27 @@ typedef struct rd_row_sums {
 /* One read of a row (cols) of dtype, assuming finite values: fills rs with
  * e = 0, y0 = x[0], amax_col = -1, nan = inf = 0, and adds the row's sketch
  * buckets tau(j mod tau_len) * x[j] into rb[j mod K] (rb (K), zeroed by the
- * caller; untouched when sp->k == 0). Returns 0 without reading anything if
- * the kernel does not handle this sketch size (the caller then uses the
- * portable kernel), else 1. */
+ * caller; untouched when sp->k == 0). rs->amax is the row's largest |x|, or
+ * -1 when that is not above amax_floor (a kernel may skip reducing it then;
+ * the caller only wants to know whether the row raises ABSMAX). With acc
+ * not NULL a kernel may instead add sigma * the buckets straight into acc
+ * (K), the tensor's sketch, for a row whose sums are finite (so that the
+ * caller does not rescan it). Returns 0 without reading anything if the
+ * kernel does not handle this sketch size (the caller then uses the
+ * portable kernel), 1 when the buckets are in rb, 2 when they went into
+ * acc. */
 typedef int (*rd_fast_row_fn)(rd_row_sums *rs, double *rb /* (K) */, const void *row,
-                              resdiag_dtype dtype, int64_t cols, const rd_sketch_params *sp);
+                              resdiag_dtype dtype, int64_t cols, const rd_sketch_params *sp,
+                              double amax_floor, double *acc /* (K) */, double sigma);
 
 /* Vector kernels, present when meson defines RD_HAVE_AVX2 / RD_HAVE_AVX512
  * (x86-64 with a compiler that knows the instructions). Call them only when
  * the CPU has AVX2+FMA+F16C (resp. AVX-512F as well). */
 int rd_fast_row_avx2(rd_row_sums *rs, double *rb, const void *row, resdiag_dtype dtype,
-                     int64_t cols, const rd_sketch_params *sp);
+                     int64_t cols, const rd_sketch_params *sp, double amax_floor,
+                     double *acc, double sigma);
 int rd_fast_row_avx512(rd_row_sums *rs, double *rb, const void *row, resdiag_dtype dtype,
-                       int64_t cols, const rd_sketch_params *sp);
+                       int64_t cols, const rd_sketch_params *sp, double amax_floor,
+                       double *acc, double sigma);
 
 #endif

@@ -1,32 +1,38 @@
 /*
- * stats_simd.c - the fast-row kernel of lib/stats.c (see stats_impl.h) in
- * x86 vector intrinsics, double accumulation throughout.
+ * stats_simd.c - the fast-row kernels of lib/stats.c (see stats_impl.h) in
+ * x86 vector intrinsics.
  *
  * meson compiles this file twice, each time alone in a static library with
  * its own flags, so that no other object of the library can contain these
  * instructions:
- *   -DRD_SIMD_AVX512=0 -mavx2 -mfma -mf16c             -> rd_fast_row_avx2
- *   -DRD_SIMD_AVX512=1 -mavx512f -mavx2 -mfma -mf16c   -> rd_fast_row_avx512
+ *   -DRD_SIMD_AVX512=0 -mavx2 -mfma -mf16c                   -> rd_fast_row_avx2
+ *   -DRD_SIMD_AVX512=1 -mavx512f -mavx512dq -mavx2 -mfma -mf16c -> rd_fast_row_avx512
  * stats.c calls a kernel only after __builtin_cpu_supports said yes.
  *
  * Dimension names: cols = width of the row, K = sketch size.
  *
- * A row is read once, 16 columns at a time: f32 / f16 (F16C, exact) / bf16
- * (a shift, exact) become floats, then doubles; f64 is loaded as it is.
- * Per element: d = x - x0 into sum d and sum d^2, x^2 into sum x^2 (FMA),
- * |x| into a running max, and tau(j mod tau_len) * x (exact: tau is +-1)
- * into the sketch buckets. With 16 columns per step, column j + u of a step
- * falls in bucket (j + u) mod K = u mod K when K divides 16, so for the
- * usual K (1, 2, 4, 8, 16) the buckets live in registers as 16 "virtual"
- * buckets folded at the end of the row; when K is a multiple of 16 a step
- * covers 16 consecutive buckets in memory; other K return 0 (the portable
- * kernel then does the row). The last cols mod 16 columns are done by a
- * scalar loop. Each accumulator is split in two to shorten the dependency
- * chains; max |x| of the float dtypes is taken in float (exact); the loop
- * prefetches PREFETCH bytes ahead, without which it stalls on memory
- * between bursts of arithmetic (measured: 2x at 24 and 256 MiB). The sums
- * differ from the portable kernel's only in the order of the additions,
- * i.e. within rounding; the exact quantities are identical.
+ * Two kernels. f32, f16 (F16C, exact) and bf16 (a shift, exact) rows go
+ * through row_kernel_f: floats all the way, per element one add (sum x),
+ * two FMAs (sum x^2, and tau(j mod tau_len) * x into the sketch bucket,
+ * exact products since tau is +-1) and a share of a max |x|, in float
+ * lanes over blocks of at most BLOCK columns and in double across blocks.
+ * That is what lets one core keep up with memory; its error bound (about
+ * 1.4e-6 of each row sum's |terms|) and the rows it hands to the double
+ * kernel are described above it. f64 rows, and rows handed over, go
+ * through row_kernel: converted to double, shifted by the row's first
+ * value x0 (d = x - x0 into sum d and sum d^2, x^2 into sum x^2), double
+ * accumulation throughout, within rounding of the portable kernel.
+ *
+ * The sketch: with 16 columns per step, column j + u of a step falls in
+ * bucket (j + u) mod K = u mod K when K divides 16, so for the usual K (1,
+ * 2, 4, 8, 16) the buckets live in registers as 16 "virtual" buckets folded
+ * at the end of the block; when K is a multiple of 16 (row_kernel only) a
+ * step covers 16 consecutive buckets in memory; other K return 0 (the
+ * portable kernel then does the row). The last columns that do not fill a
+ * step are done by a scalar loop in double. Accumulators are split into
+ * chains to shorten the dependency chains; the loops prefetch PREFETCH
+ * bytes ahead. The exact quantities (ABSMAX, counts) are identical on
+ * every path.
  */
 #include "stats_impl.h"
 
@@ -110,6 +116,93 @@ static inline void load_tau16(vd t[2], const float *tp)
 {
     t[0] = _mm512_cvtps_pd(_mm256_loadu_ps(tp));
     t[1] = _mm512_cvtps_pd(_mm256_loadu_ps(tp + 8));
+}
+
+/* The float kernel's vectors: 16 floats, 4 chains of 16 columns each per
+ * step of 64 columns. */
+#define VF_W 16
+#define CH 4
+#define vf_loadu(p) _mm512_loadu_ps(p)
+#define vf_add(a, b) _mm512_add_ps((a), (b))
+#define vf_sub(a, b) _mm512_sub_ps((a), (b))
+#define vf_fmadd(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define vf_max(a, b) _mm512_max_ps((a), (b))
+#define vf_abs(a) _mm512_abs_ps(a)
+#define vf_set1(x) _mm512_set1_ps(x)
+
+/* 16 columns from j on, as floats (exact for every float dtype) */
+static inline vf loadf(const void *row, int64_t j, const int dt)
+{
+    const uint16_t *h = (const uint16_t *)row + j;
+    switch (dt) {
+    case RESDIAG_DTYPE_F32: return _mm512_loadu_ps((const float *)row + j);
+    case RESDIAG_DTYPE_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+    default: /* bf16: the upper half of an f32 */
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)h)), 16));
+    }
+}
+
+/* 1 if some lane of a is above b */
+static inline int vf_any_gt(vf a, float b)
+{
+    return _mm512_cmp_ps_mask(a, _mm512_set1_ps(b), _CMP_GT_OQ) != 0;
+}
+
+/* max(|a|, |b|) lane by lane in one instruction (AVX-512DQ vrangeps: imm
+ * bits 1:0 = 3 the larger magnitude, bits 3:2 = 2 sign cleared) */
+static inline vf vf_absmax(vf a, vf b)
+{
+    return _mm512_range_ps(a, b, 0x0b);
+}
+
+/* The lane sums of a, b and c in one shuffle tree (the 512-bit halves,
+ * then the 128-bit quarters of the three, then within 128 bits). */
+static inline void vf_hsum3(float out[3], vf a, vf b, vf c)
+{
+    const vf z = _mm512_setzero_ps();
+    vf ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
+    vf cz = _mm512_add_ps(_mm512_shuffle_f32x4(c, z, 0x44), _mm512_shuffle_f32x4(c, z, 0xee));
+    vf s = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cz, 0x88), _mm512_shuffle_f32x4(ab, cz, 0xdd));
+    s = _mm512_add_ps(s, _mm512_permute_ps(s, 0x4e));
+    s = _mm512_add_ps(s, _mm512_permute_ps(s, 0xb1));
+    float v[16];
+    _mm512_storeu_ps(v, s);
+    out[0] = v[0];
+    out[1] = v[4];
+    out[2] = v[8];
+}
+
+/* rb[u mod K] += the buckets of the CH chains, lane u = column mod 16
+ * (K divides 16). */
+static inline vf vf_tree(const vf a[CH]);
+
+static inline void kb_fold(double *rb, const vf kb[CH], size_t K)
+{
+    vf s = vf_tree(kb);
+    if (K == 16) {
+        __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(s));
+        __m512d hi = _mm512_cvtps_pd(
+            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+        _mm512_storeu_pd(rb, _mm512_add_pd(_mm512_loadu_pd(rb), lo));
+        _mm512_storeu_pd(rb + 8, _mm512_add_pd(_mm512_loadu_pd(rb + 8), hi));
+        return;
+    }
+    float v[16];
+    _mm512_storeu_ps(v, s);
+    for (size_t u = 0; u < 16; u++)
+        rb[u & (K - 1)] += v[u];
+}
+
+/* acc[u] += sigma * the buckets of the CH chains (K = 16) */
+static inline void kb_fold_signed(double *acc, const vf kb[CH], double sigma)
+{
+    vf s = vf_tree(kb);
+    __m512d sg = _mm512_set1_pd(sigma);
+    __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(s));
+    __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+    _mm512_storeu_pd(acc, _mm512_fmadd_pd(sg, lo, _mm512_loadu_pd(acc)));
+    _mm512_storeu_pd(acc + 8, _mm512_fmadd_pd(sg, hi, _mm512_loadu_pd(acc + 8)));
 }
 
 #else
@@ -200,6 +293,88 @@ static inline void load_tau16(vd t[4], const float *tp)
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++)
         t[i] = _mm256_cvtps_pd(_mm_loadu_ps(tp + 4 * i));
+}
+
+/* The float kernel's vectors: 8 floats, 2 chains (columns 0-7 and 8-15 of
+ * each step of 16 columns). */
+#define VF_W 8
+#define CH 2
+#define vf_loadu(p) _mm256_loadu_ps(p)
+#define vf_add(a, b) _mm256_add_ps((a), (b))
+#define vf_sub(a, b) _mm256_sub_ps((a), (b))
+#define vf_fmadd(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define vf_max(a, b) _mm256_max_ps((a), (b))
+#define vf_abs(a) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), (a))
+#define vf_set1(x) _mm256_set1_ps(x)
+
+/* 8 columns from j on, as floats (exact for every float dtype) */
+static inline vf loadf(const void *row, int64_t j, const int dt)
+{
+    const uint16_t *h = (const uint16_t *)row + j;
+    switch (dt) {
+    case RESDIAG_DTYPE_F32: return _mm256_loadu_ps((const float *)row + j);
+    case RESDIAG_DTYPE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    default: return bf16x8(h);
+    }
+}
+
+/* 1 if some lane of a is above b */
+static inline int vf_any_gt(vf a, float b)
+{
+    return _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(b), _CMP_GT_OQ)) != 0;
+}
+
+/* max(|a|, |b|) lane by lane */
+static inline vf vf_absmax(vf a, vf b)
+{
+    return _mm256_max_ps(vf_abs(a), vf_abs(b));
+}
+
+static inline float vf_hsum(vf v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+static inline void vf_hsum3(float out[3], vf a, vf b, vf c)
+{
+    out[0] = vf_hsum(a);
+    out[1] = vf_hsum(b);
+    out[2] = vf_hsum(c);
+}
+
+/* rb[u mod K] += the buckets, chain c lane l = column 8c + l mod 16 (K
+ * divides 16). */
+static inline void kb_fold(double *rb, const vf kb[CH], size_t K)
+{
+    if (K == 16) {
+        for (int c = 0; c < 2; c++) {
+            __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(kb[c]));
+            __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(kb[c], 1));
+            _mm256_storeu_pd(rb + 8 * c, _mm256_add_pd(_mm256_loadu_pd(rb + 8 * c), lo));
+            _mm256_storeu_pd(rb + 8 * c + 4, _mm256_add_pd(_mm256_loadu_pd(rb + 8 * c + 4), hi));
+        }
+        return;
+    }
+    float v[16];
+    _mm256_storeu_ps(v, kb[0]);
+    _mm256_storeu_ps(v + 8, kb[1]);
+    for (size_t u = 0; u < 16; u++)
+        rb[u & (K - 1)] += v[u];
+}
+
+/* acc[u] += sigma * the buckets (K = 16) */
+static inline void kb_fold_signed(double *acc, const vf kb[CH], double sigma)
+{
+    __m256d sg = _mm256_set1_pd(sigma);
+    for (int c = 0; c < 2; c++) {
+        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(kb[c]));
+        __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(kb[c], 1));
+        _mm256_storeu_pd(acc + 8 * c, _mm256_fmadd_pd(sg, lo, _mm256_loadu_pd(acc + 8 * c)));
+        _mm256_storeu_pd(acc + 8 * c + 4,
+                         _mm256_fmadd_pd(sg, hi, _mm256_loadu_pd(acc + 8 * c + 4)));
+    }
 }
 #endif
 
@@ -328,23 +503,193 @@ row_kernel(rd_row_sums *rs, double *rb /* (K) */, const void *row, int64_t cols,
     rs->nan = rs->inf = 0;
 }
 
+/* Columns per block of the float kernel: each float accumulator lane takes
+ * at most 16 terms per block before the block's sums go into double. */
+#define BLOCK (16 * CH * VF_W)
+
+/* a[0] + ... + a[CH-1], pairwise (log2 CH roundings per lane) */
+static inline vf vf_tree(const vf a[CH])
+{
+    vf t[CH];
+#pragma GCC unroll 8
+    for (int c = 0; c < CH; c++)
+        t[c] = a[c];
+#pragma GCC unroll 8
+    for (int w = CH / 2; w >= 1; w /= 2)
+#pragma GCC unroll 8
+        for (int c = 0; c < w; c++)
+            t[c] = vf_add(t[c], t[c + w]);
+    return t[0];
+}
+
+/* max |a[c]| over the chains, lane by lane */
+static inline vf vf_absmax_tree(const vf a[CH])
+{
+    vf t[CH / 2];
+#pragma GCC unroll 8
+    for (int c = 0; c < CH / 2; c++)
+        t[c] = vf_absmax(a[c], a[c + CH / 2]);
+#pragma GCC unroll 8
+    for (int w = CH / 4; w >= 1; w /= 2)
+#pragma GCC unroll 8
+        for (int c = 0; c < w; c++)
+            t[c] = vf_max(t[c], t[c + w]);
+    return t[0];
+}
+
+/* The float kernel for f32, f16 and bf16 (sk: K divides 16, else 0): per
+ * element one add (sum x), two FMAs (sum x^2, the sketch bucket) and a
+ * share of a max, in float lanes over blocks of BLOCK columns, in double
+ * across blocks. A float block sum of m terms is within m u_f of the sum of
+ * its |terms| (u_f = 2^-24); here m <= 16 per lane + 2 (chains) + 4
+ * (lanes), so each row sum is within 22 u_f (< 1.4e-6) of the sum of its
+ * |terms|. The row is not shifted (y0 = 0, sum d = sum x, sum d^2 = sum x^2),
+ * so the token's variance sum x^2/cols - mean^2 cancels when |mean| >>
+ * std; rows where mean^2 > 3 var (4 (sum x)^2 > 3 cols sum x^2), i.e.
+ * where that could cost more than a factor 4, go to row_kernel (double,
+ * shifted by x0), and so do rows whose squares overflow float (|x| >
+ * ~1.8e19: the sums come out Inf; NaN and Inf do the same) or come near
+ * its underflow (sum x^2 < 2^-70 with a non-zero value). ABSMAX is exact
+ * (a max); it is reduced only when some lane beats amax_floor, else
+ * rs->amax = -1. The last block's buckets are folded after those checks:
+ * for a row that passes them, with K = 16 and acc given, straight into
+ * acc with the row's sign (returns 2), else into rb (returns 1). */
+static inline __attribute__((always_inline)) int
+row_kernel_f(rd_row_sums *rs, double *rb /* (K) */, const void *row, int64_t cols,
+             const rd_sketch_params *sp, double amax_floor, double *acc /* (K) */,
+             double sigma, const int dt, const int sk)
+{
+    const int64_t step = CH * VF_W, nb = cols - cols % step;
+    const size_t K = sk ? (size_t)sp->k : 1, tl = sk ? sp->tau_len : 1;
+    const size_t esize = dt == RESDIAG_DTYPE_F32 ? 4 : 2;
+    size_t t = 0;           /* column mod tau_len */
+    float wrap[CH * VF_W];  /* tau across its end */
+    vf am = vf_set1(0.0f);
+    double sx = 0.0, sq = 0.0;
+    vf kb[CH]; /* the current block's buckets */
+#pragma GCC unroll 8
+    for (int c = 0; c < CH; c++)
+        kb[c] = vf_set1(0.0f);
+
+    for (int64_t b0 = 0; b0 < nb; b0 += BLOCK) {
+        const int64_t b1 = nb - b0 < BLOCK ? nb : b0 + BLOCK;
+        vf s1[CH], q[CH];
+        if (sk && b0 > 0) { /* the previous block's buckets */
+            kb_fold(rb, kb, K);
+#pragma GCC unroll 8
+            for (int c = 0; c < CH; c++)
+                kb[c] = vf_set1(0.0f);
+        }
+#pragma GCC unroll 8
+        for (int c = 0; c < CH; c++)
+            s1[c] = q[c] = vf_set1(0.0f);
+        for (int64_t j = b0; j < b1; j += step) {
+            /* see row_kernel: without it the loop waits for memory */
+            const char *pf = (const char *)row + (size_t)j * esize + PREFETCH;
+#pragma GCC unroll 8
+            for (size_t o = 0; o < (size_t)step * esize; o += 64)
+                _mm_prefetch(pf + o, _MM_HINT_T0);
+            const float *tp = NULL;
+            if (sk) {
+                tp = sp->tau + t;
+                if (t + (size_t)step > tl) { /* once per tau_len columns */
+                    for (size_t u = 0; u < (size_t)step; u++)
+                        wrap[u] = sp->tau[(t + u) % tl];
+                    tp = wrap;
+                }
+                t += (size_t)step;
+                while (t >= tl)
+                    t -= tl;
+            }
+            vf f[CH];
+#pragma GCC unroll 8
+            for (int c = 0; c < CH; c++)
+                f[c] = loadf(row, j + c * VF_W, dt);
+            am = vf_max(am, vf_absmax_tree(f));
+#pragma GCC unroll 8
+            for (int c = 0; c < CH; c++) {
+                s1[c] = vf_add(s1[c], f[c]);
+                q[c] = vf_fmadd(f[c], f[c], q[c]);
+                if (sk)
+                    kb[c] = vf_fmadd(vf_loadu(tp + c * VF_W), f[c], kb[c]);
+            }
+        }
+        float h[3];
+        vf_hsum3(h, vf_tree(s1), vf_tree(q), vf_tree(q));
+        sx += h[0];
+        sq += h[1];
+    }
+
+    double tam = 0.0; /* the last cols mod step columns, in double */
+    for (int64_t j = nb; j < cols; j++) {
+        double v = load1(row, dt, j), a = fabs(v);
+        sx += v;
+        sq += v * v;
+        tam = a > tam ? a : tam;
+        if (sk)
+            rb[(size_t)j % K] += (double)sp->tau[(size_t)j % tl] * v;
+    }
+
+    double amax = -1.0;
+    int ok = isfinite(sq) && 4.0 * sx * sx <= 3.0 * sq * (double)cols;
+    if (ok && sq < 0x1p-70) {
+        amax = vf_hmax(am);
+        amax = tam > amax ? tam : amax;
+        ok = amax == 0.0;
+    }
+    if (!ok) { /* rare: redo the row in double */
+        if (sk)
+            memset(rb, 0, K * sizeof *rb);
+        row_kernel(rs, rb, row, cols, sp, dt, sk);
+        return 1;
+    }
+    int done = 1;
+    if (sk && acc && K == 16 && nb == cols && nb <= BLOCK) {
+        kb_fold_signed(acc, kb, sigma); /* the whole row was one block */
+        done = 2;
+    } else if (sk && nb > 0) {
+        kb_fold(rb, kb, K);
+    }
+    if (amax < 0.0 && (tam > amax_floor || vf_any_gt(am, (float)amax_floor))) {
+        amax = vf_hmax(am);
+        amax = tam > amax ? tam : amax;
+    }
+    rs->e = 0;
+    rs->y0 = 0.0;
+    rs->sd = sx;
+    rs->sd2 = sq;
+    rs->sq = sq;
+    rs->amax = amax;
+    rs->amax_col = -1;
+    rs->nan = rs->inf = 0;
+    return done;
+}
+
 #define KERNELS(dt)                                                           \
     case 3 * (dt) + 0: row_kernel(rs, rb, row, cols, sp, (dt), 0); return 1;  \
     case 3 * (dt) + 1: row_kernel(rs, rb, row, cols, sp, (dt), 1); return 1;  \
     case 3 * (dt) + 2: row_kernel(rs, rb, row, cols, sp, (dt), 2); return 1;
 
+#define KERNELS_F(dt)                                                                  \
+    case 3 * (dt) + 0:                                                                 \
+        return row_kernel_f(rs, rb, row, cols, sp, amax_floor, acc, sigma, (dt), 0);   \
+    case 3 * (dt) + 1:                                                                 \
+        return row_kernel_f(rs, rb, row, cols, sp, amax_floor, acc, sigma, (dt), 1);   \
+    case 3 * (dt) + 2: row_kernel(rs, rb, row, cols, sp, (dt), 2); return 1;
+
 int FAST_ROW(rd_row_sums *rs, double *rb, const void *row, resdiag_dtype dtype,
-             int64_t cols, const rd_sketch_params *sp)
+             int64_t cols, const rd_sketch_params *sp, double amax_floor, double *acc,
+             double sigma)
 {
     const int k = sp != NULL ? sp->k : 0;
     const int kmode = k <= 0 ? 0 : 16 % k == 0 ? 1 : k % 16 == 0 ? 2 : -1;
     if (kmode < 0)
         return 0;
     switch (3 * (int)dtype + kmode) {
-        KERNELS(RESDIAG_DTYPE_F32)
+        KERNELS_F(RESDIAG_DTYPE_F32)
         KERNELS(RESDIAG_DTYPE_F64)
-        KERNELS(RESDIAG_DTYPE_F16)
-        KERNELS(RESDIAG_DTYPE_BF16)
+        KERNELS_F(RESDIAG_DTYPE_F16)
+        KERNELS_F(RESDIAG_DTYPE_BF16)
     }
     return 0;
 }

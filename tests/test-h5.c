@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "analysis.h"
 #include "h5_common.h"
 #include "h5_writer.h"
 #include "layout.h"
@@ -438,6 +439,73 @@ static void check_values(const resdiag_reader *rd, const run *r, int64_t n, int 
     }
 }
 
+/* The summary of step index i (doc/FORMAT.md, /summary), computed here
+ * from expect() and the tables' dims: nonfinite (3), observed (6),
+ * stream_norm (L), update_ratio (L*S). */
+static void expect_summary(const run *r, int64_t i, double nf[3], double obs[6], double *xn,
+                           double *ur)
+{
+    nf[0] = nf[1] = nf[2] = 0;
+    for (int t = 0; t < 6; t++) {
+        const rd_table *tb = &r->lay.tables[RD_T_FWD_SITE + t];
+        obs[t] = 0;
+        for (size_t row = 0; row < tb->count / F; row++) {
+            size_t off = tb->offset + row * F;
+            if (isnan(expect(&r->lay, i, off + RESDIAG_FIELD_ROWS)))
+                continue;
+            obs[t] += 1;
+            double nn = expect(&r->lay, i, off + RESDIAG_FIELD_NAN_COUNT);
+            double ni = expect(&r->lay, i, off + RESDIAG_FIELD_INF_COUNT);
+            nf[0] += nn;
+            nf[1] += ni;
+            nf[2] += nn > 0 || ni > 0;
+        }
+    }
+    for (int l = 0; l < r->sp.L; l++) {
+        xn[l] = expect(&r->lay, i, block_off(r, 0, l, r->sp.S - 1, RESDIAG_STREAM_OUT, 0)
+                                       + RESDIAG_FIELD_TOK_NORM_MEAN);
+        for (int s = 0; s < r->sp.S; s++)
+            ur[l * r->sp.S + s] = expect(&r->lay, i, r->lay.tables[RD_T_UPDATE].offset
+                                                         + (size_t)(l * r->sp.S + s) * U);
+    }
+}
+
+static int close_to(double a, double b)
+{
+    return (isnan(a) && isnan(b)) || fabs(a - b) <= 1e-12 * fabs(b);
+}
+
+/* The /summary datasets through the generic reader, against expect_summary. */
+static void check_summary(const resdiag_reader *rd, const run *r, int64_t n)
+{
+    int L = r->sp.L, S = r->sp.S;
+    static const char *const names[4] = { "summary/nonfinite", "summary/observed",
+                                          "summary/stream_norm", "summary/update_ratio" };
+    const size_t width[4] = { 3, 6, (size_t)L, (size_t)L * S };
+    double nf[3], obs[6], *xn = malloc((size_t)L * sizeof *xn),
+                          *ur = malloc((size_t)L * S * sizeof *ur);
+    for (int d = 0; d < 4; d++) {
+        int64_t dims[8];
+        int rank = 0;
+        ck_assert_int_eq(resdiag_reader_dims(rd, names[d], dims, 8, &rank), RESDIAG_OK);
+        ck_assert_int_eq(dims[0], n);
+        size_t len = (size_t)n * width[d];
+        double *v = malloc((len ? len : 1) * sizeof *v);
+        ck_assert_int_eq(resdiag_reader_read(rd, names[d], 0, n, v, len), RESDIAG_OK);
+        for (int64_t i = 0; i < n; i++) {
+            expect_summary(r, i, nf, obs, xn, ur);
+            const double *want = d == 0 ? nf : d == 1 ? obs : d == 2 ? xn : ur;
+            for (size_t k = 0; k < width[d]; k++)
+                ck_assert_msg(close_to(v[(size_t)i * width[d] + k], want[k]),
+                              "%s step %lld [%zu]: %.17g, want %.17g", names[d], (long long)i,
+                              k, v[(size_t)i * width[d] + k], want[k]);
+        }
+        free(v);
+    }
+    free(xn);
+    free(ur);
+}
+
 /* Series of every field of every site, and every time series dataset
  * read whole through the generic functions. */
 static void check_series_and_datasets(const resdiag_reader *rd, const run *r, int64_t n)
@@ -467,8 +535,8 @@ static void check_series_and_datasets(const resdiag_reader *rd, const run *r, in
     }
     free(out);
 
-    /* generic access: steps, step_time and every table present */
-    int want_n = 2;
+    /* generic access: steps, step_time, every table present, the summary */
+    int want_n = 2 + RD_N_SUMMARY;
     for (int t = 0; t < RD_N_TABLES; t++)
         want_n += r->lay.tables[t].count > 0;
     ck_assert_int_eq(resdiag_reader_n_datasets(rd), want_n);
@@ -523,7 +591,357 @@ static void check_series_and_datasets(const resdiag_reader *rd, const run *r, in
     for (int64_t i = 0; i < n; i++)
         ck_assert(v[i] == step_time(i));
     free(v);
+    check_summary(rd, r, n);
 }
+
+/* What was never observed takes no space: a run that observes stream_out
+ * everywhere and norm_in of (0, 0) at one step only, nothing backward. */
+START_TEST(h5_unobserved_sites_take_no_space)
+{
+    run r;
+    make_run(&r, &BARE);
+    r.hdr.record_chunk_steps = 16;
+    const char *path = tpath("sparse.h5");
+    const int N = 40, ONLY = 21;
+    const size_t len = r.lay.record_len;
+    rd_writer *w = create_or_fail(path, &r);
+    double *rec = malloc((size_t)N * len * sizeof *rec);
+    int64_t steps[40];
+    double times[40];
+    for (int i = 0; i < N; i++) {
+        steps[i] = i;
+        times[i] = i;
+        for (size_t k = 0; k < len; k++)
+            rec[(size_t)i * len + k] = NAN;
+        for (int l = 0; l < r.sp.L; l++)
+            for (int s = 0; s < r.sp.S; s++)
+                for (int f = 0; f < F; f++)
+                    rec[(size_t)i * len + block_off(&r, 0, l, s, RESDIAG_STREAM_OUT, 0) + f] =
+                        1000.0 * i + f;
+        if (i == ONLY)
+            for (int f = 0; f < F; f++)
+                rec[(size_t)i * len + block_off(&r, 0, 0, 0, RESDIAG_NORM_IN, 0) + f] = -1.0 - f;
+    }
+    char err[512];
+    for (int i = 0; i < N; i += 7) {
+        size_t n = N - i < 7 ? (size_t)(N - i) : 7;
+        ck_assert_int_eq(rd_writer_append(w, steps + i, times + i, rec + (size_t)i * len, n,
+                                          NULL, 0, err, sizeof err), RESDIAG_OK);
+    }
+    close_ok(w);
+
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    static const char *const empty[] = { "backward/site_stats", "backward/model_stats",
+                                         "forward/model_stats", "forward/update" };
+    for (int k = 0; k < 4; k++) {
+        hid_t d = H5Dopen2(f, empty[k], H5P_DEFAULT);
+        ck_assert_msg(H5Dget_storage_size(d) == 0, "%s", empty[k]);
+        H5Dclose(d);
+    }
+    /* forward/site_stats: the chunks that hold stream_out of every step and
+     * the one that holds norm_in at step ONLY, whatever the chunk shape */
+    hid_t d = H5Dopen2(f, "forward/site_stats", H5P_DEFAULT);
+    hid_t dcpl = H5Dget_create_plist(d);
+    hsize_t ch[5];
+    ck_assert_int_eq(H5Pget_chunk(dcpl, 5, ch), 5);
+    hsize_t chunk_bytes = ch[0] * ch[1] * ch[2] * ch[3] * ch[4] * 8;
+    int per_site = ch[3] == 1; /* chunks per site, or sites share them */
+    hsize_t steps_chunks = ((hsize_t)N + ch[0] - 1) / ch[0];
+    hsize_t want = per_site ? (steps_chunks + 1) * chunk_bytes : steps_chunks * chunk_bytes;
+    ck_assert_uint_eq(H5Dget_storage_size(d), want);
+    ck_assert_uint_lt(H5Dget_storage_size(d), (hsize_t)N * (hsize_t)r.lay.tables[0].count * 8);
+    H5Pclose(dcpl);
+    H5Dclose(d);
+    H5Fclose(f);
+
+    /* and it reads back as written, NaN where nothing was */
+    resdiag_reader *rd = open_or_fail(path);
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, N);
+    double out[F];
+    int obs = 0;
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(resdiag_reader_site(rd, i, RESDIAG_FORWARD, 1, 2, RESDIAG_STREAM_OUT,
+                                             out, &obs), RESDIAG_OK);
+        ck_assert(obs && out[0] == 1000.0 * i && out[F - 1] == 1000.0 * i + F - 1);
+        ck_assert_int_eq(resdiag_reader_site(rd, i, RESDIAG_FORWARD, 0, 0, RESDIAG_NORM_IN, out,
+                                             &obs), RESDIAG_OK);
+        ck_assert_int_eq(obs, i == ONLY);
+        ck_assert(i == ONLY ? out[3] == -4.0 : isnan(out[3]));
+        ck_assert_int_eq(resdiag_reader_site(rd, i, RESDIAG_BACKWARD, 0, 0, RESDIAG_STREAM_OUT,
+                                             out, &obs), RESDIAG_OK);
+        ck_assert(!obs && isnan(out[RESDIAG_FIELD_FROB]));
+    }
+    resdiag_reader_close(rd);
+    free(rec);
+}
+END_TEST
+
+/* ---------------------------------------------------------- the summary */
+
+/* A run through the public API: 3 layers x (attn, mlp), every forward site
+ * at every step, backward sites and a parameter gradient only at odd steps
+ * from index 3 on, and non-finite values at step indices 17 (a NaN in the
+ * forward norm_out of layer 1 attn, two Infs in the layer-0 gradient) and
+ * 25 (three NaNs in the embedding). */
+enum { SM_L = 3, SM_S = 2, SM_T = 4, SM_D = 8, SM_STEPS = 40 };
+
+static void sm_fill(float *x, int n, unsigned seed)
+{
+    for (int k = 0; k < n; k++) {
+        seed = seed * 1103515245u + 12345u;
+        x[k] = (float)((seed >> 8) & 0xffff) / 65536.0f - 0.5f;
+    }
+}
+
+static void write_summary_run(const char *path)
+{
+    static const char *const subs[] = { "attn", "mlp" };
+    static const char *const lp[] = { "mlp.w2" };
+    resdiag_model m;
+    resdiag_model_init(&m);
+    m.n_layers = SM_L;
+    m.d_model = SM_D;
+    m.n_sublayers = SM_S;
+    m.sublayer_names = subs;
+    m.n_layer_params = 1;
+    m.layer_param_names = lp;
+    resdiag_options o;
+    resdiag_options_init(&o);
+    o.flush_steps = 4;
+    o.flush_seconds = 0;
+    o.sketch_size = 8;
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
+    float x[SM_T * SM_D];
+    for (int i = 0; i < SM_STEPS; i++) {
+        ck_assert_int_eq(resdiag_step_begin(r, 10 * i), RESDIAG_OK);
+        sm_fill(x, SM_T * SM_D, 7u * (unsigned)i + 1u);
+        if (i == 25)
+            x[0] = x[5] = x[9] = NAN;
+        RESDIAG_MODEL_FWD(r, RESDIAG_EMBED_OUT, resdiag_f32(x, SM_T, SM_D));
+        for (int l = 0; l < SM_L; l++)
+            for (int s = 0; s < SM_S; s++)
+                for (int b = 0; b < B; b++) {
+                    sm_fill(x, SM_T * SM_D, (unsigned)(1000 * i + 100 * l + 10 * s + b));
+                    if (i == 17 && l == 1 && s == 0 && b == RESDIAG_NORM_OUT)
+                        x[3] = NAN;
+                    RESDIAG_FWD(r, l, s, (resdiag_site)b, resdiag_f32(x, SM_T, SM_D));
+                }
+        if (i >= 3 && i % 2 == 1)
+            for (int l = SM_L - 1; l >= 0; l--) {
+                for (int s = SM_S - 1; s >= 0; s--)
+                    for (int b = B - 1; b >= 0; b--) {
+                        sm_fill(x, SM_T * SM_D, (unsigned)(5000 * i + 100 * l + 10 * s + b));
+                        RESDIAG_BWD(r, l, s, (resdiag_site)b, resdiag_f32(x, SM_T, SM_D));
+                    }
+                sm_fill(x, SM_T * SM_D, (unsigned)(9000 * i + l));
+                if (i == 17 && l == 0)
+                    x[1] = x[2] = INFINITY;
+                RESDIAG_PARAM_GRAD(r, l, "mlp.w2", resdiag_f32(x, SM_T, SM_D));
+            }
+        ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    }
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    resdiag_destroy(r);
+}
+
+/* Analyses path; with_summary = 0 makes the reader ignore /summary. */
+static resdiag_analysis *analyse(const char *path, int with_summary, int64_t step_index)
+{
+    rd_h5_reader_summary = with_summary;
+    resdiag_reader *rd = open_or_fail(path);
+    rd_h5_reader_summary = 1;
+    int has = 0;
+    for (int i = 0; i < resdiag_reader_n_datasets(rd); i++)
+        has |= strcmp(resdiag_reader_dataset_name(rd, i), "summary/nonfinite") == 0;
+    ck_assert_int_eq(has, with_summary);
+    resdiag_analyze_options o;
+    resdiag_analyze_options_init(&o);
+    o.step_index = step_index;
+    resdiag_analysis *a = NULL;
+    ck_assert_int_eq(resdiag_analyze(rd, &o, &a), RESDIAG_OK);
+    resdiag_reader_close(rd);
+    return a;
+}
+
+/* The text report without its "created ... by ..." provenance line. */
+static char *report_text(const resdiag_analysis *a)
+{
+    char *t = resdiag_analysis_to_text(a);
+    ck_assert_ptr_nonnull(t);
+    char *c = strstr(t, "\n  created ");
+    if (c) {
+        char *e = strchr(c + 1, '\n');
+        memmove(c, e ? e : c + strlen(c), strlen(e ? e : c + strlen(c)) + 1);
+    }
+    return t;
+}
+
+static void expect_same_analysis(const resdiag_analysis *x, const resdiag_analysis *y)
+{
+    char *tx = report_text(x), *ty = report_text(y);
+    size_t d = 0;
+    while (tx[d] && tx[d] == ty[d])
+        d++;
+    /* (the reports are too long for Check's message: say where they part) */
+    ck_assert_msg(tx[d] == ty[d], "reports differ at byte %zu: \"%.60s\" vs \"%.60s\"", d,
+                  tx + d, ty + d);
+    free(tx);
+    free(ty);
+    ck_assert_int_eq(x->nf_found, y->nf_found);
+    ck_assert_int_eq(x->nf_step, y->nf_step);
+    ck_assert_int_eq(x->nf_steps, y->nf_steps);
+    ck_assert_int_eq(x->nf_layer, y->nf_layer);
+    ck_assert_int_eq(x->nf_sub, y->nf_sub);
+    ck_assert_int_eq(x->nf_site, y->nf_site);
+    ck_assert_int_eq(x->nf_param, y->nf_param);
+    ck_assert_int_eq(x->nf_dir, y->nf_dir);
+    ck_assert(x->nan_total == y->nan_total && x->inf_total == y->inf_total);
+    ck_assert(x->nf_nan == y->nf_nan && x->nf_inf == y->nf_inf);
+    ck_assert_int_eq(x->grad_step, y->grad_step);
+}
+
+START_TEST(h5_summary_gives_the_report_of_the_full_tables)
+{
+    const char *with = tpath("summary.h5"), *old = tpath("no-summary.h5");
+    write_summary_run(with);
+    rd_h5_writer_summary = 0; /* a file as resdiag 0.1.0 wrote it */
+    write_summary_run(old);
+    rd_h5_writer_summary = 1;
+    hid_t f = H5Fopen(old, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    ck_assert_int_eq(H5Lexists(f, "summary", H5P_DEFAULT), 0);
+    H5Fclose(f);
+
+    /* the summary against the full tables of the same file */
+    resdiag_reader *rd = open_or_fail(with);
+    int64_t n = resdiag_reader_info(rd)->n_steps;
+    ck_assert_int_eq(n, SM_STEPS);
+    static const char *const stats[6] = { "forward/site_stats", "backward/site_stats",
+                                          "forward/model_stats", "backward/model_stats",
+                                          "backward/param_stats", "backward/model_param_stats" };
+    double *nf = malloc((size_t)n * 3 * sizeof *nf), *ob = malloc((size_t)n * 6 * sizeof *ob);
+    double *xn = malloc((size_t)n * SM_L * sizeof *xn);
+    double *ur = malloc((size_t)n * SM_L * SM_S * sizeof *ur);
+    ck_assert_int_eq(resdiag_reader_read(rd, "summary/nonfinite", 0, n, nf, (size_t)n * 3), 0);
+    ck_assert_int_eq(resdiag_reader_read(rd, "summary/observed", 0, n, ob, (size_t)n * 6), 0);
+    ck_assert_int_eq(resdiag_reader_read(rd, "summary/stream_norm", 0, n, xn,
+                                         (size_t)n * SM_L), 0);
+    ck_assert_int_eq(resdiag_reader_read(rd, "summary/update_ratio", 0, n, ur,
+                                         (size_t)n * SM_L * SM_S), 0);
+    double big[SM_L * SM_S * B * F];
+    for (int64_t i = 0; i < n; i++) {
+        double nan_sum = 0, inf_sum = 0, bad = 0;
+        for (int t = 0; t < 6; t++) {
+            int64_t dims[8];
+            int rank = 0;
+            double seen = 0;
+            if (t == 5) { /* no model-level parameters in this run */
+                ck_assert_double_eq(ob[i * 6 + t], 0);
+                continue;
+            }
+            ck_assert_int_eq(resdiag_reader_dims(rd, stats[t], dims, 8, &rank), RESDIAG_OK);
+            size_t per = 1;
+            for (int k = 1; k < rank; k++)
+                per *= (size_t)dims[k];
+            ck_assert_int_eq(resdiag_reader_read(rd, stats[t], i, 1, big, per), RESDIAG_OK);
+            for (size_t row = 0; row < per / F; row++) {
+                const double *v = big + row * F;
+                if (isnan(v[RESDIAG_FIELD_ROWS]))
+                    continue;
+                seen++;
+                nan_sum += v[RESDIAG_FIELD_NAN_COUNT];
+                inf_sum += v[RESDIAG_FIELD_INF_COUNT];
+                bad += v[RESDIAG_FIELD_NAN_COUNT] + v[RESDIAG_FIELD_INF_COUNT] > 0;
+            }
+            ck_assert_double_eq(ob[i * 6 + t], seen);
+        }
+        ck_assert_double_eq(nf[i * 3 + 0], nan_sum);
+        ck_assert_double_eq(nf[i * 3 + 1], inf_sum);
+        ck_assert_double_eq(nf[i * 3 + 2], bad);
+        /* what this run recorded: the NaNs and Infs put in, the sites observed */
+        ck_assert_double_eq(nan_sum, i == 17 ? 1 : i == 25 ? 3 : 0);
+        ck_assert_double_eq(inf_sum, i == 17 ? 2 : 0);
+        int bwd = i >= 3 && i % 2 == 1;
+        ck_assert_double_eq(ob[i * 6 + 0], SM_L * SM_S * B);
+        ck_assert_double_eq(ob[i * 6 + 1], bwd ? SM_L * SM_S * B : 0);
+        ck_assert_double_eq(ob[i * 6 + 2], 1);
+        ck_assert_double_eq(ob[i * 6 + 4], bwd ? SM_L : 0);
+        for (int l = 0; l < SM_L; l++) {
+            double f[F], u[U];
+            int obs = 0;
+            ck_assert_int_eq(resdiag_reader_site(rd, i, RESDIAG_FORWARD, l, SM_S - 1,
+                                                 RESDIAG_STREAM_OUT, f, &obs), RESDIAG_OK);
+            ck_assert(obs && xn[i * SM_L + l] == f[RESDIAG_FIELD_TOK_NORM_MEAN]);
+            for (int s = 0; s < SM_S; s++) {
+                ck_assert_int_eq(resdiag_reader_update(rd, i, l, s, u), RESDIAG_OK);
+                ck_assert(isfinite(u[0]) && ur[(i * SM_L + l) * SM_S + s] == u[0]);
+            }
+        }
+    }
+    free(nf);
+    free(ob);
+    free(xn);
+    free(ur);
+    resdiag_reader_close(rd);
+
+    /* the analysis: summary, summary ignored, no summary in the file */
+    static const int64_t at[3] = { RESDIAG_STEP_FIRST, 20, RESDIAG_STEP_LAST };
+    for (int k = 0; k < 3; k++) {
+        resdiag_analysis *a = analyse(with, 1, at[k]), *b = analyse(with, 0, at[k]),
+                         *c = analyse(old, 0, at[k]);
+        expect_same_analysis(a, b);
+        expect_same_analysis(a, c);
+        /* and what was put in */
+        int64_t step = -1;
+        int layer = -9, sub = -9, site = -9;
+        resdiag_direction dir = RESDIAG_BACKWARD;
+        ck_assert_int_eq(resdiag_analysis_first_nonfinite(a, &step, &layer, &sub, &site, &dir),
+                         1);
+        ck_assert_int_eq(step, 170);
+        ck_assert_int_eq(layer, 1);
+        ck_assert_int_eq(sub, 0);
+        ck_assert_int_eq(site, RESDIAG_NORM_OUT);
+        ck_assert_int_eq(dir, RESDIAG_FORWARD);
+        ck_assert_int_eq(a->nf_steps, 2);
+        ck_assert(a->nan_total == 4 && a->inf_total == 2);
+        /* gradients: the analysed step if it has them, else the first that has */
+        ck_assert_int_eq(a->grad_step, k == 0 ? 3 : k == 1 ? 3 : SM_STEPS - 1);
+        resdiag_analysis_free(a);
+        resdiag_analysis_free(b);
+        resdiag_analysis_free(c);
+    }
+    /* a damaged summary that claims a non-finite value the tables do not
+     * have: the analysis notices and takes the full tables */
+    hid_t f2 = H5Fopen(with, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert(f2 >= 0);
+    hid_t d = H5Dopen2(f2, "summary/nonfinite", H5P_DEFAULT);
+    hid_t sp = H5Dget_space(d);
+    hsize_t start[2] = { 10, 0 }, cnt[2] = { 1, 3 };
+    H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, cnt, NULL);
+    hid_t ms = H5Screate_simple(2, cnt, NULL);
+    const double lie[3] = { 7, 0, 1 };
+    ck_assert_int_ge(H5Dwrite(d, H5T_NATIVE_DOUBLE, ms, sp, H5P_DEFAULT, lie), 0);
+    H5Sclose(ms);
+    H5Sclose(sp);
+    H5Dclose(d);
+    H5Fclose(f2);
+    resdiag_analysis *a = analyse(with, 1, RESDIAG_STEP_FIRST),
+                     *c = analyse(old, 0, RESDIAG_STEP_FIRST);
+    expect_same_analysis(a, c);
+    resdiag_analysis_free(a);
+    resdiag_analysis_free(c);
+
+    /* the environment variable does what rd_h5_reader_summary = 0 does */
+    setenv("RESDIAG_IGNORE_SUMMARY", "1", 1);
+    resdiag_reader *e = open_or_fail(with);
+    unsetenv("RESDIAG_IGNORE_SUMMARY");
+    for (int i = 0; i < resdiag_reader_n_datasets(e); i++)
+        ck_assert_ptr_null(strstr(resdiag_reader_dataset_name(e, i), "summary"));
+    resdiag_reader_close(e);
+}
+END_TEST
 
 /* ------------------------------------------------------------ round trip */
 
@@ -660,10 +1078,12 @@ START_TEST(h5_every_dataset_is_self_describing)
     write_run(path, &r, 2);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     ck_assert(f >= 0);
-    const char *names[2 * RD_N_TABLES + 2];
+    const char *names[2 * RD_N_TABLES + RD_N_SUMMARY + 2];
     int n = 0;
     names[n++] = "steps";
     names[n++] = "step_time";
+    for (int t = 0; t < RD_N_SUMMARY; t++)
+        names[n++] = r.lay.summary[t].name;
     for (int t = 0; t < RD_N_TABLES; t++) {
         if (r.lay.tables[t].count == 0)
             continue;
@@ -701,6 +1121,15 @@ START_TEST(h5_every_dataset_is_self_describing)
     H5Dclose(d);
     d = H5Dopen2(f, "forward/update", H5P_DEFAULT);
     ck_assert_int_gt(H5Aexists(d, "update_field_names"), 0);
+    H5Dclose(d);
+    d = H5Dopen2(f, "summary/nonfinite", H5P_DEFAULT);
+    ck_assert_int_gt(H5Aexists(d, "nonfinite_field_names"), 0);
+    H5Dclose(d);
+    d = H5Dopen2(f, "summary/observed", H5P_DEFAULT);
+    ck_assert_int_gt(H5Aexists(d, "stats_table_names"), 0);
+    H5Dclose(d);
+    d = H5Dopen2(f, "summary/update_ratio", H5P_DEFAULT);
+    ck_assert_int_gt(H5Aexists(d, "sublayer_names"), 0);
     H5Dclose(d);
     /* no modification times anywhere: reproducible files */
     H5O_info_t oi;
@@ -781,6 +1210,8 @@ START_TEST(h5_reader_counts_only_committed_steps)
     for (int t = 0; t < RD_N_TABLES; t++)
         if (r.lay.tables[t].count > 0)
             set_extent(f, r.lay.tables[t].name, 8);
+    for (int t = 0; t < RD_N_SUMMARY; t++)
+        set_extent(f, r.lay.summary[t].name, 8);
     H5Fclose(f);
     ck_assert_int_eq(n_steps_of(path), 5);
 
@@ -1388,6 +1819,8 @@ int main(void)
     tcase_add_test(tc, h5_callsites_keep_the_end_of_long_paths);
     tcase_add_test(tc, h5_every_dataset_is_self_describing);
     tcase_add_test(tc, h5_reader_counts_only_committed_steps);
+    tcase_add_test(tc, h5_summary_gives_the_report_of_the_full_tables);
+    tcase_add_test(tc, h5_unobserved_sites_take_no_space);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("errors");

@@ -1,8 +1,9 @@
 /*
  * test-layout.c - the step record's tables tile it exactly, and slots map
- * to distinct places.
+ * to distinct places; the per-step summary of a record.
  */
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,12 +86,87 @@ START_TEST(layout_every_site_has_its_own_slot)
 }
 END_TEST
 
+START_TEST(layout_summary_tiles_its_record)
+{
+    rd_layout lay;
+    rd_layout_init(&lay, 5, 3, 2, 1, 4);
+    const size_t want[RD_N_SUMMARY] = { 3, 6, 5, 15 };
+    size_t off = 0;
+    for (int i = 0; i < RD_N_SUMMARY; i++) {
+        ck_assert_uint_eq(lay.summary[i].offset, off);
+        ck_assert_uint_eq(lay.summary[i].count, want[i]);
+        ck_assert_int_eq(strncmp(lay.summary[i].name, "summary/", 8), 0);
+        off += want[i];
+    }
+    ck_assert_uint_eq(lay.summary_len, off);
+    ck_assert_str_eq(rd_summary_observed_label(0), lay.tables[RD_T_FWD_SITE].name);
+    ck_assert_str_eq(rd_summary_observed_label(5), lay.tables[RD_T_MODEL_PARAM].name);
+    ck_assert_str_eq(rd_summary_nonfinite_label(2), "records");
+    ck_assert_str_eq(rd_summary_nonfinite_label(3), "?");
+}
+END_TEST
+
+/* A record that observes a few rows, with NaN / Inf counts put in by hand
+ * at offsets computed here from the dims (L = 2, S = 2, P = 1, Q = 1). */
+START_TEST(layout_summary_of_a_record)
+{
+    enum { L = 2, S = 2, B = RESDIAG_N_BLOCK_SITES, F = RESDIAG_N_FIELDS };
+    rd_layout lay;
+    rd_layout_init(&lay, L, S, 1, 1, 4);
+    double *rec = malloc(lay.record_len * sizeof *rec);
+    double *out = malloc(lay.summary_len * sizeof *out);
+    for (size_t k = 0; k < lay.record_len; k++)
+        rec[k] = NAN;
+    /* observed: forward (l=1, s=1, stream_out) and (l=0, s=1, stream_out),
+     * backward (l=0, s=0, norm_in), the embedding, the model parameter */
+    size_t fso = ((size_t)(1 * S + 1) * B + RESDIAG_STREAM_OUT) * F;
+    size_t fs0 = ((size_t)(0 * S + 1) * B + RESDIAG_STREAM_OUT) * F;
+    size_t bni = ((size_t)0 * B + RESDIAG_NORM_IN) * F;
+    double *r1 = rec + lay.tables[RD_T_FWD_SITE].offset + fso;
+    double *r0 = rec + lay.tables[RD_T_FWD_SITE].offset + fs0;
+    double *rb = rec + lay.tables[RD_T_BWD_SITE].offset + bni;
+    double *re = rec + lay.tables[RD_T_FWD_MODEL].offset;
+    double *rq = rec + lay.tables[RD_T_MODEL_PARAM].offset;
+    double *rows[5] = { r1, r0, rb, re, rq };
+    for (int i = 0; i < 5; i++) {
+        for (int f = 0; f < F; f++)
+            rows[i][f] = 0;
+        rows[i][RESDIAG_FIELD_ROWS] = 4;
+    }
+    r1[RESDIAG_FIELD_TOK_NORM_MEAN] = 2.5;
+    r0[RESDIAG_FIELD_TOK_NORM_MEAN] = 1.25;
+    r1[RESDIAG_FIELD_NAN_COUNT] = 3;
+    rb[RESDIAG_FIELD_INF_COUNT] = 2;
+    rq[RESDIAG_FIELD_NAN_COUNT] = 1;
+    rq[RESDIAG_FIELD_INF_COUNT] = 5;
+    /* update ratios of (0, 1) and (1, 0) */
+    double *u = rec + lay.tables[RD_T_UPDATE].offset;
+    u[(0 * S + 1) * RESDIAG_N_UPDATE_FIELDS + RESDIAG_UPDATE_RATIO_FROB] = 0.5;
+    u[(1 * S + 0) * RESDIAG_N_UPDATE_FIELDS + RESDIAG_UPDATE_RATIO_FROB] = 0.125;
+    rd_layout_summarize(&lay, rec, out);
+    const double *nf = out + lay.summary[RD_S_NONFINITE].offset;
+    ck_assert(nf[RD_SUM_NAN] == 4 && nf[RD_SUM_INF] == 7 && nf[RD_SUM_RECORDS] == 3);
+    const double *ob = out + lay.summary[RD_S_OBSERVED].offset;
+    const double want_obs[6] = { 2, 1, 1, 0, 0, 1 };
+    for (int i = 0; i < 6; i++)
+        ck_assert_msg(ob[i] == want_obs[i], "observed[%d] = %g", i, ob[i]);
+    const double *xn = out + lay.summary[RD_S_STREAM_NORM].offset;
+    ck_assert(xn[0] == 1.25 && xn[1] == 2.5);
+    const double *ur = out + lay.summary[RD_S_UPDATE_RATIO].offset;
+    ck_assert(isnan(ur[0]) && ur[1] == 0.5 && ur[2] == 0.125 && isnan(ur[3]));
+    free(rec);
+    free(out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("layout");
     TCase *tc = tcase_create("layout");
     tcase_add_test(tc, layout_tables_tile_the_record_without_gaps);
     tcase_add_test(tc, layout_every_site_has_its_own_slot);
+    tcase_add_test(tc, layout_summary_tiles_its_record);
+    tcase_add_test(tc, layout_summary_of_a_record);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

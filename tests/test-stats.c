@@ -22,6 +22,19 @@
  * where scale is the largest per-token norm (norm fields) or rms (mean,
  * rms and std fields): a bound derived from the arithmetic, not a fudge.
  * Exact quantities (counts, ABSMAX, its column, shape) must match exactly.
+ *
+ * The vector paths (AVX2, AVX-512) sum f32, f16 and bf16 rows in float
+ * lanes over blocks and in double across blocks (lib/stats_simd.c), so for
+ * those dtypes their bound is float's: each row sum (sum x, sum x^2, a
+ * sketch bucket) is within G = 24 u_f (u_f = 2^-24, at most 22 roundings
+ * per term) of the sum of its |terms|. Per token that gives: norm and rms
+ * within G/2 of themselves; mean within G * rms (Cauchy-Schwarz: sum|x| <=
+ * sqrt(cols sum x^2)); variance sum x^2/cols - mean^2 within 3 G rms^2,
+ * and the kernel sends rows with mean^2 > 3 var to its double loop, so
+ * rms^2 <= 4 var there and std is within 6 G of itself. Hence
+ *     |got - ref| <= (6 G + 1e-12) * (|ref| + scale)       (F_TOL)
+ * for fields, G * sum|terms| for the sketch and G of each row norm; f64
+ * on every path, and everything on the portable path, keep REL_TOL.
  */
 #include <check.h>
 #include <math.h>
@@ -35,6 +48,8 @@
 #include "stats.h"
 
 #define REL_TOL 1e-12L
+#define G_F (24.0L * 0x1p-24L)      /* one float-lane row sum, see above */
+#define F_TOL (6.0L * G_F + REL_TOL) /* fields of the float kernel */
 #define CALL_SEQ_SENTINEL 4242.0
 
 /* ------------------------------------------------------------------------ */
@@ -390,18 +405,37 @@ static int field_is_exact(int q)
            q == RESDIAG_FIELD_INF_COUNT || q == RESDIAG_FIELD_CALL_SEQ;
 }
 
-static void expect_fields(const char *label, const double *got, const reference *r)
+/* Whether path p sums dtype in float lanes (see Tolerances above). */
+static int float_lanes(rd_stats_path p, resdiag_dtype dt)
+{
+    return p != RD_STATS_PORTABLE && dt != RESDIAG_DTYPE_F64;
+}
+
+/* Relative tolerance of the fields (rel) and of one row sum (sum_tol) for
+ * path p on dtype. */
+static long double field_tol(rd_stats_path p, resdiag_dtype dt)
+{
+    return float_lanes(p, dt) ? F_TOL : REL_TOL;
+}
+
+static long double sum_tol(rd_stats_path p, resdiag_dtype dt)
+{
+    return float_lanes(p, dt) ? G_F + REL_TOL : REL_TOL;
+}
+
+static void expect_fields(const char *label, const double *got, const reference *r,
+                          long double rel)
 {
     for (int q = 0; q < RESDIAG_N_FIELDS; q++) {
         long double ref = r->f[q], tol;
         if (field_is_exact(q))
             tol = 0.0L;
         else if (q == RESDIAG_FIELD_FROB)
-            tol = REL_TOL * fabsl(ref);
+            tol = rel * fabsl(ref);
         else if (q >= RESDIAG_FIELD_TOK_NORM_MEAN && q <= RESDIAG_FIELD_TOK_NORM_MAX)
-            tol = REL_TOL * (fabsl(ref) + r->norm_scale);
+            tol = rel * (fabsl(ref) + r->norm_scale);
         else
-            tol = REL_TOL * (fabsl(ref) + r->rms_scale);
+            tol = rel * (fabsl(ref) + r->rms_scale);
         expect_close(label, field_label(q), got[q], ref, tol);
     }
 }
@@ -425,17 +459,19 @@ static void check_against_reference(const char *label, const resdiag_tensor *t,
 
     reference r;
     reference_compute(&r, t, sp);
-    expect_fields(label, fields, &r);
+    rd_stats_path path = rd_stats_active_path();
+    expect_fields(label, fields, &r, field_tol(path, t->dtype));
+    long double st = sum_tol(path, t->dtype);
     for (int m = 0; m < sp->k; m++) {
         char what[32];
         snprintf(what, sizeof what, "sketch[%d]", m);
         /* one sum of (rows * cols / K) terms: error <= (n-1) u sum|terms| */
-        expect_close(label, what, sketch[m], r.sketch[m], REL_TOL * r.sketch_l1[m]);
+        expect_close(label, what, sketch[m], r.sketch[m], st * r.sketch_l1[m]);
     }
     for (int64_t i = 0; i < t->rows; i++) {
         char what[32];
         snprintf(what, sizeof what, "row_norms[%lld]", (long long)i);
-        expect_close(label, what, norms[i], r.row_norm[i], REL_TOL * r.row_norm[i]);
+        expect_close(label, what, norms[i], r.row_norm[i], st * r.row_norm[i]);
     }
     reference_free(&r);
     free(norms);
@@ -1183,7 +1219,9 @@ START_TEST(stats_row_norms_match_reference)
                     ref += (long double)x * x;
             }
             ref = sqrtl(ref);
-            ck_assert_msg(fabsl(norms[i] - ref) <= REL_TOL * ref, "%s row %lld: %.17g vs %.17Lg",
+            ck_assert_msg(fabsl(norms[i] - ref) <=
+                              sum_tol(rd_stats_active_path(), all_dtypes[d]) * ref,
+                          "%s row %lld: %.17g vs %.17Lg",
                           dtype_label[d], (long long)i, norms[i], ref);
         }
         tensor_free(&t);
@@ -1238,7 +1276,9 @@ static int check_all_paths(const char *label, const resdiag_tensor *t,
         path_run(&o, (rd_stats_path)p, t, sp);
         char lab[160];
         snprintf(lab, sizeof lab, "%s [%s]", label, rd_stats_path_name((rd_stats_path)p));
-        expect_fields(lab, o.f, &r);
+        long double rel = field_tol((rd_stats_path)p, t->dtype);
+        long double st = sum_tol((rd_stats_path)p, t->dtype);
+        expect_fields(lab, o.f, &r, rel);
         for (int q = 0; q < RESDIAG_N_FIELDS; q++) {
             if (field_is_exact(q)) {
                 ck_assert_msg((isnan(o.f[q]) && isnan(base.f[q])) || o.f[q] == base.f[q],
@@ -1246,24 +1286,26 @@ static int check_all_paths(const char *label, const resdiag_tensor *t,
                               base.f[q]);
                 continue;
             }
-            /* two results each within tol of the reference are within
-             * 2 tol of each other; the same bound as expect_fields' */
+            /* two results each within their tolerance of the reference
+             * are within the sum of the two of each other; the same
+             * bound as expect_fields' (the portable path has REL_TOL) */
             long double scale = q == RESDIAG_FIELD_FROB ? 0.0L
                                 : q <= RESDIAG_FIELD_TOK_NORM_MAX ? r.norm_scale
                                                                   : r.rms_scale;
-            long double tol = 2 * REL_TOL * (fabsl(r.f[q]) + scale);
+            long double tol = (rel + REL_TOL) * (fabsl(r.f[q]) + scale);
             expect_close(lab, field_label(q), o.f[q], base.f[q], tol);
         }
         for (int m = 0; m < sp->k; m++) {
             char what[48];
             snprintf(what, sizeof what, "sketch[%d]", m);
-            expect_close(lab, what, o.sketch[m], r.sketch[m], REL_TOL * r.sketch_l1[m]);
-            expect_close(lab, what, o.sketch[m], base.sketch[m], 2 * REL_TOL * r.sketch_l1[m]);
+            expect_close(lab, what, o.sketch[m], r.sketch[m], st * r.sketch_l1[m]);
+            expect_close(lab, what, o.sketch[m], base.sketch[m],
+                         (st + REL_TOL) * r.sketch_l1[m]);
         }
         for (int64_t i = 0; i < t->rows; i++) {
             char what[48];
             snprintf(what, sizeof what, "row_norms[%lld]", (long long)i);
-            expect_close(lab, what, o.norms[i], r.row_norm[i], REL_TOL * r.row_norm[i]);
+            expect_close(lab, what, o.norms[i], r.row_norm[i], st * r.row_norm[i]);
         }
         free(o.norms);
     }
@@ -1434,6 +1476,178 @@ START_TEST(paths_agree_on_extreme_magnitudes)
 }
 END_TEST
 
+/* The float lanes of the vector kernels (see Tolerances) hand rows they
+ * cannot sum well to their double loop. Each case below is built to take
+ * one of those exits, or to sit just inside it, and must give the
+ * reference's values on every path. */
+
+START_TEST(paths_float_lanes_overflow_goes_to_double)
+{
+    /* x^2 overflows float from |x| ~ 1.84e19 on; the row sum of squares
+     * already from |x| ~ 1.84e19 / sqrt(cols). 1e17 stays inside. */
+    static const double scales[] = { 1e17, 1e18, 1.1e18, 1e19, 1.8e19, 2e19, 1e25,
+                                     1e30, 1e36, 3e37 };
+    uint64_t s = 601;
+    for (size_t c = 0; c < sizeof scales / sizeof scales[0]; c++) {
+        int64_t rows = 9, cols = 293;
+        double *v = random_values(&s, rows, cols, 1.0);
+        for (int64_t j = 0; j < cols; j++)
+            v[2 * cols + j] *= scales[c];     /* a whole row at the scale */
+        v[5 * cols + 7] = scales[c];          /* one value in an ordinary row */
+        v[7 * cols + cols - 1] = -scales[c];  /* in the last, scalar column */
+        for (size_t d = 0; d < 4; d++) {
+            if (all_dtypes[d] == RESDIAG_DTYPE_F16)
+                continue; /* no such magnitudes */
+            tensor t = tensor_from(v, all_dtypes[d], rows, cols, 0, 0.0);
+            sketch_setup sk = sketch_make(16, 293, 21);
+            char label[64];
+            snprintf(label, sizeof label, "%s scale %g", dtype_label[d], scales[c]);
+            check_all_paths(label, &t.view, &sk.sp);
+            sketch_free(&sk);
+            tensor_free(&t);
+        }
+        free(v);
+    }
+}
+END_TEST
+
+START_TEST(paths_float_lanes_near_underflow_go_to_double)
+{
+    /* float squares reach FLT_MIN (2^-126) at |x| ~ 1.1e-19 and vanish
+     * below ~1e-23; f32 and bf16 denormals start at 1.2e-38 */
+    static const double scales[] = { 1e-15, 1e-18, 1e-19, 1e-20, 1e-23, 1e-30,
+                                     1e-38, 1e-40, 1e-44 };
+    uint64_t s = 602;
+    for (size_t c = 0; c < sizeof scales / sizeof scales[0]; c++) {
+        int64_t rows = 7, cols = 150;
+        double *v = random_values(&s, rows, cols, 1.0);
+        for (int64_t j = 0; j < cols; j++) {
+            v[1 * cols + j] *= scales[c];                 /* a tiny row */
+            v[4 * cols + j] *= j == 9 ? 1.0 : scales[c];  /* one normal value */
+            v[6 * cols + j] = j % 3 ? 0.0 : scales[c];    /* zeros and tiny */
+        }
+        for (size_t d = 0; d < 4; d++) {
+            if (all_dtypes[d] == RESDIAG_DTYPE_F16)
+                continue; /* its subnormals start at 6e-5: squares are fine */
+            tensor t = tensor_from(v, all_dtypes[d], rows, cols, 0, 0.0);
+            sketch_setup sk = sketch_make(8, 151, 22);
+            char label[64];
+            snprintf(label, sizeof label, "%s scale %g", dtype_label[d], scales[c]);
+            check_all_paths(label, &t.view, &sk.sp);
+            sketch_free(&sk);
+            tensor_free(&t);
+        }
+        free(v);
+    }
+    /* f16 subnormals (6e-8 .. 6e-5) */
+    s = 603;
+    double *v = random_values(&s, 5, 77, 1e-6);
+    tensor t = tensor_from(v, RESDIAG_DTYPE_F16, 5, 77, 0, 0.0);
+    sketch_setup sk = sketch_make(16, 77, 23);
+    check_all_paths("f16 subnormal", &t.view, &sk.sp);
+    sketch_free(&sk);
+    tensor_free(&t);
+    free(v);
+}
+END_TEST
+
+START_TEST(paths_float_lanes_keep_the_std_under_a_large_mean)
+{
+    /* Rows of std 1 around a mean of c. The float lanes do not shift the
+     * row, so from mean^2 > 3 var (c > 1.73) their variance would cancel;
+     * such rows go to the double loop, shifted by the row's first value.
+     * Either way each token's std must stay within F_TOL of itself, which
+     * the field tolerance (relative to the rms, ~c) would not show. */
+    static const double offsets[] = { 0.0, 1.0, 1.5, 1.7, 1.75, 2.0, 3.0, 30.0, 1e3, 1e4 };
+    uint64_t s = 604;
+    for (size_t c = 0; c < sizeof offsets / sizeof offsets[0]; c++) {
+        int64_t rows = 16, cols = 517;
+        double *v = malloc((size_t)(rows * cols) * sizeof *v);
+        ck_assert_ptr_nonnull(v);
+        for (int64_t i = 0; i < rows; i++) {
+            /* a row mean of exactly c: centre the noise */
+            double m = 0.0;
+            for (int64_t j = 0; j < cols; j++)
+                m += v[i * cols + j] = rng_normal(&s);
+            m /= (double)cols;
+            for (int64_t j = 0; j < cols; j++)
+                v[i * cols + j] += offsets[c] - m;
+        }
+        for (size_t d = 0; d < 4; d++) {
+            tensor t = tensor_from(v, all_dtypes[d], rows, cols, 0, 0.0);
+            sketch_setup sk = sketch_make(16, 517, 24);
+            char label[64];
+            snprintf(label, sizeof label, "%s mean %g", dtype_label[d], offsets[c]);
+            check_all_paths(label, &t.view, &sk.sp);
+            reference r;
+            reference_compute(&r, &t.view, &sk.sp);
+            for (int p = 0; p < RD_STATS_N_PATHS; p++) {
+                if (!rd_stats_path_available((rd_stats_path)p))
+                    continue;
+                double f[RESDIAG_N_FIELDS];
+                rd_stats_compute_path((rd_stats_path)p, f, NULL, NULL, &t.view,
+                                      &(rd_sketch_params){ 0, NULL, 0, 0 });
+                long double ref = r.f[RESDIAG_FIELD_TOK_STD_MEAN];
+                long double tol = field_tol((rd_stats_path)p, all_dtypes[d]) * ref;
+                ck_assert_msg(fabsl(f[RESDIAG_FIELD_TOK_STD_MEAN] - ref) <= tol,
+                              "%s [%s]: std mean %.17g, expected %.17Lg (tolerance %.3Lg)",
+                              label, rd_stats_path_name((rd_stats_path)p),
+                              f[RESDIAG_FIELD_TOK_STD_MEAN], ref, tol);
+            }
+            reference_free(&r);
+            sketch_free(&sk);
+            tensor_free(&t);
+        }
+        free(v);
+    }
+}
+END_TEST
+
+START_TEST(paths_agree_on_every_width_and_stride)
+{
+    /* Widths around the vector kernels' steps (8, 16, 64 columns), blocks
+     * (256, 1024) and scalar tails, rows of length 1 included; contiguous
+     * and with an odd stride (unaligned rows of every dtype); sketch sizes
+     * in registers (16, 4), in memory (32) and neither (5), with a column
+     * sign table shorter than the row (it wraps) or not; ABSMAX tied across
+     * rows, so that the first row holding it must win. */
+    static const int64_t widths[] = { 1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65,
+                                      127, 129, 255, 257, 1023, 1024, 1025, 1087, 2113 };
+    static const int ks[] = { 16, 4, 32, 5 };
+    uint64_t s = 605;
+    int n = 0;
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+        int64_t rows = 5, cols = widths[w];
+        double *v = random_values(&s, rows, cols, 2.0);
+        v[1 * cols + cols / 2] = 40.0; /* the tie: row 1 first, row 3 too */
+        v[3 * cols + cols / 3] = -40.0;
+        for (size_t d = 0; d < 4; d++) {
+            for (int strided = 0; strided < 2; strided++, n++) {
+                int k = ks[n % 4];
+                size_t tau_len = n % 3 ? (size_t)cols + 1 : 7;
+                tensor t = tensor_from(v, all_dtypes[d], rows, cols,
+                                       strided ? cols + 3 : 0, NAN);
+                sketch_setup sk = sketch_make(k, tau_len, 25 + (uint64_t)n);
+                char label[96];
+                snprintf(label, sizeof label, "%s cols %lld stride %lld K %d tau_len %zu",
+                         dtype_label[d], (long long)cols,
+                         (long long)(strided ? cols + 3 : cols), k, tau_len);
+                check_all_paths(label, &t.view, &sk.sp);
+                double f[RESDIAG_N_FIELDS];
+                rd_stats_compute(f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0 });
+                ck_assert_msg(f[RESDIAG_FIELD_ABSMAX] == 40.0 &&
+                                  f[RESDIAG_FIELD_ABSMAX_COL] == (double)(cols / 2),
+                              "%s: ABSMAX %g at %g", label, f[RESDIAG_FIELD_ABSMAX],
+                              f[RESDIAG_FIELD_ABSMAX_COL]);
+                sketch_free(&sk);
+                tensor_free(&t);
+            }
+        }
+        free(v);
+    }
+}
+END_TEST
+
 START_TEST(paths_agree_on_a_model_sized_tensor)
 {
     /* 512 tokens x 768, the shape hooks see; values like a pre-norm stream */
@@ -1477,7 +1691,7 @@ static void check_split(const char *label, const resdiag_tensor *t, const rd_ske
     ck_assert_msg(memcmp(two[0].f, two[1].f, sizeof two[0].f) == 0 &&
                       memcmp(two[0].sketch, two[1].sketch, sizeof two[0].sketch) == 0,
                   "%s: two runs differ", lab);
-    expect_fields(lab, two[0].f, &r);
+    expect_fields(lab, two[0].f, &r, field_tol(rd_stats_active_path(), t->dtype));
     for (int q = 0; q < RESDIAG_N_FIELDS; q++)
         if (field_is_exact(q))
             ck_assert_msg((isnan(two[0].f[q]) && isnan(one.f[q])) || two[0].f[q] == one.f[q],
@@ -1486,7 +1700,8 @@ static void check_split(const char *label, const resdiag_tensor *t, const rd_ske
     for (int m = 0; m < sp->k; m++) {
         char what[48];
         snprintf(what, sizeof what, "sketch[%d]", m);
-        expect_close(lab, what, two[0].sketch[m], r.sketch[m], REL_TOL * r.sketch_l1[m]);
+        expect_close(lab, what, two[0].sketch[m], r.sketch[m],
+                     sum_tol(rd_stats_active_path(), t->dtype) * r.sketch_l1[m]);
     }
     for (int64_t i = 0; i < t->rows; i++) {
         /* each token's norm is computed the same way on either thread */
@@ -1655,6 +1870,10 @@ static Suite *stats_suite(void)
     tcase_add_test(tc, paths_agree_on_nan_and_inf);
     tcase_add_test(tc, paths_agree_on_extreme_magnitudes);
     tcase_add_test(tc, paths_agree_on_a_model_sized_tensor);
+    tcase_add_test(tc, paths_float_lanes_overflow_goes_to_double);
+    tcase_add_test(tc, paths_float_lanes_near_underflow_go_to_double);
+    tcase_add_test(tc, paths_float_lanes_keep_the_std_under_a_large_mean);
+    tcase_add_test(tc, paths_agree_on_every_width_and_stride);
     tcase_add_test(tc, paths_concurrent_calls_agree_bit_for_bit);
     tcase_add_test(tc, split_two_threads_match_reference_and_repeat_bit_for_bit);
     tcase_add_test(tc, split_merges_halves_of_very_different_magnitudes);

@@ -9,8 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <resdiag.h>
+
+#include "html_report.h"
+#include "plot.h"
 
 #define EXIT_BAD 2
 
@@ -27,12 +31,14 @@ static int cmd_dump(int argc, char **argv);
 static int cmd_report(int argc, char **argv);
 static int cmd_check(int argc, char **argv);
 static int cmd_diff(int argc, char **argv);
+static int cmd_plot(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
 static int cmd_version(int argc, char **argv);
 
 static const command commands[] = {
     { "report", cmd_report, "what the run says: placement verdict, depth laws, gradients",
-      "usage: resdiag report [--step N | --last] [--json] [--max-growth X] RUN.h5\n"
+      "usage: resdiag report [--step N | --last] [--json | --html FILE] [--max-growth X]\n"
+      "                      RUN.h5\n"
       "\n"
       "Tells from the recorded data (never from the declaration) where the norms\n"
       "sit: pre-norm, post-norm, sandwich, deepnorm (with alpha), parallel, mixed\n"
@@ -48,6 +54,8 @@ static const command commands[] = {
       "                  (default: the first recorded step, initialization)\n"
       "  --last          analyse the last recorded step\n"
       "  --json          the same as JSON (keys: doc/REPORT-JSON.md)\n"
+      "  --html FILE     the same as one self-contained HTML page with figures (inline\n"
+      "                  SVG, no script, no network) written to FILE ('-' = stdout)\n"
       "  --max-growth X  warn when the stream grows more than X over depth [default=10]\n"
       "\n"
       "Exit 0 with a report, 2 with one line on stderr for unusable input.\n" },
@@ -65,7 +73,7 @@ static const command commands[] = {
       "Exit 0 it holds, 1 it does not, 2 cannot tell (e.g. stream-only evidence\n"
       "that does not separate the placements) or unusable input.\n" },
     { "diff", cmd_diff, "two runs side by side, the differences that matter first",
-      "usage: resdiag diff [--step N | --last] A.h5 B.h5\n"
+      "usage: resdiag diff [--step N | --last] [--html FILE] A.h5 B.h5\n"
       "\n"
       "Analyses both runs (as resdiag report does, at the first recorded step by\n"
       "default) and prints the differences that matter first - placement, final\n"
@@ -76,8 +84,32 @@ static const command commands[] = {
       "\n"
       "  --step N   the recorded step with the trainer's number N in both runs\n"
       "  --last     the last recorded step of each run\n"
+      "  --html FILE  also write an HTML page with both runs overlaid on the same\n"
+      "             axes to FILE ('-' = stdout instead of the text)\n"
       "\n"
       "Exit 0 with the comparison, 2 with one line on stderr for unusable input.\n" },
+    { "plot", cmd_plot, "one figure of a run as SVG (growth, updates, gradients)",
+      "usage: resdiag plot --what growth|updates|gradients -o FILE.svg\n"
+      "                    [--step N | --last] RUN.h5\n"
+      "\n"
+      "Draws one figure of the analysis (as resdiag report computes it) as a\n"
+      "standalone SVG file, to paste into a paper or a pull request:\n"
+      "\n"
+      "  growth     the stream norm ||x_k|| over depth k with the fit\n"
+      "             ||x_k||^2 = a + b k and the sqrt(d) level of a post-norm stream\n"
+      "  updates    the relative updates r_k per sublayer on log-log axes with the\n"
+      "             fitted power laws and the 1/sqrt(k) reference slope\n"
+      "  gradients  gradient norms per layer (the first parameter, mlp.w2 if\n"
+      "             recorded; the stream; the head) at the first recorded backward,\n"
+      "             with the pre-norm shape 1/||x_k|| of Xiong et al.\n"
+      "\n"
+      "  --what W    the figure (required)\n"
+      "  -o FILE     where to write it ('-' = stdout) (required)\n"
+      "  --step N    analyse the recorded step with the trainer's number N\n"
+      "  --last      analyse the last recorded step\n"
+      "\n"
+      "Exit 0 with the figure written, 2 with one line on stderr for unusable input\n"
+      "(also when the run holds no data for the figure, e.g. no gradients).\n" },
     { "dump", cmd_dump, "print what a run file holds, step by step",
       "usage: resdiag dump [--step N | --all] RUN.h5\n"
       "\n"
@@ -346,6 +378,7 @@ typedef struct analysis_args {
     long long want_step; /* -1: none */
     int last;
     int json;
+    const char *html; /* report --html FILE, NULL: none */
     double max_growth;
     int have_growth;
     resdiag_placement expect;
@@ -394,6 +427,12 @@ static int parse_analysis_args(const char *cmd, int argc, char **argv, analysis_
             o->last = 1;
         } else if (!is_check && strcmp(a, "--json") == 0) {
             o->json = 1;
+        } else if (!is_check && strcmp(a, "--html") == 0) {
+            if (i + 1 >= argc || !argv[i + 1][0]) {
+                fprintf(stderr, "resdiag %s: --html needs an output file name\n", cmd);
+                return EXIT_BAD;
+            }
+            o->html = argv[++i];
         } else if (is_check && strcmp(a, "--final-norm") == 0) {
             o->final_norm = 1;
         } else if (strcmp(a, "--step") == 0) {
@@ -430,6 +469,10 @@ static int parse_analysis_args(const char *cmd, int argc, char **argv, analysis_
     }
     if (o->last && o->want_step >= 0) {
         fprintf(stderr, "resdiag %s: --step and --last exclude each other\n", cmd);
+        return EXIT_BAD;
+    }
+    if (o->json && o->html) {
+        fprintf(stderr, "resdiag %s: --json and --html exclude each other\n", cmd);
         return EXIT_BAD;
     }
     if (!o->path) {
@@ -494,6 +537,23 @@ static resdiag_analysis *open_analysis(const analysis_args *o, resdiag_reader **
     return an;
 }
 
+/* Writes a page or figure (NULL: out of memory) and frees it; 0 or EXIT_BAD
+ * after one line on stderr. */
+static int write_html(const char *path, char *text)
+{
+    int rc = 0;
+    if (!text) {
+        fprintf(stderr, "resdiag: cannot make the page: %s\n",
+                last_msg[0] ? last_msg : "out of memory");
+        rc = EXIT_BAD;
+    } else if (html_write_file(path, text) != 0) {
+        fprintf(stderr, "resdiag: cannot write %s: %s\n", path, strerror(errno));
+        rc = EXIT_BAD;
+    }
+    free(text);
+    return rc;
+}
+
 static int cmd_report(int argc, char **argv)
 {
     analysis_args o;
@@ -504,6 +564,12 @@ static int cmd_report(int argc, char **argv)
     resdiag_analysis *an = open_analysis(&o, &rd);
     if (!an)
         return EXIT_BAD;
+    if (o.html) {
+        rc = write_html(o.html, html_report(an, rd, o.path));
+        resdiag_analysis_free(an);
+        resdiag_reader_close(rd);
+        return rc;
+    }
     char *text = o.json ? resdiag_analysis_to_json(an) : resdiag_analysis_to_text(an);
     if (!text) {
         fprintf(stderr, "resdiag: out of memory\n");
@@ -550,6 +616,7 @@ static int cmd_diff(int argc, char **argv)
     int np = 0;
     char *rest[8];
     int nrest = 0;
+    const char *html = NULL;
     /* split the two paths from the options, then parse like report */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -561,6 +628,12 @@ static int cmd_diff(int argc, char **argv)
                 break;
             rest[nrest++] = argv[i];
             rest[nrest++] = argv[++i];
+        } else if (strcmp(argv[i], "--html") == 0) {
+            if (i + 1 >= argc || !argv[i + 1][0]) {
+                fprintf(stderr, "resdiag diff: --html needs an output file name\n");
+                return EXIT_BAD;
+            }
+            html = argv[++i];
         } else if (argv[i][0] == '-' && argv[i][1]) {
             if (strcmp(argv[i], "--last") != 0) {
                 fprintf(stderr, "resdiag diff: unknown option '%s' (see resdiag diff --help)\n",
@@ -600,6 +673,12 @@ static int cmd_diff(int argc, char **argv)
             goto out;
         }
     }
+    if (html) {
+        rc = write_html(html, html_diff(an[0], an[1], paths[0], paths[1]));
+        /* the page goes to stdout: the text comparison stays out of it */
+        if (rc || strcmp(html, "-") == 0)
+            goto out;
+    }
     char *text = resdiag_analysis_diff_text(an[0], an[1], paths[0], paths[1]);
     if (!text) {
         fprintf(stderr, "resdiag: out of memory\n");
@@ -613,6 +692,80 @@ out:
         resdiag_analysis_free(an[k]);
         resdiag_reader_close(rd[k]);
     }
+    return rc;
+}
+
+/* ----------------------------------------------------------------- plot */
+
+static int cmd_plot(int argc, char **argv)
+{
+    analysis_args o;
+    memset(&o, 0, sizeof o);
+    o.want_step = -1;
+    int what = -1;
+    const char *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(find_command("plot")->usage, stdout);
+            return 0;
+        } else if (strcmp(a, "--what") == 0) {
+            if (i + 1 >= argc || (what = plot_what_parse(argv[i + 1])) < 0) {
+                fprintf(stderr, "resdiag plot: --what needs growth, updates or gradients\n");
+                return EXIT_BAD;
+            }
+            i++;
+        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+            if (i + 1 >= argc || !argv[i + 1][0]) {
+                fprintf(stderr, "resdiag plot: -o needs an output file name\n");
+                return EXIT_BAD;
+            }
+            out = argv[++i];
+        } else if (strcmp(a, "--last") == 0) {
+            o.last = 1;
+        } else if (strcmp(a, "--step") == 0) {
+            if (i + 1 >= argc || parse_int64(argv[i + 1], &o.want_step) || o.want_step < 0) {
+                fprintf(stderr, "resdiag plot: --step needs a step number >= 0\n");
+                return EXIT_BAD;
+            }
+            i++;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "resdiag plot: unknown option '%s' (see resdiag plot --help)\n", a);
+            return EXIT_BAD;
+        } else if (o.path) {
+            fprintf(stderr, "resdiag plot: one run file at a time\n");
+            return EXIT_BAD;
+        } else {
+            o.path = a;
+        }
+    }
+    if (what < 0 || !out || !o.path) {
+        fprintf(stderr, "resdiag plot: needs --what, -o FILE and a run file (see resdiag plot "
+                        "--help)\n");
+        return EXIT_BAD;
+    }
+    if (o.last && o.want_step >= 0) {
+        fprintf(stderr, "resdiag plot: --step and --last exclude each other\n");
+        return EXIT_BAD;
+    }
+    resdiag_reader *rd;
+    resdiag_analysis *an = open_analysis(&o, &rd);
+    if (!an)
+        return EXIT_BAD;
+    svg_buf b = { 0 };
+    const resdiag_analysis *one[1] = { an };
+    int rc = 0;
+    if (plot_figure(&b, (plot_what)what, one, NULL, 1) != 0 && !b.failed) {
+        static const char *const names[PLOT_N] = { "growth", "updates", "gradients" };
+        fprintf(stderr, "resdiag plot: %s: the run holds no data for the %s figure\n", o.path,
+                names[what]);
+        free(b.s);
+        rc = EXIT_BAD;
+    } else {
+        rc = write_html(out, svg_finish(&b));
+    }
+    resdiag_analysis_free(an);
+    resdiag_reader_close(rd);
     return rc;
 }
 
@@ -636,6 +789,14 @@ int main(int argc, char **argv)
     if (fflush(stdout) != 0) {
         fprintf(stderr, "resdiag: cannot write the output: %s\n", strerror(errno));
         return EXIT_BAD;
+    }
+    /* After some damaged files HDF5 cannot shut down, and its exit handler
+     * prints "HDF5: infinite loop closing library" (tests/fuzz): a refused
+     * file ends with the tool's one line. Only reads happened: nothing is
+     * left to write. */
+    if (rc == EXIT_BAD) {
+        fflush(stderr);
+        _exit(rc);
     }
     return rc;
 }

@@ -5,9 +5,11 @@
  */
 #include "instrument.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <resdiag.h>
 
@@ -32,7 +34,35 @@ struct tg_instr {
     long failed;                 /* hook calls that returned an error */
     resdiag_status first_error;
     char first_error_msg[256];
+    int64_t step;                /* the current step */
+    int flush_fd;                /* --flush-log, or -1 */
+    int64_t flushed;             /* last step reported there */
+    int interrupted;             /* a signal closed the run */
 };
+
+/* One write(2) per line, no stdio buffer: a line written is in the file
+ * even if the process is killed right after. */
+static void flush_log_line(tg_instr *h, const char *line)
+{
+    if (h->flush_fd < 0) return;
+    size_t len = strlen(line);
+    if (write(h->flush_fd, line, len) != (ssize_t)len) {
+        close(h->flush_fd);
+        h->flush_fd = -1;
+    }
+}
+
+/* The test of a killed trainer compares the file with these lines. */
+static void log_flushed(tg_instr *h)
+{
+    int64_t s;
+    if (h->flush_fd < 0 || resdiag_flushed_step(h->rd, &s) != RESDIAG_OK || s == h->flushed)
+        return;
+    h->flushed = s;
+    char line[64];
+    snprintf(line, sizeof line, "flushed %lld\n", (long long)s);
+    flush_log_line(h, line);
+}
 
 static const char *const sublayer_names[TG_N_SUBLAYERS] = { "attn", "mlp" };
 /* Parameter gradients recorded per layer and for the whole model (the names
@@ -68,6 +98,8 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
         return NULL;
     }
     h->record = s->record;
+    h->flush_fd = -1;
+    h->flushed = -1;
 
     resdiag_model model;
     resdiag_model_init(&model);
@@ -93,6 +125,7 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
     resdiag_options opt;
     resdiag_options_init(&opt);
     opt.record_every = s->record_every;
+    if (s->flush_steps > 0) opt.flush_steps = s->flush_steps;
 
     resdiag_status st = resdiag_open(&h->rd, s->path, &model, &opt);
     if (st != RESDIAG_OK) {
@@ -101,39 +134,69 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
         free(h);
         return NULL;
     }
+    if (s->signals) {
+        st = resdiag_install_signal_handlers(h->rd, s->signals == 2 ? RESDIAG_SIGNALS_RETURN
+                                                                     : RESDIAG_SIGNALS_RERAISE);
+        if (st != RESDIAG_OK)
+            fprintf(stderr, "tinygpt: no signal handlers: %s\n", resdiag_strerror(st));
+    }
+    if (s->flush_log) {
+        h->flush_fd = open(s->flush_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (h->flush_fd < 0)
+            fprintf(stderr, "tinygpt: cannot write %s; going on without it\n", s->flush_log);
+        flush_log_line(h, "open\n");
+    }
     return h;
 }
 
 static void note(tg_instr *h, resdiag_status st)
 {
     if (st == RESDIAG_OK) return;
+    if (st == RESDIAG_E_INTERRUPTED) {
+        h->interrupted = 1;
+        return;
+    }
     if (h->failed++ == 0) {
         h->first_error = st;
         snprintf(h->first_error_msg, sizeof h->first_error_msg, "%s", resdiag_errmsg(h->rd));
+        /* Said once, at once; recording stops, training does not. */
+        fprintf(stderr, "tinygpt: recording failed at step %lld (%s); training goes on, the "
+                        "run file keeps the steps written before\n",
+                (long long)h->step, resdiag_strerror(st));
     }
 }
 
 void tg_instr_step_begin(tg_instr *h, int64_t step)
 {
     if (!h) return;
+    h->step = step;
     note(h, resdiag_step_begin(h->rd, step));
     /* Hooks in steps that are not recorded return before calling resdiag. */
     h->recording = resdiag_step_is_recorded(h->rd);
 }
 
-void tg_instr_step_end(tg_instr *h)
+int tg_instr_step_end(tg_instr *h)
 {
-    if (!h) return;
+    if (!h) return 0;
     note(h, resdiag_step_end(h->rd));
     h->recording = 0;
+    log_flushed(h);
+    return h->interrupted;
 }
 
 int tg_instr_close(tg_instr *h, char *errbuf, int errlen)
 {
     if (!h) return 0;
     resdiag_status st = resdiag_close(h->rd);
+    log_flushed(h);
+    if (h->flush_fd >= 0) close(h->flush_fd);
     int rc = 0;
-    if (st != RESDIAG_OK) {
+    if (st != RESDIAG_OK && h->failed && st == h->first_error) {
+        /* The failure was said when it happened: only the outcome here. */
+        snprintf(errbuf, (size_t)errlen, "the run file holds the steps written before the "
+                 "failure (%ld resdiag calls failed)", h->failed);
+        rc = -1;
+    } else if (st != RESDIAG_OK) {
         snprintf(errbuf, (size_t)errlen, "closing the run file: %s: %s", resdiag_strerror(st),
                  resdiag_errmsg(h->rd));
         rc = -1;

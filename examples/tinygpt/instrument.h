@@ -54,14 +54,19 @@ typedef struct tg_instr_settings {
     int n_meta;              /* free key/value pairs for the run file */
     const char *const *meta; /* (2*n_meta) */
     const char *description;
+    int flush_steps;         /* resdiag_options.flush_steps; 0: the default */
+    const char *flush_log;   /* NULL, or a file that gets "open" and "flushed N" lines */
+    int signals;             /* 0: no handlers; 1: close and re-raise; 2: close and stop */
 } tg_instr_settings;
 
 /* Opens the run file. Returns NULL and writes a reason to errbuf on failure. */
 tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
                         char *errbuf, int errlen);
-/* Bracket one training step (forward + backward, before the update). */
+/* Bracket one training step (forward + backward, before the update).
+ * step_end returns 1 when a signal closed the run (signals = 2) and
+ * training should stop, else 0. */
 void tg_instr_step_begin(tg_instr *h, int64_t step);
-void tg_instr_step_end(tg_instr *h);
+int tg_instr_step_end(tg_instr *h);
 /* Flushes, closes and frees. Returns 0, or -1 with a reason in errbuf. NULL: 0. */
 int tg_instr_close(tg_instr *h, char *errbuf, int errlen);
 

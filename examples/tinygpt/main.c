@@ -7,8 +7,9 @@
  * stdout: the configuration, the loss every --log-every steps and at the
  * end, then the time and tokens/s. The "step" lines depend only on the
  * flags (bitwise, for any --threads), never on timing.
- * Exit status: 0 done, 1 a run-time failure (memory, run file, a loss that
- * is not finite), 2 bad usage.
+ * Exit status: 0 done, 1 a run-time failure (memory, a recording that
+ * failed, a loss that is not finite), 2 bad usage, 130 stopped by a signal
+ * (--handle-signals stop).
  */
 #include <errno.h>
 #include <limits.h>
@@ -72,6 +73,15 @@ static const char usage[] =
     "                    the embedding; off: no run file, no resdiag calls\n"
     "                    [default=full]\n"
     "  --record-every N  record steps 0, N, 2N, ... [default=1]\n"
+    "  --flush-steps N   write the run file every N recorded steps [default=16]\n"
+    "  --flush-log FILE  append \"open\", then \"flushed S\" whenever step S became\n"
+    "                    the last step in the run file (one write(2) per line)\n"
+    "  --handle-signals M  SIGINT/SIGTERM: raise = close the run file, then die\n"
+    "                    by the signal; stop = close it, stop training, print the\n"
+    "                    final loss, exit 130 [default: resdiag does not catch them]\n"
+    "  A run file that cannot be created is reported on stderr and training goes\n"
+    "  on without recording; a recording that fails later (disk full) is reported\n"
+    "  once, training goes on, and the exit status is 1.\n"
     "\n"
     "  -h, --help        this text\n";
 
@@ -129,6 +139,9 @@ typedef struct options {
     const char *out;
     tg_record record;
     int record_every;
+    int flush_steps;    /* 0: resdiag's default */
+    const char *flush_log;
+    int signals;        /* 0 off, 1 raise, 2 stop */
 } options;
 
 static void parse_args(options *o, int argc, char **argv)
@@ -139,6 +152,7 @@ static void parse_args(options *o, int argc, char **argv)
     static const char *const onoff[] = { "off", "on", NULL };
     static const char *const inits[] = { "gpt2", "xavier", NULL };
     static const char *const records[] = { "off", "stream", "full", NULL };
+    static const char *const sigmodes[] = { "off", "raise", "stop", NULL };
     const char *placement = "pre";
     tg_config *c = &o->cfg;
 
@@ -168,7 +182,8 @@ static void parse_args(options *o, int argc, char **argv)
                     IS("--d-model") || IS("--heads") || IS("--seq") || IS("--batch") ||
                     IS("--vocab") || IS("--steps") || IS("--lr") || IS("--seed") ||
                     IS("--init") || IS("--out") || IS("--record") || IS("--record-every") ||
-                    IS("--threads") || IS("--log-every") || IS("--weight-decay");
+                    IS("--threads") || IS("--log-every") || IS("--weight-decay") ||
+                    IS("--flush-steps") || IS("--flush-log") || IS("--handle-signals");
         if (!known) die_usage("unknown option '%s'", arg);
         if (!val) die_usage("%s needs a value", flag);
         if (!eq) i++;
@@ -194,6 +209,9 @@ static void parse_args(options *o, int argc, char **argv)
         else if (IS("--record-every")) o->record_every = parse_int(flag, val, 1, INT_MAX);
         else if (IS("--threads")) o->threads = parse_int(flag, val, 1, 4096);
         else if (IS("--log-every")) o->log_every = parse_int(flag, val, 1, INT_MAX);
+        else if (IS("--flush-steps")) o->flush_steps = parse_int(flag, val, 1, 100000);
+        else if (IS("--flush-log")) o->flush_log = val;
+        else if (IS("--handle-signals")) o->signals = parse_choice(flag, val, sigmodes);
 #undef IS
     }
 
@@ -309,15 +327,16 @@ int main(int argc, char **argv)
 
     char err[512];
     if (o.record != TG_RECORD_OFF) {
-        tg_instr_settings s = { o.out, o.record, o.record_every, n_meta, meta, description };
+        tg_instr_settings s = { o.out, o.record, o.record_every, n_meta, meta, description,
+                                o.flush_steps, o.flush_log, o.signals };
         model.hooks = tg_instr_open(c, &s, err, sizeof err);
         if (!model.hooks) {
-            fprintf(stderr, "tinygpt: %s\n", err);
-            tg_data_free(&data);
-            tg_model_free(&model);
-            return 1;
+            /* Diagnostics are never the reason a training run does not happen. */
+            fprintf(stderr, "tinygpt: %s; training without recording\n", err);
+            printf("recording: off (cannot create %s)\n", o.out);
+        } else {
+            printf("recording: %s, every %d steps, to %s\n", v[15], o.record_every, o.out);
         }
-        printf("recording: %s, every %d steps, to %s\n", v[15], o.record_every, o.out);
     } else {
         printf("recording: off\n");
     }
@@ -333,7 +352,7 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    int rc = 0;
+    int rc = 0, stopped = 0;
     double tail = 0;  /* mean loss of the last (up to) 10 steps */
     int tail_n = 0;
     double t0 = now();
@@ -345,7 +364,7 @@ int main(int argc, char **argv)
         tg_instr_step_begin(model.hooks, step);
         double loss = tg_forward(&model, inputs, targets);
         tg_backward(&model);
-        tg_instr_step_end(model.hooks);
+        stopped = tg_instr_step_end(model.hooks);
 
         opt.t++;
         for (int t = 0; t < model.n_tensors; t++) {
@@ -367,16 +386,24 @@ int main(int argc, char **argv)
             rc = 1;
             break;
         }
+        if (stopped) {
+            fprintf(stderr, "tinygpt: stopped by a signal after step %d; the run file is "
+                            "closed\n", step);
+            printf("final loss %.6f (step %d, stopped by a signal)\n", loss, step);
+            rc = 130;
+            break;
+        }
     }
     double elapsed = now() - t0;
     double cpu = (double)(clock() - cpu0) / CLOCKS_PER_SEC;
 
     if (tg_instr_close(model.hooks, err, sizeof err) != 0) {
         fprintf(stderr, "tinygpt: %s\n", err);
-        rc = 1;
+        if (!rc) rc = 1;
     }
     model.hooks = NULL;
-    if (rc == 0) {
+    /* A failed recording does not hide the training's own result. */
+    if (!stopped && tail_n > 0 && isfinite(tail)) {
         printf("final loss %.6f (mean of the last %d steps)\n", tail / tail_n, tail_n);
         printf("time: %.3f s for %d steps (CPU %.3f s), %.0f tokens/s\n", elapsed, o.steps,
                cpu, (double)N * o.steps / elapsed);

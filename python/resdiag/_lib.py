@@ -1,0 +1,248 @@
+"""Loading libresdiag through ctypes and declaring the C API it uses.
+
+Every call into C goes through the ``lib`` object built here; the structs
+mirror include/resdiag.h field for field, and the ones that carry
+``struct_size`` are checked against the library at load time so that a
+header/binding mismatch fails loudly instead of corrupting memory.
+"""
+import ctypes
+import ctypes.util
+import logging
+import os
+
+# The library's major version this binding was written against.
+ABI_MAJOR = 0
+
+# resdiag_status values (pinned in the header).
+OK = 0
+
+# Directions, dtypes and the two step selectors.
+FORWARD, BACKWARD = 0, 1
+DTYPE_F32, DTYPE_F64, DTYPE_F16, DTYPE_BF16 = 0, 1, 2, 3
+MODEL_LEVEL = -1
+STEP_FIRST, STEP_LAST = -1, -2
+
+# Sites: values of resdiag_site.
+SITES = {
+    "stream_in": 0, "norm_in": 1, "norm_out": 2, "branch_out": 3, "stream_out": 4,
+    "embed_out": 16, "final_norm_in": 17, "final_norm_out": 18, "logits": 19,
+}
+N_FIELDS = 18
+N_UPDATE_FIELDS = 2
+UPDATE_FIELDS = ("ratio_frob", "ratio_tok_mean")
+PLACEMENTS = ("undeclared", "pre", "post", "sandwich", "deepnorm", "mixed", "parallel", "none")
+NORM_KINDS = ("undeclared", "layernorm", "rmsnorm")
+
+
+class ResdiagError(RuntimeError):
+    """A libresdiag call failed; ``status`` is the resdiag_status value."""
+
+    def __init__(self, message, status=None):
+        super().__init__(message)
+        self.status = status
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int),
+                ("rows", ctypes.c_int64), ("cols", ctypes.c_int64),
+                ("row_stride", ctypes.c_int64)]
+
+
+_strv = ctypes.POINTER(ctypes.c_char_p)
+LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+
+
+class Model(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("n_layers", ctypes.c_int),
+                ("d_model", ctypes.c_int), ("n_sublayers", ctypes.c_int),
+                ("sublayer_names", _strv), ("block", ctypes.c_int),
+                ("declared_placement", ctypes.c_int), ("declared_mix_layers", ctypes.c_int),
+                ("norm_kind", ctypes.c_int), ("shard_cols", ctypes.c_int),
+                ("n_layer_params", ctypes.c_int), ("layer_param_names", _strv),
+                ("n_model_params", ctypes.c_int), ("model_param_names", _strv),
+                ("n_meta", ctypes.c_int), ("meta", _strv), ("description", ctypes.c_char_p)]
+
+
+class Options(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("record_every", ctypes.c_int64),
+                ("record_first", ctypes.c_int64), ("record_last", ctypes.c_int64),
+                ("record_init_only", ctypes.c_int), ("sketch_size", ctypes.c_int),
+                ("sketch_seed", ctypes.c_uint64), ("flush_steps", ctypes.c_int),
+                ("flush_seconds", ctypes.c_double), ("log_fn", ctypes.c_void_p),
+                ("log_user_data", ctypes.c_void_p), ("hook_threads", ctypes.c_int)]
+
+
+class RunInfo(ctypes.Structure):
+    _fields_ = [("schema_version", ctypes.c_int), ("resdiag_version", ctypes.c_char_p),
+                ("n_layers", ctypes.c_int), ("d_model", ctypes.c_int),
+                ("n_sublayers", ctypes.c_int), ("sublayer_names", _strv),
+                ("block", ctypes.c_int), ("declared_placement", ctypes.c_int),
+                ("declared_mix_layers", ctypes.c_int), ("norm_kind", ctypes.c_int),
+                ("shard_cols", ctypes.c_int), ("n_layer_params", ctypes.c_int),
+                ("layer_param_names", _strv), ("n_model_params", ctypes.c_int),
+                ("model_param_names", _strv), ("sketch_size", ctypes.c_int),
+                ("sketch_seed", ctypes.c_uint64), ("n_steps", ctypes.c_int64),
+                ("n_meta", ctypes.c_int), ("meta", _strv), ("description", ctypes.c_char_p),
+                ("created_utc", ctypes.c_char_p), ("program", ctypes.c_char_p),
+                ("hdf5_version", ctypes.c_char_p)]
+
+
+class AnalyzeOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("step_index", ctypes.c_int64),
+                ("max_growth", ctypes.c_double)]
+
+
+class CheckOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("expect", ctypes.c_int),
+                ("require_final_norm", ctypes.c_int), ("max_growth", ctypes.c_double)]
+
+
+def _candidates():
+    """Where to look, in order: $RESDIAG_LIBRARY, the build folder next to
+    this source tree (python/resdiag -> ../../build), the system loader."""
+    env = os.environ.get("RESDIAG_LIBRARY")
+    if env:
+        return [env]  # an explicit choice is never second-guessed
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    out = [os.path.join(root, "build", "libresdiag.so")]
+    found = ctypes.util.find_library("resdiag")
+    out.append(found or "libresdiag.so.%d" % ABI_MAJOR)
+    return out
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            tried.append(path + " (missing)")
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append("%s (%s)" % (path, e))
+    raise ImportError("resdiag: cannot load libresdiag; set RESDIAG_LIBRARY to the path of "
+                      "libresdiag.so (tried: %s)" % "; ".join(tried))
+
+
+lib, path = _load()
+
+_c, _i, _i64, _d, _p = ctypes.c_char_p, ctypes.c_int, ctypes.c_int64, ctypes.c_double, ctypes.c_void_p
+_dp, _ip, _i64p = ctypes.POINTER(_d), ctypes.POINTER(_i), ctypes.POINTER(_i64)
+
+# name: (restype, argtypes)
+_PROTOS = {
+    "resdiag_version_number": (ctypes.c_uint, []),
+    "resdiag_version_string": (_c, []),
+    "resdiag_strerror": (_c, [_i]),
+    "resdiag_set_log_handler": (None, [LOG_FN, _p]),
+    "resdiag_set_log_priority": (None, [_i]),
+    "resdiag_model_init": (None, [ctypes.POINTER(Model)]),
+    "resdiag_options_init": (None, [ctypes.POINTER(Options)]),
+    "resdiag_open": (_i, [ctypes.POINTER(_p), _c, ctypes.POINTER(Model),
+                          ctypes.POINTER(Options)]),
+    "resdiag_step_begin": (_i, [_p, _i64]),
+    "resdiag_step_end": (_i, [_p]),
+    "resdiag_step_is_recorded": (_i, [_p]),
+    "resdiag_set_enabled": (_i, [_p, _i]),
+    "resdiag_observe_at": (_i, [_p, _i, _i, _i, _i, Tensor, _c, _i]),
+    "resdiag_param_grad_at": (_i, [_p, _i, _c, Tensor, _c, _i]),
+    "resdiag_flush": (_i, [_p]),
+    "resdiag_close": (_i, [_p]),
+    "resdiag_destroy": (None, [_p]),
+    "resdiag_errmsg": (_c, [_p]),
+    "resdiag_reader_open": (_i, [ctypes.POINTER(_p), _c]),
+    "resdiag_reader_close": (None, [_p]),
+    "resdiag_reader_info": (ctypes.POINTER(RunInfo), [_p]),
+    "resdiag_reader_refresh": (_i, [_p]),
+    "resdiag_reader_steps": (_i, [_p, _i64p, _i64]),
+    "resdiag_reader_site": (_i, [_p, _i64, _i, _i, _i, _i, _dp, _ip]),
+    "resdiag_reader_sketch": (_i, [_p, _i64, _i, _i, _i, _i, _dp]),
+    "resdiag_reader_param": (_i, [_p, _i64, _i, _c, _dp, _ip]),
+    "resdiag_reader_update": (_i, [_p, _i64, _i, _i, _dp]),
+    "resdiag_reader_callsite": (_c, [_p, _i, _i, _i, _i]),
+    "resdiag_reader_series": (_i, [_p, _i, _i, _i, _i, _i, _dp, _i64]),
+    "resdiag_site_name": (_c, [_i]),
+    "resdiag_field_name": (_c, [_i]),
+    "resdiag_analyze_options_init": (None, [ctypes.POINTER(AnalyzeOptions)]),
+    "resdiag_analyze": (_i, [_p, ctypes.POINTER(AnalyzeOptions), ctypes.POINTER(_p)]),
+    "resdiag_analysis_free": (None, [_p]),
+    "resdiag_analysis_verdict": (_i, [_p]),
+    "resdiag_analysis_confidence": (_i, [_p]),
+    "resdiag_analysis_mix_layers": (_i, [_p]),
+    "resdiag_analysis_alpha": (_d, [_p]),
+    "resdiag_analysis_final_norm": (_i, [_p]),
+    "resdiag_analysis_stream_only": (_i, [_p]),
+    "resdiag_analysis_sublayer": (_i, [_p, _i, _i, _dp]),
+    "resdiag_analysis_growth": (_d, [_p]),
+    "resdiag_analysis_step": (_i64, [_p]),
+    "resdiag_verdict_name": (_c, [_i]),
+    "resdiag_confidence_name": (_c, [_i]),
+    "resdiag_check_options_init": (None, [ctypes.POINTER(CheckOptions)]),
+    "resdiag_analysis_check": (_i, [_p, ctypes.POINTER(CheckOptions), _c, ctypes.c_size_t]),
+    # Strings the caller frees: kept as raw pointers, read, then resdiag_free'd.
+    "resdiag_analysis_to_text": (_p, [_p]),
+    "resdiag_analysis_to_json": (_p, [_p]),
+    "resdiag_analysis_diff_text": (_p, [_p, _p, _c, _c]),
+    "resdiag_free": (None, [_p]),
+}
+
+for _name, (_res, _args) in _PROTOS.items():
+    _fn = getattr(lib, _name)
+    _fn.restype = _res
+    _fn.argtypes = _args
+
+if lib.resdiag_version_number() // 10000 != ABI_MAJOR:
+    raise ImportError("resdiag: %s is libresdiag %s; this binding needs major version %d"
+                      % (path, lib.resdiag_version_string().decode(), ABI_MAJOR))
+
+
+def _check_struct(init, cls):
+    s = cls()
+    init(ctypes.byref(s))
+    if s.struct_size != ctypes.sizeof(cls):
+        raise ImportError("resdiag: %s in %s has %d bytes, the binding expects %d"
+                          % (cls.__name__, path, s.struct_size, ctypes.sizeof(cls)))
+
+
+_check_struct(lib.resdiag_model_init, Model)
+_check_struct(lib.resdiag_options_init, Options)
+_check_struct(lib.resdiag_analyze_options_init, AnalyzeOptions)
+_check_struct(lib.resdiag_check_options_init, CheckOptions)
+
+# The library's messages go to Python's logging (logger "resdiag") instead
+# of straight to stderr; the callback object must outlive every call.
+log = logging.getLogger("resdiag")
+_LEVELS = {10: logging.DEBUG, 20: logging.INFO, 30: logging.ERROR}
+
+
+def _on_log(priority, msg, _user):
+    log.log(_LEVELS.get(priority, logging.ERROR), "%s", msg.decode("utf-8", "replace"))
+
+
+_log_cb = LOG_FN(_on_log)
+lib.resdiag_set_log_handler(_log_cb, None)
+
+
+def strerror(status):
+    return lib.resdiag_strerror(status).decode()
+
+
+def take_string(ptr):
+    """Reads and frees a string the library returned (NULL -> None)."""
+    if not ptr:
+        return None
+    try:
+        return ctypes.string_at(ptr).decode("utf-8", "replace")
+    finally:
+        lib.resdiag_free(ptr)
+
+
+def cstrings(names):
+    """A C array of the given strings; keep the returned tuple alive."""
+    enc = [n.encode() for n in names]
+    arr = (ctypes.c_char_p * max(1, len(enc)))(*enc)
+    return arr, enc
+
+
+FIELDS = tuple(lib.resdiag_field_name(i).decode() for i in range(N_FIELDS))

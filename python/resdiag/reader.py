@@ -1,0 +1,264 @@
+"""resdiag.open(): a run file read through the C reader, and its analysis
+by the C library (the same verdict and report as `resdiag report`)."""
+import ctypes
+import json as _json
+import math
+
+from . import _lib
+from ._lib import lib, ResdiagError
+
+
+def _site(site):
+    if isinstance(site, str):
+        try:
+            return _lib.SITES[site]
+        except KeyError:
+            raise ValueError("resdiag: unknown site %r (one of %s)"
+                             % (site, ", ".join(_lib.SITES))) from None
+    return int(site)
+
+
+def _field(field):
+    if isinstance(field, str):
+        try:
+            return _lib.FIELDS.index(field)
+        except ValueError:
+            raise ValueError("resdiag: unknown field %r (one of %s)"
+                             % (field, ", ".join(_lib.FIELDS))) from None
+    return int(field)
+
+
+def _dir(direction):
+    if direction in ("forward", _lib.FORWARD):
+        return _lib.FORWARD
+    if direction in ("backward", _lib.BACKWARD):
+        return _lib.BACKWARD
+    raise ValueError("resdiag: direction is 'forward' or 'backward', not %r" % (direction,))
+
+
+def _check(st, what):
+    if st != _lib.OK:
+        raise ResdiagError("resdiag: %s: %s (see the 'resdiag' log)" % (what, _lib.strerror(st)), st)
+
+
+def _strs(arr, n):
+    return [arr[i].decode("utf-8", "replace") for i in range(n)]
+
+
+class Info:
+    """What the run file says about itself (resdiag_run_info)."""
+
+    def __init__(self, c):
+        self.schema_version = c.schema_version
+        self.resdiag_version = c.resdiag_version.decode()
+        self.n_layers, self.d_model, self.n_sublayers = c.n_layers, c.d_model, c.n_sublayers
+        self.sublayer_names = _strs(c.sublayer_names, c.n_sublayers)
+        self.block = "parallel" if c.block == 1 else "sequential"
+        self.declared_placement = _lib.PLACEMENTS[c.declared_placement]
+        self.declared_mix_layers = c.declared_mix_layers
+        self.norm_kind = _lib.NORM_KINDS[c.norm_kind]
+        self.layer_param_names = _strs(c.layer_param_names, c.n_layer_params)
+        self.model_param_names = _strs(c.model_param_names, c.n_model_params)
+        self.sketch_size = c.sketch_size
+        self.n_steps = c.n_steps
+        flat = _strs(c.meta, 2 * c.n_meta)
+        self.meta = dict(zip(flat[0::2], flat[1::2]))
+        self.description = (c.description or b"").decode()
+        self.created_utc = (c.created_utc or b"").decode()
+        self.program = (c.program or b"").decode()
+
+    def __repr__(self):
+        return "<resdiag.Info L=%d d=%d sublayers=%s steps=%d>" % (
+            self.n_layers, self.d_model, self.sublayer_names, self.n_steps)
+
+
+class Analysis:
+    """resdiag_analyze() of one step: the verdict, its evidence and the report."""
+
+    def __init__(self, handle):
+        self._a = handle
+
+    def __del__(self):
+        if getattr(self, "_a", None):
+            lib.resdiag_analysis_free(self._a)
+            self._a = None
+
+    @property
+    def verdict(self):
+        """pre, post, sandwich, deepnorm, mixed, parallel, none, inconsistent,
+        cannot-tell, ... (resdiag_verdict_name)."""
+        return lib.resdiag_verdict_name(lib.resdiag_analysis_verdict(self._a)).decode()
+
+    @property
+    def confidence(self):
+        return lib.resdiag_confidence_name(lib.resdiag_analysis_confidence(self._a)).decode()
+
+    @property
+    def mix_layers(self):
+        return lib.resdiag_analysis_mix_layers(self._a)
+
+    @property
+    def alpha(self):
+        return lib.resdiag_analysis_alpha(self._a)
+
+    @property
+    def final_norm(self):
+        """True observed, False observed absent, None cannot tell."""
+        v = lib.resdiag_analysis_final_norm(self._a)
+        return None if v < 0 else bool(v)
+
+    @property
+    def stream_only(self):
+        return bool(lib.resdiag_analysis_stream_only(self._a))
+
+    @property
+    def growth(self):
+        return lib.resdiag_analysis_growth(self._a)
+
+    @property
+    def step(self):
+        return lib.resdiag_analysis_step(self._a)
+
+    def sublayer(self, layer, sublayer):
+        """(verdict name, alpha or None) of one sublayer."""
+        alpha = ctypes.c_double(math.nan)
+        v = lib.resdiag_analysis_sublayer(self._a, layer, sublayer, ctypes.byref(alpha))
+        return (lib.resdiag_verdict_name(v).decode(),
+                None if math.isnan(alpha.value) else alpha.value)
+
+    def text(self):
+        """The report, as `resdiag report` prints it."""
+        return _lib.take_string(lib.resdiag_analysis_to_text(self._a))
+
+    def json(self):
+        """The report as a dict (keys in doc/REPORT-JSON.md)."""
+        return _json.loads(self.json_text())
+
+    def json_text(self):
+        return _lib.take_string(lib.resdiag_analysis_to_json(self._a))
+
+    def check(self, expect, require_final_norm=False, max_growth=0.0):
+        """(result, why) as `resdiag check`: result 0 holds, 1 fails, 2 cannot tell."""
+        o = _lib.CheckOptions()
+        lib.resdiag_check_options_init(ctypes.byref(o))
+        o.expect = _lib.PLACEMENTS.index(expect)
+        o.require_final_norm = int(bool(require_final_norm))
+        o.max_growth = max_growth
+        why = ctypes.create_string_buffer(512)
+        r = lib.resdiag_analysis_check(self._a, ctypes.byref(o), why, len(why))
+        return r, why.value.decode("utf-8", "replace")
+
+    def __repr__(self):
+        return "<resdiag.Analysis %s (%s)>" % (self.verdict, self.confidence)
+
+
+class Run:
+    """An open run file. Site arguments are names ("stream_out", "norm_in",
+    ..., "embed_out", "logits") or resdiag_site values; fields are names
+    ("frob", ...: resdiag.FIELDS) or indices."""
+
+    def __init__(self, path):
+        h = ctypes.c_void_p()
+        st = lib.resdiag_reader_open(ctypes.byref(h), str(path).encode())
+        if st != _lib.OK or not h:
+            raise ResdiagError("resdiag: cannot read %s: %s (see the 'resdiag' log)"
+                               % (path, _lib.strerror(st)), st)
+        self._r = h
+        self.path = str(path)
+        self.info = Info(lib.resdiag_reader_info(h).contents)
+
+    def close(self):
+        if getattr(self, "_r", None):
+            lib.resdiag_reader_close(self._r)
+            self._r = None
+
+    __del__ = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def _h(self):
+        if not self._r:
+            raise ResdiagError("resdiag: the run is closed")
+        return self._r
+
+    def refresh(self):
+        """Re-reads the number of steps (for a file still being written)."""
+        _check(lib.resdiag_reader_refresh(self._h()), "refresh")
+        self.info = Info(lib.resdiag_reader_info(self._r).contents)
+
+    def steps(self):
+        """The trainer's step numbers of the recorded steps."""
+        n = self.info.n_steps
+        out = (ctypes.c_int64 * max(1, n))()
+        _check(lib.resdiag_reader_steps(self._h(), out, n), "steps")
+        return list(out[:n])
+
+    def site(self, step_index, site, layer=0, sublayer=0, direction="forward"):
+        """{field: value} of one observed tensor, or None if not observed."""
+        out = (ctypes.c_double * _lib.N_FIELDS)()
+        obs = ctypes.c_int(0)
+        _check(lib.resdiag_reader_site(self._h(), step_index, _dir(direction), layer, sublayer,
+                                       _site(site), out, ctypes.byref(obs)), "site")
+        return dict(zip(_lib.FIELDS, out)) if obs.value else None
+
+    def sketch(self, step_index, site, layer=0, sublayer=0, direction="forward"):
+        out = (ctypes.c_double * max(1, self.info.sketch_size))()
+        _check(lib.resdiag_reader_sketch(self._h(), step_index, _dir(direction), layer, sublayer,
+                                         _site(site), out), "sketch")
+        return list(out[:self.info.sketch_size])
+
+    def param(self, step_index, layer, name):
+        """{field: value} of a parameter gradient (layer = -1: model level), or None."""
+        out = (ctypes.c_double * _lib.N_FIELDS)()
+        obs = ctypes.c_int(0)
+        _check(lib.resdiag_reader_param(self._h(), step_index, layer, name.encode(), out,
+                                        ctypes.byref(obs)), "param %s" % name)
+        return dict(zip(_lib.FIELDS, out)) if obs.value else None
+
+    def update(self, step_index, layer, sublayer):
+        """{"ratio_frob": ||dx||/||x||, "ratio_tok_mean": ...} at the add."""
+        out = (ctypes.c_double * _lib.N_UPDATE_FIELDS)()
+        _check(lib.resdiag_reader_update(self._h(), step_index, layer, sublayer, out), "update")
+        return dict(zip(_lib.UPDATE_FIELDS, out))
+
+    def callsite(self, site, layer=0, sublayer=0, direction="forward"):
+        return lib.resdiag_reader_callsite(self._h(), _dir(direction), layer, sublayer,
+                                           _site(site)).decode("utf-8", "replace")
+
+    def series(self, site, field="frob", layer=0, sublayer=0, direction="forward"):
+        """One field of one site over all recorded steps (NaN where not observed)."""
+        n = self.info.n_steps
+        out = (ctypes.c_double * max(1, n))()
+        _check(lib.resdiag_reader_series(self._h(), _dir(direction), layer, sublayer, _site(site),
+                                         _field(field), out, n), "series")
+        return list(out[:n])
+
+    def analyze(self, step="first", max_growth=None):
+        """The library's analysis at step "first" (default, as the tool),
+        "last", or a recorded step index."""
+        o = _lib.AnalyzeOptions()
+        lib.resdiag_analyze_options_init(ctypes.byref(o))
+        o.step_index = {"first": _lib.STEP_FIRST, "last": _lib.STEP_LAST}.get(step, step)
+        if max_growth is not None:
+            o.max_growth = max_growth
+        a = ctypes.c_void_p()
+        _check(lib.resdiag_analyze(self._h(), ctypes.byref(o), ctypes.byref(a)), "analyze")
+        return Analysis(a.value)
+
+    def verdict(self, step="first"):
+        return self.analyze(step).verdict
+
+    def report(self, json=False, step="first"):
+        """The text (or JSON string) that `resdiag report [--json]` prints."""
+        a = self.analyze(step)
+        return a.json_text() if json else a.text()
+
+
+def open(path):  # noqa: A001 - resdiag.open mirrors the built-in on purpose
+    """Opens a run file for reading: ``with resdiag.open("run.h5") as run: ...``"""
+    return Run(path)

@@ -1,0 +1,549 @@
+"""attach(): forward and backward hooks on an nn.Module that feed libresdiag.
+
+The hooks call the C library at once with a view of each tensor (see
+_tensor.py), in the thread that runs the hook; nothing is kept after the
+call. Forward statistics come from module hooks, stream gradients from
+tensor hooks registered during the forward (removed at the step's end),
+parameter gradients from ``.grad`` when the step ends.
+"""
+import ctypes
+import functools
+import logging
+import warnings
+import weakref
+
+import torch
+import torch.nn as nn
+
+from . import _lib, _tensor, blocks as _blocks
+from ._lib import lib, ResdiagError
+
+S_STREAM_IN, S_NORM_IN, S_NORM_OUT, S_BRANCH_OUT, S_STREAM_OUT = 0, 1, 2, 3, 4
+S_EMBED_OUT, S_FINAL_NORM_IN, S_FINAL_NORM_OUT, S_LOGITS = 16, 17, 18, 19
+_log = logging.getLogger("resdiag")
+
+
+def _first_tensor(x):
+    """A module's output or first argument: a tensor, or the first element
+    of a tuple/list (nn.MultiheadAttention and Hugging Face blocks return
+    tuples)."""
+    while isinstance(x, (tuple, list)) and x:
+        x = x[0]
+    return x if isinstance(x, torch.Tensor) else None
+
+
+def _norm_kind(norms):
+    """What the norm modules are: a fact of their classes, not a belief."""
+    kinds = set()
+    for m in norms:
+        if isinstance(m, nn.LayerNorm):
+            kinds.add(1)
+        elif "rmsnorm" in type(m).__name__.lower():
+            kinds.add(2)
+        else:
+            return 0
+    return kinds.pop() if len(kinds) == 1 else 0
+
+
+def _d_model(block, spec):
+    for sub in spec.sublayers:
+        norm = _blocks.get(block, sub.norm) if sub.norm else None
+        shape = getattr(norm, "normalized_shape", None)
+        if shape:
+            return int(shape[-1])
+        w = getattr(norm, "weight", None)
+        if isinstance(w, torch.Tensor) and w.dim() == 1:
+            return int(w.shape[0])
+    for attr in ("embed_dim", "d_model", "n_embd"):
+        if isinstance(getattr(block, attr, None), int):
+            return getattr(block, attr)
+    first = _blocks.get(block, spec.sublayers[0].branch_in)
+    for attr in ("embed_dim", "in_features"):
+        if isinstance(getattr(first, attr, None), int):
+            return getattr(first, attr)
+    return None
+
+
+class Recorder:
+    """What attach() returns: brackets steps and owns the hooks and the run
+    file. Use ``with rec.step(n): ...`` (or begin_step/end_step) around the
+    forward and backward of each training step, and ``rec.detach()`` at the
+    end (removes every hook and closes the file)."""
+
+    def __init__(self, model, path, blocks=None, block=None, final_norm=None, head=None,
+                 placement=None, norm_kind=None, d_model=None, backward=True,
+                 record_every=1, record_first=0, record_last=None, record_init_only=False,
+                 sketch_size=None, flush_steps=None, description=None, meta=None,
+                 disable_fast_path=True):
+        names = {id(m): n for n, m in model.named_modules()}
+        if blocks is None:
+            blocks = _blocks.find_blocks(model)
+            if not blocks:
+                raise ValueError("resdiag.attach: no nn.TransformerEncoderLayer, "
+                                 "nn.TransformerDecoderLayer or GPT-2-style block "
+                                 "(ln_1, attn, ln_2, mlp) in the model; pass blocks= and block=")
+        blocks = list(blocks)
+        specs = [block or _blocks.preset_for(b) for b in blocks]
+        if any(s is None for s in specs):
+            raise ValueError("resdiag.attach: a block has no preset (%s); pass block=resdiag.Block(...)"
+                             % type(blocks[specs.index(None)]).__name__)
+        sub_names = [s.name for s in specs[0].sublayers]
+        for b, s in zip(blocks, specs):
+            if [x.name for x in s.sublayers] != sub_names or s.parallel != specs[0].parallel:
+                raise ValueError("resdiag.attach: blocks of different kinds (%s); pass blocks= "
+                                 "with one kind, e.g. model.decoder.layers" % type(b).__name__)
+        self._parallel = specs[0].parallel
+
+        # Resolve each block's submodules and parameters once.
+        self._layers = []
+        norms = []
+        for b, s in zip(blocks, specs):
+            subs = []
+            for sub in s.sublayers:
+                mods = {}
+                for role in ("norm", "branch", "branch_in"):
+                    dotted = getattr(sub, role)
+                    if dotted is None:
+                        continue
+                    m = _blocks.get(b, dotted)
+                    if not isinstance(m, nn.Module):
+                        raise ValueError("resdiag.attach: %s has no submodule %r (%s of %s)"
+                                         % (type(b).__name__, dotted, role, sub.name))
+                    mods[role] = m
+                if "norm" in mods:
+                    norms.append(mods["norm"])
+                subs.append(mods)
+            self._layers.append((b, subs))
+        # A parameter is recorded when every block has it.
+        pnames = [n for n in specs[0].params
+                  if all(isinstance(_blocks.get(b, s.params.get(n, "")), torch.Tensor)
+                         for b, s in zip(blocks, specs) if n in s.params)
+                  and all(n in s.params for s in specs)]
+        self._params = [[_blocks.get(b, s.params[n]) for n in pnames] for b, s in zip(blocks, specs)]
+
+        for what, dotted in (("final_norm", final_norm), ("head", head)):
+            if isinstance(dotted, str) and not isinstance(_blocks.get(model, dotted), nn.Module):
+                raise ValueError("resdiag.attach: %s=%r is no submodule of the model" % (what, dotted))
+        if isinstance(final_norm, str):
+            final_norm = _blocks.get(model, final_norm)
+        if isinstance(head, str):
+            head = _blocks.get(model, head)
+        if final_norm is None:
+            # The norm of the nn.TransformerEncoder/Decoder holding the last
+            # block, or a GPT-2 model's ln_f.
+            for mod in model.modules():
+                if isinstance(mod, (nn.TransformerEncoder, nn.TransformerDecoder)) and \
+                        any(x is blocks[-1] for x in mod.layers):
+                    final_norm = mod.norm
+            if final_norm is None and isinstance(getattr(model, "ln_f", None), nn.Module):
+                final_norm = model.ln_f
+        if head is None:
+            for attr in ("lm_head", "head"):
+                if isinstance(getattr(model, attr, None), nn.Linear):
+                    head = getattr(model, attr)
+                    break
+        self._final_norm, self._head = final_norm, head
+        head_w = getattr(head, "weight", None) if head is not None else None
+        self._model_params = [head_w] if isinstance(head_w, torch.Tensor) else []
+
+        d = d_model or _d_model(blocks[0], specs[0])
+        if not d:
+            raise ValueError("resdiag.attach: cannot tell d_model from the block; pass d_model=")
+        self.d_model = d
+        self.n_layers = len(blocks)
+        self.sublayer_names = sub_names
+        self.layer_param_names = pnames
+        self.path = str(path)
+
+        # The C run.
+        keep = []  # C strings must live until resdiag_open has copied the model
+        m = _lib.Model()
+        lib.resdiag_model_init(ctypes.byref(m))
+        m.n_layers, m.d_model, m.n_sublayers = self.n_layers, d, len(sub_names)
+        arr, enc = _lib.cstrings(sub_names)
+        keep += [arr, enc]
+        m.sublayer_names = arr
+        m.block = 1 if self._parallel else 0
+        m.declared_placement = _lib.PLACEMENTS.index(placement) if placement else 0
+        m.norm_kind = (_lib.NORM_KINDS.index(norm_kind) if norm_kind is not None
+                       else _norm_kind(norms))
+        if pnames:
+            arr, enc = _lib.cstrings(pnames)
+            keep += [arr, enc]
+            m.n_layer_params, m.layer_param_names = len(pnames), arr
+        if self._model_params:
+            arr, enc = _lib.cstrings(["head.w"])
+            keep += [arr, enc]
+            m.n_model_params, m.model_param_names = 1, arr
+        meta = dict(meta or {})
+        meta.setdefault("frontend", "python/torch %s" % torch.__version__)
+        flat = [str(x) for kv in meta.items() for x in kv]
+        arr, enc = _lib.cstrings(flat)
+        keep += [arr, enc]
+        m.n_meta, m.meta = len(meta), arr
+        if description:
+            enc = description.encode()
+            keep.append(enc)
+            m.description = enc
+        o = _lib.Options()
+        lib.resdiag_options_init(ctypes.byref(o))
+        o.record_every, o.record_first = record_every, record_first
+        if record_last is not None:
+            o.record_last = record_last
+        o.record_init_only = int(bool(record_init_only))
+        if sketch_size is not None:
+            o.sketch_size = sketch_size
+        if flush_steps is not None:
+            o.flush_steps = flush_steps
+        h = ctypes.c_void_p()
+        st = lib.resdiag_open(ctypes.byref(h), self.path.encode(), ctypes.byref(m), ctypes.byref(o))
+        if st != _lib.OK or not h:
+            raise ResdiagError("resdiag.attach: cannot record to %s: %s (see the 'resdiag' log)"
+                               % (self.path, _lib.strerror(st)), st)
+        self._rd = h
+        # Closes the C run if the Recorder is dropped without detach().
+        self._finalizer = weakref.finalize(self, lib.resdiag_destroy, h)
+
+        self._backward = backward
+        self._in_step = False
+        self._recording = False
+        self._next_step = 0
+        self.errors = 0
+        self.first_error = None
+        self._warned = set()
+        self._thooks = []   # tensor hooks of the current step
+        self._flipped = {}  # id(hooked module) -> the module whose training flag it set
+        self._entered = [0] * self.n_layers   # sublayers whose stream_in was seen
+        self._seen_sub = [False] * self.n_layers
+
+        self._hooks = []
+        try:
+            # Call sites: "<module path> <role>" for the report's "file:line".
+            def cs(mod, role):
+                return ("%s %s" % (names.get(id(mod), type(mod).__name__) or "model", role)).encode()
+            self._cs = {}
+            reg = self._hooks.append
+            for l, (b, subs) in enumerate(self._layers):
+                self._cs[(l, "in")] = cs(b, "input")
+                self._cs[(l, "out")] = cs(b, "output")
+                reg(b.register_forward_pre_hook(functools.partial(self._block_in, l)))
+                reg(b.register_forward_hook(functools.partial(self._block_out, l)))
+                for s, mods in enumerate(subs):
+                    if "norm" in mods:
+                        self._cs[(l, s, "norm_in")] = cs(mods["norm"], "input")
+                        self._cs[(l, s, "norm_out")] = cs(mods["norm"], "output")
+                        reg(mods["norm"].register_forward_pre_hook(
+                            functools.partial(self._norm_in, l, s)))
+                        reg(mods["norm"].register_forward_hook(functools.partial(self._norm_out, l, s)))
+                    self._cs[(l, s, "branch_out")] = cs(mods["branch"], "output")
+                    self._cs[(l, s, "branch_in")] = cs(mods["branch_in"], "input")
+                    reg(mods["branch"].register_forward_hook(functools.partial(self._branch_out, l, s)))
+                    reg(mods["branch_in"].register_forward_pre_hook(
+                        functools.partial(self._branch_in, l, s)))
+            if final_norm is not None:
+                self._cs["fn_in"] = cs(final_norm, "input")
+                self._cs["fn_out"] = cs(final_norm, "output")
+                reg(final_norm.register_forward_pre_hook(self._final_in))
+                reg(final_norm.register_forward_hook(self._final_out))
+            if head is not None:
+                self._cs["head"] = cs(head, "output")
+                reg(head.register_forward_hook(self._head_out))
+            self._cs["param"] = b"param.grad"
+            self._cs["manual"] = b"Recorder.observe"
+            # torch 1.13 runs TransformerEncoderLayer (and TransformerEncoder)
+            # as one fused kernel in eval mode without grad, which no submodule
+            # hook sees. While a step is recorded, the layer's own training flag
+            # is set (its dropout modules keep theirs, so the math is the same)
+            # to take the ordinary path.
+            if disable_fast_path:
+                enc_layers = {id(b) for b, _ in self._layers if isinstance(b, nn.TransformerEncoderLayer)}
+                for b, _ in self._layers:
+                    if id(b) in enc_layers:
+                        reg(b.register_forward_pre_hook(functools.partial(self._fast_off, b, b)))
+                        reg(b.register_forward_hook(functools.partial(self._fast_on, b)))
+                for mod in model.modules():
+                    if isinstance(mod, nn.TransformerEncoder) and len(mod.layers) and \
+                            id(mod.layers[0]) in enc_layers:
+                        reg(mod.register_forward_pre_hook(functools.partial(self._fast_off, mod,
+                                                                            mod.layers[0])))
+                        reg(mod.register_forward_hook(functools.partial(self._fast_on, mod)))
+        except BaseException:
+            # Leave the model as it was found.
+            for hk in self._hooks:
+                hk.remove()
+            self._finalizer()
+            raise
+        self._keep_alive = keep
+
+    # ------------------------------------------------------------ steps
+    def begin_step(self, step=None):
+        """Begins training step `step` (default: one more than the last)."""
+        if self._rd is None:
+            raise ResdiagError("resdiag: the recorder was detached")
+        if self._in_step:
+            self.end_step()
+        step = self._next_step if step is None else int(step)
+        st = lib.resdiag_step_begin(self._rd, step)
+        self._note(st)
+        if st != _lib.OK:  # refused (e.g. a step number that does not increase): not in a step
+            return
+        self._next_step = step + 1
+        self._in_step = True
+        self._recording = bool(lib.resdiag_step_is_recorded(self._rd))
+
+    def end_step(self):
+        """Records the parameter gradients (.grad as it is now: call this after
+        backward and before zero_grad) and ends the step."""
+        if not self._in_step:
+            return
+        if self._recording:
+            for l, params in enumerate(self._params):
+                for name, p in zip(self.layer_param_names, params):
+                    self._param(l, name, p)
+            for p in self._model_params:
+                self._param(_lib.MODEL_LEVEL, "head.w", p)
+        for h in self._thooks:
+            h.remove()
+        self._thooks = []
+        self._restore_all()
+        self._in_step = self._recording = False
+        self._note(lib.resdiag_step_end(self._rd))
+
+    class _Step:
+        __slots__ = ("rec",)
+
+        def __init__(self, rec):
+            self.rec = rec
+
+        def __enter__(self):
+            return self.rec
+
+        def __exit__(self, *exc):
+            self.rec.end_step()
+            return False
+
+    def step(self, step=None):
+        """``with rec.step(n): loss = ...; loss.backward()`` brackets one step."""
+        self.begin_step(step)
+        return Recorder._Step(self)
+
+    @property
+    def recording(self):
+        """Whether the current step is recorded (work that only feeds the
+        hooks can be skipped otherwise)."""
+        return self._recording
+
+    def observe(self, tensor, site, layer=0, sublayer=0, direction="forward"):
+        """Observes a tensor by hand at a site (a name from resdiag.SITES),
+        as the C hook macros do: for what no module hook sees. Model sites
+        take layer=-1. Does nothing outside a recorded step; returns whether
+        the library accepted it."""
+        if not self._recording:
+            return False
+        from .reader import _dir, _site  # the same name rules as the reader
+        view, owner = _tensor.as_2d(tensor)
+        st = lib.resdiag_observe_at(self._rd, _dir(direction), layer, sublayer, _site(site),
+                                    view, self._cs["manual"], 0)
+        del owner
+        self._note(st)
+        return st == _lib.OK
+
+    def set_enabled(self, enabled):
+        """Pauses or resumes recording from the next step on."""
+        if self._rd is not None:
+            self._note(lib.resdiag_set_enabled(self._rd, int(bool(enabled))))
+
+    def flush(self):
+        if self._rd is not None:
+            self._note(lib.resdiag_flush(self._rd))
+
+    def detach(self):
+        """Removes every hook, closes the run file and releases the model.
+        Idempotent. Raises ResdiagError when the final write failed; warns
+        when hooks failed during the run."""
+        if self._in_step:
+            self.end_step()
+        for h in self._hooks + self._thooks:
+            h.remove()
+        self._hooks, self._thooks = [], []
+        self._restore_all()
+        self._layers, self._params, self._model_params = [], [], []
+        self._final_norm = self._head = None
+        if self._rd is None:
+            return
+        rd, self._rd = self._rd, None
+        st = lib.resdiag_close(rd)
+        msg = (lib.resdiag_errmsg(rd) or b"").decode("utf-8", "replace")
+        self._finalizer()  # resdiag_destroy, once
+        if st != _lib.OK:
+            raise ResdiagError("resdiag: closing %s: %s: %s" % (self.path, _lib.strerror(st), msg), st)
+        if self.errors:
+            warnings.warn("resdiag: %d calls failed, the first: %s" % (self.errors, self.first_error),
+                          RuntimeWarning, stacklevel=2)
+
+    close = detach
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.detach()
+        return False
+
+    # ------------------------------------------------------------ errors
+    def _note(self, st):
+        if st == _lib.OK:
+            return
+        self.errors += 1
+        if self.first_error is None:
+            msg = lib.resdiag_errmsg(self._rd).decode("utf-8", "replace") if self._rd else ""
+            self.first_error = "%s: %s" % (_lib.strerror(st), msg)
+
+    def _warn_once(self, key, msg):
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+    def _fail(self, e):
+        # A hook must never break the user's training step.
+        self.errors += 1
+        if self.first_error is None:
+            self.first_error = "%s: %s" % (type(e).__name__, e)
+        self._warn_once("exc", "resdiag: a hook failed (%s: %s); recording goes on without it"
+                        % (type(e).__name__, e))
+
+    # ------------------------------------------------------------ observing
+    def _observe(self, t, layer, sub, site, cs):
+        if t is None or not t.is_floating_point():
+            return
+        try:
+            view, owner = _tensor.as_2d(t)
+            self._note(lib.resdiag_observe_at(self._rd, _lib.FORWARD, layer, sub, site, view, cs, 0))
+            del owner
+            if self._backward and t.requires_grad and torch.is_grad_enabled():
+                self._thooks.append(t.register_hook(
+                    functools.partial(self._grad, layer, sub, site, cs)))
+        except Exception as e:  # noqa: BLE001 - see _fail
+            self._fail(e)
+
+    def _grad(self, layer, sub, site, cs, g):
+        if not self._recording or g is None:
+            return None
+        try:
+            view, owner = _tensor.as_2d(g)
+            self._note(lib.resdiag_observe_at(self._rd, _lib.BACKWARD, layer, sub, site, view, cs, 0))
+        except Exception as e:  # noqa: BLE001
+            self._fail(e)
+        return None
+
+    def _param(self, layer, name, p):
+        g = p.grad
+        if g is None:
+            return
+        try:
+            view, owner = _tensor.as_2d(g)
+            self._note(lib.resdiag_param_grad_at(self._rd, layer, name.encode(), view,
+                                                 self._cs["param"], 0))
+        except Exception as e:  # noqa: BLE001
+            self._fail(e)
+
+    # Module hooks: (module, args) for pre-hooks, (module, args, output) after.
+    def _block_in(self, l, module, args):
+        if not self._recording:
+            return
+        self._entered[l] = 1
+        self._seen_sub[l] = False
+        x = _first_tensor(args)
+        cs = self._cs[(l, "in")]
+        if self._parallel:
+            for s in range(len(self.sublayer_names)):
+                self._observe(x, l, s, S_STREAM_IN, cs)
+        else:
+            self._observe(x, l, 0, S_STREAM_IN, cs)
+        if l == 0:
+            self._observe(x, _lib.MODEL_LEVEL, 0, S_EMBED_OUT, cs)
+
+    def _block_out(self, l, module, args, output):
+        if not self._recording:
+            return
+        self._observe(_first_tensor(output), l, len(self.sublayer_names) - 1, S_STREAM_OUT,
+                      self._cs[(l, "out")])
+        if not self._seen_sub[l]:
+            self._warn_once(("bypass", l), "resdiag: block %d ran without calling its submodules "
+                            "(a fused path?); only its input and output were recorded" % l)
+
+    def _sub_entry(self, l, s, x, cs):
+        self._seen_sub[l] = True
+        if s == 0 or self._parallel or self._entered[l] & (1 << s):
+            return
+        self._entered[l] |= 1 << s
+        self._observe(x, l, s - 1, S_STREAM_OUT, cs)
+        self._observe(x, l, s, S_STREAM_IN, cs)
+
+    def _norm_in(self, l, s, module, args):
+        if not self._recording:
+            return
+        x = _first_tensor(args)
+        self._sub_entry(l, s, x, self._cs[(l, s, "norm_in")])
+        self._observe(x, l, s, S_NORM_IN, self._cs[(l, s, "norm_in")])
+
+    def _norm_out(self, l, s, module, args, output):
+        if self._recording:
+            self._observe(_first_tensor(output), l, s, S_NORM_OUT, self._cs[(l, s, "norm_out")])
+
+    def _branch_in(self, l, s, module, args):
+        if self._recording:
+            self._sub_entry(l, s, _first_tensor(args), self._cs[(l, s, "branch_in")])
+
+    def _branch_out(self, l, s, module, args, output):
+        if self._recording:
+            self._seen_sub[l] = True
+            self._observe(_first_tensor(output), l, s, S_BRANCH_OUT, self._cs[(l, s, "branch_out")])
+
+    def _final_in(self, module, args):
+        if self._recording:
+            self._observe(_first_tensor(args), _lib.MODEL_LEVEL, 0, S_FINAL_NORM_IN,
+                          self._cs["fn_in"])
+
+    def _final_out(self, module, args, output):
+        if self._recording:
+            self._observe(_first_tensor(output), _lib.MODEL_LEVEL, 0, S_FINAL_NORM_OUT,
+                          self._cs["fn_out"])
+
+    def _head_out(self, module, args, output):
+        if self._recording:
+            self._observe(_first_tensor(output), _lib.MODEL_LEVEL, 0, S_LOGITS, self._cs["head"])
+
+    # ------------------------------------------------------------ fast path
+    def _fast_off(self, key, target, module, args):
+        if self._recording and not target.training and id(key) not in self._flipped:
+            self._flipped[id(key)] = target
+            target.training = True
+
+    def _fast_on(self, key, module, args, output):
+        target = self._flipped.pop(id(key), None)
+        if target is not None:
+            target.training = False
+
+    def _restore_all(self):
+        # After an exception inside forward the post-hooks did not run.
+        for target in self._flipped.values():
+            target.training = False
+        self._flipped = {}
+
+
+def attach(model, path, **kw):
+    """Registers resdiag's hooks on `model` and opens the run file `path`.
+
+    Blocks are found by class (nn.TransformerEncoderLayer,
+    nn.TransformerDecoderLayer) or shape (a GPT-2-style block with ln_1,
+    attn, ln_2, mlp), or given: ``blocks=[...]`` (in layer order) and
+    ``block=resdiag.Block([...])`` to name the norm, the branch and the
+    parameters of any other block. Keywords: final_norm, head (module or
+    dotted name), placement (declared; default undeclared: the verdict
+    comes from the data either way), norm_kind, d_model, backward
+    (default True), record_every, record_first, record_last,
+    record_init_only, sketch_size, flush_steps, description, meta (dict),
+    disable_fast_path (default True). See doc/PYTHON.md.
+    """
+    return Recorder(model, path, **kw)

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# make-seeds.sh - seed corpora for the libFuzzer harnesses (doc/FUZZING.md):
+#   OUT/reader: valid run files of every kind the project writes (examples/
+#               minimal, tinygpt runs of several placements and record modes,
+#               make-bad-runs, mutate-runs' bases) and the kept bug inputs;
+#   OUT/api:    the kept API-call inputs (tests/fuzz/corpus/api).
+# Usage: tests/fuzz/make-seeds.sh BUILD_DIR OUT_DIR   (BUILD_DIR: any build
+# with tools, examples and tests, e.g. build-fuzz)
+set -euo pipefail
+build=$1 out=$2
+src=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out/reader" "$out/api"
+r=$out/reader
+
+"$build/minimal" "$r/minimal.h5" >/dev/null
+tiny=(--layers 2 --d-model 16 --heads 2 --seq 8 --vocab 16 --batch 2 --steps 4 --log-every 100)
+for p in pre post sandwich deepnorm mix:1 parallel none; do
+    "$build/examples/tinygpt/tinygpt" "${tiny[@]}" --placement "$p" \
+        --out "$r/tinygpt-${p/:/}.h5" >/dev/null
+done
+for rec in stream; do
+    "$build/examples/tinygpt/tinygpt" "${tiny[@]}" --record "$rec" \
+        --out "$r/tinygpt-rec-$rec.h5" >/dev/null 2>&1 || true
+done
+mkdir -p "$out/tmp"
+"$build/make-bad-runs" "$out/tmp"
+for f in "$out"/tmp/*.h5; do mv "$f" "$r/bad-$(basename "$f")"; done
+"$build/tests/fuzz/mutate-runs" "$out/tmp" 0 1
+for f in "$out"/tmp/base-*.h5; do mv "$f" "$r/mutate-$(basename "$f")"; done
+rmdir "$out/tmp"
+for gz in "$src"/corpus/reader/*.h5.gz; do
+    [ -e "$gz" ] && gzip -dc "$gz" >"$r/$(basename "$gz" .gz)"
+done
+cp "$src"/corpus/api/* "$out/api/"
+echo "seeds: $(ls "$r" | wc -l) run files, $(ls "$out/api" | wc -l) API inputs in $out"

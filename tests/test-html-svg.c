@@ -1,0 +1,271 @@
+/*
+ * test-html-svg.c - the SVG writer of the figures (tools/svg.c): text
+ * escaping, the axis transform and its ranges, and the ticks read back
+ * from the written SVG: on step axes of 1 to 100,000 steps and layer axes
+ * of 2 to 96 layers, linear and log, every label sits where its value maps,
+ * labels never overlap, and log axes put decades at equal distances.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "svg.h"
+
+#define CHAR_W 6.6 /* the writer's width estimate of a character */
+
+typedef struct label {
+    double x, y, v;
+    char text[32];
+} label;
+
+/* The tick labels of group `cls` ("xticks", "yticks") of the first plot or
+ * heat map in s; returns how many. */
+static int read_labels(const char *s, const char *cls, label *out, int max)
+{
+    char open[64];
+    snprintf(open, sizeof open, "<g class=\"%s\">", cls);
+    const char *p = strstr(s, open);
+    ck_assert_ptr_nonnull(p);
+    const char *end = strstr(p, "</g>");
+    ck_assert_ptr_nonnull(end);
+    int n = 0;
+    while ((p = strstr(p, "<text ")) && p < end && n < max) {
+        label *l = &out[n];
+        int used = 0;
+        ck_assert_int_eq(sscanf(p, "<text x=\"%lf\" y=\"%lf\" text-anchor=\"%*[a-z]\" "
+                                   "data-v=\"%lf\">%31[^<]</text>%n",
+                                &l->x, &l->y, &l->v, l->text, &used),
+                         4);
+        p += used;
+        n++;
+    }
+    return n;
+}
+
+/* The label's text is its value, and the value maps to where it sits. */
+static void check_label_values(const label *l, int n, const svg_axis *ax, int horizontal)
+{
+    for (int i = 0; i < n; i++) {
+        double shown = strtod(l[i].text, NULL);
+        ck_assert_msg(fabs(shown - l[i].v) <= 1e-9 * fmax(1, fabs(l[i].v)),
+                      "label '%s' for value %.17g", l[i].text, l[i].v);
+        double px = horizontal ? l[i].x : l[i].y - 11 * 0.35;
+        /* independent transform, for the check */
+        double t = ax->log ? (log10(l[i].v) - log10(ax->lo)) / (log10(ax->hi) - log10(ax->lo))
+                           : (l[i].v - ax->lo) / (ax->hi - ax->lo);
+        double want = ax->p0 + t * (ax->p1 - ax->p0);
+        ck_assert_msg(fabs(px - want) < 2e-3, "label %s at %.3f, expected %.3f", l[i].text, px,
+                      want);
+        ck_assert(t >= -1e-9 && t <= 1 + 1e-9);
+    }
+}
+
+static void check_no_overlap(const label *l, int n, int horizontal)
+{
+    for (int i = 0; i + 1 < n; i++) {
+        if (horizontal) {
+            double gap = fabs(l[i + 1].x - l[i].x);
+            double need = (strlen(l[i].text) + strlen(l[i + 1].text)) * CHAR_W / 2;
+            ck_assert_msg(gap >= need, "labels %s and %s: %.1f px apart, need %.1f", l[i].text,
+                          l[i + 1].text, gap, need);
+        } else {
+            ck_assert_msg(fabs(l[i + 1].y - l[i].y) >= 12, "labels %s and %s overlap",
+                          l[i].text, l[i + 1].text);
+        }
+    }
+}
+
+START_TEST(svg_escape_makes_text_safe)
+{
+    svg_buf b = { 0 };
+    svg_escape(&b, "a<b & 'c' \"d\">\x01");
+    char *s = svg_finish(&b);
+    ck_assert_str_eq(s, "a&lt;b &amp; &#39;c&#39; &quot;d&quot;&gt;?");
+    free(s);
+}
+END_TEST
+
+START_TEST(svg_axis_map_is_linear_or_log10)
+{
+    svg_axis a = { 0, -2, 8, 100, 600 };
+    ck_assert(fabs(svg_axis_map(&a, 3) - 350) < 1e-12);
+    ck_assert(isnan(svg_axis_map(&a, NAN)));
+    svg_axis g = { 1, 0.01, 100, 500, 100 };
+    ck_assert(fabs(svg_axis_map(&g, 1) - 300) < 1e-9);
+    ck_assert(fabs(svg_axis_map(&g, 10) - 200) < 1e-9);
+    ck_assert(isnan(svg_axis_map(&g, 0)));
+    ck_assert(isnan(svg_axis_map(&g, -1)));
+}
+END_TEST
+
+START_TEST(svg_axis_range_covers_data_with_tick_values)
+{
+    const double v[] = { 0.013, 0.4, NAN, 7.5, -3 };
+    svg_axis a;
+    svg_axis_range(&a, v, 5, 1, 0); /* log: whole decades around the positive values */
+    ck_assert(fabs(a.lo - 0.01) < 1e-15 && fabs(a.hi - 10) < 1e-12);
+    svg_axis_range(&a, v, 5, 0, 1); /* linear: -3 .. 7.5 to a step of 5 (10.5 / 5 rounded up) */
+    ck_assert(a.lo <= -3 && a.hi >= 7.5);
+    ck_assert(fabs(a.lo - (-5)) < 1e-12 && fabs(a.hi - 10) < 1e-12);
+    const double z[] = { 0.16, 0.18 };
+    svg_axis_range(&a, z, 2, 0, 1);
+    ck_assert(a.lo == 0 && a.hi >= 0.18 && a.hi <= 0.2 + 1e-12);
+    svg_axis_range(&a, z, 0, 1, 0); /* no data */
+    ck_assert(a.lo == 1 && a.hi == 10);
+}
+END_TEST
+
+/* Heat maps over 1 .. 100,000 steps and 2 .. 96 layers. */
+START_TEST(svg_heatmap_ticks_readable_for_any_length)
+{
+    static const long steps[] = { 1, 2, 3, 7, 10, 99, 100, 101, 999, 1000, 4096, 12345,
+                                  65536, 99999, 100000 };
+    static const int layers[] = { 2, 3, 12, 13, 48, 95, 96 };
+    for (size_t si = 0; si < sizeof steps / sizeof steps[0]; si++)
+        for (size_t li = 0; li < sizeof layers / sizeof layers[0]; li++) {
+            long N = steps[si];
+            int L = layers[li], C = N < 500 ? (int)N : 500;
+            double *cx = malloc((C + 1) * sizeof *cx), *v = malloc((size_t)L * C * sizeof *v);
+            for (int c = 0; c <= C; c++)
+                cx[c] = C > 1 ? (double)c * (N - 1) / (C - 1) : c;
+            if (C > 1)
+                cx[C] = cx[C - 1] + (double)(N - 1) / (C - 1);
+            for (int i = 0; i < L * C; i++)
+                v[i] = 1e-3 * (1 + i % 17);
+            svg_buf b = { 0 };
+            svg_heatmap(&b, 84, 40, 546, 150, v, L, C, cx, 1, 644, "t", "step", "layer", "r",
+                        NAN, "k");
+            char *s = svg_finish(&b);
+            ck_assert_ptr_nonnull(s);
+            label l[128];
+            svg_axis ax = { 0, cx[0], cx[C], 84, 84 + 546 };
+            int n = read_labels(s, "xticks", l, 128);
+            ck_assert_msg(n >= 2 || C == 1, "%ld steps: %d labels", N, n);
+            ck_assert(n >= 1);
+            check_label_values(l, n, &ax, 1);
+            check_no_overlap(l, n, 1);
+            svg_axis ay = { 0, -0.5, L - 0.5, 190, 40 };
+            n = read_labels(s, "yticks", l, 128);
+            ck_assert_int_ge(n, 2);
+            check_label_values(l, n, &ay, 0);
+            check_no_overlap(l, n, 0);
+            for (int i = 0; i < n; i++)
+                ck_assert(l[i].v == floor(l[i].v) && l[i].v >= 0 && l[i].v <= L - 1);
+            free(s);
+            free(cx);
+            free(v);
+        }
+}
+END_TEST
+
+/* Layer axes 1..L on log scales and 0..L on linear ones, L = 2 .. 96, and
+ * y values over many decades. */
+START_TEST(svg_plot_ticks_readable_linear_and_log)
+{
+    for (int L = 2; L <= 96; L++)
+        for (int log = 0; log < 2; log++) {
+            svg_axis ax = { log, log ? 1 : 0, L, 0, 0 };
+            double yv[2] = { 1e-6 * L, 3e-2 * L * L };
+            svg_axis ay;
+            svg_axis_range(&ay, yv, 2, log, 0);
+            svg_buf b = { 0 };
+            svg_plot p;
+            svg_plot_begin(&p, &b, 84, 40, 444, 278, &ax, &ay, 1, "t", "k", "y");
+            double xs[2] = { ax.lo, ax.hi };
+            svg_style st = { "#000", 0, 1, 0 };
+            svg_series(&p, xs, yv, 2, &st, "k", "series");
+            svg_plot_end(&p, 544);
+            char *s = svg_finish(&b);
+            label l[128];
+            int n = read_labels(s, "xticks", l, 128);
+            ck_assert_int_ge(n, 2);
+            check_label_values(l, n, &p.ax, 1);
+            check_no_overlap(l, n, 1);
+            for (int i = 0; i < n; i++)
+                ck_assert_msg(l[i].v == floor(l[i].v), "L %d: label %s is no layer", L,
+                              l[i].text);
+            n = read_labels(s, "yticks", l, 128);
+            ck_assert_int_ge(n, 2);
+            check_label_values(l, n, &p.ay, 0);
+            check_no_overlap(l, n, 0);
+            if (log) {
+                /* decades at equal distances */
+                double first = NAN, gap = NAN;
+                int decades = 0;
+                for (int i = 0; i < n; i++) {
+                    double e = log10(l[i].v);
+                    if (fabs(e - round(e)) > 1e-9)
+                        continue;
+                    if (decades == 1)
+                        gap = l[i].y - first;
+                    else if (decades > 1)
+                        ck_assert(fabs((l[i].y - first) / decades - gap) < 1e-2);
+                    if (decades == 0)
+                        first = l[i].y;
+                    decades++;
+                }
+                ck_assert_int_ge(decades, 2);
+            }
+            /* the series' end points are where the axes put them */
+            const char *q = strstr(s, "points=\"");
+            ck_assert_ptr_nonnull(q);
+            double x0, y0, x1, y1;
+            ck_assert_int_eq(sscanf(q, "points=\"%lf,%lf %lf,%lf\"", &x0, &y0, &x1, &y1), 4);
+            ck_assert(fabs(x0 - 84) < 1e-3 && fabs(x1 - 528) < 1e-3);
+            free(s);
+        }
+}
+END_TEST
+
+START_TEST(svg_legend_labels_are_cut_whole)
+{
+    svg_buf b = { 0 };
+    svg_plot p;
+    svg_axis ax = { 0, 0, 1, 0, 0 }, ay = { 0, 0, 1, 0, 0 };
+    svg_plot_begin(&p, &b, 10, 10, 100, 100, &ax, &ay, 0, NULL, NULL, NULL);
+    svg_style st = { "#000", 0, 0, 0 };
+    /* 40 characters of two bytes each: cut to 29 and an ellipsis */
+    char lab[128] = "";
+    for (int i = 0; i < 40; i++)
+        strcat(lab, "\xc3\xa9");
+    svg_hline(&p, 0.5, &st, NULL, lab);
+    ck_assert_int_eq(strlen(p.legend[0]), 29 * 2 + 3);
+    ck_assert(memcmp(p.legend[0] + 58, "\xe2\x80\xa6", 3) == 0);
+    svg_plot_end(&p, 120);
+    free(svg_finish(&b));
+}
+END_TEST
+
+START_TEST(svg_ramp_runs_dark_to_light)
+{
+    char a[8], z[8], m[8];
+    svg_ramp(0, a);
+    svg_ramp(1, z);
+    svg_ramp(NAN, m);
+    ck_assert_str_eq(a, "#26185a");
+    ck_assert_str_eq(z, "#fae628");
+    ck_assert_str_eq(m, a);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("html-svg");
+    TCase *tc = tcase_create("svg");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, svg_escape_makes_text_safe);
+    tcase_add_test(tc, svg_axis_map_is_linear_or_log10);
+    tcase_add_test(tc, svg_axis_range_covers_data_with_tick_values);
+    tcase_add_test(tc, svg_heatmap_ticks_readable_for_any_length);
+    tcase_add_test(tc, svg_plot_ticks_readable_linear_and_log);
+    tcase_add_test(tc, svg_legend_labels_are_cut_whole);
+    tcase_add_test(tc, svg_ramp_runs_dark_to_light);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
