@@ -120,5 +120,8 @@ double rd_fit_alpha(const double *ni, const double *x, const double *f, int k, d
 int rd_signature(const double *stats, double cv_unnorm);
 /* Declared placement against the verdict: 1 agrees, 0 not, -1 cannot say. */
 int rd_declared_agrees(const rd_analysis *a);
+/* A verdict in words for people ("pre-norm", "post-norm family (post-norm
+ * or deepnorm)", ...): the report's and the HTML page's. Static storage. */
+const char *rd_verdict_human(resdiag_verdict v);
 
 #endif

@@ -10,63 +10,14 @@
 #include <string.h>
 
 #include "analysis.h"
+#include "strbuf.h"
 
-/* ------------------------------------------------------ string builder */
-
-typedef struct sb {
-    char *s;
-    size_t len, cap;
-    int failed;
-} sb;
-
-static void sb_printf(sb *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void sb_printf(sb *b, const char *fmt, ...)
-{
-    if (b->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = b->cap - b->len;
-        int n = vsnprintf(b->s ? b->s + b->len : NULL, room, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = 1;
-            return;
-        }
-        if ((size_t)n < room) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->len + (size_t)n + 1)
-            cap *= 2;
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->failed = 1;
-            return;
-        }
-        b->s = s;
-        b->cap = cap;
-    }
-}
-
-static char *sb_finish(sb *b)
-{
-    if (b->failed || !b->s) {
-        free(b->s);
-        return NULL;
-    }
-    return b->s;
-}
+/* The report is built in a growing string (strbuf.h). */
+typedef rd_strbuf sb;
 
 /* ---------------------------------------------------------------- text */
 
-static const char *human(resdiag_verdict v)
+const char *rd_verdict_human(resdiag_verdict v)
 {
     switch (v) {
     case RESDIAG_VERDICT_CANNOT_TELL: return "cannot tell";
@@ -104,34 +55,34 @@ static const char *short_v(resdiag_verdict v)
 static void fit_text(sb *b, const rd_fit *f, const char *what)
 {
     if (f->n < 2 || isnan(f->b)) {
-        sb_printf(b, "%s: too few points (%d)", what, f->n);
+        rd_strbuf_printf(b, "%s: too few points (%d)", what, f->n);
         return;
     }
     if (f->y_spread < 1e-4) {
-        sb_printf(b, "%s: flat (the %d values agree to %.0e)", what, f->n, 1e-4);
+        rd_strbuf_printf(b, "%s: flat (the %d values agree to %.0e)", what, f->n, 1e-4);
         return;
     }
     if (!f->ok) {
-        sb_printf(b, "%s: %+.3f from %d points, too short for an interval", what, f->b, f->n);
+        rd_strbuf_printf(b, "%s: %+.3f from %d points, too short for an interval", what, f->b, f->n);
         return;
     }
-    sb_printf(b, "%s: %+.3f [%+.3f, %+.3f] (95%%), R^2 %.3f, n = %d", what, f->b, f->b_lo, f->b_hi,
+    rd_strbuf_printf(b, "%s: %+.3f [%+.3f, %+.3f] (95%%), R^2 %.3f, n = %d", what, f->b, f->b_lo, f->b_hi,
               f->r2, f->n);
     if (f->n < 4)
-        sb_printf(b, " - too short to trust");
+        rd_strbuf_printf(b, " - too short to trust");
     else if (f->b_lo > -0.1 && f->b_hi < 0.1)
-        sb_printf(b, " - flat (slope within +-0.1)");
+        rd_strbuf_printf(b, " - flat (slope within +-0.1)");
     else if (!(f->r2 >= 0.5))
-        sb_printf(b, " - poor fit");
+        rd_strbuf_printf(b, " - poor fit");
 }
 
 /* A table cell: the number, or "-" when there is none. */
 static void cell(sb *b, const char *fmt, int width, double v)
 {
     if (isfinite(v))
-        sb_printf(b, fmt, v);
+        rd_strbuf_printf(b, fmt, v);
     else
-        sb_printf(b, " %*s", width, "-");
+        rd_strbuf_printf(b, " %*s", width, "-");
 }
 
 static const char *site_label(int site)
@@ -142,20 +93,20 @@ static const char *site_label(int site)
 static void text_placement(sb *b, const rd_analysis *a)
 {
     int L = a->n_layers, S = a->n_sublayers;
-    sb_printf(b, "\nPlacement: %s", human(a->verdict));
+    rd_strbuf_printf(b, "\nPlacement: %s", rd_verdict_human(a->verdict));
     if (a->verdict == RESDIAG_VERDICT_DEEPNORM)
-        sb_printf(b, ", alpha = %.4g", a->alpha);
+        rd_strbuf_printf(b, ", alpha = %.4g", a->alpha);
     if (a->verdict == RESDIAG_VERDICT_MIXED && a->mix_layers > 0)
-        sb_printf(b, ": post-norm in layers 0..%d, pre-norm in layers %d..%d", a->mix_layers - 1,
+        rd_strbuf_printf(b, ": post-norm in layers 0..%d, pre-norm in layers %d..%d", a->mix_layers - 1,
                   a->mix_layers, L - 1);
     if (a->verdict != RESDIAG_VERDICT_CANNOT_TELL)
-        sb_printf(b, " (confidence %s)", resdiag_confidence_name(a->conf));
-    sb_printf(b, "\n");
+        rd_strbuf_printf(b, " (confidence %s)", resdiag_confidence_name(a->conf));
+    rd_strbuf_printf(b, "\n");
     if (a->why[0])
-        sb_printf(b, "  why: %s\n", a->why);
+        rd_strbuf_printf(b, "  why: %s\n", a->why);
     if (a->use_relations) {
         /* evidence: one line per run of layers with the same sublayer verdicts */
-        sb_printf(b, "  evidence (sketch relations, relative error; true relations ~1e-6 in f32, "
+        rd_strbuf_printf(b, "  evidence (sketch relations, relative error; true relations ~1e-6 in f32, "
                      "<3e-2 in bf16):\n");
         int l = 0;
         while (l < L) {
@@ -175,56 +126,56 @@ static void text_placement(sb *b, const rd_analysis *a)
                     snprintf(range, sizeof range, "layers %d-%d", l, m - 1);
                 else
                     snprintf(range, sizeof range, "layer %d", l);
-                sb_printf(b, "    %-12s %-6s %-12s %s%s%s\n", range, a->sublayer_names[s],
+                rd_strbuf_printf(b, "    %-12s %-6s %-12s %s%s%s\n", range, a->sublayer_names[s],
                           short_v(r->v), r->why, m - l > 1 ? " (first of these)" : "",
                           "");
             }
             l = m;
         }
         if (a->order_agree + a->order_disagree)
-            sb_printf(b, "  call order: %d of %d sublayers call the hooks in the order of the "
+            rd_strbuf_printf(b, "  call order: %d of %d sublayers call the hooks in the order of the "
                          "verdict (pre: norm before branch; post: branch before norm)\n",
                       a->order_agree, a->order_agree + a->order_disagree);
         if (a->cs_norm_in && (a->cs_norm_in[0] || a->cs_stream_out[0]))
-            sb_printf(b, "  deciding hooks (layer %d %s): norm_in at %s, branch_out at %s, "
+            rd_strbuf_printf(b, "  deciding hooks (layer %d %s): norm_in at %s, branch_out at %s, "
                          "stream_out at %s\n",
                       a->cs_layer, a->sublayer_names[a->cs_sub],
                       a->cs_norm_in[0] ? a->cs_norm_in : "-",
                       a->cs_branch_out[0] ? a->cs_branch_out : "-",
                       a->cs_stream_out[0] ? a->cs_stream_out : "-");
         if (a->cs_norm_in2 && a->cs_norm_in2[0])
-            sb_printf(b, "  first layer of the other kind (layer %d %s): norm_in at %s\n",
+            rd_strbuf_printf(b, "  first layer of the other kind (layer %d %s): norm_in at %s\n",
                       a->cs_layer2, a->sublayer_names[a->cs_sub2], a->cs_norm_in2);
     } else {
-        sb_printf(b, "  LESS EVIDENCE: %s; the verdict rests on the normalization signature of "
+        rd_strbuf_printf(b, "  LESS EVIDENCE: %s; the verdict rests on the normalization signature of "
                      "each layer's stream (per-token norm spread) and the depth law.\n",
                   a->stream_only ? "only the stream was observed"
                                  : "the run has no sketches (sketch_size 0)");
-        sb_printf(b, "  signature (token-norm spread std/mean of the stream leaving each layer; "
+        rd_strbuf_printf(b, "  signature (token-norm spread std/mean of the stream leaving each layer; "
                      "norm output < 3e-4):\n   ");
         for (int l = 0; l < L; l++) {
             const char *s = a->layer_sig[l] == RD_SIG_NORMALIZED ? "norm"
                             : a->layer_sig[l] == RD_SIG_NOT      ? "not"
                                                                  : "?";
-            sb_printf(b, " L%d %s (%.1e)%s", l, s, a->layer_cv[l],
+            rd_strbuf_printf(b, " L%d %s (%.1e)%s", l, s, a->layer_cv[l],
                       (l + 1) % 4 == 0 && l + 1 < L ? "\n   " : "");
         }
-        sb_printf(b, "\n");
+        rd_strbuf_printf(b, "\n");
         if (a->cs_stream_out && a->cs_stream_out[0])
-            sb_printf(b, "  stream hook: %s\n", a->cs_stream_out);
+            rd_strbuf_printf(b, "  stream hook: %s\n", a->cs_stream_out);
     }
-    sb_printf(b, "  final norm: %s\n",
+    rd_strbuf_printf(b, "  final norm: %s\n",
               a->final_norm == 1   ? "present (final_norm sites observed)"
               : a->final_norm == 0 ? "absent (the logits are observed, no final-norm site is)"
                                    : "cannot tell (final-norm sites and logits not observed)");
     if (a->declared == RESDIAG_PLACEMENT_UNDECLARED) {
-        sb_printf(b, "  declared: nothing\n");
+        rd_strbuf_printf(b, "  declared: nothing\n");
     } else {
         int agree = rd_declared_agrees(a);
-        sb_printf(b, "  declared: %s", resdiag_placement_name(a->declared));
+        rd_strbuf_printf(b, "  declared: %s", resdiag_placement_name(a->declared));
         if (a->declared == RESDIAG_PLACEMENT_MIXED)
-            sb_printf(b, " (post-norm in layers 0..%d)", a->declared_mix - 1);
-        sb_printf(b, " - %s\n", agree == 1   ? "agrees with the data"
+            rd_strbuf_printf(b, " (post-norm in layers 0..%d)", a->declared_mix - 1);
+        rd_strbuf_printf(b, " - %s\n", agree == 1   ? "agrees with the data"
                                 : agree == 0 ? "CONTRADICTED by the data"
                                              : "the data cannot confirm or refute it");
     }
@@ -234,30 +185,30 @@ static void text_layers(sb *b, const rd_analysis *a)
 {
     int L = a->n_layers, S = a->n_sublayers, P = a->n_layer_params;
     int gp = a->grad_step >= 0 && a->n_order > 0 ? a->param_order[0] : -1;
-    sb_printf(b, "\nPer layer (x_k = stream leaving layer k-1, x_0 = the embedding; "
+    rd_strbuf_printf(b, "\nPer layer (x_k = stream leaving layer k-1, x_0 = the embedding; "
                  "||x|| = mean per-token L2 norm):\n");
-    sb_printf(b, "   k  layer  %10s %9s", "||x_k||", "rms");
+    rd_strbuf_printf(b, "   k  layer  %10s %9s", "||x_k||", "rms");
     for (int s = 0; s < S && s < 4; s++) {
         char h[80];
         snprintf(h, sizeof h, "r_%s", a->sublayer_names[s]);
-        sb_printf(b, " %9.9s", h);
+        rd_strbuf_printf(b, " %9.9s", h);
     }
     if (gp >= 0)
-        sb_printf(b, " %11.11s", a->param_names[gp]);
+        rd_strbuf_printf(b, " %11.11s", a->param_names[gp]);
     if (a->grad_step >= 0)
-        sb_printf(b, " %11s", "||dL/dx||");
-    sb_printf(b, "\n");
+        rd_strbuf_printf(b, " %11s", "||dL/dx||");
+    rd_strbuf_printf(b, "\n");
     for (int k = 0; k <= L; k++) {
         if (k == 0)
         {
-            sb_printf(b, "  %2d  embed ", k);
+            rd_strbuf_printf(b, "  %2d  embed ", k);
             cell(b, " %10.4g", 10, a->xnorm[0]);
             cell(b, " %9.4g", 9, a->xrms[0]);
-            sb_printf(b, "\n");
+            rd_strbuf_printf(b, "\n");
         }
         else {
             int l = k - 1;
-            sb_printf(b, "  %2d  %5d ", k, l);
+            rd_strbuf_printf(b, "  %2d  %5d ", k, l);
             cell(b, " %10.4g", 10, a->xnorm[k]);
             cell(b, " %9.4g", 9, a->xrms[k]);
             for (int s = 0; s < S && s < 4; s++)
@@ -266,7 +217,7 @@ static void text_layers(sb *b, const rd_analysis *a)
                 cell(b, " %11.4g", 11, a->grad[(size_t)l * P + gp]);
             if (a->grad_step >= 0)
                 cell(b, " %11.4g", 11, a->sgrad[l]);
-            sb_printf(b, "\n");
+            rd_strbuf_printf(b, "\n");
         }
     }
 }
@@ -274,30 +225,30 @@ static void text_layers(sb *b, const rd_analysis *a)
 static void text_stream(sb *b, const rd_analysis *a)
 {
     int L = a->n_layers, S = a->n_sublayers;
-    sb_printf(b, "\nResidual stream:\n");
+    rd_strbuf_printf(b, "\nResidual stream:\n");
     const rd_fit *e = &a->fit_energy;
     if (e->n >= 2 && e->y_spread < 1e-4)
-        sb_printf(b, "  ||x_k||^2 = %.4g at every layer (flat to 1e-4, n = %d); pre-norm theory: "
+        rd_strbuf_printf(b, "  ||x_k||^2 = %.4g at every layer (flat to 1e-4, n = %d); pre-norm theory: "
                      "linear in k, post-norm: constant\n", e->a, e->n);
     else if (e->n >= 2 && !isnan(e->b))
-        sb_printf(b, "  ||x_k||^2 = %.4g %c %.4g k over k = 1..L (R^2 %.4f, n = %d); "
+        rd_strbuf_printf(b, "  ||x_k||^2 = %.4g %c %.4g k over k = 1..L (R^2 %.4f, n = %d); "
                      "pre-norm theory: linear in k, post-norm: constant\n", e->a,
                   e->b < 0 ? '-' : '+', fabs(e->b),
                   e->r2, e->n);
     else
-        sb_printf(b, "  ||x_k||^2 = a + b k: too few layers observed\n");
-    sb_printf(b, "  ");
+        rd_strbuf_printf(b, "  ||x_k||^2 = a + b k: too few layers observed\n");
+    rd_strbuf_printf(b, "  ");
     fit_text(b, &a->fit_xlog, "log-log slope of ||x_k|| (k = 1..L)");
-    sb_printf(b, "\n  growth over depth ||x_L|| / ||x_1||: %.4g\n", a->growth);
+    rd_strbuf_printf(b, "\n  growth over depth ||x_L|| / ||x_1||: %.4g\n", a->growth);
 
-    sb_printf(b, "\nRelative updates r = ||dx||/||x|| (1/sqrt(k) predicts slope -0.5 for pre-norm; "
+    rd_strbuf_printf(b, "\nRelative updates r = ||dx||/||x|| (1/sqrt(k) predicts slope -0.5 for pre-norm; "
                  "post-norm: flat):\n");
     for (int s = 0; s < S && s < RD_MAX_RFIT; s++) {
-        sb_printf(b, "  %-6s ", a->sublayer_names[s]);
+        rd_strbuf_printf(b, "  %-6s ", a->sublayer_names[s]);
         fit_text(b, &a->fit_r[s], "all layers");
-        sb_printf(b, "\n         ");
+        rd_strbuf_printf(b, "\n         ");
         fit_text(b, &a->fit_r_deep[s], "deeper half");
-        sb_printf(b, "\n");
+        rd_strbuf_printf(b, "\n");
     }
     (void)L;
 }
@@ -306,24 +257,24 @@ static void text_grads(sb *b, const rd_analysis *a)
 {
     int L = a->n_layers, P = a->n_layer_params;
     if (a->grad_step < 0) {
-        sb_printf(b, "\nGradients: none recorded.\n");
+        rd_strbuf_printf(b, "\nGradients: none recorded.\n");
         return;
     }
-    sb_printf(b, "\nGradients at step %lld (%s):\n", (long long)a->steps[a->grad_step],
+    rd_strbuf_printf(b, "\nGradients at step %lld (%s):\n", (long long)a->steps[a->grad_step],
               a->grad_step == a->step_index ? "the analysed step"
                                             : "the first recorded step with gradients");
     for (int i = 0; i < a->n_order; i++) {
         int p = a->param_order[i];
         double g0 = a->grad[p], g1 = a->grad[(size_t)(L - 1) * P + p];
-        sb_printf(b, "  %-10s %.4g -> %.4g, last/first %.3g; ", a->param_names[p], g0, g1,
+        rd_strbuf_printf(b, "  %-10s %.4g -> %.4g, last/first %.3g; ", a->param_names[p], g0, g1,
                   g0 > 0 ? g1 / g0 : NAN);
         fit_text(b, &a->fit_grad[p], "log-log slope");
-        sb_printf(b, "\n");
+        rd_strbuf_printf(b, "\n");
     }
-    sb_printf(b, "  %-10s %.4g -> %.4g, last/first %.3g; ", "stream", a->sgrad[0],
+    rd_strbuf_printf(b, "  %-10s %.4g -> %.4g, last/first %.3g; ", "stream", a->sgrad[0],
               a->sgrad[L - 1], a->sgrad[0] > 0 ? a->sgrad[L - 1] / a->sgrad[0] : NAN);
     fit_text(b, &a->fit_sgrad, "log-log slope");
-    sb_printf(b, "\n  head %s: %.4g\n", a->head_is_param ? "head.w" : "(logits)", a->head_grad);
+    rd_strbuf_printf(b, "\n  head %s: %.4g\n", a->head_is_param ? "head.w" : "(logits)", a->head_grad);
     if (a->n_order > 0) {
         int p = a->param_order[0];
         double ratio = a->grad[p] > 0 ? a->grad[(size_t)(L - 1) * P + p] / a->grad[p] : NAN;
@@ -333,16 +284,16 @@ static void text_grads(sb *b, const rd_analysis *a)
                   a->verdict == RESDIAG_VERDICT_PRE_OR_SANDWICH ||
                   a->verdict == RESDIAG_VERDICT_PARALLEL;
         if (post)
-            sb_printf(b, "  Xiong et al. 2020 predict for post-norm larger gradients near the "
+            rd_strbuf_printf(b, "  Xiong et al. 2020 predict for post-norm larger gradients near the "
                          "output (last/first > 1); measured %.3g for %s: %s\n", ratio,
                       a->param_names[p], ratio > 1.2 ? "agrees" : "not seen at this step");
         else if (pre)
-            sb_printf(b, "  Xiong et al. 2020 predict for pre-norm gradients flat or falling with "
+            rd_strbuf_printf(b, "  Xiong et al. 2020 predict for pre-norm gradients flat or falling with "
                          "depth like 1/||x_k|| (here ||x_1||/||x_L|| = %.3g); measured last/first "
                          "%.3g for %s: %s\n", 1 / a->growth, ratio, a->param_names[p],
                       ratio <= 1.2 ? "agrees" : "does not agree");
         else
-            sb_printf(b, "  Xiong et al. 2020: pre-norm flat/falling, post-norm larger near the "
+            rd_strbuf_printf(b, "  Xiong et al. 2020: pre-norm flat/falling, post-norm larger near the "
                          "output; measured last/first %.3g\n", ratio);
     }
 }
@@ -350,27 +301,27 @@ static void text_grads(sb *b, const rd_analysis *a)
 static void text_nonfinite(sb *b, const rd_analysis *a)
 {
     if (!a->nf_found) {
-        sb_printf(b, "\nNon-finite values: none in %lld recorded step(s).\n",
+        rd_strbuf_printf(b, "\nNon-finite values: none in %lld recorded step(s).\n",
                   (long long)a->n_steps);
         return;
     }
-    sb_printf(b, "\nNon-finite values: first at step %lld, ", (long long)a->nf_step);
+    rd_strbuf_printf(b, "\nNon-finite values: first at step %lld, ", (long long)a->nf_step);
     if (a->nf_site < 0) {
         if (a->nf_layer == RESDIAG_MODEL_LEVEL)
-            sb_printf(b, "model parameter #%d gradient", a->nf_param);
+            rd_strbuf_printf(b, "model parameter #%d gradient", a->nf_param);
         else
-            sb_printf(b, "layer %d %s gradient", a->nf_layer,
+            rd_strbuf_printf(b, "layer %d %s gradient", a->nf_layer,
                       a->nf_param >= 0 && a->nf_param < a->n_layer_params
                           ? a->param_names[a->nf_param]
                           : "?");
     } else if (a->nf_layer == RESDIAG_MODEL_LEVEL) {
-        sb_printf(b, "model site %s, %s", site_label(a->nf_site),
+        rd_strbuf_printf(b, "model site %s, %s", site_label(a->nf_site),
                   a->nf_dir == RESDIAG_FORWARD ? "forward" : "backward");
     } else {
-        sb_printf(b, "layer %d %s %s, %s", a->nf_layer, a->sublayer_names[a->nf_sub],
+        rd_strbuf_printf(b, "layer %d %s %s, %s", a->nf_layer, a->sublayer_names[a->nf_sub],
                   site_label(a->nf_site), a->nf_dir == RESDIAG_FORWARD ? "forward" : "backward");
     }
-    sb_printf(b, " (%.0f NaN, %.0f Inf there); %lld of %lld steps affected, %.0f NaN and %.0f Inf "
+    rd_strbuf_printf(b, " (%.0f NaN, %.0f Inf there); %lld of %lld steps affected, %.0f NaN and %.0f Inf "
                  "in all\n", a->nf_nan, a->nf_inf, (long long)a->nf_steps, (long long)a->n_steps,
               a->nan_total, a->inf_total);
 }
@@ -381,20 +332,20 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
         return NULL;
     sb b = { 0 };
     int L = a->n_layers, S = a->n_sublayers;
-    sb_printf(&b, "Run: %d layers, d_model %d, %s block of", L, a->d_model,
+    rd_strbuf_printf(&b, "Run: %d layers, d_model %d, %s block of", L, a->d_model,
               a->block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential");
     for (int s = 0; s < S; s++)
-        sb_printf(&b, " %s", a->sublayer_names[s]);
-    sb_printf(&b, "; norm %s; written by resdiag %s (schema %d)\n",
+        rd_strbuf_printf(&b, " %s", a->sublayer_names[s]);
+    rd_strbuf_printf(&b, "; norm %s; written by resdiag %s (schema %d)\n",
               resdiag_norm_kind_name(a->norm_kind), a->writer_version, a->schema_version);
     if (a->description[0])
-        sb_printf(&b, "  %s\n", a->description);
-    sb_printf(&b, "  created %s by %s\n", a->created, a->program[0] ? a->program : "?");
-    sb_printf(&b, "Steps: %lld recorded (%lld .. %lld); analysed step %lld (record %lld)%s\n",
+        rd_strbuf_printf(&b, "  %s\n", a->description);
+    rd_strbuf_printf(&b, "  created %s by %s\n", a->created, a->program[0] ? a->program : "?");
+    rd_strbuf_printf(&b, "Steps: %lld recorded (%lld .. %lld); analysed step %lld (record %lld)%s\n",
               (long long)a->n_steps, (long long)a->steps[0], (long long)a->steps[a->n_steps - 1],
               (long long)a->step, (long long)a->step_index + 1,
               a->step_index == 0 ? ", the first: initialization" : "");
-    sb_printf(&b, "Observed: %s;", a->stream_only ? "stream only (less evidence)"
+    rd_strbuf_printf(&b, "Observed: %s;", a->stream_only ? "stream only (less evidence)"
                                                   : "block sites");
     static const char *const nm[RESDIAG_N_BLOCK_SITES] = { "stream_in", "norm_in", "norm_out",
                                                            "branch_out", "stream_out" };
@@ -403,88 +354,88 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
         for (int s = 0; s < RESDIAG_N_BLOCK_SITES; s++)
             any += a->n_obs[d][s];
         if (!any) {
-            sb_printf(&b, " %s: none;", d ? "backward" : "forward");
+            rd_strbuf_printf(&b, " %s: none;", d ? "backward" : "forward");
             continue;
         }
-        sb_printf(&b, " %s:", d ? "backward" : "forward");
+        rd_strbuf_printf(&b, " %s:", d ? "backward" : "forward");
         for (int s = 0; s < RESDIAG_N_BLOCK_SITES; s++)
             if (a->n_obs[d][s])
-                sb_printf(&b, " %s %d/%d", nm[s], a->n_obs[d][s], L * S);
-        sb_printf(&b, ";");
+                rd_strbuf_printf(&b, " %s %d/%d", nm[s], a->n_obs[d][s], L * S);
+        rd_strbuf_printf(&b, ";");
     }
-    sb_printf(&b, " sketch %d\n", a->sketch_size);
+    rd_strbuf_printf(&b, " sketch %d\n", a->sketch_size);
     text_placement(&b, a);
     text_layers(&b, a);
     text_stream(&b, a);
     text_grads(&b, a);
     text_nonfinite(&b, a);
     if (a->n_steps > 1) {
-        sb_printf(&b, "\nOver training (step %lld -> %lld, %lld recorded):\n",
+        rd_strbuf_printf(&b, "\nOver training (step %lld -> %lld, %lld recorded):\n",
                   (long long)a->steps[0], (long long)a->steps[a->n_steps - 1],
                   (long long)a->n_steps);
-        sb_printf(&b, "  stream growth ||x_L||/||x_1||: %.4g -> %.4g\n", a->tr_growth[0],
+        rd_strbuf_printf(&b, "  stream growth ||x_L||/||x_1||: %.4g -> %.4g\n", a->tr_growth[0],
                   a->tr_growth[1]);
         for (int s = 0; s < S && s < RESDIAG_MAX_SUBLAYERS; s++)
-            sb_printf(&b, "  mean r %-8s %.4g -> %.4g\n", a->sublayer_names[s],
+            rd_strbuf_printf(&b, "  mean r %-8s %.4g -> %.4g\n", a->sublayer_names[s],
                       a->tr_mean_r[0][s], a->tr_mean_r[1][s]);
         if (a->n_order > 0)
-            sb_printf(&b, "  %s gradient last/first layer: %.4g -> %.4g\n",
+            rd_strbuf_printf(&b, "  %s gradient last/first layer: %.4g -> %.4g\n",
                       a->param_names[a->param_order[0]], a->tr_grad_ratio[0], a->tr_grad_ratio[1]);
     }
-    sb_printf(&b, "\nWarnings:%s\n", a->n_warnings ? "" : " none");
+    rd_strbuf_printf(&b, "\nWarnings:%s\n", a->n_warnings ? "" : " none");
     for (int i = 0; i < a->n_warnings; i++)
-        sb_printf(&b, "  - %s\n", a->warnings[i]);
-    return sb_finish(&b);
+        rd_strbuf_printf(&b, "  - %s\n", a->warnings[i]);
+    return rd_strbuf_finish(&b);
 }
 
 /* ---------------------------------------------------------------- JSON */
 
 static void js_str(sb *b, const char *s)
 {
-    sb_printf(b, "\"");
+    rd_strbuf_printf(b, "\"");
     for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
         if (*p == '"' || *p == '\\')
-            sb_printf(b, "\\%c", *p);
+            rd_strbuf_printf(b, "\\%c", *p);
         else if (*p < 0x20)
-            sb_printf(b, "\\u%04x", *p);
+            rd_strbuf_printf(b, "\\u%04x", *p);
         else
-            sb_printf(b, "%c", *p);
+            rd_strbuf_printf(b, "%c", *p);
     }
-    sb_printf(b, "\"");
+    rd_strbuf_printf(b, "\"");
 }
 
 static void js_num(sb *b, double v)
 {
     if (isfinite(v))
-        sb_printf(b, "%.9g", v);
+        rd_strbuf_printf(b, "%.9g", v);
     else
-        sb_printf(b, "null");
+        rd_strbuf_printf(b, "null");
 }
 
 static void js_fit(sb *b, const rd_fit *f)
 {
-    sb_printf(b, "{\"n\": %d, \"ok\": %s, \"intercept\": ", f->n, f->ok ? "true" : "false");
+    rd_strbuf_printf(b, "{\"n\": %d, \"ok\": %s, \"intercept\": ", f->n, f->ok ? "true" : "false");
     js_num(b, f->a);
-    sb_printf(b, ", \"slope\": ");
+    rd_strbuf_printf(b, ", \"slope\": ");
     js_num(b, f->b);
-    sb_printf(b, ", \"slope_lo\": ");
+    rd_strbuf_printf(b, ", \"slope_lo\": ");
     js_num(b, f->b_lo);
-    sb_printf(b, ", \"slope_hi\": ");
+    rd_strbuf_printf(b, ", \"slope_hi\": ");
     js_num(b, f->b_hi);
-    sb_printf(b, ", \"r2\": ");
+    rd_strbuf_printf(b, ", \"r2\": ");
     js_num(b, f->r2);
-    sb_printf(b, "}");
+    rd_strbuf_printf(b, "}");
 }
 
 static void js_array(sb *b, const double *v, int n, int stride)
 {
-    sb_printf(b, "[");
+    rd_strbuf_printf(b, "[");
     for (int i = 0; i < n; i++) {
         if (i)
-            sb_printf(b, ", ");
+            rd_strbuf_printf(b, ", ");
         js_num(b, v[(size_t)i * stride]);
     }
-    sb_printf(b, "]");
+    rd_strbuf_printf(b, "]");
 }
 
 char *resdiag_analysis_to_json(const resdiag_analysis *a)
@@ -493,203 +444,203 @@ char *resdiag_analysis_to_json(const resdiag_analysis *a)
         return NULL;
     sb b = { 0 };
     int L = a->n_layers, S = a->n_sublayers, P = a->n_layer_params;
-    sb_printf(&b, "{\n  \"report_version\": 1,\n  \"run\": {\"n_layers\": %d, \"d_model\": %d, "
+    rd_strbuf_printf(&b, "{\n  \"report_version\": 1,\n  \"run\": {\"n_layers\": %d, \"d_model\": %d, "
                   "\"n_sublayers\": %d, \"sublayer_names\": [", L, a->d_model, S);
     for (int s = 0; s < S; s++) {
         if (s)
-            sb_printf(&b, ", ");
+            rd_strbuf_printf(&b, ", ");
         js_str(&b, a->sublayer_names[s]);
     }
-    sb_printf(&b, "], \"block\": \"%s\", \"norm_kind\": \"%s\", \"declared_placement\": \"%s\", "
+    rd_strbuf_printf(&b, "], \"block\": \"%s\", \"norm_kind\": \"%s\", \"declared_placement\": \"%s\", "
                   "\"declared_mix_layers\": %d, \"schema_version\": %d, \"resdiag_version\": ",
               a->block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential",
               resdiag_norm_kind_name(a->norm_kind), resdiag_placement_name(a->declared),
               a->declared_mix, a->schema_version);
     js_str(&b, a->writer_version);
-    sb_printf(&b, ", \"description\": ");
+    rd_strbuf_printf(&b, ", \"description\": ");
     js_str(&b, a->description);
-    sb_printf(&b, ", \"created_utc\": ");
+    rd_strbuf_printf(&b, ", \"created_utc\": ");
     js_str(&b, a->created);
-    sb_printf(&b, ", \"program\": ");
+    rd_strbuf_printf(&b, ", \"program\": ");
     js_str(&b, a->program);
-    sb_printf(&b, ", \"sketch_size\": %d},\n", a->sketch_size);
-    sb_printf(&b, "  \"steps\": {\"recorded\": %lld, \"first\": %lld, \"last\": %lld, "
+    rd_strbuf_printf(&b, ", \"sketch_size\": %d},\n", a->sketch_size);
+    rd_strbuf_printf(&b, "  \"steps\": {\"recorded\": %lld, \"first\": %lld, \"last\": %lld, "
                   "\"analysed\": %lld, \"analysed_index\": %lld},\n",
               (long long)a->n_steps, (long long)a->steps[0], (long long)a->steps[a->n_steps - 1],
               (long long)a->step, (long long)a->step_index);
-    sb_printf(&b, "  \"observed\": {\"stream_only\": %s, \"relations\": %s, \"forward\": {",
+    rd_strbuf_printf(&b, "  \"observed\": {\"stream_only\": %s, \"relations\": %s, \"forward\": {",
               a->stream_only ? "true" : "false", a->use_relations ? "true" : "false");
     for (int d = 0; d < 2; d++) {
         if (d)
-            sb_printf(&b, "}, \"backward\": {");
+            rd_strbuf_printf(&b, "}, \"backward\": {");
         for (int s = 0; s < RESDIAG_N_BLOCK_SITES; s++)
-            sb_printf(&b, "%s\"%s\": %d", s ? ", " : "", resdiag_site_name((resdiag_site)s),
+            rd_strbuf_printf(&b, "%s\"%s\": %d", s ? ", " : "", resdiag_site_name((resdiag_site)s),
                       a->n_obs[d][s]);
         for (int m = 0; m < RESDIAG_N_MODEL_SITES; m++)
-            sb_printf(&b, ", \"%s\": %d", resdiag_site_name((resdiag_site)(RESDIAG_EMBED_OUT + m)),
+            rd_strbuf_printf(&b, ", \"%s\": %d", resdiag_site_name((resdiag_site)(RESDIAG_EMBED_OUT + m)),
                       a->model_obs[d][m]);
     }
-    sb_printf(&b, "}},\n");
+    rd_strbuf_printf(&b, "}},\n");
 
-    sb_printf(&b, "  \"placement\": {\"verdict\": \"%s\", \"confidence\": \"%s\", \"why\": ",
+    rd_strbuf_printf(&b, "  \"placement\": {\"verdict\": \"%s\", \"confidence\": \"%s\", \"why\": ",
               resdiag_verdict_name(a->verdict), resdiag_confidence_name(a->conf));
     js_str(&b, a->why);
-    sb_printf(&b, ", \"mix_layers\": %d, \"alpha\": ", resdiag_analysis_mix_layers(a));
+    rd_strbuf_printf(&b, ", \"mix_layers\": %d, \"alpha\": ", resdiag_analysis_mix_layers(a));
     js_num(&b, resdiag_analysis_alpha(a));
     int agree = rd_declared_agrees(a);
-    sb_printf(&b, ", \"final_norm\": \"%s\", \"declared_agrees\": %s, \"undecided_layers\": %d, "
+    rd_strbuf_printf(&b, ", \"final_norm\": \"%s\", \"declared_agrees\": %s, \"undecided_layers\": %d, "
                   "\"call_order_agrees\": %d, \"call_order_disagrees\": %d, \"deciding_hooks\": {",
               a->final_norm == 1 ? "present" : a->final_norm == 0 ? "absent" : "unknown",
               agree == 1 ? "true" : agree == 0 ? "false" : "null", a->n_undecided,
               a->order_agree, a->order_disagree);
-    sb_printf(&b, "\"norm_in\": ");
+    rd_strbuf_printf(&b, "\"norm_in\": ");
     js_str(&b, a->cs_norm_in);
-    sb_printf(&b, ", \"branch_out\": ");
+    rd_strbuf_printf(&b, ", \"branch_out\": ");
     js_str(&b, a->cs_branch_out);
-    sb_printf(&b, ", \"stream_out\": ");
+    rd_strbuf_printf(&b, ", \"stream_out\": ");
     js_str(&b, a->cs_stream_out);
-    sb_printf(&b, "},\n    \"layers\": [");
+    rd_strbuf_printf(&b, "},\n    \"layers\": [");
     for (int l = 0; l < L; l++) {
-        sb_printf(&b, "%s\n      {\"layer\": %d, \"stream_signature\": \"%s\", "
+        rd_strbuf_printf(&b, "%s\n      {\"layer\": %d, \"stream_signature\": \"%s\", "
                       "\"stream_token_norm_cv\": ", l ? "," : "", l,
                   a->layer_sig[l] == RD_SIG_NORMALIZED ? "normalized"
                   : a->layer_sig[l] == RD_SIG_NOT      ? "not_normalized"
                   : a->layer_sig[l] == RD_SIG_UNCLEAR  ? "unclear"
                                                        : "unknown");
         js_num(&b, a->layer_cv[l]);
-        sb_printf(&b, ", \"sublayers\": [");
+        rd_strbuf_printf(&b, ", \"sublayers\": [");
         for (int s = 0; s < S; s++) {
             const rd_sub *r = &a->sub[l * S + s];
-            sb_printf(&b, "%s{\"name\": ", s ? ", " : "");
+            rd_strbuf_printf(&b, "%s{\"name\": ", s ? ", " : "");
             js_str(&b, a->sublayer_names[s]);
-            sb_printf(&b, ", \"verdict\": \"%s\", \"confidence\": \"%s\", \"alpha\": ",
+            rd_strbuf_printf(&b, ", \"verdict\": \"%s\", \"confidence\": \"%s\", \"alpha\": ",
                       resdiag_verdict_name(r->v), resdiag_confidence_name(r->conf));
             js_num(&b, r->alpha);
             const double e[6] = { r->e_add, r->e_nx, r->e_nsum, r->e_deep, r->e_yn, r->e_par };
             static const char *const en[6] = { "add", "norm_reads_stream", "norm_reads_sum",
                                                "norm_reads_alpha_sum", "out_is_norm",
                                                "parallel_same_input" };
-            sb_printf(&b, ", \"relation_errors\": {");
+            rd_strbuf_printf(&b, ", \"relation_errors\": {");
             for (int i = 0; i < 6; i++) {
-                sb_printf(&b, "%s\"%s\": ", i ? ", " : "", en[i]);
+                rd_strbuf_printf(&b, "%s\"%s\": ", i ? ", " : "", en[i]);
                 js_num(&b, e[i]);
             }
-            sb_printf(&b, "}, \"call_order\": \"%s\", \"why\": ",
+            rd_strbuf_printf(&b, "}, \"call_order\": \"%s\", \"why\": ",
                       r->order == 1 ? "norm_first" : r->order == 2 ? "branch_first" : "unknown");
             js_str(&b, r->why);
-            sb_printf(&b, "}");
+            rd_strbuf_printf(&b, "}");
         }
-        sb_printf(&b, "]}");
+        rd_strbuf_printf(&b, "]}");
     }
-    sb_printf(&b, "]},\n");
+    rd_strbuf_printf(&b, "]},\n");
 
-    sb_printf(&b, "  \"stream\": {\"norm\": ");
+    rd_strbuf_printf(&b, "  \"stream\": {\"norm\": ");
     js_array(&b, a->xnorm, L + 1, 1);
-    sb_printf(&b, ", \"rms\": ");
+    rd_strbuf_printf(&b, ", \"rms\": ");
     js_array(&b, a->xrms, L + 1, 1);
-    sb_printf(&b, ", \"energy\": ");
+    rd_strbuf_printf(&b, ", \"energy\": ");
     js_array(&b, a->xenergy, L + 1, 1);
-    sb_printf(&b, ", \"energy_fit\": ");
+    rd_strbuf_printf(&b, ", \"energy_fit\": ");
     js_fit(&b, &a->fit_energy);
-    sb_printf(&b, ", \"loglog_fit\": ");
+    rd_strbuf_printf(&b, ", \"loglog_fit\": ");
     js_fit(&b, &a->fit_xlog);
-    sb_printf(&b, ", \"growth\": ");
+    rd_strbuf_printf(&b, ", \"growth\": ");
     js_num(&b, a->growth);
-    sb_printf(&b, "},\n  \"updates\": [");
+    rd_strbuf_printf(&b, "},\n  \"updates\": [");
     for (int s = 0; s < S; s++) {
-        sb_printf(&b, "%s\n    {\"sublayer\": ", s ? "," : "");
+        rd_strbuf_printf(&b, "%s\n    {\"sublayer\": ", s ? "," : "");
         js_str(&b, a->sublayer_names[s]);
-        sb_printf(&b, ", \"r\": ");
+        rd_strbuf_printf(&b, ", \"r\": ");
         js_array(&b, a->r + s, L, S);
-        sb_printf(&b, ", \"fit_all\": ");
+        rd_strbuf_printf(&b, ", \"fit_all\": ");
         js_fit(&b, &a->fit_r[s < RD_MAX_RFIT ? s : 0]);
-        sb_printf(&b, ", \"fit_deeper_half\": ");
+        rd_strbuf_printf(&b, ", \"fit_deeper_half\": ");
         js_fit(&b, &a->fit_r_deep[s < RD_MAX_RFIT ? s : 0]);
-        sb_printf(&b, "}");
+        rd_strbuf_printf(&b, "}");
     }
-    sb_printf(&b, "],\n  \"gradients\": ");
+    rd_strbuf_printf(&b, "],\n  \"gradients\": ");
     if (a->grad_step < 0) {
-        sb_printf(&b, "null");
+        rd_strbuf_printf(&b, "null");
     } else {
-        sb_printf(&b, "{\"step\": %lld, \"params\": [", (long long)a->steps[a->grad_step]);
+        rd_strbuf_printf(&b, "{\"step\": %lld, \"params\": [", (long long)a->steps[a->grad_step]);
         for (int i = 0; i < a->n_order; i++) {
             int p = a->param_order[i];
-            sb_printf(&b, "%s\n    {\"name\": ", i ? "," : "");
+            rd_strbuf_printf(&b, "%s\n    {\"name\": ", i ? "," : "");
             js_str(&b, a->param_names[p]);
-            sb_printf(&b, ", \"norm\": ");
+            rd_strbuf_printf(&b, ", \"norm\": ");
             js_array(&b, a->grad + p, L, P);
-            sb_printf(&b, ", \"last_over_first\": ");
+            rd_strbuf_printf(&b, ", \"last_over_first\": ");
             js_num(&b, a->grad[p] > 0 ? a->grad[(size_t)(L - 1) * P + p] / a->grad[p] : NAN);
-            sb_printf(&b, ", \"loglog_fit\": ");
+            rd_strbuf_printf(&b, ", \"loglog_fit\": ");
             js_fit(&b, &a->fit_grad[p]);
-            sb_printf(&b, "}");
+            rd_strbuf_printf(&b, "}");
         }
-        sb_printf(&b, "],\n    \"stream\": ");
+        rd_strbuf_printf(&b, "],\n    \"stream\": ");
         js_array(&b, a->sgrad, L, 1);
-        sb_printf(&b, ", \"stream_last_over_first\": ");
+        rd_strbuf_printf(&b, ", \"stream_last_over_first\": ");
         js_num(&b, a->sgrad[0] > 0 ? a->sgrad[L - 1] / a->sgrad[0] : NAN);
-        sb_printf(&b, ", \"stream_loglog_fit\": ");
+        rd_strbuf_printf(&b, ", \"stream_loglog_fit\": ");
         js_fit(&b, &a->fit_sgrad);
-        sb_printf(&b, ", \"head\": ");
+        rd_strbuf_printf(&b, ", \"head\": ");
         js_num(&b, a->head_grad);
-        sb_printf(&b, ", \"head_source\": \"%s\"}", a->head_is_param ? "head.w" : "logits");
+        rd_strbuf_printf(&b, ", \"head_source\": \"%s\"}", a->head_is_param ? "head.w" : "logits");
     }
-    sb_printf(&b, ",\n  \"nonfinite\": ");
+    rd_strbuf_printf(&b, ",\n  \"nonfinite\": ");
     if (!a->nf_found) {
-        sb_printf(&b, "null");
+        rd_strbuf_printf(&b, "null");
     } else {
-        sb_printf(&b, "{\"step\": %lld, \"layer\": %d, \"sublayer\": ", (long long)a->nf_step,
+        rd_strbuf_printf(&b, "{\"step\": %lld, \"layer\": %d, \"sublayer\": ", (long long)a->nf_step,
                   a->nf_layer);
         if (a->nf_layer == RESDIAG_MODEL_LEVEL || a->nf_site < 0)
-            sb_printf(&b, "null");
+            rd_strbuf_printf(&b, "null");
         else
             js_str(&b, a->sublayer_names[a->nf_sub]);
-        sb_printf(&b, ", \"site\": ");
+        rd_strbuf_printf(&b, ", \"site\": ");
         if (a->nf_site < 0)
-            sb_printf(&b, "null");
+            rd_strbuf_printf(&b, "null");
         else
             js_str(&b, resdiag_site_name((resdiag_site)a->nf_site));
-        sb_printf(&b, ", \"param\": ");
+        rd_strbuf_printf(&b, ", \"param\": ");
         if (a->nf_site >= 0)
-            sb_printf(&b, "null");
+            rd_strbuf_printf(&b, "null");
         else if (a->nf_layer != RESDIAG_MODEL_LEVEL && a->nf_param >= 0)
             js_str(&b, a->param_names[a->nf_param]);
         else
-            sb_printf(&b, "%d", a->nf_param);
-        sb_printf(&b, ", \"direction\": \"%s\", \"nan\": %.0f, \"inf\": %.0f, \"steps_affected\": "
+            rd_strbuf_printf(&b, "%d", a->nf_param);
+        rd_strbuf_printf(&b, ", \"direction\": \"%s\", \"nan\": %.0f, \"inf\": %.0f, \"steps_affected\": "
                       "%lld, \"nan_total\": %.0f, \"inf_total\": %.0f}",
                   a->nf_dir == RESDIAG_FORWARD ? "forward" : "backward", a->nf_nan, a->nf_inf,
                   (long long)a->nf_steps, a->nan_total, a->inf_total);
     }
-    sb_printf(&b, ",\n  \"training\": {\"first_step\": %lld, \"last_step\": %lld, \"growth\": [",
+    rd_strbuf_printf(&b, ",\n  \"training\": {\"first_step\": %lld, \"last_step\": %lld, \"growth\": [",
               (long long)a->steps[0], (long long)a->steps[a->n_steps - 1]);
     js_num(&b, a->tr_growth[0]);
-    sb_printf(&b, ", ");
+    rd_strbuf_printf(&b, ", ");
     js_num(&b, a->tr_growth[1]);
-    sb_printf(&b, "], \"mean_r\": [");
+    rd_strbuf_printf(&b, "], \"mean_r\": [");
     for (int s = 0; s < S && s < RESDIAG_MAX_SUBLAYERS; s++) {
-        sb_printf(&b, "%s{\"sublayer\": ", s ? ", " : "");
+        rd_strbuf_printf(&b, "%s{\"sublayer\": ", s ? ", " : "");
         js_str(&b, a->sublayer_names[s]);
-        sb_printf(&b, ", \"first\": ");
+        rd_strbuf_printf(&b, ", \"first\": ");
         js_num(&b, a->tr_mean_r[0][s]);
-        sb_printf(&b, ", \"last\": ");
+        rd_strbuf_printf(&b, ", \"last\": ");
         js_num(&b, a->tr_mean_r[1][s]);
-        sb_printf(&b, "}");
+        rd_strbuf_printf(&b, "}");
     }
-    sb_printf(&b, "], \"grad_param\": ");
+    rd_strbuf_printf(&b, "], \"grad_param\": ");
     js_str(&b, a->n_order > 0 ? a->param_names[a->param_order[0]] : "");
-    sb_printf(&b, ", \"grad_last_over_first\": [");
+    rd_strbuf_printf(&b, ", \"grad_last_over_first\": [");
     js_num(&b, a->tr_grad_ratio[0]);
-    sb_printf(&b, ", ");
+    rd_strbuf_printf(&b, ", ");
     js_num(&b, a->tr_grad_ratio[1]);
-    sb_printf(&b, "]}");
-    sb_printf(&b, ",\n  \"warnings\": [");
+    rd_strbuf_printf(&b, "]}");
+    rd_strbuf_printf(&b, ",\n  \"warnings\": [");
     for (int i = 0; i < a->n_warnings; i++) {
-        sb_printf(&b, "%s\n    ", i ? "," : "");
+        rd_strbuf_printf(&b, "%s\n    ", i ? "," : "");
         js_str(&b, a->warnings[i]);
     }
-    sb_printf(&b, "]\n}\n");
-    return sb_finish(&b);
+    rd_strbuf_printf(&b, "]\n}\n");
+    return rd_strbuf_finish(&b);
 }
 
 /* ---------------------------------------------------------------- diff */
@@ -720,19 +671,19 @@ char *resdiag_analysis_diff_text(const resdiag_analysis *a, const resdiag_analys
     sb o = { 0 };
     int L = a->n_layers < b->n_layers ? a->n_layers : b->n_layers;
     int S = a->n_sublayers < b->n_sublayers ? a->n_sublayers : b->n_sublayers;
-    sb_printf(&o, "A = %s\nB = %s\n", na, nb);
-    sb_printf(&o, "  A: %d layers, d_model %d, step %lld; B: %d layers, d_model %d, step %lld%s\n",
+    rd_strbuf_printf(&o, "A = %s\nB = %s\n", na, nb);
+    rd_strbuf_printf(&o, "  A: %d layers, d_model %d, step %lld; B: %d layers, d_model %d, step %lld%s\n",
               a->n_layers, a->d_model, (long long)a->step, b->n_layers, b->d_model,
               (long long)b->step,
               a->n_layers != b->n_layers ? " - compared over the common layers" : "");
 
-    sb_printf(&o, "\nDifferences that matter, largest first:\n");
+    rd_strbuf_printf(&o, "\nDifferences that matter, largest first:\n");
     int n = 0;
     if (a->verdict != b->verdict || a->mix_layers != b->mix_layers)
-        sb_printf(&o, "  placement: A %s, B %s\n", human(a->verdict), human(b->verdict)), n++;
+        rd_strbuf_printf(&o, "  placement: A %s, B %s\n", rd_verdict_human(a->verdict), rd_verdict_human(b->verdict)), n++;
     if (a->final_norm != b->final_norm) {
         static const char *const fnm[3] = { "unknown", "absent", "present" };
-        sb_printf(&o, "  final norm: A %s, B %s\n", fnm[a->final_norm + 1], fnm[b->final_norm + 1]);
+        rd_strbuf_printf(&o, "  final norm: A %s, B %s\n", fnm[a->final_norm + 1], fnm[b->final_norm + 1]);
         n++;
     }
     /* per-layer quantities ranked by how much they differ */
@@ -784,28 +735,28 @@ char *resdiag_analysis_diff_text(const resdiag_analysis *a, const resdiag_analys
     qsort(it, m, sizeof *it, by_score);
     for (size_t i = 0; i < m && i < 8; i++)
         if (it[i].score > log(1.05))
-            sb_printf(&o, "  %s\n", it[i].text), n++;
+            rd_strbuf_printf(&o, "  %s\n", it[i].text), n++;
     free(it);
     if (!n)
-        sb_printf(&o, "  none above 5%%\n");
+        rd_strbuf_printf(&o, "  none above 5%%\n");
     if (a->nf_found != b->nf_found)
-        sb_printf(&o, "  non-finite values: %s\n", a->nf_found ? "only in A" : "only in B");
+        rd_strbuf_printf(&o, "  non-finite values: %s\n", a->nf_found ? "only in A" : "only in B");
 
-    sb_printf(&o, "\nPer layer (A | B):\n   k  %10s %10s", "||x||_A", "||x||_B");
+    rd_strbuf_printf(&o, "\nPer layer (A | B):\n   k  %10s %10s", "||x||_A", "||x||_B");
     for (int s2 = 0; s2 < S && s2 < 4; s2++) {
         char h[96];
         snprintf(h, sizeof h, "r_%s A", a->sublayer_names[s2]);
-        sb_printf(&o, " %10.10s %9s", h, "B");
+        rd_strbuf_printf(&o, " %10.10s %9s", h, "B");
     }
     int grads = a->grad_step >= 0 && b->grad_step >= 0 && a->n_order && b->n_order;
     if (grads) {
         char h[96];
         snprintf(h, sizeof h, "%s A", a->param_names[a->param_order[0]]);
-        sb_printf(&o, " %10.10s %9s", h, "B");
+        rd_strbuf_printf(&o, " %10.10s %9s", h, "B");
     }
-    sb_printf(&o, "\n");
+    rd_strbuf_printf(&o, "\n");
     for (int k = 0; k <= L; k++) {
-        sb_printf(&o, "  %2d ", k);
+        rd_strbuf_printf(&o, "  %2d ", k);
         cell(&o, " %10.4g", 10, a->xnorm[k]);
         cell(&o, " %10.4g", 10, b->xnorm[k]);
         if (k > 0) {
@@ -820,7 +771,7 @@ char *resdiag_analysis_diff_text(const resdiag_analysis *a, const resdiag_analys
                      b->grad[(size_t)(k - 1) * b->n_layer_params + b->param_order[0]]);
             }
         }
-        sb_printf(&o, "\n");
+        rd_strbuf_printf(&o, "\n");
     }
-    return sb_finish(&o);
+    return rd_strbuf_finish(&o);
 }

@@ -20,25 +20,6 @@
 #define HEAT_MAX_COLS 500
 #define HEAT_MAX_CELLS 12000
 
-static const char *human(resdiag_verdict v)
-{
-    switch (v) {
-    case RESDIAG_VERDICT_CANNOT_TELL: return "cannot tell";
-    case RESDIAG_VERDICT_PRE: return "pre-norm";
-    case RESDIAG_VERDICT_POST: return "post-norm";
-    case RESDIAG_VERDICT_SANDWICH: return "sandwich (Peri-LN)";
-    case RESDIAG_VERDICT_DEEPNORM: return "deepnorm";
-    case RESDIAG_VERDICT_MIXED: return "mixed";
-    case RESDIAG_VERDICT_PARALLEL: return "parallel block";
-    case RESDIAG_VERDICT_NONE: return "no norm";
-    case RESDIAG_VERDICT_INCONSISTENT: return "inconsistent";
-    case RESDIAG_VERDICT_POST_FAMILY: return "post-norm family (post-norm or deepnorm)";
-    case RESDIAG_VERDICT_NOT_RENORMALIZED: return "stream not renormalized";
-    case RESDIAG_VERDICT_PRE_OR_SANDWICH: return "pre-norm or sandwich";
-    }
-    return "?";
-}
-
 static const char *final_norm_text(int f)
 {
     return f == 1 ? "present (final-norm sites observed)"
@@ -177,7 +158,7 @@ static void evidence_table(svg_buf *b, const rd_analysis *a)
             svg_printf(b, "<td title=\"");
             tx(b, r->why);
             svg_printf(b, "\">");
-            tx(b, human(r->v));
+            tx(b, rd_verdict_human(r->v));
             svg_printf(b, "</td>");
         }
         svg_printf(b, "</tr>\n");
@@ -193,7 +174,7 @@ static void verdict_card(svg_buf *b, const rd_analysis *a)
 {
     svg_printf(b, "<section class=\"%s\" id=\"verdict\">\n<p class=\"verdict\">Placement: ",
                card_class(a->verdict));
-    tx(b, human(a->verdict));
+    tx(b, rd_verdict_human(a->verdict));
     if (a->verdict == RESDIAG_VERDICT_DEEPNORM)
         svg_printf(b, ", α = %.4g", a->alpha);
     if (a->verdict != RESDIAG_VERDICT_CANNOT_TELL)
@@ -409,8 +390,8 @@ char *html_diff(const resdiag_analysis *a, const resdiag_analysis *b, const char
     tx(&o, path_b);
     svg_printf(&o, "</p>\n<section class=\"card\" id=\"verdict\">\n<table class=\"kv\">"
                    "<tr><th></th><th>A</th><th>B</th></tr>\n");
-    snprintf(va, sizeof va, "%s (%s)", human(a->verdict), resdiag_confidence_name(a->conf));
-    snprintf(vb, sizeof vb, "%s (%s)", human(b->verdict), resdiag_confidence_name(b->conf));
+    snprintf(va, sizeof va, "%s (%s)", rd_verdict_human(a->verdict), resdiag_confidence_name(a->conf));
+    snprintf(vb, sizeof vb, "%s (%s)", rd_verdict_human(b->verdict), resdiag_confidence_name(b->conf));
     diff_row(&o, "placement", va, vb);
     diff_row(&o, "final norm", final_norm_text(a->final_norm), final_norm_text(b->final_norm));
     snprintf(va, sizeof va, "%d layers, d_model %d", a->n_layers, a->d_model);

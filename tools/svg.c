@@ -21,33 +21,10 @@
 
 void svg_printf(svg_buf *b, const char *fmt, ...)
 {
-    if (b->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = b->cap - b->len;
-        int n = vsnprintf(b->s ? b->s + b->len : NULL, room, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = 1;
-            return;
-        }
-        if ((size_t)n < room) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap * 2 : 16384;
-        while (cap < b->len + (size_t)n + 1)
-            cap *= 2;
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->failed = 1;
-            return;
-        }
-        b->s = s;
-        b->cap = cap;
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    rd_strbuf_vprintf(b, fmt, ap);
+    va_end(ap);
 }
 
 void svg_escape(svg_buf *b, const char *s)
@@ -71,12 +48,7 @@ void svg_escape(svg_buf *b, const char *s)
 
 char *svg_finish(svg_buf *b)
 {
-    if (b->failed || !b->s) {
-        free(b->s);
-        b->s = NULL;
-        return NULL;
-    }
-    return b->s;
+    return rd_strbuf_finish(b);
 }
 
 /* ------------------------------------------------------------- axes */

@@ -14,13 +14,12 @@
 
 #include <stddef.h>
 
+#include "strbuf.h"
+
 /* ------------------------------------------------------------- buffer */
 
-typedef struct svg_buf {
-    char *s;
-    size_t len, cap;
-    int failed; /* out of memory: everything after is dropped */
-} svg_buf;
+/* The growing string of lib/strbuf.h: out of memory drops everything after. */
+typedef rd_strbuf svg_buf;
 
 void svg_printf(svg_buf *b, const char *fmt, ...)
 #if defined(__GNUC__)
