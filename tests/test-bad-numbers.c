@@ -34,6 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check-one.h"
 #include "resdiag.h"
 #include "stats.h"
 
@@ -420,24 +421,8 @@ END_TEST
 int main(int argc, char **argv)
 {
     expect_portable = argc > 1 && strcmp(argv[1], "--expect-portable") == 0;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/resdiag-test-bad-numbers-XXXXXX",
-             tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
+    if (!check_one_make_dir(g_dir, sizeof g_dir, "bad-numbers"))
         return EXIT_FAILURE;
-    }
-    Suite *s = suite_create("bad-numbers");
-    TCase *tc = tcase_create("bad-numbers");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, every_dtype_and_case_matches_the_long_double_reference);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    /* the run file of a failed check stays for inspection */
-    if (rmdir(g_dir) != 0)
-        fprintf(stderr, "run files left in %s\n", g_dir);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_one_run("bad-numbers", every_dtype_and_case_matches_the_long_double_reference,
+                         120, g_dir);
 }

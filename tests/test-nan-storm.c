@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check-one.h"
 #include "resdiag.h"
 
 enum { L = 4, S = 2, D = 32, T = 16, V = 24, STEPS = 20, K = 8, BAD_LAYER = 2, BAD_SUB = 1 };
@@ -281,23 +282,8 @@ int main(int argc, char **argv)
         return 2;
     }
     tool = argv[1];
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/resdiag-test-nan-storm-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
+    if (!check_one_make_dir(g_dir, sizeof g_dir, "nan-storm"))
         return EXIT_FAILURE;
-    }
-    Suite *s = suite_create("nan-storm");
-    TCase *tc = tcase_create("nan-storm");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, the_report_names_the_first_nan_and_the_steps_before_are_untouched);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    /* the run file of a failed check stays for inspection */
-    if (rmdir(g_dir) != 0)
-        fprintf(stderr, "run files left in %s\n", g_dir);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_one_run("nan-storm", the_report_names_the_first_nan_and_the_steps_before_are_untouched,
+                         60, g_dir);
 }

@@ -482,6 +482,24 @@ typedef struct wresult {
 
 static double wres_worst_batched = 0.0;
 
+/* A model of `layers` blocks with the named sublayers and parameters. */
+static resdiag_model bench_model(int layers, int d_model, int n_sub, const char *const *subs,
+                                 int n_lp, const char *const *lp, int n_mp,
+                                 const char *const *mp)
+{
+    resdiag_model m;
+    resdiag_model_init(&m);
+    m.n_layers = layers;
+    m.d_model = d_model;
+    m.n_sublayers = n_sub;
+    m.sublayer_names = subs;
+    m.n_layer_params = n_lp;
+    m.layer_param_names = lp;
+    m.n_model_params = n_mp;
+    m.model_param_names = mp;
+    return m;
+}
+
 static int bench_writer_one(wresult *w, const char *dir, int layers, int flush_steps,
                             int steps)
 {
@@ -489,19 +507,10 @@ static int bench_writer_one(wresult *w, const char *dir, int layers, int flush_s
     static float x[T * C];
     for (int k = 0; k < T * C; k++)
         x[k] = (float)rnd_normal();
-    const char *subs[] = { "attn", "mlp" };
-    const char *lp[] = { "attn.wo", "mlp.w2" };
-    const char *mp[] = { "head.w" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = layers;
-    m.d_model = C;
-    m.n_sublayers = 2;
-    m.sublayer_names = subs;
-    m.n_layer_params = 2;
-    m.layer_param_names = lp;
-    m.n_model_params = 1;
-    m.model_param_names = mp;
+    static const char *const subs[] = { "attn", "mlp" };
+    static const char *const lp[] = { "attn.wo", "mlp.w2" };
+    static const char *const mp[] = { "head.w" };
+    resdiag_model m = bench_model(layers, C, 2, subs, 2, lp, 1, mp);
     resdiag_options o;
     resdiag_options_init(&o);
     o.flush_steps = flush_steps;
@@ -771,16 +780,9 @@ static void long_run_tensors(void)
 /* Writes the run of `steps` recorded steps; *write_s the seconds it took. */
 static int write_long_run(const char *path, int steps, double *write_s)
 {
-    const char *subs[] = { "block" };
-    const char *lp[] = { "mlp.w2" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = LR_L;
-    m.d_model = LR_C;
-    m.n_sublayers = 1;
-    m.sublayer_names = subs;
-    m.n_layer_params = 1;
-    m.layer_param_names = lp;
+    static const char *const subs[] = { "block" };
+    static const char *const lp[] = { "mlp.w2" };
+    resdiag_model m = bench_model(LR_L, LR_C, 1, subs, 1, lp, 0, NULL);
     m.norm_kind = RESDIAG_NORM_LAYERNORM;
     resdiag_options o;
     resdiag_options_init(&o);
