@@ -28,6 +28,21 @@
  *      file stays as the failed flush left it, still marked as being written
  *      for SWMR, which is how a reader opens it (like a killed writer's).
  * Either way the writer then returns the first error to every later call.
+ *
+ * Torn writes. Linux copies a write() into the page cache one 4 KiB page at
+ * a time and checks for a fatal signal between pages, so a SIGKILL can
+ * leave a metadata block that spans a page boundary half new, half old:
+ * its checksum then fails and the dataset cannot be read. Where space is
+ * reserved (above), the file therefore uses HDF5's paged aggregation with
+ * 4 KiB pages, which keeps every metadata block smaller than a page inside
+ * one page; the tables index their chunks with a v2 B-tree (two unlimited
+ * axes; its nodes are 2 KiB), not an extensible array, whose data blocks
+ * outgrow a page in long runs; and the call-site datasets are allocated
+ * when created, so that writing them changes no metadata. Without
+ * reservation the file keeps the default layout (paged aggregation cannot
+ * close after a failed write) and every growing dataset's header is moved
+ * inside one page instead (keep_header_in_one_page). tests/test-kill.c
+ * tears each page-crossing write of several runs and reads the file back.
  */
 #include "h5_writer.h"
 
@@ -39,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,6 +77,8 @@
 #define RESERVE_PER_DATASET ((off_t)24 << 10)
 /* What creating the objects may write. */
 #define RESERVE_CREATE ((off_t)1 << 20)
+/* The page size of paged aggregation: the kernel's page-cache page. */
+#define FILE_PAGE 4096
 
 int rd_h5_writer_reserve = 1;
 int rd_h5_writer_summary = 1;
@@ -90,7 +108,8 @@ struct rd_writer {
 
     int fd;                            /* HDF5's descriptor of the file (sec2), or -1 */
     int reserve;                       /* fallocate works here */
-    int detached;                      /* fd now points at /dev/null */
+    int paged;                         /* paged aggregation (see the top) */
+    int detached;                      /* fd now points at a scratch file */
     chunk_info table_chunk[RD_N_TABLES];
     chunk_info series_chunk;           /* /steps and /step_time */
     hid_t summary_ds[RD_N_SUMMARY];    /* (step, dims...) float64, or invalid: no /summary */
@@ -540,10 +559,13 @@ static int describe(hid_t ds, const char *description, const char *units, const 
 }
 
 /* Creates an extendible dataset (0, dims...) / (unlimited, dims...); with
- * split_axis >= 0 each chunk holds one index of that axis of dims. */
+ * split_axis >= 0 each chunk holds one index of that axis of dims. With
+ * btree (and dims), the last axis is declared unlimited too (it never
+ * grows), which makes HDF5 index the chunks with a v2 B-tree (see the
+ * top); else a single unlimited axis gets an extensible array. */
 static hid_t create_series(hid_t file, const char *name, hid_t ftype, hid_t fill_type,
                            const void *fill, int rank, const int64_t *dims, int split_axis,
-                           hsize_t chunk_steps, size_t elem_size, werr *e)
+                           int btree, hsize_t chunk_steps, size_t elem_size, werr *e)
 {
     hid_t sp = H5I_INVALID_HID, dcpl = H5I_INVALID_HID, dapl = H5I_INVALID_HID;
     hid_t ds = H5I_INVALID_HID;
@@ -558,6 +580,8 @@ static hid_t create_series(hid_t file, const char *name, hid_t ftype, hid_t fill
             chunk[i + 1] = 1;
         chunk_bytes *= (size_t)chunk[i + 1];
     }
+    if (btree && rank > 0)
+        max[rank] = H5S_UNLIMITED;
     if (!ensure_parent(file, name, e))
         return H5I_INVALID_HID;
     if ((sp = H5Screate_simple(rank + 1, cur, max)) < 0)
@@ -617,6 +641,8 @@ static hid_t create_callsites(hid_t file, const rd_table *t, hid_t stype, off_t 
     CHECK(H5Pset_chunk(dcpl, rank, chunk), e, t->callsite_name);
     CHECK(H5Pset_fill_value(dcpl, stype, empty), e, t->callsite_name);
     CHECK(H5Pset_obj_track_times(dcpl, 0), e, t->callsite_name);
+    /* allocated now, so that the first write changes no metadata */
+    CHECK(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), e, t->callsite_name);
     if ((ds = H5Dcreate2(file, t->callsite_name, stype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0)
         H5FAIL(e, t->callsite_name);
 cleanup:
@@ -666,6 +692,29 @@ static int file_fd(hid_t file)
         fd = *(int *)h;
     H5Pclose(fapl);
     return fd;
+}
+
+/* Whether the directory of path gives files space with fallocate: asked
+ * of an unnamed file there (O_TMPFILE), before the run file exists. */
+static int dir_can_fallocate(const char *path)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return 0;
+    int r;
+    do
+        r = fallocate(fd, 0, 0, FILE_PAGE);
+    while (r != 0 && errno == EINTR);
+    close(fd);
+    return r == 0;
 }
 
 /* Makes sure that `need` bytes past HDF5's end of file are allocated on
@@ -718,12 +767,18 @@ static void release(rd_writer *w)
 }
 
 /* After HDF5 failed to write: let everything it still writes go to
- * /dev/null, so that closing the file (now or at exit) succeeds. */
+ * /dev/null, so that closing the file (now or at exit) succeeds. Closing
+ * a paged file also sets its size with ftruncate, which /dev/null refuses:
+ * that goes to an anonymous file in memory instead (which, unlike
+ * /dev/null, RLIMIT_FSIZE limits too; but a paged file has its space
+ * reserved, so HDF5 fails there only if an estimate was short). */
 static void detach(rd_writer *w)
 {
     if (w->detached || w->fd < 0)
         return;
-    int nfd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    int nfd = w->paged ? memfd_create("resdiag-detached", MFD_CLOEXEC) : -1;
+    if (nfd < 0)
+        nfd = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (nfd < 0)
         return;
     if (dup3(nfd, w->fd, O_CLOEXEC) >= 0)
@@ -747,21 +802,25 @@ static off_t metadata_margin(const rd_writer *w)
     return RESERVE_BASE + RESERVE_PER_DATASET * (off_t)w->n_datasets;
 }
 
-/* The chunk index of a table grows by blocks that double in size: a new
- * block can take 8 bytes per chunk the table will have. Reserved on top of
- * metadata_margin for the tables' (many, small) chunks. */
+/* What the tables' chunks cost beyond their bytes when n steps are
+ * appended: each new chunk adds a record to the table's v2 B-tree (at most
+ * ~60 B; 256 B covers the nodes' slack), a split can add a node at each
+ * level (a page each, for a tree of up to four levels), and on a paged
+ * file a chunk can round up to a whole page. Reserved on top of
+ * metadata_margin. */
 static off_t index_margin(const rd_writer *w, hsize_t n)
 {
     off_t m = 0;
     for (int i = 0; i < RD_N_TABLES; i++) {
         const rd_table *t = &w->lay.tables[i];
-        if (t->count == 0 || w->table_chunk[i].steps == 0)
+        const chunk_info *c = &w->table_chunk[i];
+        if (t->count == 0 || c->steps == 0 || n == 0)
             continue;
         int ax = site_axis(i);
         hsize_t per_step = ax < 0 ? 1 : (hsize_t)t->dims[ax];
-        hsize_t chunks = (w->n_written + n + w->table_chunk[i].steps - 1)
-                         / w->table_chunk[i].steps * per_step;
-        m += (off_t)(8 * chunks);
+        hsize_t first = w->n_written / c->steps, last = (w->n_written + n - 1) / c->steps;
+        hsize_t pieces = (last - first + 1) * per_step;
+        m += (off_t)pieces * (256 + (w->paged ? FILE_PAGE : 0)) + 4 * FILE_PAGE;
     }
     return m;
 }
@@ -847,6 +906,11 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
     if ((fcpl = H5Pcreate(H5P_FILE_CREATE)) < 0)
         H5FAIL(&e, "file");
     CHECK(H5Pset_obj_track_times(fcpl, 0), &e, "file");
+    w->paged = rd_h5_writer_reserve && dir_can_fallocate(path);
+    if (w->paged) {
+        CHECK(H5Pset_file_space_strategy(fcpl, H5F_FSPACE_STRATEGY_PAGE, 0, 1), &e, "file");
+        CHECK(H5Pset_file_space_page_size(fcpl, FILE_PAGE), &e, "file");
+    }
     errno = 0;
     if ((file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl)) < 0)
         H5FAIL(&e, "file");
@@ -868,14 +932,14 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
     w->series_chunk.bytes = (off_t)series_chunk * 8;
     w->n_datasets = 2;
     w->steps_ds = create_series(file, RD_STEPS_NAME, H5T_STD_I64LE, H5T_NATIVE_LLONG,
-                                &step_fill, 0, NULL, -1, series_chunk, 8, &e);
+                                &step_fill, 0, NULL, -1, 0, series_chunk, 8, &e);
     if (w->steps_ds < 0
         || !describe(w->steps_ds,
                      "the trainer's step number of each recorded step (-1: never written)",
                      "step", "step", hdr, &e))
         goto cleanup;
     w->time_ds = create_series(file, RD_STEP_TIME_NAME, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
-                               0, NULL, -1, series_chunk, 8, &e);
+                               0, NULL, -1, 0, series_chunk, 8, &e);
     if (w->time_ds < 0
         || !describe(w->time_ds, "time of the end of each recorded step since the run was opened",
                      "s", "step", hdr, &e))
@@ -891,7 +955,7 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
         hsize_t cs = table_chunk_steps(hdr->record_chunk_steps,
                                        split < 0 ? t->count : t->count / (size_t)t->dims[split]);
         w->table_ds[i] = create_series(file, t->name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
-                                       t->rank, t->dims, split, cs, 8, &e);
+                                       t->rank, t->dims, split, w->paged, cs, 8, &e);
         w->table_chunk[i].steps = cs;
         w->table_chunk[i].bytes = (off_t)cs * (off_t)t->count * 8;
         w->n_datasets++;
@@ -922,7 +986,7 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
     for (int i = 0; i < RD_N_SUMMARY && rd_h5_writer_summary; i++) {
         const rd_table *t = &w->lay.summary[i];
         w->summary_ds[i] = create_series(file, t->name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
-                                         t->rank, t->dims, -1, series_chunk, 8, &e);
+                                         t->rank, t->dims, -1, w->paged, series_chunk, 8, &e);
         w->summary_chunk[i].steps = series_chunk;
         w->summary_chunk[i].bytes = (off_t)series_chunk * (off_t)t->count * 8;
         w->n_datasets++;

@@ -39,7 +39,9 @@
  *
  * Paths: the one-read-per-row loop above (fast_row_portable) has vector
  * twins in lib/stats_simd.c (AVX2+FMA+F16C and AVX-512F+DQ; see
- * stats_impl.h), which sum f32/f16/bf16 rows in float lanes.
+ * stats_impl.h), which sum f32/f16/bf16 rows in float lanes; the
+ * AVX-512 path also reads up to 16 rows per call (rd_fast_rows_fn) and
+ * hands the rows that need more back to the one-row kernel.
  * Only the fast row differs between paths; the rescans, the per-token
  * formulas and the combination over tokens are this file's for all of them.
  * The path is chosen once, on first use, from the CPU
@@ -416,10 +418,28 @@ static void careful_row(row_sums *rs, double *rb, const void *row, resdiag_dtype
 /* First column of a row holding |x| == a (the row is finite here). */
 static int64_t first_col(const void *row, resdiag_dtype dtype, int64_t cols, double a)
 {
-    for (int64_t j = 0; j < cols; j++)
-        if (fabs(load(row, dtype, j)) == a)
-            return j;
-    return 0; /* not reached: a came from this row */
+    /* one loop per dtype: a call to load() per element made this scan
+     * cost as much as the row's statistics in small tensors */
+    int64_t j = 0;
+    switch (dtype) {
+    case RESDIAG_DTYPE_F32: {
+        const float *x = row; /* (cols) */
+        while (j < cols && fabs((double)x[j]) != a)
+            j++;
+        break;
+    }
+    case RESDIAG_DTYPE_F64: {
+        const double *x = row; /* (cols) */
+        while (j < cols && fabs(x[j]) != a)
+            j++;
+        break;
+    }
+    default:
+        while (j < cols && fabs(load(row, dtype, j)) != a)
+            j++;
+        break;
+    }
+    return j < cols ? j : 0; /* j == cols not reached: a came from this row */
 }
 
 static size_t dtype_size(resdiag_dtype dtype)
@@ -446,6 +466,17 @@ static const rd_fast_row_fn path_kernel[RD_STATS_N_PATHS] = {
 #endif
 #ifdef RD_HAVE_AVX512
     rd_fast_row_avx512,
+#else
+    NULL,
+#endif
+};
+
+/* Several rows at once, where a path has it (NULL: row by row). */
+static const rd_fast_rows_fn path_rows_kernel[RD_STATS_N_PATHS] = {
+    NULL,
+    NULL,
+#ifdef RD_HAVE_AVX512
+    rd_fast_rows_avx512,
 #else
     NULL,
 #endif
@@ -521,13 +552,13 @@ int rd_stats_set_path(rd_stats_path path)
     return 0;
 }
 
-static void compute(rd_fast_row_fn fast_row, int threads, double *fields, double *sketch,
+static void compute(rd_stats_path path, int threads, double *fields, double *sketch,
                     double *row_norms, const resdiag_tensor *t, const rd_sketch_params *sp);
 
 void rd_stats_compute(double *fields, double *sketch, double *row_norms,
                       const resdiag_tensor *t, const rd_sketch_params *sp)
 {
-    compute(path_kernel[rd_stats_active_path()], 1, fields, sketch, row_norms, t, sp);
+    compute(rd_stats_active_path(), 1, fields, sketch, row_norms, t, sp);
 }
 
 void rd_stats_compute_path(rd_stats_path path, double *fields, double *sketch,
@@ -536,13 +567,13 @@ void rd_stats_compute_path(rd_stats_path path, double *fields, double *sketch,
 {
     if (!rd_stats_path_available(path))
         path = RD_STATS_PORTABLE;
-    compute(path_kernel[path], 1, fields, sketch, row_norms, t, sp);
+    compute(path, 1, fields, sketch, row_norms, t, sp);
 }
 
 void rd_stats_compute_split(int threads, double *fields, double *sketch, double *row_norms,
                             const resdiag_tensor *t, const rd_sketch_params *sp)
 {
-    compute(path_kernel[rd_stats_active_path()], threads, fields, sketch, row_norms, t, sp);
+    compute(rd_stats_active_path(), threads, fields, sketch, row_norms, t, sp);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -588,24 +619,75 @@ static void moments_merge(moments *a, const moments *b, double na, double nb)
 
 /* Tokens per block: per-token values are combined into the partial a
  * block at a time (Chan et al.'s update), which costs one division and a
- * few square roots per block instead of per token. */
-#define TOK_BLOCK 16
+ * few square roots per block instead of per token. 16 tokens per block
+ * spent ~10 % of a 768-column f32 tensor's time in these merges (perf);
+ * 64 spend a quarter of that. */
+#define TOK_BLOCK 64
+
+/* Four independent chains for the loops over a block's tokens: with one
+ * chain of 64 dependent adds (4 cycles each) the merges took ~14 % of a
+ * 768-column f32 tensor's time from L2 (perf), with four ~10 %. */
+#define MAX_ABS(m, v) ((m) = fabs(v) > (m) ? fabs(v) : (m))
+static double max_abs4(const double *x /* (n) */, int n)
+{
+    double m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0; /* scalars: kept in registers */
+    int k = 0;
+    for (; k + 4 <= n; k += 4) {
+        MAX_ABS(m0, x[k]);
+        MAX_ABS(m1, x[k + 1]);
+        MAX_ABS(m2, x[k + 2]);
+        MAX_ABS(m3, x[k + 3]);
+    }
+    for (; k < n; k++)
+        MAX_ABS(m0, x[k]);
+    MAX_ABS(m0, m1);
+    MAX_ABS(m2, m3);
+    return m2 > m0 ? m2 : m0;
+}
+#undef MAX_ABS
+
+/* sum_k (x[k] - x0) */
+static double sum4(const double *x /* (n) */, int n, double x0)
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    int k = 0;
+    for (; k + 4 <= n; k += 4) {
+        s0 += x[k] - x0;
+        s1 += x[k + 1] - x0;
+        s2 += x[k + 2] - x0;
+        s3 += x[k + 3] - x0;
+    }
+    for (; k < n; k++)
+        s0 += x[k] - x0;
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* sum_k x[k]^2 */
+static double sumsq4(const double *x /* (n) */, int n)
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    int k = 0;
+    for (; k + 4 <= n; k += 4) {
+        s0 += x[k] * x[k];
+        s1 += x[k + 1] * x[k + 1];
+        s2 += x[k + 2] * x[k + 2];
+        s3 += x[k + 3] * x[k + 3];
+    }
+    for (; k < n; k++)
+        s0 += x[k] * x[k];
+    return (s0 + s1) + (s2 + s3);
+}
 
 /* value += sum_k x[k]^2 for the n values x: one plain sum when no square
  * can overflow or lose precision to underflow, else one ssq_add each. */
 static void ssq_add_all(ssq *a, const double *x /* (n) */, int n)
 {
-    double mx = 0.0;
-    for (int k = 0; k < n; k++)
-        mx = fabs(x[k]) > mx ? fabs(x[k]) : mx;
+    double mx = max_abs4(x, n);
     if (mx == 0.0)
         return;
     if (mx > 0x1p-450 && mx < 0x1p450) {
         /* smaller squares that underflow are below 2^-1000 of the sum */
-        double s = 0.0;
-        for (int k = 0; k < n; k++)
-            s += x[k] * x[k];
-        ssq_add(a, sqrt(s));
+        ssq_add(a, sqrt(sumsq4(x, n)));
         return;
     }
     for (int k = 0; k < n; k++)
@@ -616,10 +698,10 @@ static void ssq_add_all(ssq *a, const double *x /* (n) */, int n)
  * sum of squared deviations, merged by Chan et al.'s pairwise update. */
 static void moments_add_block(moments *m, const double *v /* (n) */, int n, double n0)
 {
-    double s = 0.0, dev[TOK_BLOCK];
-    for (int k = 0; k < n; k++)
-        s += v[k];
-    double mean = s / n;
+    /* about the first value: equal tokens give exactly that value and a
+     * spread of exactly 0 whatever n is */
+    double dev[TOK_BLOCK];
+    double mean = v[0] + sum4(v, n, v[0]) / n;
     if (!isfinite(mean)) { /* values near DBL_MAX: one token at a time */
         for (int k = 0; k < n; k++) {
             double nk = n0 + k + 1, inv = 1.0 / nk;
@@ -638,12 +720,13 @@ static void moments_add_block(moments *m, const double *v /* (n) */, int n, doub
 }
 
 /* Rows [r0, r1) of t into *p (which starts empty). */
-static void compute_rows(partial *p, rd_fast_row_fn fast_row, double *row_norms,
-                         const resdiag_tensor *t, const rd_sketch_params *sp, int64_t r0,
-                         int64_t r1)
+static void compute_rows(partial *p, rd_fast_row_fn fast_row, rd_fast_rows_fn fast_rows,
+                         double *row_norms, const resdiag_tensor *t,
+                         const rd_sketch_params *sp, int64_t r0, int64_t r1)
 {
+    const size_t row_bytes = (size_t)(t->row_stride ? t->row_stride : t->cols) *
+                             dtype_size(t->dtype);
     const int64_t cols = t->cols;
-    const int64_t stride = t->row_stride ? t->row_stride : cols;
     const size_t K = sp != NULL && sp->k > 0 ? (size_t)sp->k : 0;
     const double dcols = (double)cols, inv_cols = 1.0 / dcols;
     const double rsqrt_cols = 1.0 / sqrt(dcols);
@@ -656,27 +739,60 @@ static void compute_rows(partial *p, rd_fast_row_fn fast_row, double *row_norms,
     p->norm_max = -INFINITY;
     p->amax = -1.0; /* below every |x| */
     p->amax_col = NAN;
+    memset(rb, 0, sizeof rb);
 
     for (int64_t b0 = r0; b0 < r1; b0 += TOK_BLOCK) {
         const int nb = r1 - b0 < TOK_BLOCK ? (int)(r1 - b0) : TOK_BLOCK;
+        /* Up to RD_ROWS_MAX rows at a time through fast_rows where the
+         * path has one for this tensor; the rows it hands back, and every
+         * row without it, one at a time through fast_row. */
+        rd_rows_out ro;
+        double sg[RD_ROWS_MAX]; /* the rows' signs */
+        int nr = 0;             /* rows of ro, from row b0 + k0 on */
+        int k0 = 0;
         for (int k = 0; k < nb; k++) {
             const int64_t i = b0 + k;
-            const void *row = (const char *)t->data +
-                              (size_t)i * (size_t)stride * dtype_size(t->dtype);
-            row_sums rs;
-            if (K == 16)
-                memset(rb, 0, 16 * sizeof *rb);
-            else if (K)
-                memset(rb, 0, K * sizeof *rb);
-            double sigma = K ? rd_row_sign(sp->seed, i) : 0.0;
-            int got = fast_row(&rs, rb, row, t->dtype, cols, sp, p->amax,
+            const void *row = (const char *)t->data + (size_t)i * row_bytes;
+            row_sums rs; /* rb is all zeros here (see below) */
+            if (fast_rows && k >= k0 + nr) {
+                k0 = k;
+                nr = nb - k < RD_ROWS_MAX ? nb - k : RD_ROWS_MAX;
+                for (int q = 0; q < nr; q++)
+                    sg[q] = K ? rd_row_sign(sp->seed, i + q) : 0.0;
+                if (!fast_rows(&ro, K ? p->sketch : NULL, sg, row, row_bytes, nr, t->dtype,
+                               cols, sp, p->amax)) {
+                    fast_rows = NULL; /* it depends on the shape only: not for this tensor */
+                    nr = 0;
+                }
+            }
+            double sigma;
+            int got;
+            const int q = k - k0;
+            if (q < nr && !(ro.redo >> q & 1u)) { /* the block's sums; sketch added */
+                rs.e = 0;
+                rs.y0 = 0.0;
+                rs.sd = ro.sx[q];
+                rs.sd2 = rs.sq = ro.sq[q];
+                rs.amax = q == ro.amax_row ? ro.amax : -1.0;
+                rs.amax_col = -1;
+                sigma = sg[q];
+                got = 2;
+            } else {
+                sigma = q < nr ? sg[q] : K ? rd_row_sign(sp->seed, i) : 0.0;
+                got = fast_row(&rs, rb, row, t->dtype, cols, sp, p->amax,
                                K ? p->sketch : NULL, sigma);
-            if (!got)
-                got = fast_row_portable(&rs, rb, row, t->dtype, cols, sp, p->amax, NULL, 0.0);
+                if (!got)
+                    got = fast_row_portable(&rs, rb, row, t->dtype, cols, sp, p->amax, NULL,
+                                            0.0);
+            }
             /* got == 2 (sketch added already) only for finite sums */
             if (!fast_row_ok(&rs, t->dtype)) {
                 careful_row(&rs, rb, row, t->dtype, cols, sp);
                 got = 1;
+                /* only rescanned rows count any; reading the fast row's
+                 * zeros back would stall on store forwarding every row */
+                p->nan += rs.nan;
+                p->inf += rs.inf;
             }
 
             /* Per-token values; the scaling by 2^e is exact. */
@@ -707,12 +823,15 @@ static void compute_rows(partial *p, rd_fast_row_fn fast_row, double *row_norms,
                                            ? rs.amax_col
                                            : first_col(row, t->dtype, cols, rs.amax));
             }
-            p->nan += rs.nan;
-            p->inf += rs.inf;
 
+            /* Zeroing rb as it is used keeps it zero for the next row
+             * without a memset per row (rep stos: ~15% of a 768-column
+             * f32 row); got == 2 left it untouched. */
             if (got == 1)
-                for (size_t m = 0; m < K; m++)
+                for (size_t m = 0; m < K; m++) {
                     p->sketch[m] += sigma * rb[m];
+                    rb[m] = 0.0;
+                }
         }
         const double n0 = (double)(b0 - r0);
         moments_add_block(&p->norm, tn, nb, n0);
@@ -754,6 +873,7 @@ static void partial_merge(partial *a, const partial *b, size_t K)
 typedef struct half_job {
     partial p;
     rd_fast_row_fn fast_row;
+    rd_fast_rows_fn fast_rows;
     double *row_norms;
     const resdiag_tensor *t;
     const rd_sketch_params *sp;
@@ -763,16 +883,18 @@ typedef struct half_job {
 static void *half_main(void *arg)
 {
     half_job *j = arg;
-    compute_rows(&j->p, j->fast_row, j->row_norms, j->t, j->sp, j->r0, j->r1);
+    compute_rows(&j->p, j->fast_row, j->fast_rows, j->row_norms, j->t, j->sp, j->r0, j->r1);
     return NULL;
 }
 
 /* Below this many bytes a second thread costs more than it saves. */
 #define SPLIT_MIN_BYTES (1u << 20)
 
-static void compute(rd_fast_row_fn fast_row, int threads, double *fields, double *sketch,
+static void compute(rd_stats_path path, int threads, double *fields, double *sketch,
                     double *row_norms, const resdiag_tensor *t, const rd_sketch_params *sp)
 {
+    const rd_fast_row_fn fast_row = path_kernel[path];
+    const rd_fast_rows_fn fast_rows = path_rows_kernel[path];
     const int64_t rows = t->rows, cols = t->cols;
     const size_t K = sp != NULL && sp->k > 0 ? (size_t)sp->k : 0;
     partial p;
@@ -783,18 +905,18 @@ static void compute(rd_fast_row_fn fast_row, int threads, double *fields, double
     int64_t h = rows / 2;
     if (threads >= 2 && h > 0 &&
         (double)rows * (double)cols * (double)dtype_size(t->dtype) >= SPLIT_MIN_BYTES) {
-        half_job hi = { .fast_row = fast_row, .row_norms = row_norms, .t = t, .sp = sp,
+        half_job hi = { .fast_row = fast_row, .fast_rows = fast_rows, .row_norms = row_norms, .t = t, .sp = sp,
                         .r0 = h, .r1 = rows };
         pthread_t th;
         int started = pthread_create(&th, NULL, half_main, &hi) == 0;
-        compute_rows(&p, fast_row, row_norms, t, sp, 0, h);
+        compute_rows(&p, fast_row, fast_rows, row_norms, t, sp, 0, h);
         if (started)
             pthread_join(th, NULL);
         else
             half_main(&hi);
         partial_merge(&p, &hi.p, K);
     } else {
-        compute_rows(&p, fast_row, row_norms, t, sp, 0, rows);
+        compute_rows(&p, fast_row, fast_rows, row_norms, t, sp, 0, rows);
     }
 
     for (size_t m = 0; m < K; m++)

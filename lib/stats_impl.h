@@ -46,6 +46,28 @@ typedef int (*rd_fast_row_fn)(rd_row_sums *rs, double *rb /* (K) */, const void 
                               resdiag_dtype dtype, int64_t cols, const rd_sketch_params *sp,
                               double amax_floor, double *acc /* (K) */, double sigma);
 
+/* Up to RD_ROWS_MAX rows at once: what a fast-row kernel gives for each,
+ * with the horizontal reductions of all the rows done together (at 768
+ * columns they cost as much as the row's loop). Out of the call: */
+#define RD_ROWS_MAX 16
+typedef struct rd_rows_out {
+    double sx[RD_ROWS_MAX], sq[RD_ROWS_MAX]; /* sum x, sum x^2 of each row */
+    uint32_t redo;    /* bit r set: row r needs the one-row path (its sketch is not in acc) */
+    double amax;      /* largest |x| above amax_floor over the other rows, else -1 */
+    int amax_row;     /* the first of those rows holding it, else -1 */
+} rd_rows_out;
+
+/* Rows row0 + r * row_bytes (r < n <= RD_ROWS_MAX) of dtype, each read
+ * once as by rd_fast_row_fn with y0 = 0 (sum d = sum x): for a row whose
+ * sums pass the fast row's checks, its sketch buckets times sigma[r] (n)
+ * go into acc (K); the other rows are marked in redo and left to the
+ * caller. Returns 0 without reading anything if it does not handle this
+ * dtype, width or sketch (the caller then goes row by row), else 1. */
+typedef int (*rd_fast_rows_fn)(rd_rows_out *o, double *acc /* (K) */,
+                               const double *sigma /* (n) */, const void *row0,
+                               size_t row_bytes, int n, resdiag_dtype dtype, int64_t cols,
+                               const rd_sketch_params *sp, double amax_floor);
+
 /* Vector kernels, present when meson defines RD_HAVE_AVX2 / RD_HAVE_AVX512
  * (x86-64 with a compiler that knows the instructions). Call them only when
  * the CPU has AVX2+FMA+F16C (resp. AVX-512F as well). */
@@ -55,5 +77,10 @@ int rd_fast_row_avx2(rd_row_sums *rs, double *rb, const void *row, resdiag_dtype
 int rd_fast_row_avx512(rd_row_sums *rs, double *rb, const void *row, resdiag_dtype dtype,
                        int64_t cols, const rd_sketch_params *sp, double amax_floor,
                        double *acc, double sigma);
+/* AVX-512 only: f32, f16, bf16; K = 0, or K = 16 with tau_len >= cols;
+ * cols a multiple of 64, at most 1024 (one float block). */
+int rd_fast_rows_avx512(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
+                        size_t row_bytes, int n, resdiag_dtype dtype, int64_t cols,
+                        const rd_sketch_params *sp, double amax_floor);
 
 #endif

@@ -1648,6 +1648,150 @@ START_TEST(paths_agree_on_every_width_and_stride)
 }
 END_TEST
 
+/* The AVX-512 path reads up to 16 rows per kernel call (widths that are
+ * multiples of 64 up to 1024, K = 0 or 16 with tau_len >= cols) and leaves
+ * other shapes to its one-row kernel: every row count around those
+ * blocks (and around the 64-token blocks of stats.c), contiguous and with
+ * an odd stride, widths it takes and widths it does not, each sketch case. */
+START_TEST(paths_agree_on_row_blocks_of_every_row_count)
+{
+    static const int64_t widths[] = { 64, 768, 1024, 65, 1088 };
+    static const resdiag_dtype dts[] = { RESDIAG_DTYPE_F32, RESDIAG_DTYPE_BF16,
+                                         RESDIAG_DTYPE_F16 };
+    static const char *const dnames[] = { "f32", "bf16", "f16" };
+    int64_t counts[33 + 7];
+    for (int c = 0; c < 33; c++)
+        counts[c] = c + 1;
+    const int64_t extra[] = { 47, 48, 49, 63, 64, 65, 130 };
+    memcpy(counts + 33, extra, sizeof extra);
+    uint64_t s = 700;
+    int n = 0;
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++)
+        for (size_t d = 0; d < 3; d++)
+            for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++, n++) {
+                int64_t rows = counts[c], cols = widths[w];
+                /* wider rows only for some counts: the test stays fast */
+                if (cols > 768 && rows > 17 && rows != 64 && rows != 130)
+                    continue;
+                double *v = random_values(&s, rows, cols, 1.0);
+                int64_t stride = n % 2 ? cols + 3 : 0;
+                tensor t = tensor_from(v, dts[d], rows, cols, stride, NAN);
+                int variant = n % 3; /* K 16 in blocks, K 0, K 16 with a wrapping tau */
+                sketch_setup sk = sketch_make(16, variant == 2 ? 7 : (size_t)cols + 1,
+                                              (uint64_t)n);
+                sk.sp.k = variant == 1 ? 0 : 16;
+                char label[96];
+                snprintf(label, sizeof label, "%s rows %lld cols %lld stride %lld K %d tau %zu",
+                         dnames[d], (long long)rows, (long long)cols, (long long)stride,
+                         sk.sp.k, sk.sp.tau_len);
+                check_all_paths(label, &t.view, &sk.sp);
+                sketch_free(&sk);
+                tensor_free(&t);
+                free(v);
+            }
+}
+END_TEST
+
+/* Rows a 16-row block hands back to the one-row path (NaN, Inf, float
+ * overflow, near float underflow, all zero, a mean that dominates) at
+ * every position in a block, their sketch counted once, and ABSMAX's
+ * first column found whether the first row holding it was handed back
+ * or not. */
+START_TEST(paths_row_blocks_hand_back_rows_that_need_more)
+{
+    static const resdiag_dtype dts[] = { RESDIAG_DTYPE_F32, RESDIAG_DTYPE_BF16,
+                                         RESDIAG_DTYPE_F16 };
+    static const char *const dnames[] = { "f32", "bf16", "f16" };
+    enum { R = 48, C = 768 };
+    uint64_t s = 701;
+    for (size_t d = 0; d < 3; d++)
+        for (int order = 0; order < 5; order++) {
+            /* order 3: squares that overflow float (f16 cannot hold them:
+             * an Inf there), no ABSMAX check; orders 0-2: an Inf instead */
+            const int f16 = dts[d] == RESDIAG_DTYPE_F16, ovf = order == 3 && !f16;
+            double *v = random_values(&s, R, C, 1.0);
+            /* the bad rows, spread over the three blocks of 16 */
+            v[0 * C + 5] = NAN;                        /* first row of a block */
+            for (int j = 0; j < C; j++) {
+                v[7 * C + j] = 0.0;                    /* all zero */
+                v[9 * C + j] = ovf ? 1e20 * v[9 * C + j] : v[9 * C + j];
+                v[12 * C + j] = f16 ? v[12 * C + j] : 1e-21 * v[12 * C + j]; /* squares subnormal */
+                v[17 * C + j] = 3000.0 + v[17 * C + j]; /* mean >> std */
+                v[38 * C + j] = -3000.0 + v[38 * C + j];
+                /* mean 4e5 x std: float sums of x and x^2 would leave
+                 * nothing of the variance (f32; bf16/f16 round them to
+                 * near-constant rows) */
+                for (int i = 2; i <= 11; i++)
+                    if (i != 7 && i != 9) /* the zero and the overflow rows */
+                        v[i * C + j] = 4000.0 + 0.01 * v[i * C + j];
+            }
+            v[9 * C + 1] = ovf ? v[9 * C + 1] : INFINITY;
+            v[15 * C + 700] = -INFINITY;               /* last row of a block */
+            v[31 * C + 0] = NAN;
+            v[47 * C + 767] = NAN;                     /* the last row, last column */
+            /* ABSMAX 4992 (above every other value; exact in f16 and bf16):
+             * order 0: first in a row handed back (row 20 has a NaN), tied later
+             *          in good rows 22 and 40;
+             * order 1: first in good row 21, tied later in handed-back row 23;
+             * order 2: only in handed-back row 26, after good rows whose own
+             *          maxima rise (the block's maximum is not in a good row);
+             * order 4: in good row 36, after an Inf in row 33 of its block */
+            const double big = 4992.0;
+            int64_t want_row = 0, want_col = 0;
+            if (order == 0) {
+                v[20 * C + 3] = NAN;
+                v[20 * C + 11] = big, v[22 * C + 2] = -big, v[40 * C + 1] = big;
+                want_row = 20, want_col = 11;
+            } else if (order == 1) {
+                v[21 * C + 30] = -big, v[23 * C + 4] = NAN, v[23 * C + 5] = big;
+                want_row = 21, want_col = 30;
+            } else if (order == 2) {
+                v[18 * C + 9] = 3000.0, v[24 * C + 9] = 4000.0;
+                v[26 * C + 6] = NAN, v[26 * C + 60] = big;
+                v[28 * C + 9] = 4500.0;
+                want_row = 26, want_col = 60;
+            } else if (order == 4) {
+                v[33 * C + 2] = INFINITY, v[36 * C + 100] = -big;
+                want_row = 36, want_col = 100;
+            }
+            tensor t = tensor_from(v, dts[d], R, C, order == 1 ? C + 5 : 0, 7.0);
+            sketch_setup sk = sketch_make(16, C + 1, 90 + (uint64_t)order);
+            char label[64];
+            snprintf(label, sizeof label, "%s order %d", dnames[d], order);
+            check_all_paths(label, &t.view, &sk.sp);
+            int64_t nan = 0, inf = 0;
+            for (int64_t i = 0; i < R; i++)
+                for (int64_t j = 0; j < C; j++) {
+                    double x = elem(&t.view, i, j);
+                    nan += isnan(x) != 0;
+                    inf += isinf(x) != 0; /* glibc's isinf(-Inf) is -1 */
+                }
+            for (int p = 0; p < RD_STATS_N_PATHS; p++) {
+                if (!rd_stats_path_available((rd_stats_path)p))
+                    continue;
+                double f[RESDIAG_N_FIELDS], sketch[16];
+                rd_stats_compute_path((rd_stats_path)p, f, sketch, NULL, &t.view, &sk.sp);
+                ck_assert_msg(f[RESDIAG_FIELD_NAN_COUNT] == (double)nan &&
+                                  f[RESDIAG_FIELD_INF_COUNT] == (double)inf,
+                              "%s [%s]: NaN %g (want %lld), Inf %g (want %lld)", label,
+                              rd_stats_path_name((rd_stats_path)p), f[RESDIAG_FIELD_NAN_COUNT],
+                              (long long)nan, f[RESDIAG_FIELD_INF_COUNT], (long long)inf);
+                if (order == 3) /* the 1e20 row holds the maximum */
+                    continue;
+                ck_assert_msg(f[RESDIAG_FIELD_ABSMAX] == big &&
+                                  f[RESDIAG_FIELD_ABSMAX_COL] == (double)want_col,
+                              "%s [%s]: ABSMAX %g at column %g, want %g at %lld (row %lld)",
+                              label, rd_stats_path_name((rd_stats_path)p),
+                              f[RESDIAG_FIELD_ABSMAX], f[RESDIAG_FIELD_ABSMAX_COL], big,
+                              (long long)want_col, (long long)want_row);
+            }
+            sketch_free(&sk);
+            tensor_free(&t);
+            free(v);
+        }
+}
+END_TEST
+
 START_TEST(paths_agree_on_a_model_sized_tensor)
 {
     /* 512 tokens x 768, the shape hooks see; values like a pre-norm stream */
@@ -1874,6 +2018,8 @@ static Suite *stats_suite(void)
     tcase_add_test(tc, paths_float_lanes_near_underflow_go_to_double);
     tcase_add_test(tc, paths_float_lanes_keep_the_std_under_a_large_mean);
     tcase_add_test(tc, paths_agree_on_every_width_and_stride);
+    tcase_add_test(tc, paths_agree_on_row_blocks_of_every_row_count);
+    tcase_add_test(tc, paths_row_blocks_hand_back_rows_that_need_more);
     tcase_add_test(tc, paths_concurrent_calls_agree_bit_for_bit);
     tcase_add_test(tc, split_two_threads_match_reference_and_repeat_bit_for_bit);
     tcase_add_test(tc, split_merges_halves_of_very_different_magnitudes);

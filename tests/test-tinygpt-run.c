@@ -40,7 +40,8 @@ static void make_tmpdir(void)
 static void remove_tmpdir(void)
 {
     static const char *const names[] = { "a.h5", "b.h5", "out1", "out2", "err1", "err2",
-                                         "pre.h5", "post.h5", "x.h5", "off.h5", NULL };
+                                         "pre.h5", "post.h5", "x.h5", "off.h5", "times",
+                                         NULL };
     char p[400];
     for (int i = 0; names[i]; i++) {
         snprintf(p, sizeof p, "%s/%s", tmpdir, names[i]);
@@ -505,6 +506,125 @@ START_TEST(record_full_observes_every_site)
 }
 END_TEST
 
+/* ------------------------------------------------- --step-times */
+
+typedef struct step_line {
+    int step, recorded, flushed;
+    double cpu, wall, in_resdiag;
+} step_line;
+
+/* The step lines of a --step-times file (comments skipped); returns how
+ * many, and sets *close_cpu from the "# close" line (-1 if absent). */
+static int read_step_times(const char *path, step_line *out, int max, double *close_cpu)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    char line[256];
+    int n = 0;
+    *close_cpu = -1;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#') {
+            double c, w;
+            if (sscanf(line, "# close %lf %lf", &c, &w) == 2) *close_cpu = c;
+            continue;
+        }
+        ck_assert_int_lt(n, max);
+        step_line *s = &out[n++];
+        ck_assert_msg(sscanf(line, "%d %d %lf %lf %lf %d", &s->step, &s->recorded, &s->cpu,
+                             &s->wall, &s->in_resdiag, &s->flushed) == 6, "line '%s'", line);
+    }
+    fclose(f);
+    return n;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) /* sorts v */
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* tinygpt's own totals: "time: W s for N steps (CPU C s), T tokens/s". */
+static void run_totals(const char *stdout_path, double *wall, double *cpu)
+{
+    const char *t = strstr(slurp(stdout_path), "\ntime: ");
+    int steps;
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(sscanf(t, "\ntime: %lf s for %d steps (CPU %lf s)", wall, &steps, cpu), 3);
+}
+
+/* One line per step; the recorded flag follows --record-every; the flush
+ * flag follows the writer's schedule (the first recorded step at once,
+ * then every --flush-steps recorded steps); the times are positive, add up
+ * to at most tinygpt's own totals of the loop (printed to the ms) and to
+ * at least half of them (between steps tinygpt only prints). */
+START_TEST(step_times_follow_the_recorded_steps)
+{
+    enum { STEPS = 13, EVERY = 3 };
+    ck_assert_int_eq(run("out1", "err1", "--layers", "2", "--d-model", "64", "--seq", "32",
+                         "--batch", "4", "--steps", "13", "--record-every", "3",
+                         "--flush-steps", "2", "--threads", "1", "--out", tmp("a.h5"),
+                         "--step-times", tmp("times"), NULL), 0);
+    step_line s[STEPS + 1];
+    double close_cpu, wall, cpu;
+    ck_assert_int_eq(read_step_times(tmp("times"), s, STEPS + 1, &close_cpu), STEPS);
+    ck_assert(close_cpu >= 0);
+    run_totals(tmp("out1"), &wall, &cpu);
+    double sum_cpu = 0, sum_wall = 0;
+    int n_recorded = 0;
+    for (int k = 0; k < STEPS; k++) {
+        ck_assert_int_eq(s[k].step, k);
+        int recorded = k % EVERY == 0;
+        ck_assert_msg(s[k].recorded == recorded, "step %d recorded %d", k, s[k].recorded);
+        n_recorded += recorded;
+        /* recorded steps 0 | 3 6 | 9 12: written at steps 0, 6 and 12 */
+        int flushed = k == 0 || k == 6 || k == 12;
+        ck_assert_msg(s[k].flushed == flushed, "step %d flushed %d", k, s[k].flushed);
+        ck_assert_msg(s[k].cpu > 0 && s[k].wall > 0, "step %d: cpu %g wall %g", k, s[k].cpu,
+                      s[k].wall);
+        /* every step calls step_begin/step_end; a recorded step all its hooks */
+        ck_assert_msg(s[k].in_resdiag > 0 && s[k].in_resdiag < s[k].wall, "step %d: %g in "
+                      "resdiag of %g", k, s[k].in_resdiag, s[k].wall);
+        sum_cpu += s[k].cpu;
+        sum_wall += s[k].wall;
+    }
+    /* the hooks of a recorded step take longer than the two calls of an
+     * unrecorded one (medians: a preemption inside one call cannot flip it) */
+    double rec[STEPS], unrec[STEPS];
+    int nr = 0, nu = 0;
+    for (int k = 0; k < STEPS; k++) {
+        if (s[k].recorded) rec[nr++] = s[k].in_resdiag;
+        else unrec[nu++] = s[k].in_resdiag;
+    }
+    ck_assert_msg(median(rec, nr) > median(unrec, nu), "in resdiag: recorded steps %g s, "
+                  "unrecorded %g s", median(rec, nr), median(unrec, nu));
+    ck_assert_int_eq(n_recorded, 5);
+    ck_assert_msg(sum_cpu <= cpu + 0.0015 && sum_cpu >= 0.5 * cpu, "steps %g s of CPU, "
+                  "tinygpt %g s", sum_cpu, cpu);
+    ck_assert_msg(sum_wall <= wall + 0.0015 && sum_wall >= 0.5 * wall, "steps %g s of wall "
+                  "time, tinygpt %g s", sum_wall, wall);
+    resdiag_reader *rd = open_reader(tmp("a.h5"));
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, n_recorded);
+    resdiag_reader_close(rd);
+
+    /* --record off: no step is recorded and no time is spent in resdiag */
+    ck_assert_int_eq(run("out1", "err1", "--layers", "1", "--d-model", "32", "--steps", "4",
+                         "--record", "off", "--step-times", tmp("times"), NULL), 0);
+    ck_assert_int_eq(read_step_times(tmp("times"), s, STEPS + 1, &close_cpu), 4);
+    for (int k = 0; k < 4; k++) {
+        ck_assert_int_eq(s[k].step, k);
+        ck_assert_int_eq(s[k].recorded, 0);
+        ck_assert_int_eq(s[k].flushed, 0);
+        ck_assert(s[k].in_resdiag == 0 && s[k].cpu > 0);
+    }
+}
+END_TEST
+
 /* Line n (1-based) of a file, or "" if it cannot be read. */
 static const char *source_line(const char *path, int n)
 {
@@ -567,6 +687,7 @@ START_TEST(bad_flags_exit_2)
         { "--lr", "nan", NULL },         { "--steps", NULL, NULL },  /* missing value */
         { "--record-every", "0", NULL }, { "stray", NULL, NULL },
         { "--threads", "0", NULL },      { "--out=", NULL, NULL },
+        { "--step-times=", NULL, NULL },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int rc = run("out1", "err1", bad[i][0], bad[i][1], NULL);
@@ -580,7 +701,7 @@ START_TEST(bad_flags_exit_2)
     static const char *const flags[] = {
         "--placement", "mix:K", "parallel", "--norm", "--final-norm", "--layers", "--d-model",
         "--heads", "--seq", "--batch", "--vocab", "--steps", "--lr", "--seed", "--init",
-        "--out", "--record", "--record-every", "--threads" };
+        "--out", "--record", "--record-every", "--threads", "--step-times" };
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         ck_assert_msg(strstr(help, flags[i]) != NULL, "--help lacks %s", flags[i]);
 }
@@ -619,6 +740,7 @@ static Suite *run_suite(void)
     tcase_add_loop_test(tr, record_full_observes_every_site, 0, 14);
     tcase_add_test(tr, hooks_point_at_the_model_code);
     tcase_add_test(tr, bad_flags_exit_2);
+    tcase_add_test(tr, step_times_follow_the_recorded_steps);
     suite_add_tcase(s, tr);
     return s;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <resdiag.h>
@@ -38,7 +39,24 @@ struct tg_instr {
     int flush_fd;                /* --flush-log, or -1 */
     int64_t flushed;             /* last step reported there */
     int interrupted;             /* a signal closed the run */
+    /* --step-times */
+    int time_calls;
+    double in_resdiag;           /* seconds inside resdiag since tg_instr_last_step */
+    int was_recorded;            /* the last step begun was recorded */
+    int64_t file_last;           /* resdiag_flushed_step before the step */
+    int grew;                    /* ... and it changed during the step */
 };
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Bracket a resdiag call: TIC before, TOC after (no-ops unless timing). */
+#define TIC(h) double tic_ = (h)->time_calls ? mono_now() : 0
+#define TOC(h) do { if ((h)->time_calls) (h)->in_resdiag += mono_now() - tic_; } while (0)
 
 /* One write(2) per line, no stdio buffer: a line written is in the file
  * even if the process is killed right after. */
@@ -100,6 +118,8 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
     h->record = s->record;
     h->flush_fd = -1;
     h->flushed = -1;
+    h->time_calls = s->time_calls;
+    h->file_last = -1;
 
     resdiag_model model;
     resdiag_model_init(&model);
@@ -170,18 +190,38 @@ void tg_instr_step_begin(tg_instr *h, int64_t step)
 {
     if (!h) return;
     h->step = step;
-    note(h, resdiag_step_begin(h->rd, step));
+    TIC(h);
+    resdiag_status st = resdiag_step_begin(h->rd, step);
     /* Hooks in steps that are not recorded return before calling resdiag. */
     h->recording = resdiag_step_is_recorded(h->rd);
+    TOC(h);
+    note(h, st);
+    h->was_recorded = h->recording;
 }
 
 int tg_instr_step_end(tg_instr *h)
 {
     if (!h) return 0;
-    note(h, resdiag_step_end(h->rd));
+    TIC(h);
+    resdiag_status st = resdiag_step_end(h->rd);  /* writes the buffered steps when due */
+    TOC(h);
+    note(h, st);
     h->recording = 0;
+    if (h->time_calls) {
+        int64_t s;
+        h->grew = resdiag_flushed_step(h->rd, &s) == RESDIAG_OK && s != h->file_last;
+        if (h->grew) h->file_last = s;
+    }
     log_flushed(h);
     return h->interrupted;
+}
+
+void tg_instr_last_step(tg_instr *h, int *recorded, double *resdiag_s, int *flushed)
+{
+    *recorded = h ? h->was_recorded : 0;
+    *resdiag_s = h ? h->in_resdiag : 0;
+    *flushed = h ? h->grew : 0;
+    if (h) h->in_resdiag = 0;
 }
 
 int tg_instr_close(tg_instr *h, char *errbuf, int errlen)
@@ -230,13 +270,20 @@ void tg_hook_tensor(tg_instr *h, int dir, int layer, int sublayer, tg_site site,
                                      (site == TG_STREAM_OUT && sublayer == TG_N_SUBLAYERS - 1));
         if (!keep) return;
     }
-    note(h, resdiag_observe_at(h->rd, (resdiag_direction)dir, layer, sublayer,
-                               (resdiag_site)site, view(x, rows, cols), file, line));
+    TIC(h);
+    resdiag_status st = resdiag_observe_at(h->rd, (resdiag_direction)dir, layer, sublayer,
+                                           (resdiag_site)site, view(x, rows, cols), file, line);
+    TOC(h);
+    note(h, st);
 }
 
 void tg_hook_param(tg_instr *h, int layer, const char *name, const real *g,
                    int64_t rows, int64_t cols, const char *file, int line)
 {
     if (!h || !h->recording || h->record != TG_RECORD_FULL) return;
-    note(h, resdiag_param_grad_at(h->rd, layer, name, view(g, rows, cols), file, line));
+    TIC(h);
+    resdiag_status st = resdiag_param_grad_at(h->rd, layer, name, view(g, rows, cols), file,
+                                              line);
+    TOC(h);
+    note(h, st);
 }

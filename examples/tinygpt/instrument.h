@@ -57,6 +57,7 @@ typedef struct tg_instr_settings {
     int flush_steps;         /* resdiag_options.flush_steps; 0: the default */
     const char *flush_log;   /* NULL, or a file that gets "open" and "flushed N" lines */
     int signals;             /* 0: no handlers; 1: close and re-raise; 2: close and stop */
+    int time_calls;          /* 1: add up the seconds spent in resdiag (tg_instr_last_step) */
 } tg_instr_settings;
 
 /* Opens the run file. Returns NULL and writes a reason to errbuf on failure. */
@@ -67,6 +68,12 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
  * training should stop, else 0. */
 void tg_instr_step_begin(tg_instr *h, int64_t step);
 int tg_instr_step_end(tg_instr *h);
+/* After step_end: whether the step just ended was recorded, the seconds
+ * (CLOCK_MONOTONIC, vDSO-cheap so the timing does not cost what it
+ * measures) spent inside resdiag calls since the last call of this function
+ * (0 unless time_calls), and whether the run file grew during the step. NULL:
+ * 0, 0, 0. For --step-times. */
+void tg_instr_last_step(tg_instr *h, int *recorded, double *resdiag_s, int *flushed);
 /* Flushes, closes and frees. Returns 0, or -1 with a reason in errbuf. NULL: 0. */
 int tg_instr_close(tg_instr *h, char *errbuf, int errlen);
 

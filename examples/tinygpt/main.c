@@ -65,6 +65,16 @@ static const char usage[] =
     "  --threads N       OpenMP threads [default=OpenMP's, e.g. OMP_NUM_THREADS or\n"
     "                    all cores]; the results do not depend on it\n"
     "  --log-every N     print the loss every N steps [default=10]\n"
+    "  --step-times FILE one line per step: \"step recorded cpu_s wall_s resdiag_s\n"
+    "                    flushed\": recorded 0/1; the process's CPU seconds and\n"
+    "                    the wall seconds of the whole step (batch, forward,\n"
+    "                    backward, step_end with any write to the run file,\n"
+    "                    AdamW); the wall seconds inside resdiag calls; flushed 1\n"
+    "                    when the run file grew in that step. Ends with a line\n"
+    "                    \"# close cpu_s wall_s\" for closing the run file. With\n"
+    "                    --threads 1 and --record-every 2 the recorded and\n"
+    "                    unrecorded steps interleave: resdiag-bench's overhead\n"
+    "                    figure (doc/BENCHMARK.md)\n"
     "\n"
     "diagnostics\n"
     "  --out FILE        the run file [default=run.h5]\n"
@@ -142,6 +152,7 @@ typedef struct options {
     int flush_steps;    /* 0: resdiag's default */
     const char *flush_log;
     int signals;        /* 0 off, 1 raise, 2 stop */
+    const char *step_times;
 } options;
 
 static void parse_args(options *o, int argc, char **argv)
@@ -183,7 +194,8 @@ static void parse_args(options *o, int argc, char **argv)
                     IS("--vocab") || IS("--steps") || IS("--lr") || IS("--seed") ||
                     IS("--init") || IS("--out") || IS("--record") || IS("--record-every") ||
                     IS("--threads") || IS("--log-every") || IS("--weight-decay") ||
-                    IS("--flush-steps") || IS("--flush-log") || IS("--handle-signals");
+                    IS("--flush-steps") || IS("--flush-log") || IS("--handle-signals") ||
+                    IS("--step-times");
         if (!known) die_usage("unknown option '%s'", arg);
         if (!val) die_usage("%s needs a value", flag);
         if (!eq) i++;
@@ -212,6 +224,10 @@ static void parse_args(options *o, int argc, char **argv)
         else if (IS("--flush-steps")) o->flush_steps = parse_int(flag, val, 1, 100000);
         else if (IS("--flush-log")) o->flush_log = val;
         else if (IS("--handle-signals")) o->signals = parse_choice(flag, val, sigmodes);
+        else if (IS("--step-times")) {
+            if (!*val) die_usage("--step-times needs a file name");
+            o->step_times = val;
+        }
 #undef IS
     }
 
@@ -232,6 +248,16 @@ static double now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds of the whole process, not of the calling thread: with
+ * --threads 1 that is the training thread, and it would also count a
+ * helper thread the library started (resdiag_options.hook_threads = 2). */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -325,10 +351,23 @@ int main(int argc, char **argv)
              c->n_layers, c->d_model, c->n_heads, tg_placement_name(c->placement), mix, norm,
              c->final_norm ? "on" : "off", init);
 
+    /* before the run file, which an early exit would leave unclosed */
+    FILE *step_times = NULL;
+    if (o.step_times) {
+        step_times = fopen(o.step_times, "w");
+        if (!step_times) {
+            fprintf(stderr, "tinygpt: cannot write %s: %s\n", o.step_times, strerror(errno));
+            tg_data_free(&data);
+            tg_model_free(&model);
+            return 1;
+        }
+        fputs("# step recorded cpu_s wall_s resdiag_s flushed\n", step_times);
+    }
+
     char err[512];
     if (o.record != TG_RECORD_OFF) {
         tg_instr_settings s = { o.out, o.record, o.record_every, n_meta, meta, description,
-                                o.flush_steps, o.flush_log, o.signals };
+                                o.flush_steps, o.flush_log, o.signals, o.step_times != NULL };
         model.hooks = tg_instr_open(c, &s, err, sizeof err);
         if (!model.hooks) {
             /* Diagnostics are never the reason a training run does not happen. */
@@ -358,6 +397,7 @@ int main(int argc, char **argv)
     double t0 = now();
     clock_t cpu0 = clock();  /* CPU time of all threads: tells a busy machine from a slow run */
     for (int step = 0; step < o.steps; step++) {
+        double step_cpu = step_times ? cpu_now() : 0, step_wall = step_times ? now() : 0;
         tg_data_batch(&data, inputs, targets, c->batch, c->seq_len);
         /* Recorded steps cover forward and backward, and end before the
          * update: step 0 is the model at initialization. */
@@ -372,6 +412,17 @@ int main(int argc, char **argv)
             size_t n = (size_t)p->rows * p->cols;
             adamw_update(model.params + p->offset, adam_m + p->offset, adam_v + p->offset,
                          model.grads + p->offset, n, &opt, opt.t, p->kind == TG_KIND_MATRIX);
+        }
+
+        if (step_times) {
+            /* Read the clocks first: writing the line is no part of the step. */
+            step_cpu = cpu_now() - step_cpu;
+            step_wall = now() - step_wall;
+            int recorded, flushed;
+            double in_resdiag;
+            tg_instr_last_step(model.hooks, &recorded, &in_resdiag, &flushed);
+            fprintf(step_times, "%d %d %.9f %.9f %.9f %d\n", step, recorded, step_cpu, step_wall,
+                    in_resdiag, flushed);
         }
 
         if (step >= o.steps - 10) {
@@ -397,11 +448,19 @@ int main(int argc, char **argv)
     double elapsed = now() - t0;
     double cpu = (double)(clock() - cpu0) / CLOCKS_PER_SEC;
 
+    double close_cpu = cpu_now(), close_wall = now();
     if (tg_instr_close(model.hooks, err, sizeof err) != 0) {
         fprintf(stderr, "tinygpt: %s\n", err);
         if (!rc) rc = 1;
     }
     model.hooks = NULL;
+    if (step_times) {
+        fprintf(step_times, "# close %.9f %.9f\n", cpu_now() - close_cpu, now() - close_wall);
+        if (fclose(step_times) != 0) {
+            fprintf(stderr, "tinygpt: cannot write %s\n", o.step_times);
+            if (!rc) rc = 1;
+        }
+    }
     /* A failed recording does not hide the training's own result. */
     if (!stopped && tail_n > 0 && isfinite(tail)) {
         printf("final loss %.6f (mean of the last %d steps)\n", tail / tail_n, tail_n);

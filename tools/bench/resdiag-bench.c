@@ -7,9 +7,10 @@
  * doc/BENCHMARK.md says what each figure means.
  *
  *   resdiag-bench [--quick] [--reps N] [--no-peers] [--no-writer] [--no-e2e]
- *                 [--no-report]
+ *                 [--no-report] [--cols N] [--e2e-steps N]
  *
- * Dimension names: rows = tokens, cols = width (768 here, GPT-2 small).
+ * Dimension names: rows = tokens, cols = width (768 here, GPT-2 small;
+ * --cols N reads the same bytes as rows of N, which shows the per-row cost).
  *
  * Kernels: in one run, on the same buffers, for 24 MiB and 256 MiB of input,
  * 1 and 2 threads (2 threads = two tensors of that size, one per thread, at
@@ -27,6 +28,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +53,8 @@
 #define RD_BENCH_BUILD_ROOT "."
 #endif
 
-#define COLS 768
+/* width of the kernel tensors: 768 (GPT-2 small) unless --cols says otherwise */
+static int bench_cols = 768;
 #define MIB (1024.0 * 1024.0)
 #define MAX_REPS 64
 
@@ -155,7 +158,7 @@ static const char *method_name(int m)
 
 typedef struct job {
     int method;
-    const void *buf;       /* (rows, COLS) of dtype */
+    const void *buf;       /* (rows, bench_cols) of dtype */
     size_t bytes;
     resdiag_dtype dtype;
     int64_t rows;
@@ -171,7 +174,7 @@ static void run_job(job *j)
     case M_SUM: j->result = ceil_sum(j->buf, j->bytes); return;
     case M_SPLIT: {
         double f[RESDIAG_N_FIELDS], sk[16];
-        resdiag_tensor t = resdiag_tensor_make(j->buf, j->dtype, j->rows, COLS, 0);
+        resdiag_tensor t = resdiag_tensor_make(j->buf, j->dtype, j->rows, bench_cols, 0);
         rd_stats_compute_split(2, f, sk, j->row_norms, &t, j->sp);
         j->result = f[RESDIAG_FIELD_FROB];
         return;
@@ -180,15 +183,15 @@ static void run_job(job *j)
     case M_SNRM2: {
         double s = 0.0;
         for (int64_t i = 0; i < j->rows; i++)
-            s += cblas_snrm2(COLS, (const float *)j->buf + i * COLS, 1);
+            s += cblas_snrm2(bench_cols, (const float *)j->buf + i * bench_cols, 1);
         j->result = s;
         return;
     }
     case M_SDOT: {
         double s = 0.0;
         for (int64_t i = 0; i < j->rows; i++) {
-            const float *x = (const float *)j->buf + i * COLS;
-            s += sqrt(cblas_sdot(COLS, x, 1, x, 1));
+            const float *x = (const float *)j->buf + i * bench_cols;
+            s += sqrt(cblas_sdot(bench_cols, x, 1, x, 1));
         }
         j->result = s;
         return;
@@ -196,7 +199,7 @@ static void run_job(job *j)
 #endif
     default: {
         double f[RESDIAG_N_FIELDS], sk[16];
-        resdiag_tensor t = resdiag_tensor_make(j->buf, j->dtype, j->rows, COLS, 0);
+        resdiag_tensor t = resdiag_tensor_make(j->buf, j->dtype, j->rows, bench_cols, 0);
         rd_stats_compute_path((rd_stats_path)(j->method - M_PATH0), f, sk, j->row_norms, &t,
                               j->sp);
         j->result = f[RESDIAG_FIELD_FROB];
@@ -276,7 +279,7 @@ static void fill(void *buf, size_t bytes, resdiag_dtype dt)
     size_t n = bytes / dt_size(dt);
     double scale = 1.0;
     for (size_t k = 0; k < n; k++) {
-        if (k % COLS == 0)
+        if (k % bench_cols == 0)
             scale = 0.5 + fabs(rnd_normal());
         double v = scale * rnd_normal();
         switch (dt) {
@@ -359,17 +362,24 @@ static void bench_kernels(int reps_small, int reps_large, int quick)
             return;
         }
     }
-    size_t max_rows = max_bytes / (2 * COLS);
+    size_t max_rows = max_bytes / (2 * bench_cols);
     double *norms[2] = { malloc(max_rows * sizeof(double)), malloc(max_rows * sizeof(double)) };
-    float tau[COLS + 1];
-    rd_fill_column_signs(tau, COLS + 1, 0x5eed);
-    rd_sketch_params sp = { 16, tau, COLS + 1, 0x5eed };
+    float *tau = malloc((size_t)(bench_cols + 1) * sizeof *tau); /* (bench_cols + 1) */
+    if (!norms[0] || !norms[1] || !tau) {
+        printf("kernels: out of memory, skipped\n");
+        for (int k = 0; k < 2; k++)
+            free(buf[k]), free(norms[k]);
+        free(tau);
+        return;
+    }
+    rd_fill_column_signs(tau, (size_t)bench_cols + 1, 0x5eed);
+    rd_sketch_params sp = { 16, tau, bench_cols + 1, 0x5eed };
 
     printf("\n== kernels: GB/s of input (1e9 B/s), median [min-max] of %d (24 MiB) / %d "
            "(256 MiB) interleaved runs; ratio = median / median of the AVX2 sumsq ceiling "
            "of the same row ==\n", reps_small, reps_large);
     printf("cols = %d; resdiag = every statistic + sketch K=16 + per-token norms, one "
-           "call per tensor\n", COLS);
+           "call per tensor\n", bench_cols);
     printf("%-6s %-3s %-5s %-26s %8s %17s %6s\n", "size", "thr", "dtype", "method", "GB/s",
            "[min-max]", "ratio");
 
@@ -383,7 +393,7 @@ static void bench_kernels(int reps_small, int reps_large, int quick)
             if (quick && si == 1)
                 continue;
             size_t bytes = (size_t)sizes_mib[si] * (size_t)MIB;
-            int64_t rows = (int64_t)(bytes / (dt_size(dt) * COLS));
+            int64_t rows = (int64_t)(bytes / (dt_size(dt) * bench_cols));
             int reps = si == 0 ? reps_small : reps_large;
             for (int nt = 1; nt <= 2; nt++) {
                 double secs[N_METHODS][MAX_REPS];
@@ -423,6 +433,7 @@ static void bench_kernels(int reps_small, int reps_large, int quick)
         free(buf[k]);
         free(norms[k]);
     }
+    free(tau);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -437,7 +448,7 @@ static void bench_peers(int reps_small, int reps_large, int quick)
            "GB/s of input, median [min-max] ==\n");
     for (size_t p = 0; p < sizeof pythons / sizeof pythons[0]; p++) {
         snprintf(cmd, sizeof cmd, "%s %s/scripts/bench-peers.py --cols %d --sizes %s "
-                 "--reps %d,%d 2>&1", pythons[p], RD_BENCH_SOURCE_ROOT, COLS,
+                 "--reps %d,%d 2>&1", pythons[p], RD_BENCH_SOURCE_ROOT, bench_cols,
                  quick ? "24" : "24,256", reps_small, reps_large);
         FILE *f = popen(cmd, "r");
         if (!f)
@@ -469,6 +480,188 @@ static void bench_peers(int reps_small, int reps_large, int quick)
     }
     snprintf(peers_note, sizeof peers_note, "no python3 with numpy or torch");
     printf("  (%s)\n", peers_note);
+}
+
+/* numpy and torch paired with resdiag: the peers' own run above is a
+ * separate process at a separate time, and torch's GB/s moved 2x between
+ * runs, so its ratio to resdiag was mostly noise. Here the script runs as
+ * a co-process (--serve) and each pair is one turn of resdiag then one
+ * turn of the peer (order alternating), each turn a warm-up and 3 timed
+ * calls on its own 24 MiB f32 tensor; the figure is the median over the
+ * pairs of resdiag's GB/s over the peer's, with the min-max. */
+typedef struct paired {
+    int valid, n;
+    summary ratio, rd, peer; /* ratio per pair; GB/s of each side */
+} paired;
+static paired pairs_res[2]; /* [0] numpy, [1] torch */
+static const char *const pair_names[2] = { "numpy", "torch" };
+
+#define PAIR_CALLS 3
+
+/* Starts the script with --serve; 0 and the two streams, or -1. */
+static int start_server(const char *python, FILE **to, FILE **from, pid_t *pid)
+{
+    int in[2], out[2];
+    if (pipe(in) != 0)
+        return -1;
+    if (pipe(out) != 0) {
+        close(in[0]);
+        close(in[1]);
+        return -1;
+    }
+    char script[1024], cols[32];
+    snprintf(script, sizeof script, "%s/scripts/bench-peers.py", RD_BENCH_SOURCE_ROOT);
+    snprintf(cols, sizeof cols, "%d", bench_cols);
+    fflush(stdout);
+    *pid = fork();
+    if (*pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+        execlp(python, python, script, "--serve", "--cols", cols, "--sizes", "24",
+               (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    if (*pid < 0) {
+        close(in[1]);
+        close(out[0]);
+        return -1;
+    }
+    *to = fdopen(in[1], "w");
+    *from = fdopen(out[0], "r");
+    if (!*to || !*from) {
+        if (*to)
+            fclose(*to);
+        else
+            close(in[1]);
+        if (*from)
+            fclose(*from);
+        else
+            close(out[0]);
+        waitpid(*pid, NULL, 0); /* its stdin is closed: it exits */
+        return -1;
+    }
+    return 0;
+}
+
+static void stop_server(FILE *to, FILE *from, pid_t pid)
+{
+    fclose(to); /* the script's stdin ends: it exits */
+    fclose(from);
+    waitpid(pid, NULL, 0);
+}
+
+/* One turn of the peer: the median seconds of its PAIR_CALLS calls, or -1. */
+static double peer_turn(FILE *to, FILE *from, const char *name)
+{
+    char line[512];
+    fprintf(to, "%s %d\n", name, PAIR_CALLS);
+    fflush(to);
+    if (!fgets(line, sizeof line, from) || strncmp(line, "secs ", 5) != 0)
+        return -1.0;
+    double v[PAIR_CALLS];
+    char *p = line + 5, *end;
+    for (int k = 0; k < PAIR_CALLS; k++, p = end) {
+        v[k] = strtod(p, &end);
+        if (end == p || !(v[k] > 0))
+            return -1.0;
+    }
+    return summarize(v, PAIR_CALLS).med;
+}
+
+static void bench_peer_pairs(int quick)
+{
+    static const char *const pythons[] = { "/usr/bin/python3", "python3" };
+    const int npairs = quick ? 3 : 9;
+    const size_t bytes = (size_t)24 * (size_t)MIB;
+    const int64_t rows = (int64_t)(bytes / (4 * (size_t)bench_cols));
+    int path = RD_STATS_PORTABLE;
+    for (int p = RD_STATS_N_PATHS - 1; p > 0; p--)
+        if (rd_stats_path_available((rd_stats_path)p)) {
+            path = p;
+            break;
+        }
+    printf("\n== peers paired with resdiag %s (f32 24 MiB, 1 thread): %d pairs, each one turn "
+           "of resdiag and one of the peer (order alternating), a turn = warm-up + median of "
+           "%d calls; ratio = resdiag GB/s / peer GB/s per pair, median [min-max] ==\n",
+           rd_stats_path_name((rd_stats_path)path), npairs, PAIR_CALLS);
+    void *buf = aligned_alloc(4096, bytes);
+    double *norms = malloc((size_t)rows * sizeof *norms);
+    float *tau = malloc((size_t)(bench_cols + 1) * sizeof *tau); /* (bench_cols + 1) */
+    if (!buf || !norms || !tau) {
+        printf("  out of memory, skipped\n");
+        free(buf), free(norms), free(tau);
+        return;
+    }
+    fill(buf, bytes, RESDIAG_DTYPE_F32);
+    rd_fill_column_signs(tau, (size_t)bench_cols + 1, 0x5eed);
+    rd_sketch_params sp = { 16, tau, (size_t)bench_cols + 1, 0x5eed };
+    resdiag_tensor t = resdiag_tensor_make(buf, RESDIAG_DTYPE_F32, rows, bench_cols, 0);
+
+    FILE *to = NULL, *from = NULL;
+    pid_t pid = -1;
+    char line[512] = "";
+    signal(SIGPIPE, SIG_IGN); /* a script that dies makes fprintf fail, not the bench */
+    for (size_t p = 0; p < sizeof pythons / sizeof pythons[0]; p++) {
+        if (start_server(pythons[p], &to, &from, &pid) != 0)
+            continue;
+        line[0] = 0;
+        while (fgets(line, sizeof line, from) && strncmp(line, "ready", 5) != 0)
+            ;
+        if (!strncmp(line, "ready", 5))
+            break;
+        stop_server(to, from, pid);
+        to = NULL;
+    }
+    if (!to) {
+        printf("  (no python3 with numpy or torch)\n");
+        free(buf), free(norms), free(tau);
+        return;
+    }
+    for (int w = 0; w < 2; w++) {
+        if (!strstr(line, pair_names[w]))
+            continue;
+        double ratio[MAX_REPS], rd_gbs[MAX_REPS], peer_gbs[MAX_REPS];
+        int n = 0;
+        for (int k = 0; k < npairs; k++) {
+            double rd_s = -1.0, peer_s = -1.0;
+            for (int side = 0; side < 2; side++) {
+                if ((side ^ (k & 1)) == 0) {
+                    double f[RESDIAG_N_FIELDS], sk[16], v[PAIR_CALLS];
+                    rd_stats_compute_path((rd_stats_path)path, f, sk, norms, &t, &sp);
+                    for (int c = 0; c < PAIR_CALLS; c++) {
+                        double t0 = now();
+                        rd_stats_compute_path((rd_stats_path)path, f, sk, norms, &t, &sp);
+                        v[c] = now() - t0;
+                        sink += f[RESDIAG_FIELD_FROB];
+                    }
+                    rd_s = summarize(v, PAIR_CALLS).med;
+                } else {
+                    peer_s = peer_turn(to, from, pair_names[w]);
+                }
+            }
+            if (rd_s <= 0 || peer_s <= 0)
+                break;
+            rd_gbs[n] = (double)bytes / rd_s / 1e9;
+            peer_gbs[n] = (double)bytes / peer_s / 1e9;
+            ratio[n] = rd_gbs[n] / peer_gbs[n];
+            n++;
+        }
+        if (n == 0) {
+            printf("  %s: the script stopped answering\n", pair_names[w]);
+            continue;
+        }
+        paired *r = &pairs_res[w];
+        *r = (paired){ 1, n, summarize(ratio, n), summarize(rd_gbs, n), summarize(peer_gbs, n) };
+        printf("  vs %-6s ratio %.2fx [%.2f-%.2f] over %d pairs; resdiag %.2f GB/s "
+               "[%.2f-%.2f], %s %.2f GB/s [%.2f-%.2f]\n", pair_names[w], r->ratio.med,
+               r->ratio.min, r->ratio.max, n, r->rd.med, r->rd.min, r->rd.max, pair_names[w],
+               r->peer.med, r->peer.min, r->peer.max);
+    }
+    stop_server(to, from, pid);
+    free(buf), free(norms), free(tau);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -612,8 +805,272 @@ static void bench_writer(int quick)
 /* End to end: tinygpt with and without recording                            */
 /* ------------------------------------------------------------------------ */
 
-static double e2e_overhead = NAN; /* fraction of tokens/s lost */
-static char e2e_note[512] = "not measured";
+static double e2e_overhead = NAN; /* fraction of tokens/s lost: the step-interleaved figure */
+/* The same from the time tinygpt measured inside resdiag: a direct reading
+ * that the interleaving cannot bias low (a recorded step that slows the
+ * unrecorded one after it would hide that cost from the first figure). */
+static double e2e_inside = NAN;
+static int e2e_steps = 0;         /* --e2e-steps: 0 = 257 (--quick: 17) */
+static char e2e_note[768] = "not measured";
+
+/* Three estimates of what recording every site forward and backward costs
+ * tinygpt (doc/BENCHMARK.md, "End to end"):
+ *   step-interleaved (the target's): one process, --record-every 2, each
+ *     recorded step's CPU time against its unrecorded neighbours';
+ *   inside libresdiag: the time tinygpt measured inside its resdiag calls;
+ *   paired processes: whole runs with --record off and full, alternating. */
+
+/* One line of tinygpt --step-times. */
+typedef struct e2e_step {
+    int step, recorded, flushed;
+    double cpu;   /* s, the process's CPU time for the whole step */
+    double in_rd; /* s, wall time inside resdiag calls */
+} e2e_step;
+
+enum { E2E_MAX_STEPS = 1024 };
+
+/* Reads a --step-times file: returns the number of steps, or -1. */
+static int read_step_times(const char *path, e2e_step *s, int max, double *close_cpu)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[256];
+    int n = 0;
+    *close_cpu = NAN;
+    while (fgets(line, sizeof line, f)) {
+        e2e_step e;
+        double wall;
+        if (sscanf(line, "# close %lf", &e.cpu) == 1)
+            *close_cpu = e.cpu;
+        else if (line[0] != '#' && n < max &&
+                 sscanf(line, "%d %d %lf %lf %lf %d", &e.step, &e.recorded, &e.cpu, &wall,
+                        &e.in_rd, &e.flushed) == 6)
+            s[n++] = e;
+    }
+    fclose(f);
+    return n;
+}
+
+static double median_of(double *v, int n) /* sorts v */
+{
+    if (n <= 0)
+        return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The k-th smallest of v (0-based), reordering v: quickselect, O(n). */
+static double select_kth(double *v, int n, int k)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double pivot = v[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                double t = v[i];
+                v[i++] = v[j];
+                v[j--] = t;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            break;
+    }
+    return v[k];
+}
+
+/* Hodges-Lehmann: the median of the Walsh averages (x_i + x_j) / 2, i <= j.
+ * Robust like the median against steps that other jobs slowed down, and on
+ * quiet steps nearly as efficient as the mean; work: (n (n + 1) / 2). */
+static double hodges_lehmann(const double *x, int n, double *work)
+{
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = i; j < n; j++)
+            work[m++] = 0.5 * (x[i] + x[j]);
+    if (m == 0)
+        return NAN;
+    double hi = select_kth(work, m, m / 2);
+    if (m % 2)
+        return hi;
+    double lo = work[0]; /* the largest of the lower half */
+    for (int i = 1; i < m / 2; i++)
+        lo = work[i] > lo ? work[i] : lo;
+    return 0.5 * (lo + hi);
+}
+
+/* A recorded step's CPU time over the mean of its unrecorded neighbours'
+ * (k - 1 and k + 1), minus 1: a drift of the machine's speed over a few
+ * steps cancels. NAN without an unrecorded neighbour. */
+static double neighbour_excess(const e2e_step *s, int n, int k)
+{
+    double ref = 0;
+    int m = 0;
+    for (int d = -1; d <= 1; d += 2)
+        if (k + d >= 0 && k + d < n && !s[k + d].recorded) {
+            ref += s[k + d].cpu;
+            m++;
+        }
+    return m ? s[k].cpu / (ref / m) - 1.0 : NAN;
+}
+
+/* The cost of recording per recorded step, as a fraction of an unrecorded
+ * step: the Hodges-Lehmann excess of the ordinary recorded steps (ord, n_ord)
+ * plus what the steps that wrote the run file (fl, n_fl) cost beyond that
+ * and the close (in unrecorded steps), spread over all recorded steps -
+ * writing is part of recording, so it is amortised, not dropped as an
+ * outlier. */
+static double interleaved_cost(const double *ord, int n_ord, const double *fl, int n_fl,
+                               double close, double *work)
+{
+    if (n_ord < 2)
+        return NAN;
+    double m = hodges_lehmann(ord, n_ord, work), extra = close;
+    for (int i = 0; i < n_fl; i++)
+        extra += fl[i] - m;
+    return m + extra / (n_ord + n_fl);
+}
+
+/* Fewer tokens/s when every step costs 1 + c unrecorded steps. */
+static double tokens_lost(double c)
+{
+    return c / (1.0 + c);
+}
+
+typedef struct e2e_estimate {
+    double lost, lo, hi, half[2]; /* fewer tokens/s: HL, 90% bootstrap, each half */
+    double writes;                /* of lost: the steps that wrote the run file */
+    double rec_ms, unrec_ms;      /* median CPU per step */
+    int n_ord, n_fl, n_unrec;
+    double in_ms, in_share, in_write_ms, in_lost; /* inside libresdiag */
+    double unrec_in_us, unrec_in_max_us;          /* ... in unrecorded steps */
+} e2e_estimate;
+
+/* close_cpu: the CPU time of closing the run file, which writes what is
+ * still buffered (flushes also come every flush_seconds). */
+static int e2e_estimate_steps(const e2e_step *s, int n, double close_cpu, e2e_estimate *e)
+{
+    /* Steps 0 and 1 are the warm-up (first touch of every buffer; step 0
+     * also writes the run file at once). */
+    enum { FIRST = 2 };
+    double *ord = malloc((size_t)n * sizeof *ord), *fl = malloc((size_t)n * sizeof *fl);
+    double *bo = malloc((size_t)n * sizeof *bo), *bf = malloc((size_t)n * sizeof *bf);
+    double *tmp = malloc((size_t)n * sizeof *tmp), *tmp2 = malloc((size_t)n * sizeof *tmp2);
+    double *work = malloc(((size_t)n * (size_t)(n + 1) / 2 + 1) * sizeof *work);
+    enum { BOOT = 1000 };
+    double *boot = malloc(BOOT * sizeof *boot);
+    int ok = 0;
+    if (!ord || !fl || !bo || !bf || !tmp || !tmp2 || !work || !boot)
+        goto done;
+    memset(e, 0, sizeof *e);
+    for (int k = FIRST - 1; k < n; k++)
+        if (!s[k].recorded)
+            tmp[e->n_unrec++] = s[k].cpu;
+    /* the close in units of an unrecorded step, counted once per part */
+    double unrec = median_of(tmp, e->n_unrec), close = close_cpu / unrec;
+
+    /* the halves first, then all steps (leaving ord/fl filled) */
+    for (int part = 0; part < 3; part++) {
+        int lo = part == 1 ? n / 2 : FIRST, hi = part == 0 ? n / 2 : n;
+        int no = 0, nf = 0;
+        for (int k = lo; k < hi; k++) {
+            double x = s[k].recorded ? neighbour_excess(s, n, k) : NAN;
+            if (isnan(x))
+                continue;
+            if (s[k].flushed)
+                fl[nf++] = x;
+            else
+                ord[no++] = x;
+        }
+        double c = interleaved_cost(ord, no, fl, nf, close, work);
+        if (part < 2) {
+            e->half[part] = tokens_lost(c);
+            continue;
+        }
+        e->n_ord = no;
+        e->n_fl = nf;
+        e->lost = tokens_lost(c);
+        if (isnan(c))
+            goto done;
+        double m = hodges_lehmann(ord, no, work);
+        e->writes = e->lost - tokens_lost(m);
+        /* 90% percentile bootstrap over the recorded steps (fixed seed:
+         * the same file gives the same interval) */
+        uint64_t r = 0x2545f4914f6cdd1dull;
+        for (int b = 0; b < BOOT; b++) {
+            for (int i = 0; i < no; i++) {
+                r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+                bo[i] = ord[r % (uint64_t)no];
+            }
+            for (int i = 0; i < nf; i++) {
+                r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+                bf[i] = fl[r % (uint64_t)nf];
+            }
+            boot[b] = tokens_lost(interleaved_cost(bo, no, bf, nf, close, work));
+        }
+        qsort(boot, BOOT, sizeof *boot, cmp_double);
+        e->lo = boot[BOOT / 20];
+        e->hi = boot[BOOT - 1 - BOOT / 20];
+    }
+
+    /* medians of the steps' CPU time, and the time inside resdiag */
+    int nr = 0, nu = 0, ni = 0, nw = 0;
+    for (int k = FIRST; k < n; k++)
+        if (s[k].recorded && !s[k].flushed)
+            tmp[nr++] = s[k].cpu;
+    e->rec_ms = 1e3 * median_of(tmp, nr);
+    for (int k = FIRST - 1; k < n; k++)
+        if (!s[k].recorded) {
+            tmp[nu] = s[k].cpu;
+            tmp2[nu++] = s[k].in_rd;
+        }
+    e->unrec_ms = 1e3 * median_of(tmp, nu);
+    e->unrec_in_us = 1e6 * median_of(tmp2, nu);
+    e->unrec_in_max_us = nu ? 1e6 * tmp2[nu - 1] : NAN;
+    /* Inside: each ordinary recorded step's resdiag time over the rest of
+     * that step (a step that other jobs slowed down scales both alike),
+     * plus what the writing steps spent beyond an ordinary one and the
+     * close, spread over all recorded steps. Medians: the times are wall
+     * time, and a preemption inside a hook adds a whole time slice to
+     * some steps (with a CPU clock the median and the mean agreed). */
+    for (int k = FIRST; k < n; k++)
+        if (s[k].recorded && !s[k].flushed) {
+            tmp[ni] = s[k].in_rd / (s[k].cpu - s[k].in_rd);
+            tmp2[ni++] = s[k].in_rd;
+        }
+    double q = median_of(tmp, ni), in_med = median_of(tmp2, ni);
+    for (int k = FIRST, i = 0; k < n; k++)
+        if (s[k].recorded && !s[k].flushed)
+            tmp[i++] = s[k].in_rd / s[k].cpu;
+    e->in_share = median_of(tmp, ni);
+    for (int k = FIRST; k < n; k++)
+        if (s[k].recorded && s[k].flushed)
+            tmp[nw++] = s[k].in_rd - in_med;
+    double per_write = nw ? median_of(tmp, nw) : 0;
+    e->in_ms = 1e3 * in_med;
+    e->in_write_ms = 1e3 * per_write;
+    e->in_lost = tokens_lost(q + (nw * per_write + close_cpu) / (ni + nw) / unrec);
+    ok = 1;
+done:
+    free(ord);
+    free(fl);
+    free(bo);
+    free(bf);
+    free(tmp);
+    free(tmp2);
+    free(work);
+    free(boot);
+    return ok;
+}
 
 /* Runs cmd; returns its tokens/s of wall time and sets *cpu_tps to its
  * tokens per second of CPU time, both from tinygpt's last line
@@ -641,12 +1098,137 @@ static double run_tokens_per_s(const char *cmd, double *cpu_tps)
     return pclose(f) == 0 ? tps : -1;
 }
 
+/* The primary figure: one tinygpt process, recorded and unrecorded steps
+ * alternating (--record-every 2), so that both see the same machine. */
+static void e2e_interleaved(const char *exe, const char *dir, int quick, char *summary_out,
+                            size_t summary_len)
+{
+    /* step 0 is written at once, then every flush_steps recorded steps:
+     * with 2 * flush * k + 1 steps every write falls in a timed step and
+     * none is left for the close (but flush_seconds may leave some). 257
+     * steps, ~1 min: three 129-step runs gave -0.2%, 0.2% and 1.7% here,
+     * one 513-step run 0.9% [0.5% .. 1.2%]. */
+    int flush = quick && !e2e_steps ? 8 : 16, groups = quick ? 1 : 8;
+    if (e2e_steps > 0) /* rounded up to whole groups */
+        groups = (e2e_steps - 1 + 2 * flush - 1) / (2 * flush);
+    int steps = 2 * flush * (groups > 0 ? groups : 1) + 1;
+    char cmd[2200], times[700], h5[700];
+    snprintf(times, sizeof times, "%s/steps.txt", dir);
+    snprintf(h5, sizeof h5, "%s/e2e.h5", dir);
+    snprintf(cmd, sizeof cmd,
+             "%s --threads 1 --steps %d --record full --record-every 2 --flush-steps %d "
+             "--log-every 1000 --out %s --step-times %s 2>&1", exe, steps, flush, h5, times);
+    double cpu_tps, tps = run_tokens_per_s(cmd, &cpu_tps);
+    static e2e_step s[E2E_MAX_STEPS];
+    double close_cpu = NAN;
+    int n = tps > 0 ? read_step_times(times, s, E2E_MAX_STEPS, &close_cpu) : -1;
+    remove(times);
+    remove(h5);
+    e2e_estimate e;
+    if (n != steps || isnan(close_cpu) || !e2e_estimate_steps(s, n, close_cpu, &e)) {
+        snprintf(e2e_note, sizeof e2e_note, "not measured (tinygpt --step-times failed: %.200s)",
+                 cmd);
+        printf("  %s\n", e2e_note);
+        return;
+    }
+    double sum = 0;
+    for (int k = 0; k < n; k++)
+        sum += s[k].cpu;
+    e2e_overhead = e.lost;
+    printf("  step-interleaved (primary): tinygpt --threads 1 --steps %d --record full "
+           "--record-every 2 --flush-steps %d, one process\n", steps, flush);
+    printf("    %d recorded steps (%d of them wrote the run file), %d unrecorded; steps 0-1 "
+           "skipped (warm-up); %.1f s of CPU in all steps\n", e.n_ord + e.n_fl, e.n_fl,
+           e.n_unrec, sum);
+    printf("    CPU per step (medians): recorded %.1f ms, unrecorded %.1f ms\n", e.rec_ms,
+           e.unrec_ms);
+    printf("    cost %.2f%% fewer tokens/s [90%% bootstrap %.2f%% .. %.2f%%; halves %.2f%% / "
+           "%.2f%%], of which writing and closing the run file %.2f%%\n", 100.0 * e.lost,
+           100.0 * e.lo, 100.0 * e.hi, 100.0 * e.half[0], 100.0 * e.half[1],
+           100.0 * e.writes);
+    printf("  inside libresdiag (third estimate, same run): %.2f ms per recorded step (%.2f%% "
+           "of it; medians), +%.2f ms per write -> %.2f%% fewer tokens/s\n", e.in_ms,
+           100.0 * e.in_share, e.in_write_ms, 100.0 * e.in_lost);
+    printf("    unrecorded steps: %.1f us inside resdiag (median; max %.1f us): step_begin and "
+           "step_end only; closing the file (counted): %.1f ms CPU\n",
+           e.unrec_in_us, e.unrec_in_max_us, 1e3 * close_cpu);
+    snprintf(e2e_note, sizeof e2e_note,
+             "%.2f%% [90%% bootstrap %.2f%% .. %.2f%%, halves %.2f%% / %.2f%%] fewer tokens/s, "
+             "step-interleaved (%d recorded vs %d unrecorded steps of one process, CPU "
+             "time%s)", 100.0 * e.lost, 100.0 * e.lo, 100.0 * e.hi, 100.0 * e.half[0],
+             100.0 * e.half[1], e.n_ord + e.n_fl, e.n_unrec,
+             e.lo <= 0.02 && e.hi > 0.02 ? "; the interval holds 2%: not conclusive" : "");
+    snprintf(summary_out, summary_len, "inside libresdiag %.2f%%", 100.0 * e.in_lost);
+    e2e_inside = e.in_lost;
+}
+
+/* The second estimate: whole tinygpt processes, --record off and full in
+ * interleaved pairs. On a shared machine the pairs spread by +-15%, which
+ * is why it is not the target's figure. */
+static void e2e_paired(const char *exe, const char *dir, int quick, char *summary_out,
+                       size_t summary_len)
+{
+    /* one OpenMP thread: the hooks run in the trainer's thread, and the
+     * other core stays free for the rest of the machine's load */
+    const char *args = quick ? "--threads 1 --steps 6 --log-every 1000"
+                             : "--threads 1 --steps 10 --log-every 1000";
+    enum { MAXR = 9 };
+    int reps = quick ? 2 : 9;
+    double off[MAXR], full[MAXR], coff[MAXR], cfull[MAXR], ratio[MAXR], cratio[MAXR];
+    char cmd[1600], h5[700];
+    snprintf(h5, sizeof h5, "%s/e2e.h5", dir);
+    /* Interleaved pairs, the order alternating (off then full, full then
+     * off), so that drift in the machine's load hits both alike. */
+    for (int k = 0; k < reps; k++) {
+        for (int h = 0; h < 2; h++) {
+            int rec = (h + k) % 2; /* 0: off, 1: full */
+            if (rec)
+                snprintf(cmd, sizeof cmd, "%s %s --record full --out %s 2>&1", exe, args, h5);
+            else
+                snprintf(cmd, sizeof cmd, "%s %s --record off 2>&1", exe, args);
+            double c, w = run_tokens_per_s(cmd, &c);
+            if (w <= 0 || c <= 0) {
+                snprintf(summary_out, summary_len, "paired processes not measured");
+                printf("  paired processes: not measured (tinygpt failed: %.200s)\n", cmd);
+                remove(h5);
+                return;
+            }
+            (rec ? full : off)[k] = w;
+            (rec ? cfull : coff)[k] = c;
+        }
+    }
+    remove(h5);
+    for (int k = 0; k < reps; k++) {
+        ratio[k] = 1.0 - full[k] / off[k]; /* each pair ran back to back */
+        cratio[k] = 1.0 - cfull[k] / coff[k];
+    }
+    summary so = summarize(off, reps), sf = summarize(full, reps), sr = summarize(ratio, reps);
+    summary co = summarize(coff, reps), cf = summarize(cfull, reps), cr = summarize(cratio, reps);
+    /* CPU time: the run is single-threaded, and on a small shared machine
+     * its wall clock mostly measures the other jobs. */
+    printf("  paired processes (second estimate): tinygpt %s, %d interleaved pairs\n", args,
+           reps);
+    printf("    tokens/s of wall time : off %8.0f [%.0f-%.0f], full %8.0f [%.0f-%.0f], "
+           "cost %.1f%% [%.1f%% .. %.1f%%]\n", so.med, so.min, so.max, sf.med, sf.min,
+           sf.max, 100.0 * sr.med, 100.0 * sr.min, 100.0 * sr.max);
+    printf("    tokens/s of CPU time  : off %8.0f [%.0f-%.0f], full %8.0f [%.0f-%.0f], "
+           "cost %.1f%% [%.1f%% .. %.1f%%]\n", co.med, co.min, co.max, cf.med, cf.min,
+           cf.max, 100.0 * cr.med, 100.0 * cr.min, 100.0 * cr.max);
+    /* Noise from other jobs only ever adds time, so the best run of each
+     * mode is another estimate. */
+    printf("    cost = median over pairs of 1 - full/off; from the best run of each mode: "
+           "%.1f%% (CPU), %.1f%% (wall)\n", 100.0 * (1.0 - cf.max / co.max),
+           100.0 * (1.0 - sf.max / so.max));
+    snprintf(summary_out, summary_len, "paired processes %.1f%% [%.1f%% .. %.1f%%]",
+             100.0 * cr.med, 100.0 * cr.min, 100.0 * cr.max);
+}
+
 static void bench_e2e(int quick)
 {
     char exe[600];
     snprintf(exe, sizeof exe, "%s/examples/tinygpt/tinygpt", RD_BENCH_BUILD_ROOT);
-    printf("\n== end to end: tinygpt, --record full (every site, every step) vs --record off "
-           "==\n");
+    printf("\n== end to end: tinygpt, --record full (every site forward and backward) vs not "
+           "recording ==\n");
     if (access(exe, X_OK) != 0) {
         snprintf(e2e_note, sizeof e2e_note, "not measured (%.200s not built)", exe);
         printf("  %s\n", e2e_note);
@@ -657,67 +1239,15 @@ static void bench_e2e(int quick)
         snprintf(e2e_note, sizeof e2e_note, "not measured (no temporary directory)");
         return;
     }
-    /* one OpenMP thread: the hooks run in the trainer's thread, and the
-     * other core stays free for the rest of the machine's load */
-    const char *args = quick ? "--threads 1 --steps 6 --log-every 1000"
-                             : "--threads 1 --steps 10 --log-every 1000";
-    enum { MAXR = 9 };
-    int reps = quick ? 2 : 9;
-    double off[MAXR], full[MAXR], coff[MAXR], cfull[MAXR], ratio[MAXR], cratio[MAXR];
-    char cmd[1600];
-    /* Interleaved pairs, the order alternating (off then full, full then
-     * off), so that drift in the machine's load hits both alike. */
-    for (int k = 0; k < reps; k++) {
-        for (int h = 0; h < 2; h++) {
-            int rec = (h + k) % 2; /* 0: off, 1: full */
-            if (rec)
-                snprintf(cmd, sizeof cmd, "%s %s --record full --out %s/e2e.h5 2>&1", exe,
-                         args, dir);
-            else
-                snprintf(cmd, sizeof cmd, "%s %s --record off 2>&1", exe, args);
-            double c, w = run_tokens_per_s(cmd, &c);
-            if (w <= 0 || c <= 0) {
-                snprintf(e2e_note, sizeof e2e_note, "not measured (tinygpt failed: %.200s)",
-                         cmd);
-                printf("  %s\n", e2e_note);
-                snprintf(cmd, sizeof cmd, "%s/e2e.h5", dir);
-                remove(cmd);
-                rmdir(dir);
-                return;
-            }
-            (rec ? full : off)[k] = w;
-            (rec ? cfull : coff)[k] = c;
-        }
-    }
-    snprintf(cmd, sizeof cmd, "%s/e2e.h5", dir);
-    remove(cmd);
+    char inside[128] = "inside libresdiag not measured", paired[128] = "";
+    e2e_interleaved(exe, dir, quick, inside, sizeof inside);
+    e2e_paired(exe, dir, quick, paired, sizeof paired);
     rmdir(dir);
-    for (int k = 0; k < reps; k++) {
-        ratio[k] = 1.0 - full[k] / off[k]; /* each pair ran back to back */
-        cratio[k] = 1.0 - cfull[k] / coff[k];
+    if (!isnan(e2e_overhead)) {
+        size_t len = strlen(e2e_note);
+        snprintf(e2e_note + len, sizeof e2e_note - len, "; other estimates: %s, %s (CPU time)",
+                 inside, paired);
     }
-    summary so = summarize(off, reps), sf = summarize(full, reps), sr = summarize(ratio, reps);
-    summary co = summarize(coff, reps), cf = summarize(cfull, reps), cr = summarize(cratio, reps);
-    /* The target uses CPU time: the run is single-threaded, and on a small
-     * shared machine its wall clock mostly measures the other jobs. */
-    e2e_overhead = cr.med;
-    printf("  tinygpt %s, %d interleaved pairs\n", args, reps);
-    printf("  tokens/s of wall time : off %8.0f [%.0f-%.0f], full %8.0f [%.0f-%.0f], "
-           "cost %.1f%% [%.1f%% .. %.1f%%]\n", so.med, so.min, so.max, sf.med, sf.min,
-           sf.max, 100.0 * sr.med, 100.0 * sr.min, 100.0 * sr.max);
-    printf("  tokens/s of CPU time  : off %8.0f [%.0f-%.0f], full %8.0f [%.0f-%.0f], "
-           "cost %.1f%% [%.1f%% .. %.1f%%]\n", co.med, co.min, co.max, cf.med, cf.min,
-           cf.max, 100.0 * cr.med, 100.0 * cr.min, 100.0 * cr.max);
-    /* Noise from other jobs only ever adds time, so the best run of each
-     * mode is a second, independent estimate. */
-    printf("  cost = median over pairs of 1 - full/off; from the best run of each mode: "
-           "%.1f%% (CPU), %.1f%% (wall)\n", 100.0 * (1.0 - cf.max / co.max),
-           100.0 * (1.0 - sf.max / so.max));
-    snprintf(e2e_note, sizeof e2e_note,
-             "%.1f%% [%.1f%% .. %.1f%% over %d pairs] of CPU-time tokens/s, best runs %.1f%% "
-             "(wall clock: %.1f%% [%.1f%% .. %.1f%%])",
-             100.0 * cr.med, 100.0 * cr.min, 100.0 * cr.max, reps, 100.0 * (1.0 - cf.max / co.max),
-             100.0 * sr.med, 100.0 * sr.min, 100.0 * sr.max);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -943,6 +1473,15 @@ static void peer_target(const char *name, const char *peer_name, const kresult *
 {
     char m[320], g[32];
     snprintf(g, sizeof g, ">= %.1fx", goal);
+    for (int w = 0; w < 2; w++) /* the paired figure when there is one */
+        if (pairs_res[w].valid && !strcmp(peer_name, pair_names[w])) {
+            const paired *q = &pairs_res[w];
+            snprintf(m, sizeof m, "%.2fx [%.2f-%.2f] (median of %d interleaved pairs; "
+                     "%.2f vs %s %.2f GB/s, f32 24 MiB, 1 thread)", q->ratio.med,
+                     q->ratio.min, q->ratio.max, q->n, q->rd.med, peer_name, q->peer.med);
+            target(name, m, g, q->ratio.med >= goal);
+            return;
+        }
     if (!b || !pr) {
         snprintf(m, sizeof m, "not measured (%s)", peers_note);
         target(name, m, g, 0);
@@ -997,12 +1536,17 @@ static void print_targets(int quick)
     }
     target("no-hdf5-in-hooks", "hooks fill the step buffer only; HDF5 is called from "
            "step_end/flush/close (lib/run.c)", "no HDF5 call inside a hook", 1);
-    if (isnan(e2e_overhead)) {
-        snprintf(m, sizeof m, "%s", e2e_note);
-        target("tinygpt-overhead", m, "<= 2% fewer tokens/s", 0);
-    } else {
-        snprintf(m, sizeof m, "%s fewer tokens/s with --record full", e2e_note);
-        target("tinygpt-overhead", m, "<= 2% fewer tokens/s", e2e_overhead <= 0.02);
+    /* the step-interleaved figure and the time inside resdiag (bench_e2e),
+     * judged on the larger of the two */
+    {
+        double worst = e2e_overhead;
+        if (!isnan(e2e_inside) && !(e2e_inside <= worst))
+            worst = e2e_inside;
+        char tm[sizeof e2e_note + 96];
+        snprintf(tm, sizeof tm, "%s; judged on the larger of the step-interleaved and the "
+                 "inside figure: %.2f%%", e2e_note, 100.0 * worst);
+        target("tinygpt-overhead", isnan(worst) ? e2e_note : tm, "<= 2% fewer tokens/s",
+               !isnan(worst) && worst <= 0.02);
     }
     /* linear: 4x the steps may take at most 4x the time (with 25% slack
      * for timing noise) */
@@ -1027,9 +1571,15 @@ int main(int argc, char **argv)
             report_on = 0;
         else if (!strcmp(argv[k], "--reps") && k + 1 < argc)
             reps = atoi(argv[++k]);
+        else if (!strcmp(argv[k], "--cols") && k + 1 < argc && atoi(argv[k + 1]) >= 16)
+            bench_cols = atoi(argv[++k]);
+        else if (!strcmp(argv[k], "--e2e-steps") && k + 1 < argc && atoi(argv[k + 1]) >= 5 &&
+                 atoi(argv[k + 1]) <= E2E_MAX_STEPS - 64)
+            e2e_steps = atoi(argv[++k]);
         else {
             fprintf(stderr, "usage: resdiag-bench [--quick] [--reps N] [--no-peers] "
-                            "[--no-writer] [--no-e2e] [--no-report]\n");
+                            "[--no-writer] [--no-e2e] [--no-report] [--cols N] "
+                            "[--e2e-steps N]\n");
             return 2;
         }
     }
@@ -1057,8 +1607,10 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     bench_kernels(reps_small, reps_large, quick);
-    if (peers_on)
+    if (peers_on) {
         bench_peers(reps_small, reps_large, quick);
+        bench_peer_pairs(quick);
+    }
     if (writer_on)
         bench_writer(quick);
     if (e2e_on)
