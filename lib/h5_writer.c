@@ -42,7 +42,8 @@
  * reservation the file keeps the default layout (paged aggregation cannot
  * close after a failed write) and every growing dataset's header is moved
  * inside one page instead (keep_header_in_one_page). tests/test-kill.c
- * tears each page-crossing write of several runs and reads the file back.
+ * checks that no metadata write crosses a page, and tears a sample of the
+ * page-crossing writes and reads each file back.
  */
 #include "h5_writer.h"
 
