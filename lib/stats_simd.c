@@ -544,6 +544,27 @@ static inline vf vf_absmax_tree(const vf a[CH])
     return t[0];
 }
 
+/* One step of the float loop: CH vectors of row from column j, their
+ * largest |x| into *am, and sum x, sum x^2 and (sk) the sketch, with the
+ * column signs at tau, into the chains s1, q, kb. */
+static inline __attribute__((always_inline)) void
+float_step(vf s1[CH], vf q[CH], vf kb[CH], vf *am, const void *row, int64_t j, const float *tau,
+           const int dt, const int sk)
+{
+    vf f[CH];
+#pragma GCC unroll 8
+    for (int c = 0; c < CH; c++)
+        f[c] = loadf(row, j + c * VF_W, dt);
+    *am = vf_max(*am, vf_absmax_tree(f));
+#pragma GCC unroll 8
+    for (int c = 0; c < CH; c++) {
+        s1[c] = vf_add(s1[c], f[c]);
+        q[c] = vf_fmadd(f[c], f[c], q[c]);
+        if (sk)
+            kb[c] = vf_fmadd(vf_loadu(tau + c * VF_W), f[c], kb[c]);
+    }
+}
+
 /* The float kernel for f32, f16 and bf16 (sk: K divides 16, else 0): per
  * element one add (sum x), two FMAs (sum x^2, the sketch bucket) and a
  * share of a max, in float lanes over blocks of BLOCK columns, in double
@@ -608,18 +629,7 @@ row_kernel_f(rd_row_sums *rs, double *rb /* (K) */, const void *row, int64_t col
                 while (t >= tl)
                     t -= tl;
             }
-            vf f[CH];
-#pragma GCC unroll 8
-            for (int c = 0; c < CH; c++)
-                f[c] = loadf(row, j + c * VF_W, dt);
-            am = vf_max(am, vf_absmax_tree(f));
-#pragma GCC unroll 8
-            for (int c = 0; c < CH; c++) {
-                s1[c] = vf_add(s1[c], f[c]);
-                q[c] = vf_fmadd(f[c], f[c], q[c]);
-                if (sk)
-                    kb[c] = vf_fmadd(vf_loadu(tp + c * VF_W), f[c], kb[c]);
-            }
+            float_step(s1, q, kb, &am, row, j, tp, dt, sk);
         }
         float h[3];
         vf_hsum3(h, vf_tree(s1), vf_tree(q), vf_tree(q));
@@ -756,18 +766,7 @@ rows_kernel(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
 #pragma GCC unroll 8
             for (size_t b = 0; b < (size_t)step * esize; b += 64)
                 _mm_prefetch(pf + b, _MM_HINT_T0);
-            vf f[CH];
-#pragma GCC unroll 8
-            for (int c = 0; c < CH; c++)
-                f[c] = loadf(row, j + c * VF_W, dt);
-            am = vf_max(am, vf_absmax_tree(f));
-#pragma GCC unroll 8
-            for (int c = 0; c < CH; c++) {
-                s1[c] = vf_add(s1[c], f[c]);
-                q[c] = vf_fmadd(f[c], f[c], q[c]);
-                if (sk)
-                    kb[c] = vf_fmadd(vf_loadu(sp->tau + j + c * VF_W), f[c], kb[c]);
-            }
+            float_step(s1, q, kb, &am, row, j, sk ? sp->tau + j : NULL, dt, sk);
         }
         S[r] = vf_tree(s1);
         Q[r] = vf_tree(q);
@@ -848,26 +847,19 @@ int rd_fast_rows_avx512(rd_rows_out *o, double *acc, const double *sigma, const 
     if (n < 1 || n > RD_ROWS_MAX || cols % (CH * VF_W) != 0 || cols > BLOCK ||
         (k != 0 && (k != 16 || sp->tau_len < (size_t)cols)))
         return 0;
+    /* each (dtype, sketch) its own copy of rows_kernel, with constants */
+#define ROWS_CASE(dt, sk)                                                                   \
+    case 4 * (dt) + (sk):                                                                   \
+        return rows_kernel(o, acc, sigma, row0, row_bytes, n, cols, sp, amax_floor, (dt), (sk))
     switch (4 * (int)dtype + (k == 16)) {
-    case 4 * RESDIAG_DTYPE_F32 + 0:
-        return rows_kernel(o, acc, sigma, row0, row_bytes, n, cols, sp, amax_floor,
-                           RESDIAG_DTYPE_F32, 0);
-    case 4 * RESDIAG_DTYPE_F32 + 1:
-        return rows_kernel(o, acc, sigma, row0, row_bytes, n, cols, sp, amax_floor,
-                           RESDIAG_DTYPE_F32, 1);
-    case 4 * RESDIAG_DTYPE_F16 + 0:
-        return rows_kernel(o, acc, sigma, row0, row_bytes, n, cols, sp, amax_floor,
-                           RESDIAG_DTYPE_F16, 0);
-    case 4 * RESDIAG_DTYPE_F16 + 1:
-        return rows_kernel(o, acc, sigma, row0, row_bytes, n, cols, sp, amax_floor,
-                           RESDIAG_DTYPE_F16, 1);
-    case 4 * RESDIAG_DTYPE_BF16 + 0:
-        return rows_kernel(o, acc, sigma, row0, row_bytes, n, cols, sp, amax_floor,
-                           RESDIAG_DTYPE_BF16, 0);
-    case 4 * RESDIAG_DTYPE_BF16 + 1:
-        return rows_kernel(o, acc, sigma, row0, row_bytes, n, cols, sp, amax_floor,
-                           RESDIAG_DTYPE_BF16, 1);
+        ROWS_CASE(RESDIAG_DTYPE_F32, 0);
+        ROWS_CASE(RESDIAG_DTYPE_F32, 1);
+        ROWS_CASE(RESDIAG_DTYPE_F16, 0);
+        ROWS_CASE(RESDIAG_DTYPE_F16, 1);
+        ROWS_CASE(RESDIAG_DTYPE_BF16, 0);
+        ROWS_CASE(RESDIAG_DTYPE_BF16, 1);
     }
+#undef ROWS_CASE
     return 0;
 }
 #endif
