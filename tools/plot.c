@@ -171,6 +171,22 @@ static int fig_growth(svg_buf *b, const rd_analysis *const *a, const char *const
     return 0;
 }
 
+
+/* The layer numbers k = 1..L of a per-layer curve in *k, and room for one
+ * curve's values in *col; 0 (nothing allocated) when memory is short. */
+static int layer_columns(int L, double **k, double **col)
+{
+    *k = malloc((size_t)L * sizeof **k);
+    *col = malloc((size_t)L * sizeof **col);
+    if (!*k || !*col) {
+        free(*k);
+        free(*col);
+        return 0;
+    }
+    for (int l = 0; l < L; l++)
+        (*k)[l] = l + 1;
+    return 1;
+}
 /* ------------------------------------------------------------- updates */
 
 static int fig_updates(svg_buf *b, const rd_analysis *const *a, const char *const *names, int n)
@@ -222,14 +238,9 @@ static int fig_updates(svg_buf *b, const rd_analysis *const *a, const char *cons
     for (int i = 0; i < n; i++) {
         const rd_analysis *r = a[i];
         int L = r->n_layers, S = r->n_sublayers;
-        double *k = malloc((size_t)L * sizeof *k), *col = malloc((size_t)L * sizeof *col);
-        if (!k || !col) {
-            free(k);
-            free(col);
+        double *k, *col;
+        if (!layer_columns(L, &k, &col))
             break;
-        }
-        for (int l = 0; l < L; l++)
-            k[l] = l + 1;
         for (int s = 0; s < S; s++) {
             for (int l = 0; l < L; l++)
                 col[l] = r->r[(size_t)l * S + s];
@@ -313,14 +324,9 @@ static int fig_gradients(svg_buf *b, const rd_analysis *const *a, const char *co
         if (r->grad_step < 0)
             continue;
         int L = r->n_layers, P = r->n_layer_params;
-        double *k = malloc((size_t)L * sizeof *k), *col = malloc((size_t)L * sizeof *col);
-        if (!k || !col) {
-            free(k);
-            free(col);
+        double *k, *col;
+        if (!layer_columns(L, &k, &col))
             break;
-        }
-        for (int l = 0; l < L; l++)
-            k[l] = l + 1;
         if (r->n_order > 0) {
             int pi = r->param_order[0];
             for (int l = 0; l < L; l++)
