@@ -72,7 +72,10 @@ typedef enum resdiag_status {
     RESDIAG_E_VERSION = 10,    /* run file written by a newer, unknown schema */
     RESDIAG_E_NOT_FOUND = 11,  /* no such dataset, step or name in the run file */
     RESDIAG_E_DTYPE = 12,      /* unknown tensor dtype */
-    RESDIAG_E_INTERRUPTED = 13 /* a SIGINT/SIGTERM closed the run (resdiag_install_signal_handlers) */
+    RESDIAG_E_INTERRUPTED = 13,/* a SIGINT/SIGTERM closed the run (resdiag_install_signal_handlers) */
+    RESDIAG_E_EXISTS = 14,     /* the path holds something open may not replace (see resdiag_open) */
+    RESDIAG_E_LOCKED = 15,     /* another writer (process or handle) is recording at this path */
+    RESDIAG_E_BUSY = 16        /* the same site is being observed by another thread right now */
 } resdiag_status;
 
 /* A short English description of a status. Never NULL; static storage. */
@@ -293,6 +296,10 @@ typedef struct resdiag_options {
      * combining are fixed, so results are deterministic (and equal to one
      * thread's within rounding). Costs a thread start per large tensor. */
     int hook_threads;       /* 1..2; default 1 */
+    /* What resdiag_open may do with an existing file at the path: 0 refuses
+     * it (RESDIAG_E_EXISTS); 1 replaces it only if it is a resdiag run file
+     * that no one is writing. Anything else is never replaced. */
+    int overwrite;          /* default 0 */
 } resdiag_options;
 
 /* Fills *options with the defaults above. options may not be NULL. */

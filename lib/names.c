@@ -30,6 +30,9 @@ const char *resdiag_strerror(resdiag_status status)
     case RESDIAG_E_NOT_FOUND: return "not found in the run file";
     case RESDIAG_E_DTYPE: return "unknown tensor dtype";
     case RESDIAG_E_INTERRUPTED: return "interrupted by a signal; the run file was closed";
+    case RESDIAG_E_EXISTS: return "the path already exists and may not be replaced";
+    case RESDIAG_E_LOCKED: return "another writer is recording at this path";
+    case RESDIAG_E_BUSY: return "the same site is being observed by another thread";
     }
     return "unknown status";
 }

@@ -69,7 +69,8 @@ class Options(ctypes.Structure):
                 ("record_init_only", ctypes.c_int), ("sketch_size", ctypes.c_int),
                 ("sketch_seed", ctypes.c_uint64), ("flush_steps", ctypes.c_int),
                 ("flush_seconds", ctypes.c_double), ("log_fn", ctypes.c_void_p),
-                ("log_user_data", ctypes.c_void_p), ("hook_threads", ctypes.c_int)]
+                ("log_user_data", ctypes.c_void_p), ("hook_threads", ctypes.c_int),
+                ("overwrite", ctypes.c_int)]
 
 
 class RunInfo(ctypes.Structure):
