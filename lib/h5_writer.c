@@ -61,6 +61,7 @@
 #include <unistd.h>
 
 #include "h5_common.h"
+#include "utf8.h"
 
 /* Steps per chunk of the 1-D series /steps and /step_time: they are tiny,
  * so a chunk of record_chunk_steps would make a needlessly long index. */
@@ -345,10 +346,13 @@ static void utc_now(char *buf, size_t len)
         snprintf(buf, len, "%s", "");
 }
 
+/* A path and a host name are bytes, not text: scrubbed to UTF-8 without
+ * control characters, as every string in the file must be. */
 static void program_path(char *buf, size_t len)
 {
     ssize_t n = readlink("/proc/self/exe", buf, len - 1);
     buf[n > 0 ? (size_t)n : 0] = '\0';
+    rd_utf8_scrub(buf);
 }
 
 static void host_name(char *buf, size_t len)
@@ -356,6 +360,7 @@ static void host_name(char *buf, size_t len)
     if (gethostname(buf, len - 1) != 0)
         buf[0] = '\0';
     buf[len - 1] = '\0';
+    rd_utf8_scrub(buf);
 }
 
 /* -------------------------------------------------------------- creation */
@@ -1044,7 +1049,9 @@ cleanup:
 /* ---------------------------------------------------------------- append */
 
 /* Copies "file:line" into dst (RD_CALLSITE_LEN bytes, zero padded); a path
- * too long keeps its end: ".../tools/x.c:12". */
+ * too long keeps its end: ".../tools/x.c:12". __FILE__ is a path, any
+ * bytes: what is not UTF-8, and control characters, become '?' (a hook
+ * never fails over its call site). */
 static void format_callsite(char *dst, const char *file, int line)
 {
     memset(dst, 0, RD_CALLSITE_LEN);
@@ -1056,15 +1063,17 @@ static void format_callsite(char *dst, const char *file, int line)
     if (fl <= room) {
         memcpy(dst, file, fl);
         memcpy(dst + fl, tail, (size_t)tl);
+        rd_utf8_scrub(dst);
         return;
     }
     const char *p = file + fl - (room - 3);
-    while ((*p & 0xC0) == 0x80) /* do not start inside a UTF-8 character */
+    for (int i = 0; i < 3 && (*p & 0xC0) == 0x80; i++) /* not inside a UTF-8 character */
         p++;
     size_t n = strlen(p);
     memcpy(dst, "...", 3);
     memcpy(dst + 3, p, n);
     memcpy(dst + 3 + n, tail, (size_t)tl);
+    rd_utf8_scrub(dst);
 }
 
 /* w->pack with room for `bytes`; 0 (and e filled) when out of memory. */

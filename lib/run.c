@@ -22,6 +22,7 @@
 #include "resdiag.h"
 #include "signals.h"
 #include "stats.h"
+#include "utf8.h"
 
 /* Client-bug messages are logged this many times per run, then suppressed,
  * so a hook misused in a loop does not flood the trainer's log. */
@@ -186,8 +187,35 @@ static resdiag_status open_fail(const open_ctx *c, resdiag_status st, const char
     return st;
 }
 
+/* Every string of the model goes into the file and comes back out of it in
+ * reports: valid UTF-8 (doc/FORMAT.md), and no control characters, so that
+ * a name can never break a line or drive a terminal. Free text (the
+ * description, meta values) may have newlines and tabs. The message names
+ * the string but never prints it. */
+static resdiag_status check_text(const open_ctx *c, const char *what, int index,
+                                 const char *s, int allow_lines)
+{
+    size_t at = 0;
+    rd_text_problem p = rd_utf8_check(s, allow_lines, &at);
+    if (p == RD_TEXT_OK)
+        return RESDIAG_OK;
+    char name[96];
+    if (index >= 0)
+        snprintf(name, sizeof name, "%s[%d]", what, index);
+    else
+        snprintf(name, sizeof name, "%s", what);
+    if (p == RD_TEXT_NOT_UTF8)
+        return open_fail(c, RESDIAG_E_INVALID,
+                         "client bug: resdiag_open: %s is not valid UTF-8 (byte 0x%02x at "
+                         "offset %zu)", name, (unsigned char)s[at], at);
+    return open_fail(c, RESDIAG_E_INVALID,
+                     "client bug: resdiag_open: %s contains a control character (byte 0x%02x "
+                     "at offset %zu)%s", name, (unsigned char)s[at], at,
+                     allow_lines ? "; only newline and tab are allowed" : "");
+}
+
 /* A list of n names: each non-NULL, non-empty, shorter than RESDIAG_MAX_NAME,
- * and unique. */
+ * UTF-8 without control characters, and unique. */
 static resdiag_status check_names(const open_ctx *c, const char *what,
                                   const char *const *names, int n, int stride)
 {
@@ -203,6 +231,9 @@ static resdiag_status check_names(const open_ctx *c, const char *what,
             return open_fail(c, RESDIAG_E_INVALID,
                              "client bug: resdiag_open: %s[%d] must have 1 to %d bytes", what,
                              i, RESDIAG_MAX_NAME - 1);
+        resdiag_status st = check_text(c, what, i, a, 0);
+        if (st)
+            return st;
         for (int j = 0; j < i; j++)
             if (strcmp(a, names[(size_t)j * (size_t)stride]) == 0)
                 return open_fail(c, RESDIAG_E_INVALID,
@@ -270,7 +301,13 @@ static resdiag_status check_model(const open_ctx *c, const resdiag_model *m)
             return open_fail(c, RESDIAG_E_INVALID,
                              "client bug: resdiag_open: meta key '%s' may not contain '/'",
                              m->meta[2 * i]);
+        char what[96];
+        snprintf(what, sizeof what, "the value of meta key '%s'", m->meta[2 * i]);
+        if ((st = check_text(c, what, -1, m->meta[2 * i + 1], 1)))
+            return st;
     }
+    if (m->description && (st = check_text(c, "description", -1, m->description, 1)))
+        return st;
     return RESDIAG_OK;
 }
 
