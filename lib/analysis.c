@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "fit.h"
 #include "log.h"
 
@@ -1506,10 +1507,13 @@ static resdiag_check_result say(char *why, size_t len, resdiag_check_result r, c
                                 ...)
 {
     if (why && len) {
+        /* the line may quote the run's names (a->why): one line, escaped */
+        char line[1024];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(why, len, fmt, ap);
+        vsnprintf(line, sizeof line, fmt, ap);
         va_end(ap);
+        rd_text_escape(why, len, line);
     }
     return r;
 }

@@ -10,10 +10,15 @@
 #include <string.h>
 
 #include "analysis.h"
+#include "escape.h"
 #include "strbuf.h"
 
-/* The report is built in a growing string (strbuf.h). */
+/* The report is built in a growing string (strbuf.h). Every string that
+ * came from the run file (names, description, provenance, call sites, and
+ * the sentences that quote them) goes through the escaper of its output,
+ * escape.h: E(s) for text, js_str for JSON. */
 typedef rd_strbuf sb;
+#define E(s) rd_esc_text(esc, (s))
 
 /* ---------------------------------------------------------------- text */
 
@@ -85,12 +90,30 @@ static void cell(sb *b, const char *fmt, int width, double v)
         rd_strbuf_printf(b, " %*s", width, "-");
 }
 
+/* A table column heading into h: prefix, the escaped name, suffix, cut to
+ * at most width bytes without splitting a UTF-8 character. */
+static const char *column_head(char *h, size_t cap, const char *prefix, const char *name,
+                               const char *suffix, int width)
+{
+    char esc[160];
+    rd_text_escape(esc, sizeof esc, name);
+    snprintf(h, cap, "%s%s%s", prefix, esc, suffix);
+    size_t n = strlen(h);
+    if (n > (size_t)width) {
+        n = (size_t)width;
+        while (n > 0 && ((unsigned char)h[n] & 0xc0) == 0x80)
+            n--;
+        h[n] = '\0';
+    }
+    return h;
+}
+
 static const char *site_label(int site)
 {
     return site < 0 ? "parameter gradient" : resdiag_site_name((resdiag_site)site);
 }
 
-static void text_placement(sb *b, const rd_analysis *a)
+static void text_placement(sb *b, rd_esc_ring *esc, const rd_analysis *a)
 {
     int L = a->n_layers, S = a->n_sublayers;
     rd_strbuf_printf(b, "\nPlacement: %s", rd_verdict_human(a->verdict));
@@ -103,7 +126,7 @@ static void text_placement(sb *b, const rd_analysis *a)
         rd_strbuf_printf(b, " (confidence %s)", resdiag_confidence_name(a->conf));
     rd_strbuf_printf(b, "\n");
     if (a->why[0])
-        rd_strbuf_printf(b, "  why: %s\n", a->why);
+        rd_strbuf_printf(b, "  why: %s\n", E(a->why));
     if (a->use_relations) {
         /* evidence: one line per run of layers with the same sublayer verdicts */
         rd_strbuf_printf(b, "  evidence (sketch relations, relative error; true relations ~1e-6 in f32, "
@@ -126,8 +149,8 @@ static void text_placement(sb *b, const rd_analysis *a)
                     snprintf(range, sizeof range, "layers %d-%d", l, m - 1);
                 else
                     snprintf(range, sizeof range, "layer %d", l);
-                rd_strbuf_printf(b, "    %-12s %-6s %-12s %s%s%s\n", range, a->sublayer_names[s],
-                          short_v(r->v), r->why, m - l > 1 ? " (first of these)" : "",
+                rd_strbuf_printf(b, "    %-12s %-6s %-12s %s%s%s\n", range, E(a->sublayer_names[s]),
+                          short_v(r->v), E(r->why), m - l > 1 ? " (first of these)" : "",
                           "");
             }
             l = m;
@@ -139,13 +162,13 @@ static void text_placement(sb *b, const rd_analysis *a)
         if (a->cs_norm_in && (a->cs_norm_in[0] || a->cs_stream_out[0]))
             rd_strbuf_printf(b, "  deciding hooks (layer %d %s): norm_in at %s, branch_out at %s, "
                          "stream_out at %s\n",
-                      a->cs_layer, a->sublayer_names[a->cs_sub],
-                      a->cs_norm_in[0] ? a->cs_norm_in : "-",
-                      a->cs_branch_out[0] ? a->cs_branch_out : "-",
-                      a->cs_stream_out[0] ? a->cs_stream_out : "-");
+                      a->cs_layer, E(a->sublayer_names[a->cs_sub]),
+                      a->cs_norm_in[0] ? E(a->cs_norm_in) : "-",
+                      a->cs_branch_out[0] ? E(a->cs_branch_out) : "-",
+                      a->cs_stream_out[0] ? E(a->cs_stream_out) : "-");
         if (a->cs_norm_in2 && a->cs_norm_in2[0])
             rd_strbuf_printf(b, "  first layer of the other kind (layer %d %s): norm_in at %s\n",
-                      a->cs_layer2, a->sublayer_names[a->cs_sub2], a->cs_norm_in2);
+                      a->cs_layer2, E(a->sublayer_names[a->cs_sub2]), E(a->cs_norm_in2));
     } else {
         rd_strbuf_printf(b, "  LESS EVIDENCE: %s; the verdict rests on the normalization signature of "
                      "each layer's stream (per-token norm spread) and the depth law.\n",
@@ -162,7 +185,7 @@ static void text_placement(sb *b, const rd_analysis *a)
         }
         rd_strbuf_printf(b, "\n");
         if (a->cs_stream_out && a->cs_stream_out[0])
-            rd_strbuf_printf(b, "  stream hook: %s\n", a->cs_stream_out);
+            rd_strbuf_printf(b, "  stream hook: %s\n", E(a->cs_stream_out));
     }
     rd_strbuf_printf(b, "  final norm: %s\n",
               a->final_norm == 1   ? "present (final_norm sites observed)"
@@ -189,12 +212,13 @@ static void text_layers(sb *b, const rd_analysis *a)
                  "||x|| = mean per-token L2 norm):\n");
     rd_strbuf_printf(b, "   k  layer  %10s %9s", "||x_k||", "rms");
     for (int s = 0; s < S && s < 4; s++) {
-        char h[80];
-        snprintf(h, sizeof h, "r_%s", a->sublayer_names[s]);
-        rd_strbuf_printf(b, " %9.9s", h);
+        char h[200];
+        rd_strbuf_printf(b, " %9s", column_head(h, sizeof h, "r_", a->sublayer_names[s], "", 9));
     }
-    if (gp >= 0)
-        rd_strbuf_printf(b, " %11.11s", a->param_names[gp]);
+    if (gp >= 0) {
+        char h[200];
+        rd_strbuf_printf(b, " %11s", column_head(h, sizeof h, "", a->param_names[gp], "", 11));
+    }
     if (a->grad_step >= 0)
         rd_strbuf_printf(b, " %11s", "||dL/dx||");
     rd_strbuf_printf(b, "\n");
@@ -222,7 +246,7 @@ static void text_layers(sb *b, const rd_analysis *a)
     }
 }
 
-static void text_stream(sb *b, const rd_analysis *a)
+static void text_stream(sb *b, rd_esc_ring *esc, const rd_analysis *a)
 {
     int L = a->n_layers, S = a->n_sublayers;
     rd_strbuf_printf(b, "\nResidual stream:\n");
@@ -244,7 +268,7 @@ static void text_stream(sb *b, const rd_analysis *a)
     rd_strbuf_printf(b, "\nRelative updates r = ||dx||/||x|| (1/sqrt(k) predicts slope -0.5 for pre-norm; "
                  "post-norm: flat):\n");
     for (int s = 0; s < S && s < RD_MAX_RFIT; s++) {
-        rd_strbuf_printf(b, "  %-6s ", a->sublayer_names[s]);
+        rd_strbuf_printf(b, "  %-6s ", E(a->sublayer_names[s]));
         fit_text(b, &a->fit_r[s], "all layers");
         rd_strbuf_printf(b, "\n         ");
         fit_text(b, &a->fit_r_deep[s], "deeper half");
@@ -253,7 +277,7 @@ static void text_stream(sb *b, const rd_analysis *a)
     (void)L;
 }
 
-static void text_grads(sb *b, const rd_analysis *a)
+static void text_grads(sb *b, rd_esc_ring *esc, const rd_analysis *a)
 {
     int L = a->n_layers, P = a->n_layer_params;
     if (a->grad_step < 0) {
@@ -266,7 +290,7 @@ static void text_grads(sb *b, const rd_analysis *a)
     for (int i = 0; i < a->n_order; i++) {
         int p = a->param_order[i];
         double g0 = a->grad[p], g1 = a->grad[(size_t)(L - 1) * P + p];
-        rd_strbuf_printf(b, "  %-10s %.4g -> %.4g, last/first %.3g; ", a->param_names[p], g0, g1,
+        rd_strbuf_printf(b, "  %-10s %.4g -> %.4g, last/first %.3g; ", E(a->param_names[p]), g0, g1,
                   g0 > 0 ? g1 / g0 : NAN);
         fit_text(b, &a->fit_grad[p], "log-log slope");
         rd_strbuf_printf(b, "\n");
@@ -286,11 +310,11 @@ static void text_grads(sb *b, const rd_analysis *a)
         if (post)
             rd_strbuf_printf(b, "  Xiong et al. 2020 predict for post-norm larger gradients near the "
                          "output (last/first > 1); measured %.3g for %s: %s\n", ratio,
-                      a->param_names[p], ratio > 1.2 ? "agrees" : "not seen at this step");
+                      E(a->param_names[p]), ratio > 1.2 ? "agrees" : "not seen at this step");
         else if (pre)
             rd_strbuf_printf(b, "  Xiong et al. 2020 predict for pre-norm gradients flat or falling with "
                          "depth like 1/||x_k|| (here ||x_1||/||x_L|| = %.3g); measured last/first "
-                         "%.3g for %s: %s\n", 1 / a->growth, ratio, a->param_names[p],
+                         "%.3g for %s: %s\n", 1 / a->growth, ratio, E(a->param_names[p]),
                       ratio <= 1.2 ? "agrees" : "does not agree");
         else
             rd_strbuf_printf(b, "  Xiong et al. 2020: pre-norm flat/falling, post-norm larger near the "
@@ -298,7 +322,7 @@ static void text_grads(sb *b, const rd_analysis *a)
     }
 }
 
-static void text_nonfinite(sb *b, const rd_analysis *a)
+static void text_nonfinite(sb *b, rd_esc_ring *esc, const rd_analysis *a)
 {
     if (!a->nf_found) {
         rd_strbuf_printf(b, "\nNon-finite values: none in %lld recorded step(s).\n",
@@ -312,13 +336,13 @@ static void text_nonfinite(sb *b, const rd_analysis *a)
         else
             rd_strbuf_printf(b, "layer %d %s gradient", a->nf_layer,
                       a->nf_param >= 0 && a->nf_param < a->n_layer_params
-                          ? a->param_names[a->nf_param]
+                          ? E(a->param_names[a->nf_param])
                           : "?");
     } else if (a->nf_layer == RESDIAG_MODEL_LEVEL) {
         rd_strbuf_printf(b, "model site %s, %s", site_label(a->nf_site),
                   a->nf_dir == RESDIAG_FORWARD ? "forward" : "backward");
     } else {
-        rd_strbuf_printf(b, "layer %d %s %s, %s", a->nf_layer, a->sublayer_names[a->nf_sub],
+        rd_strbuf_printf(b, "layer %d %s %s, %s", a->nf_layer, E(a->sublayer_names[a->nf_sub]),
                   site_label(a->nf_site), a->nf_dir == RESDIAG_FORWARD ? "forward" : "backward");
     }
     rd_strbuf_printf(b, " (%.0f NaN, %.0f Inf there); %lld of %lld steps affected, %.0f NaN and %.0f Inf "
@@ -331,16 +355,17 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
     if (!a)
         return NULL;
     sb b = { 0 };
+    rd_esc_ring ring = { 0 }, *esc = &ring;
     int L = a->n_layers, S = a->n_sublayers;
     rd_strbuf_printf(&b, "Run: %d layers, d_model %d, %s block of", L, a->d_model,
               a->block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential");
     for (int s = 0; s < S; s++)
-        rd_strbuf_printf(&b, " %s", a->sublayer_names[s]);
+        rd_strbuf_printf(&b, " %s", E(a->sublayer_names[s]));
     rd_strbuf_printf(&b, "; norm %s; written by resdiag %s (schema %d)\n",
-              resdiag_norm_kind_name(a->norm_kind), a->writer_version, a->schema_version);
+              resdiag_norm_kind_name(a->norm_kind), E(a->writer_version), a->schema_version);
     if (a->description[0])
-        rd_strbuf_printf(&b, "  %s\n", a->description);
-    rd_strbuf_printf(&b, "  created %s by %s\n", a->created, a->program[0] ? a->program : "?");
+        rd_strbuf_printf(&b, "  %s\n", E(a->description));
+    rd_strbuf_printf(&b, "  created %s by %s\n", E(a->created), a->program[0] ? E(a->program) : "?");
     rd_strbuf_printf(&b, "Steps: %lld recorded (%lld .. %lld); analysed step %lld (record %lld)%s\n",
               (long long)a->n_steps, (long long)a->steps[0], (long long)a->steps[a->n_steps - 1],
               (long long)a->step, (long long)a->step_index + 1,
@@ -364,11 +389,11 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
         rd_strbuf_printf(&b, ";");
     }
     rd_strbuf_printf(&b, " sketch %d\n", a->sketch_size);
-    text_placement(&b, a);
+    text_placement(&b, esc, a);
     text_layers(&b, a);
-    text_stream(&b, a);
-    text_grads(&b, a);
-    text_nonfinite(&b, a);
+    text_stream(&b, esc, a);
+    text_grads(&b, esc, a);
+    text_nonfinite(&b, esc, a);
     if (a->n_steps > 1) {
         rd_strbuf_printf(&b, "\nOver training (step %lld -> %lld, %lld recorded):\n",
                   (long long)a->steps[0], (long long)a->steps[a->n_steps - 1],
@@ -376,15 +401,16 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
         rd_strbuf_printf(&b, "  stream growth ||x_L||/||x_1||: %.4g -> %.4g\n", a->tr_growth[0],
                   a->tr_growth[1]);
         for (int s = 0; s < S && s < RESDIAG_MAX_SUBLAYERS; s++)
-            rd_strbuf_printf(&b, "  mean r %-8s %.4g -> %.4g\n", a->sublayer_names[s],
+            rd_strbuf_printf(&b, "  mean r %-8s %.4g -> %.4g\n", E(a->sublayer_names[s]),
                       a->tr_mean_r[0][s], a->tr_mean_r[1][s]);
         if (a->n_order > 0)
             rd_strbuf_printf(&b, "  %s gradient last/first layer: %.4g -> %.4g\n",
-                      a->param_names[a->param_order[0]], a->tr_grad_ratio[0], a->tr_grad_ratio[1]);
+                      E(a->param_names[a->param_order[0]]), a->tr_grad_ratio[0], a->tr_grad_ratio[1]);
     }
     rd_strbuf_printf(&b, "\nWarnings:%s\n", a->n_warnings ? "" : " none");
     for (int i = 0; i < a->n_warnings; i++)
-        rd_strbuf_printf(&b, "  - %s\n", a->warnings[i]);
+        rd_strbuf_printf(&b, "  - %s\n", E(a->warnings[i]));
+    rd_esc_ring_free(&ring);
     return rd_strbuf_finish(&b);
 }
 
@@ -392,16 +418,7 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
 
 static void js_str(sb *b, const char *s)
 {
-    rd_strbuf_printf(b, "\"");
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\')
-            rd_strbuf_printf(b, "\\%c", *p);
-        else if (*p < 0x20)
-            rd_strbuf_printf(b, "\\u%04x", *p);
-        else
-            rd_strbuf_printf(b, "%c", *p);
-    }
-    rd_strbuf_printf(b, "\"");
+    rd_strbuf_put_json(b, s);
 }
 
 static void js_num(sb *b, double v)
@@ -669,9 +686,10 @@ char *resdiag_analysis_diff_text(const resdiag_analysis *a, const resdiag_analys
     na = na ? na : "A";
     nb = nb ? nb : "B";
     sb o = { 0 };
+    rd_esc_ring ring = { 0 }, *esc = &ring;
     int L = a->n_layers < b->n_layers ? a->n_layers : b->n_layers;
     int S = a->n_sublayers < b->n_sublayers ? a->n_sublayers : b->n_sublayers;
-    rd_strbuf_printf(&o, "A = %s\nB = %s\n", na, nb);
+    rd_strbuf_printf(&o, "A = %s\nB = %s\n", E(na), E(nb));
     rd_strbuf_printf(&o, "  A: %d layers, d_model %d, step %lld; B: %d layers, d_model %d, step %lld%s\n",
               a->n_layers, a->d_model, (long long)a->step, b->n_layers, b->d_model,
               (long long)b->step,
@@ -691,6 +709,7 @@ char *resdiag_analysis_diff_text(const resdiag_analysis *a, const resdiag_analys
     diff_item *it = calloc(cap, sizeof *it);
     if (!it) {
         free(o.s);
+        rd_esc_ring_free(&ring);
         return NULL;
     }
     double gr = log_ratio(a->growth, b->growth);
@@ -735,7 +754,7 @@ char *resdiag_analysis_diff_text(const resdiag_analysis *a, const resdiag_analys
     qsort(it, m, sizeof *it, by_score);
     for (size_t i = 0; i < m && i < 8; i++)
         if (it[i].score > log(1.05))
-            rd_strbuf_printf(&o, "  %s\n", it[i].text), n++;
+            rd_strbuf_printf(&o, "  %s\n", E(it[i].text)), n++;
     free(it);
     if (!n)
         rd_strbuf_printf(&o, "  none above 5%%\n");
@@ -744,15 +763,15 @@ char *resdiag_analysis_diff_text(const resdiag_analysis *a, const resdiag_analys
 
     rd_strbuf_printf(&o, "\nPer layer (A | B):\n   k  %10s %10s", "||x||_A", "||x||_B");
     for (int s2 = 0; s2 < S && s2 < 4; s2++) {
-        char h[96];
-        snprintf(h, sizeof h, "r_%s A", a->sublayer_names[s2]);
-        rd_strbuf_printf(&o, " %10.10s %9s", h, "B");
+        char h[200];
+        rd_strbuf_printf(&o, " %10s %9s", column_head(h, sizeof h, "r_", a->sublayer_names[s2], " A", 10), "B");
     }
     int grads = a->grad_step >= 0 && b->grad_step >= 0 && a->n_order && b->n_order;
     if (grads) {
-        char h[96];
-        snprintf(h, sizeof h, "%s A", a->param_names[a->param_order[0]]);
-        rd_strbuf_printf(&o, " %10.10s %9s", h, "B");
+        char h[200];
+        rd_strbuf_printf(&o, " %10s %9s",
+                         column_head(h, sizeof h, "", a->param_names[a->param_order[0]], " A", 10),
+                         "B");
     }
     rd_strbuf_printf(&o, "\n");
     for (int k = 0; k <= L; k++) {
@@ -773,5 +792,6 @@ char *resdiag_analysis_diff_text(const resdiag_analysis *a, const resdiag_analys
         }
         rd_strbuf_printf(&o, "\n");
     }
+    rd_esc_ring_free(&ring);
     return rd_strbuf_finish(&o);
 }

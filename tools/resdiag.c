@@ -13,6 +13,7 @@
 
 #include <resdiag.h>
 
+#include "escape.h"
 #include "html_report.h"
 #include "plot.h"
 
@@ -123,13 +124,14 @@ static const command commands[] = {
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
-/* The library's messages: keep the last one, to print as the tool's one line. */
+/* The library's messages: keep the last one, to print as the tool's one line.
+ * A message may quote the run file (a name that appears twice): escaped. */
 static char last_msg[1024];
 static void keep_message(resdiag_log_priority prio, const char *msg, void *user)
 {
     (void)prio;
     (void)user;
-    snprintf(last_msg, sizeof last_msg, "%s", msg);
+    rd_text_escape(last_msg, sizeof last_msg, msg);
 }
 
 static const command *find_command(const char *name)
@@ -192,14 +194,18 @@ static void print_value(double v, int width)
         printf(" %*.*g", width, width > 9 ? 6 : 5, v);
 }
 
-static int print_site_row(const resdiag_reader *rd, int64_t si, resdiag_direction dir,
-                          int layer, int sub, resdiag_site site, const char *label)
+/* dump prints the run file's strings (names, description, metadata, call
+ * sites, provenance) through the text escaper (escape.h): a file cannot
+ * write lines or terminal controls of its own. */
+static int print_site_row(rd_esc_ring *esc, const resdiag_reader *rd, int64_t si,
+                          resdiag_direction dir, int layer, int sub, resdiag_site site,
+                          const char *label)
 {
     double f[RESDIAG_N_FIELDS];
     int observed = 0;
     if (resdiag_reader_site(rd, si, dir, layer, sub, site, f, &observed) || !observed)
         return 0;
-    printf("  %-22s %-14s", label, resdiag_site_name(site));
+    printf("  %-22s %-14s", rd_esc_text(esc, label), resdiag_site_name(site));
     printf(" %7.0f", f[RESDIAG_FIELD_ROWS]);
     print_value(f[RESDIAG_FIELD_FROB], 11);
     print_value(f[RESDIAG_FIELD_TOK_NORM_MEAN], 11);
@@ -209,11 +215,12 @@ static int print_site_row(const resdiag_reader *rd, int64_t si, resdiag_directio
     print_value(f[RESDIAG_FIELD_ABSMAX], 10);
     printf(" %5.0f", isnan(f[RESDIAG_FIELD_ABSMAX_COL]) ? -1 : f[RESDIAG_FIELD_ABSMAX_COL]);
     printf(" %5.0f %5.0f %4.0f  %s\n", f[RESDIAG_FIELD_NAN_COUNT], f[RESDIAG_FIELD_INF_COUNT],
-           f[RESDIAG_FIELD_CALL_SEQ], resdiag_reader_callsite(rd, dir, layer, sub, site));
+           f[RESDIAG_FIELD_CALL_SEQ],
+           rd_esc_text(esc, resdiag_reader_callsite(rd, dir, layer, sub, site)));
     return 1;
 }
 
-static void dump_step(const resdiag_reader *rd, int64_t si, int64_t step)
+static void dump_step(rd_esc_ring *esc, const resdiag_reader *rd, int64_t si, int64_t step)
 {
     const resdiag_run_info *in = resdiag_reader_info(rd);
     printf("\nstep %lld (record %lld of %lld)\n", (long long)step, (long long)si + 1,
@@ -226,14 +233,14 @@ static void dump_step(const resdiag_reader *rd, int64_t si, int64_t step)
         char label[96];
         for (int m = 0; m < RESDIAG_N_MODEL_SITES; m++) {
             snprintf(label, sizeof label, "%s model", dname);
-            print_site_row(rd, si, (resdiag_direction)dir, 0, 0,
+            print_site_row(esc, rd, si, (resdiag_direction)dir, 0, 0,
                            (resdiag_site)(RESDIAG_EMBED_OUT + m), label);
         }
         for (int l = 0; l < in->n_layers; l++)
             for (int s = 0; s < in->n_sublayers; s++)
                 for (int site = 0; site < RESDIAG_N_BLOCK_SITES; site++) {
                     snprintf(label, sizeof label, "%s L%d %s", dname, l, in->sublayer_names[s]);
-                    print_site_row(rd, si, (resdiag_direction)dir, l, s, (resdiag_site)site,
+                    print_site_row(esc, rd, si, (resdiag_direction)dir, l, s, (resdiag_site)site,
                                    label);
                 }
     }
@@ -246,8 +253,8 @@ static void dump_step(const resdiag_reader *rd, int64_t si, int64_t step)
             if (!header++)
                 printf("  update ratio r = ||dx||/||x||:  %-16s %12s %14s\n", "where",
                        "frobenius", "mean per token");
-            printf("  %32s  L%-3d %-11s %12.6g %14.6g\n", "", l, in->sublayer_names[s], u[0],
-                   u[1]);
+            printf("  %32s  L%-3d %-11s %12.6g %14.6g\n", "", l,
+                   rd_esc_text(esc, in->sublayer_names[s]), u[0], u[1]);
         }
     header = 0;
     for (int l = -1; l < in->n_layers; l++) {
@@ -267,24 +274,27 @@ static void dump_step(const resdiag_reader *rd, int64_t si, int64_t step)
                 snprintf(where, sizeof where, "model %s", names[p]);
             else
                 snprintf(where, sizeof where, "L%d %s", l, names[p]);
-            printf("  %22s %-20s %12.6g %12.6g %6.0f %6.0f\n", "", where,
+            printf("  %22s %-20s %12.6g %12.6g %6.0f %6.0f\n", "", rd_esc_text(esc, where),
                    f[RESDIAG_FIELD_FROB], f[RESDIAG_FIELD_ABSMAX], f[RESDIAG_FIELD_NAN_COUNT],
                    f[RESDIAG_FIELD_INF_COUNT]);
         }
     }
 }
 
-static void dump_header(const char *path, const resdiag_run_info *in, const int64_t *steps)
+static void dump_header(rd_esc_ring *esc, const char *path, const resdiag_run_info *in,
+                        const int64_t *steps)
 {
-    printf("%s: resdiag run file, schema %d, written by resdiag %s with HDF5 %s\n", path,
-           in->schema_version, in->resdiag_version, in->hdf5_version);
-    printf("  created %s by %s\n", in->created_utc, in->program);
+    printf("%s: resdiag run file, schema %d, written by resdiag %s with HDF5 %s\n",
+           rd_esc_text(esc, path), in->schema_version, rd_esc_text(esc, in->resdiag_version),
+           rd_esc_text(esc, in->hdf5_version));
+    printf("  created %s by %s\n", rd_esc_text(esc, in->created_utc),
+           rd_esc_text(esc, in->program));
     if (in->description[0])
-        printf("  description: %s\n", in->description);
+        printf("  description: %s\n", rd_esc_text(esc, in->description));
     printf("  model: %d layers, d_model %d, %s block of", in->n_layers, in->d_model,
            in->block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential");
     for (int s = 0; s < in->n_sublayers; s++)
-        printf(" %s", in->sublayer_names[s]);
+        printf(" %s", rd_esc_text(esc, in->sublayer_names[s]));
     printf("\n  declared: placement %s", resdiag_placement_name(in->declared_placement));
     if (in->declared_placement == RESDIAG_PLACEMENT_MIXED)
         printf(" (post-norm in layers 0..%d)", in->declared_mix_layers - 1);
@@ -294,7 +304,8 @@ static void dump_header(const char *path, const resdiag_run_info *in, const int6
     printf("\n  sketch: %d projections (seed %llu)\n", in->sketch_size,
            (unsigned long long)in->sketch_seed);
     for (int i = 0; i < in->n_meta; i++)
-        printf("  meta %s = %s\n", in->meta[2 * i], in->meta[2 * i + 1]);
+        printf("  meta %s = %s\n", rd_esc_text(esc, in->meta[2 * i]),
+               rd_esc_text(esc, in->meta[2 * i + 1]));
     if (in->n_steps > 0)
         printf("  recorded: %lld steps, step %lld .. %lld\n", (long long)in->n_steps,
                (long long)steps[0], (long long)steps[in->n_steps - 1]);
@@ -362,9 +373,11 @@ static int cmd_dump(int argc, char **argv)
         }
     }
     if (rc == 0) {
-        dump_header(path, in, steps);
+        rd_esc_ring esc = { 0 };
+        dump_header(&esc, path, in, steps);
         for (int64_t si = first; si < last; si++)
-            dump_step(rd, si, steps[si]);
+            dump_step(&esc, rd, si, steps[si]);
+        rd_esc_ring_free(&esc);
     }
     free(steps);
     resdiag_reader_close(rd);
@@ -575,8 +588,11 @@ static int cmd_report(int argc, char **argv)
         fprintf(stderr, "resdiag: out of memory\n");
         rc = EXIT_BAD;
     } else {
-        if (!o.json)
-            printf("resdiag report %s\n", o.path);
+        if (!o.json) {
+            rd_esc_ring esc = { 0 };
+            printf("resdiag report %s\n", rd_esc_text(&esc, o.path)); /* a file name is any bytes */
+            rd_esc_ring_free(&esc);
+        }
         fputs(text, stdout);
     }
     resdiag_free(text);
@@ -603,7 +619,10 @@ static int cmd_check(int argc, char **argv)
     char why[512];
     resdiag_check_result r = resdiag_analysis_check(an, &c, why, sizeof why);
     /* holds goes to stdout; does not hold and cannot tell to stderr, one line */
-    fprintf(r == RESDIAG_CHECK_HOLDS ? stdout : stderr, "resdiag check: %s: %s\n", o.path, why);
+    rd_esc_ring esc = { 0 };
+    fprintf(r == RESDIAG_CHECK_HOLDS ? stdout : stderr, "resdiag check: %s: %s\n",
+            rd_esc_text(&esc, o.path), why); /* why comes escaped */
+    rd_esc_ring_free(&esc);
     resdiag_analysis_free(an);
     resdiag_reader_close(rd);
     return (int)r;

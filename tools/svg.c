@@ -7,9 +7,13 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "escape.h"
+#include "utf8.h"
 
 /* Font sizes and the width of a character of them, for spacing ticks and
  * legends without measuring text: generous, so that labels never touch. */
@@ -29,21 +33,7 @@ void svg_printf(svg_buf *b, const char *fmt, ...)
 
 void svg_escape(svg_buf *b, const char *s)
 {
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        switch (*p) {
-        case '&': svg_printf(b, "&amp;"); break;
-        case '<': svg_printf(b, "&lt;"); break;
-        case '>': svg_printf(b, "&gt;"); break;
-        case '"': svg_printf(b, "&quot;"); break;
-        case '\'': svg_printf(b, "&#39;"); break;
-        default:
-            /* control characters are not allowed in XML 1.0 */
-            if (*p < 0x20 && *p != '\n' && *p != '\t')
-                svg_printf(b, "?");
-            else
-                svg_printf(b, "%c", *p);
-        }
-    }
+    rd_strbuf_put_xml(b, s); /* the library's XML escaper (escape.h) */
 }
 
 char *svg_finish(svg_buf *b)
@@ -384,7 +374,10 @@ static void add_legend(svg_plot *p, const svg_style *st, const char *label)
     size_t o = 0;
     int chars = 0;
     for (const unsigned char *c = (const unsigned char *)label; *c;) {
-        size_t len = *c < 0x80 ? 1 : *c >= 0xf0 ? 4 : *c >= 0xe0 ? 3 : *c >= 0xc0 ? 2 : 1;
+        uint32_t cp;
+        size_t len = rd_utf8_next(c, strlen((const char *)c), &cp);
+        if (!len)
+            len = 1; /* a stray byte: svg_escape replaces it */
         if (chars == SVG_LEGEND_CHARS - 1 && strlen((const char *)c) > len) {
             memcpy(out + o, "\xe2\x80\xa6", 3); /* an ellipsis */
             o += 3;

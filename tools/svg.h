@@ -26,7 +26,9 @@ void svg_printf(svg_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-/* Appends s with & < > " ' escaped (text and attribute values). */
+/* Appends s as XML text or attribute value: lib/escape.h's XML escaper
+ * (& < > " ' escaped, invalid UTF-8 and characters XML 1.0 forbids
+ * replaced): the result is always well-formed. */
 void svg_escape(svg_buf *b, const char *s);
 /* The text (caller frees), or NULL after a failure (the buffer is freed). */
 char *svg_finish(svg_buf *b);
