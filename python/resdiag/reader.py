@@ -41,8 +41,12 @@ def _check(st, what):
         raise ResdiagError("resdiag: %s: %s (see the 'resdiag' log)" % (what, _lib.strerror(st)), st)
 
 
+def _text(b):
+    return (b or b"").decode("utf-8", "replace")
+
+
 def _strs(arr, n):
-    return [arr[i].decode("utf-8", "replace") for i in range(n)]
+    return [_text(arr[i]) for i in range(n)]
 
 
 class Info:
@@ -50,7 +54,8 @@ class Info:
 
     def __init__(self, c):
         self.schema_version = c.schema_version
-        self.resdiag_version = c.resdiag_version.decode()
+        # a run file is input from strangers: a stray byte must not raise
+        self.resdiag_version = _text(c.resdiag_version)
         self.n_layers, self.d_model, self.n_sublayers = c.n_layers, c.d_model, c.n_sublayers
         self.sublayer_names = _strs(c.sublayer_names, c.n_sublayers)
         self.block = "parallel" if c.block == 1 else "sequential"
@@ -63,9 +68,9 @@ class Info:
         self.n_steps = c.n_steps
         flat = _strs(c.meta, 2 * c.n_meta)
         self.meta = dict(zip(flat[0::2], flat[1::2]))
-        self.description = (c.description or b"").decode()
-        self.created_utc = (c.created_utc or b"").decode()
-        self.program = (c.program or b"").decode()
+        self.description = _text(c.description)
+        self.created_utc = _text(c.created_utc)
+        self.program = _text(c.program)
 
     def __repr__(self):
         return "<resdiag.Info L=%d d=%d sublayers=%s steps=%d>" % (
