@@ -246,6 +246,12 @@ typedef enum resdiag_norm_kind {
 #define RESDIAG_MAX_NAME 64      /* bytes of a sublayer/parameter name, with the NUL */
 #define RESDIAG_MAX_SKETCH 64
 
+/* Every string here goes into the run file, which holds only UTF-8
+ * (doc/FORMAT.md): resdiag_open refuses with RESDIAG_E_INVALID, naming the
+ * string, a name, meta key, meta value or description that is not valid
+ * UTF-8 or holds a control character (U+0000..U+001F, U+007F,
+ * U+0080..U+009F); the free text (description, meta values) may hold
+ * newlines and tabs. */
 typedef struct resdiag_model {
     size_t struct_size;                  /* sizeof(resdiag_model): set by resdiag_model_init */
     int n_layers;                        /* blocks, >= 1 */
@@ -342,7 +348,8 @@ RESDIAG_API resdiag_status resdiag_set_enabled(resdiag *r, int enabled);
  * d_model (or shard_cols) at block sites and at EMBED_OUT / FINAL_NORM_*;
  * any width at LOGITS. Observing the same site twice in a step keeps the
  * last call. file must be a string that lives as long as the run (as
- * __FILE__ does). Returns OK without work for a NULL handle, a disabled run
+ * __FILE__ does); bytes of it that are not UTF-8, and control characters,
+ * are recorded as '?' (a hook never fails over its call site). Returns OK without work for a NULL handle, a disabled run
  * or a step that is not recorded.
  * Threads: concurrent calls for different layers are safe. */
 RESDIAG_API resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir,
