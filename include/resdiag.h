@@ -92,8 +92,9 @@ typedef enum resdiag_log_priority {
     RESDIAG_LOG_ERROR = 30
 } resdiag_log_priority;
 
-/* msg is a complete, formatted line without a trailing newline; it is only
- * valid during the call. Handlers may be called from any thread that calls a
+/* msg is a complete, formatted line without a trailing newline, text-escaped
+ * (strings it quotes cannot add lines or control characters; it is valid
+ * UTF-8); it is only valid during the call. Handlers may be called from any thread that calls a
  * hook, and must be thread-safe if hooks are. (A formatted string rather than
  * a va_list so that bindings such as ctypes can implement a handler.) */
 typedef void (*resdiag_log_fn)(resdiag_log_priority priority, const char *msg,

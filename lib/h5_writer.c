@@ -1067,7 +1067,7 @@ static void format_callsite(char *dst, const char *file, int line)
         return;
     }
     const char *p = file + fl - (room - 3);
-    for (int i = 0; i < 3 && (*p & 0xC0) == 0x80; i++) /* not inside a UTF-8 character */
+    while ((*p & 0xC0) == 0x80) /* do not start inside a UTF-8 character */
         p++;
     size_t n = strlen(p);
     memcpy(dst, "...", 3);

@@ -6,6 +6,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "escape.h"
+
 static void default_handler(resdiag_log_priority priority, const char *msg, void *user_data)
 {
     (void)priority;
@@ -32,11 +34,14 @@ void rd_log(resdiag_log_fn fn, void *user, resdiag_log_priority prio, const char
 {
     if (prio < global_priority)
         return;
-    char msg[1024];
+    char raw[1024], msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    /* A message may quote a run file's strings (a name the reader refuses)
+     * or a path: text-escaped, so that every handler gets one clean line. */
+    rd_text_escape(msg, sizeof msg, raw);
     if (fn)
         fn(prio, msg, user);
     else

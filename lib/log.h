@@ -1,6 +1,8 @@
 /*
  * log.h - the library's only way to say anything. Messages go to the run's
- * handler, else the process-wide one, else "resdiag: msg" on stderr.
+ * handler, else the process-wide one, else "resdiag: msg" on stderr; every
+ * message is text-escaped first (escape.h): one line, no control
+ * characters, valid UTF-8.
  */
 #ifndef RESDIAG_LOG_H
 #define RESDIAG_LOG_H

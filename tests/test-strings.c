@@ -364,6 +364,26 @@ START_TEST(a_call_site_that_is_not_utf8_is_recorded_as_valid_utf8)
 }
 END_TEST
 
+START_TEST(log_messages_reach_the_handler_escaped)
+{
+    resdiag_model m = model();
+    const char *p = fresh_path();
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, p, &m, NULL), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
+    float x[4] = { 1, 2, 3, 4 };
+    log_count = 0;
+    /* a bad call whose message quotes the call site */
+    ck_assert_int_eq(resdiag_observe_at(r, RESDIAG_FORWARD, 99, 0, RESDIAG_STREAM_IN,
+                                        resdiag_f32(x, 1, 4), "a\x1b[8m\nb\xff.c", 5),
+                     RESDIAG_E_RANGE);
+    ck_assert_int_eq(log_count, 1);
+    ck_assert_msg(strstr(log_last, "a\\x1b[8m\\nb\\xff.c:5") != NULL, "%s", log_last);
+    ck_assert_int_eq(rd_utf8_check(log_last, 0, NULL), RD_TEXT_OK);
+    resdiag_destroy(r);
+}
+END_TEST
+
 static Suite *strings_suite(void)
 {
     Suite *s = suite_create("strings");
@@ -384,6 +404,7 @@ static Suite *strings_suite(void)
                         (int)(sizeof bad_strings / sizeof bad_strings[0]));
     tcase_add_test(tw, free_text_keeps_newlines_and_tabs);
     tcase_add_test(tw, a_call_site_that_is_not_utf8_is_recorded_as_valid_utf8);
+    tcase_add_test(tw, log_messages_reach_the_handler_escaped);
     suite_add_tcase(s, tw);
     return s;
 }

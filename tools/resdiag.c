@@ -124,14 +124,13 @@ static const command commands[] = {
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
-/* The library's messages: keep the last one, to print as the tool's one line.
- * A message may quote the run file (a name that appears twice): escaped. */
+/* The library's messages: keep the last one, to print as the tool's one line. */
 static char last_msg[1024];
 static void keep_message(resdiag_log_priority prio, const char *msg, void *user)
 {
     (void)prio;
     (void)user;
-    rd_text_escape(last_msg, sizeof last_msg, msg);
+    snprintf(last_msg, sizeof last_msg, "%s", msg);
 }
 
 static const command *find_command(const char *name)
