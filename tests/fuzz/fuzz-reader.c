@@ -5,7 +5,10 @@
  * generic datasets), analysed at the first and the last step, and printed
  * as text, JSON, a check and a diff: everything `resdiag report`, `check`,
  * `diff` and `dump` do, in one process. The library must not crash, must
- * answer every call with a status, and must leave no HDF5 object open.
+ * answer every call with a status, and must leave no HDF5 object open; what
+ * it prints (reports, the check's line, log messages) must be valid UTF-8
+ * without control characters but the report's own newlines, whatever
+ * strings the file holds.
  *
  * Built twice from this file: with -fsanitize=fuzzer (-Dfuzz=true, clang)
  * and, with tests/fuzz/replay-main.c, as a plain program for `meson test`.
@@ -18,6 +21,7 @@
 #include <unistd.h>
 
 #include "resdiag.h"
+#include "utf8.h"
 
 /* Loops over what the file declares are cut here, so that a file claiming
  * a million layers costs time once in the reader, not per site here. */
@@ -31,7 +35,7 @@ static void quiet_log(resdiag_log_priority prio, const char *msg, void *user)
 {
     (void)prio;
     (void)user;
-    if (!msg || strchr(msg, '\n'))
+    if (!msg || rd_utf8_check(msg, 0, NULL) != RD_TEXT_OK)
         abort();
     if (trace)
         fprintf(stderr, "  log: %s\n", msg);
@@ -77,6 +81,15 @@ static void touch(const char *s)
     sink += strlen(s);
 }
 
+/* Printed output: valid UTF-8, no control character but newlines (and
+ * tabs) of its own; lines = 0 for one line. */
+static void touch_output(const char *s, int lines)
+{
+    touch(s);
+    if (rd_utf8_check(s, lines, NULL) != RD_TEXT_OK)
+        fail("the output holds a control character or is not UTF-8");
+}
+
 static void touch_names(const char *const *v, int n)
 {
     if (n > 0 && !v)
@@ -97,8 +110,8 @@ static void analyse(const resdiag_reader *rd, int64_t which, resdiag_analysis **
     if (!a)
         return;
     char *text = resdiag_analysis_to_text(a), *json = resdiag_analysis_to_json(a);
-    touch(text);
-    touch(json);
+    touch_output(text, 1);
+    touch_output(json, 1);
     resdiag_free(text);
     resdiag_free(json);
     for (int p = RESDIAG_PLACEMENT_PRE; p <= RESDIAG_PLACEMENT_NONE; p++) {
@@ -111,7 +124,7 @@ static void analyse(const resdiag_reader *rd, int64_t which, resdiag_analysis **
         resdiag_check_result cr = resdiag_analysis_check(a, &co, why, sizeof why);
         if ((unsigned)cr > RESDIAG_CHECK_CANNOT_TELL)
             fail("check result out of range");
-        touch(why);
+        touch_output(why, 0);
     }
     int64_t step;
     int layer, sub, site;
@@ -128,7 +141,7 @@ static void analyse(const resdiag_reader *rd, int64_t which, resdiag_analysis **
             (size_t)resdiag_analysis_stream_only(a) + (size_t)resdiag_analysis_step(a);
     if (*keep) {
         char *diff = resdiag_analysis_diff_text(*keep, a, "first", NULL);
-        touch(diff);
+        touch_output(diff, 1);
         resdiag_free(diff);
         resdiag_analysis_free(a);
     } else {
