@@ -344,7 +344,11 @@ RESDIAG_API resdiag_status resdiag_set_enabled(resdiag *r, int enabled);
  * last call. file must be a string that lives as long as the run (as
  * __FILE__ does). Returns OK without work for a NULL handle, a disabled run
  * or a step that is not recorded.
- * Threads: concurrent calls for different layers are safe. */
+ * Threads: concurrent calls for different layers are safe. Two calls at once
+ * for the same site, or for STREAM_IN and BRANCH_OUT of one sublayer (they
+ * share the update ratio), are a client bug: the one that finds the other
+ * running returns RESDIAG_E_BUSY without recording, and the site keeps the
+ * other's complete result. */
 RESDIAG_API resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir,
                                               int layer, int sublayer,
                                               resdiag_site site, resdiag_tensor t,
@@ -352,7 +356,9 @@ RESDIAG_API resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir,
 
 /* Observes the gradient of a named parameter: a per-layer one (0 <= layer <
  * n_layers, name in layer_param_names) or, with layer = RESDIAG_MODEL_LEVEL,
- * a model-level one (name in model_param_names). Any shape. */
+ * a model-level one (name in model_param_names). Any shape. Threads as
+ * resdiag_observe_at: the same parameter from two threads at once gives
+ * RESDIAG_E_BUSY. */
 #define RESDIAG_MODEL_LEVEL (-1)
 RESDIAG_API resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name,
                                                  resdiag_tensor t,
