@@ -120,7 +120,9 @@ typedef enum resdiag_dtype {
 } resdiag_dtype;
 
 /* A view of a 2-D tensor (rows, cols), row-major with a row stride.
- * The library reads it during the hook call only and keeps no pointer. */
+ * The library reads it during the hook call only and keeps no pointer.
+ * data needs no alignment (a view into a packed buffer may start at any
+ * byte); aligned data is read fastest. */
 typedef struct resdiag_tensor {
     const void *data;     /* (rows, row_stride) elements of dtype; may be NULL only if rows == 0 */
     resdiag_dtype dtype;

@@ -184,13 +184,37 @@ static inline __attribute__((always_inline)) void moments_add(moments *m, double
 
 typedef rd_row_sums row_sums;
 
+/* Element j of a row that may start at any byte: a tensor's data pointer
+ * need not be aligned to its dtype. memcpy compiles to the same single load
+ * as a typed read, without assuming alignment. */
+static inline float ld_f32(const void *row, int64_t j)
+{
+    float v;
+    memcpy(&v, (const char *)row + (size_t)j * sizeof v, sizeof v);
+    return v;
+}
+
+static inline double ld_f64(const void *row, int64_t j)
+{
+    double v;
+    memcpy(&v, (const char *)row + (size_t)j * sizeof v, sizeof v);
+    return v;
+}
+
+static inline uint16_t ld_u16(const void *row, int64_t j)
+{
+    uint16_t v;
+    memcpy(&v, (const char *)row + (size_t)j * sizeof v, sizeof v);
+    return v;
+}
+
 static double load(const void *row, resdiag_dtype dtype, int64_t j)
 {
     switch (dtype) {
-    case RESDIAG_DTYPE_F32: return ((const float *)row)[j];
-    case RESDIAG_DTYPE_F64: return ((const double *)row)[j];
-    case RESDIAG_DTYPE_F16: return rd_f16_to_f32(((const uint16_t *)row)[j]);
-    case RESDIAG_DTYPE_BF16: return rd_bf16_to_f32(((const uint16_t *)row)[j]);
+    case RESDIAG_DTYPE_F32: return ld_f32(row, j);
+    case RESDIAG_DTYPE_F64: return ld_f64(row, j);
+    case RESDIAG_DTYPE_F16: return rd_f16_to_f32(ld_u16(row, j));
+    case RESDIAG_DTYPE_BF16: return rd_bf16_to_f32(ld_u16(row, j));
     }
     return 0.0;
 }
@@ -297,6 +321,8 @@ static double lane_sum(const double *a /* (LANES) */)
     return s[0];
 }
 
+static size_t dtype_size(resdiag_dtype dtype);
+
 /* The common path: one read of the row, assuming finite values.
  * rb (K) receives the row's sketch buckets (unsigned by sigma). */
 static int fast_row_portable(row_sums *rs, double *rb, const void *row, resdiag_dtype dtype,
@@ -313,8 +339,15 @@ static int fast_row_portable(row_sums *rs, double *rb, const void *row, resdiag_
 
     for (int64_t j0 = 0; j0 < cols; j0 += CHUNK) {
         int64_t n = cols - j0 < CHUNK ? cols - j0 : CHUNK;
+        const char *at = (const char *)row + (size_t)j0 * dtype_size(dtype);
+        /* The loops below read typed elements: a chunk of a misaligned
+         * tensor is copied first (from L1; aligned rows are read in place). */
+        const int misaligned = ((uintptr_t)at & (dtype_size(dtype) - 1)) != 0;
         if (dtype == RESDIAG_DTYPE_F64) {
-            const double *x = (const double *)row + j0; /* (n) */
+            double dbuf[CHUNK];
+            if (misaligned)
+                memcpy(dbuf, at, (size_t)n * sizeof *dbuf);
+            const double *x = misaligned ? dbuf : (const double *)(const void *)at; /* (n) */
             acc_f64(&L, x, n, x0);
             if (sk)
                 sketch_f64(rb, x, n, j0, sp);
@@ -323,15 +356,16 @@ static int fast_row_portable(row_sums *rs, double *rb, const void *row, resdiag_
         const float *x;                       /* (n) */
         float buf[CHUNK];
         if (dtype == RESDIAG_DTYPE_F32) {
-            x = (const float *)row + j0;
+            if (misaligned)
+                memcpy(buf, at, (size_t)n * sizeof *buf);
+            x = misaligned ? buf : (const float *)(const void *)at;
         } else {
-            const uint16_t *h = (const uint16_t *)row + j0; /* (n) */
             if (dtype == RESDIAG_DTYPE_F16)
                 for (int64_t u = 0; u < n; u++)
-                    buf[u] = rd_f16_to_f32(h[u]);
+                    buf[u] = rd_f16_to_f32(ld_u16(at, u));
             else
                 for (int64_t u = 0; u < n; u++)
-                    buf[u] = rd_bf16_to_f32(h[u]);
+                    buf[u] = rd_bf16_to_f32(ld_u16(at, u));
             x = buf;
         }
         acc_f32(&L, x, n, x0);
@@ -422,18 +456,14 @@ static int64_t first_col(const void *row, resdiag_dtype dtype, int64_t cols, dou
      * cost as much as the row's statistics in small tensors */
     int64_t j = 0;
     switch (dtype) {
-    case RESDIAG_DTYPE_F32: {
-        const float *x = row; /* (cols) */
-        while (j < cols && fabs((double)x[j]) != a)
+    case RESDIAG_DTYPE_F32:
+        while (j < cols && fabs((double)ld_f32(row, j)) != a)
             j++;
         break;
-    }
-    case RESDIAG_DTYPE_F64: {
-        const double *x = row; /* (cols) */
-        while (j < cols && fabs(x[j]) != a)
+    case RESDIAG_DTYPE_F64:
+        while (j < cols && fabs(ld_f64(row, j)) != a)
             j++;
         break;
-    }
     default:
         while (j < cols && fabs(load(row, dtype, j)) != a)
             j++;
