@@ -185,7 +185,11 @@ typedef enum resdiag_direction {
  * as 0, and a token's mean, RMS and std still divide by cols); the NaN and
  * Inf counts say how many there were. Per-token values and ABSMAX_COL are
  * NaN when rows == 0, ABSMAX_COL also when no element is finite. Sums are
- * in double, scaled where f64 input would overflow or underflow. */
+ * in double, scaled where f64 input would overflow or underflow, so no
+ * other field is NaN, and one is +Inf only where its value is beyond the
+ * double range: FROB and the per-token norms (sqrt(cols) times the RMS) of
+ * f64 values near DBL_MAX. The sketch is not scaled: Inf or NaN where its
+ * sums overflow. */
 typedef enum resdiag_field {
     RESDIAG_FIELD_ROWS = 0,           /* tokens observed */
     RESDIAG_FIELD_COLS = 1,           /* width */
