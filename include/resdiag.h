@@ -121,7 +121,9 @@ typedef enum resdiag_dtype {
 } resdiag_dtype;
 
 /* A view of a 2-D tensor (rows, cols), row-major with a row stride.
- * The library reads it during the hook call only and keeps no pointer. */
+ * The library reads it during the hook call only and keeps no pointer.
+ * data needs no alignment (a view into a packed buffer may start at any
+ * byte); aligned data is read fastest. */
 typedef struct resdiag_tensor {
     const void *data;     /* (rows, row_stride) elements of dtype; may be NULL only if rows == 0 */
     resdiag_dtype dtype;
@@ -184,7 +186,11 @@ typedef enum resdiag_direction {
  * as 0, and a token's mean, RMS and std still divide by cols); the NaN and
  * Inf counts say how many there were. Per-token values and ABSMAX_COL are
  * NaN when rows == 0, ABSMAX_COL also when no element is finite. Sums are
- * in double, scaled where f64 input would overflow or underflow. */
+ * in double, scaled where f64 input would overflow or underflow, so no
+ * other field is NaN, and one is +Inf only where its value is beyond the
+ * double range: FROB and the per-token norms (sqrt(cols) times the RMS) of
+ * f64 values near DBL_MAX. The sketch is not scaled: Inf or NaN where its
+ * sums overflow. */
 typedef enum resdiag_field {
     RESDIAG_FIELD_ROWS = 0,           /* tokens observed */
     RESDIAG_FIELD_COLS = 1,           /* width */
@@ -352,7 +358,11 @@ RESDIAG_API resdiag_status resdiag_set_enabled(resdiag *r, int enabled);
  * __FILE__ does); bytes of it that are not UTF-8, and control characters,
  * are recorded as '?' (a hook never fails over its call site). Returns OK without work for a NULL handle, a disabled run
  * or a step that is not recorded.
- * Threads: concurrent calls for different layers are safe. */
+ * Threads: concurrent calls for different layers are safe. Two calls at once
+ * for the same site, or for STREAM_IN and BRANCH_OUT of one sublayer (they
+ * share the update ratio), are a client bug: the one that finds the other
+ * running returns RESDIAG_E_BUSY without recording, and the site keeps the
+ * other's complete result. */
 RESDIAG_API resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir,
                                               int layer, int sublayer,
                                               resdiag_site site, resdiag_tensor t,
@@ -360,7 +370,9 @@ RESDIAG_API resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir,
 
 /* Observes the gradient of a named parameter: a per-layer one (0 <= layer <
  * n_layers, name in layer_param_names) or, with layer = RESDIAG_MODEL_LEVEL,
- * a model-level one (name in model_param_names). Any shape. */
+ * a model-level one (name in model_param_names). Any shape. Threads as
+ * resdiag_observe_at: the same parameter from two threads at once gives
+ * RESDIAG_E_BUSY. */
 #define RESDIAG_MODEL_LEVEL (-1)
 RESDIAG_API resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name,
                                                  resdiag_tensor t,

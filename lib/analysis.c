@@ -16,6 +16,7 @@
 #include "analysis.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1522,12 +1523,28 @@ resdiag_check_result resdiag_analysis_check(const resdiag_analysis *a,
                                             const resdiag_check_options *c, char *why,
                                             size_t len)
 {
+    static const char fn[] = "resdiag_analysis_check";
     if (why && len)
         why[0] = 0;
-    if (!a || !c || c->struct_size < sizeof(size_t) ||
-        c->expect <= RESDIAG_PLACEMENT_UNDECLARED || c->expect > RESDIAG_PLACEMENT_NONE)
+    /* A caller built against an older header passes a smaller struct: the
+     * fields it does not have keep their defaults, and nothing past its
+     * struct_size is read. expect has no default, so it must be there. */
+    resdiag_check_options o;
+    resdiag_check_options_init(&o);
+    const size_t min_size = offsetof(resdiag_check_options, expect) + sizeof o.expect;
+    if (c && (c->struct_size < min_size || c->struct_size > sizeof o)) {
+        rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "client bug: %s: options.struct_size %zu "
+               "(call resdiag_check_options_init)", fn, c->struct_size);
+        return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "client bug: %s: options.struct_size "
+                   "%zu (call resdiag_check_options_init)", fn, c->struct_size);
+    }
+    if (c)
+        memcpy(&o, c, c->struct_size);
+    if (!a || !c || o.expect <= RESDIAG_PLACEMENT_UNDECLARED ||
+        o.expect > RESDIAG_PLACEMENT_NONE)
         return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "client bug: no analysis or no valid "
                    "expected placement");
+    c = &o;
     const char *want = resdiag_placement_name(c->expect);
     resdiag_verdict v = a->verdict, e = (resdiag_verdict)c->expect;
     const char *conf = resdiag_confidence_name(a->conf);

@@ -33,13 +33,16 @@
 #define MIN_TAU_LEN 4096
 
 /* Per (layer, sublayer): what the update ratio needs from the two tensors
- * of the add, whichever hook comes first. Only that layer's hooks touch it. */
+ * of the add, whichever hook comes first. Only that layer's hooks touch it,
+ * one at a time: busy is held by the STREAM_IN or BRANCH_OUT call that is
+ * using it (see claim()). */
 typedef struct add_state {
     double *in_norms;  /* (cap) per-token norms of STREAM_IN */
     double *br_norms;  /* (cap) per-token norms of BRANCH_OUT */
     int64_t cap;
     int64_t in_rows, br_rows;
     uint64_t in_mark, br_mark; /* step serial when each was observed */
+    atomic_uchar busy;
 } add_state;
 
 struct resdiag {
@@ -73,6 +76,7 @@ struct resdiag {
 
     rd_callsite *callsites; /* (lay.n_slots) */
     atomic_int callsites_changed;
+    atomic_uchar *slot_busy; /* (lay.n_slots) held by the hook writing that slot */
     add_state *adds;        /* (n_layers * n_sublayers) */
 
     rd_writer *writer;
@@ -408,6 +412,7 @@ static void free_run(resdiag *r)
     free(r->batch_steps);
     free(r->batch_times);
     free(r->callsites);
+    free(r->slot_busy);
     pthread_mutex_destroy(&r->msg_lock);
     free(r);
 }
@@ -488,8 +493,9 @@ resdiag_status resdiag_open(resdiag **out, const char *path, const resdiag_model
     r->batch_times = malloc((size_t)opt.flush_steps * sizeof *r->batch_times);
     r->callsites = calloc(r->lay.n_slots, sizeof *r->callsites);
     r->adds = calloc(n_adds, sizeof *r->adds);
+    r->slot_busy = calloc(r->lay.n_slots, sizeof *r->slot_busy);
     if (!ok || !r->tau || !r->batch || !r->batch_steps || !r->batch_times || !r->callsites ||
-        !r->adds) {
+        !r->adds || !r->slot_busy) {
         free_run(r);
         return open_fail(&c, RESDIAG_E_NOMEM, "resdiag_open: out of memory");
     }
@@ -771,6 +777,33 @@ static void note_callsite(resdiag *r, size_t slot, const char *file, int line)
     }
 }
 
+/* Two calls at once must not write one slot, nor the add_state of one
+ * sublayer (resdiag.h allows concurrent hooks on different layers only).
+ * One atomic exchange per call tells: the second of two overlapping calls
+ * finds the flag taken and records nothing, so the slot keeps the first
+ * call's complete result. Acquire and release order one call's writes
+ * before those of the next call that takes the flag, from any thread. */
+static int claim(atomic_uchar *flag)
+{
+    return atomic_exchange_explicit(flag, 1, memory_order_acquire) == 0;
+}
+
+static void release(atomic_uchar *flag)
+{
+    atomic_store_explicit(flag, 0, memory_order_release);
+}
+
+static resdiag_status busy_bug(resdiag *r, const char *fn, const char *what, int add,
+                               const char *file, int line)
+{
+    return client_bug(r, RESDIAG_E_BUSY,
+                      "%s: %s is being observed by another thread at this moment%s; this "
+                      "call is not recorded (hooks may run concurrently on different layers "
+                      "only) (%s:%d)", fn, what,
+                      add ? " (or the other tensor of its residual add is)" : "",
+                      file ? file : "?", line);
+}
+
 /* Grows one add_state buffer to hold rows norms; only when a larger tensor
  * than ever before arrives. */
 static int add_reserve(add_state *a, int64_t rows)
@@ -861,34 +894,56 @@ resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, 
     rd_layout_site_slot(lay, dir, layer, sublayer, site, 1, &sk_table, &sk_slot);
     double *fields = r->cur + rd_layout_offset(lay, table, slot);
     double *sketch = r->sp.k ? r->cur + rd_layout_offset(lay, sk_table, sk_slot) : NULL;
+    const size_t cs = lay->tables[table].slot_offset + slot;
 
-    /* The add's two tensors keep their per-token norms for the update ratio. */
+    /* The add's two tensors keep their per-token norms for the update ratio;
+     * the call holds the add_state as well as its slot, as the update ratio
+     * reads the other tensor's fields and norms. */
     add_state *a = NULL;
-    double *row_norms = NULL;
-    if (dir == RESDIAG_FORWARD && (site == RESDIAG_STREAM_IN || site == RESDIAG_BRANCH_OUT)) {
+    if (dir == RESDIAG_FORWARD && (site == RESDIAG_STREAM_IN || site == RESDIAG_BRANCH_OUT))
         a = &r->adds[(size_t)layer * (size_t)r->model.n_sublayers + (size_t)sublayer];
-        if (add_reserve(a, t.rows) == 0)
-            row_norms = site == RESDIAG_STREAM_IN ? a->in_norms : a->br_norms;
+    int claimed = claim(&r->slot_busy[cs]);
+    if (claimed && a && !claim(&a->busy)) {
+        release(&r->slot_busy[cs]);
+        claimed = 0;
+    }
+    if (!claimed) {
+        char what[96];
+        if (msite >= 0)
+            snprintf(what, sizeof what, "%s %s", dir ? "backward" : "forward",
+                     resdiag_site_name(site));
+        else
+            snprintf(what, sizeof what, "%s %s of layer %d sublayer %d",
+                     dir ? "backward" : "forward", resdiag_site_name(site), layer, sublayer);
+        return busy_bug(r, fn, what, a != NULL, file, line);
+    }
+    double *row_norms = NULL;
+    int have_norms = 0; /* rows == 0 needs no buffer */
+    if (a && add_reserve(a, t.rows) == 0) {
+        have_norms = 1;
+        row_norms = site == RESDIAG_STREAM_IN ? a->in_norms : a->br_norms;
     }
     rd_stats_compute_split(r->opt.hook_threads, fields, sketch, row_norms, &t, &r->sp);
     fields[RESDIAG_FIELD_CALL_SEQ] = (double)atomic_fetch_add(&r->seq, 1);
-    note_callsite(r, lay->tables[table].slot_offset + slot, file, line);
+    note_callsite(r, cs, file, line);
 
     if (a) {
         if (site == RESDIAG_STREAM_IN) {
-            a->in_rows = row_norms ? t.rows : -1;
+            a->in_rows = have_norms ? t.rows : -1;
             a->in_mark = r->serial;
         } else {
-            a->br_rows = row_norms ? t.rows : -1;
+            a->br_rows = have_norms ? t.rows : -1;
             a->br_mark = r->serial;
         }
         if (a->in_mark == r->serial && a->br_mark == r->serial)
             add_update_ratio(r, layer, sublayer, a);
-        if (!row_norms)
-            return client_bug(r, RESDIAG_E_NOMEM,
-                              "%s: no memory for %lld per-token norms; update ratio per "
-                              "token not recorded", fn, (long long)t.rows);
+        release(&a->busy);
     }
+    release(&r->slot_busy[cs]);
+    if (a && !have_norms)
+        return client_bug(r, RESDIAG_E_NOMEM,
+                          "%s: no memory for %lld per-token norms; update ratio per "
+                          "token not recorded", fn, (long long)t.rows);
     return RESDIAG_OK;
 }
 
@@ -926,9 +981,19 @@ resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name, re
     int table = model_level ? RD_T_MODEL_PARAM : RD_T_LAYER_PARAM;
     size_t slot = model_level ? (size_t)p : (size_t)layer * (size_t)n + (size_t)p;
     double *fields = r->cur + rd_layout_offset(&r->lay, table, slot);
+    const size_t cs = r->lay.tables[table].slot_offset + slot;
+    if (!claim(&r->slot_busy[cs])) {
+        char what[RESDIAG_MAX_NAME + 64];
+        if (model_level)
+            snprintf(what, sizeof what, "the gradient of model parameter '%s'", name);
+        else
+            snprintf(what, sizeof what, "the gradient of '%s' in layer %d", name, layer);
+        return busy_bug(r, fn, what, 0, file, line);
+    }
     rd_sketch_params none = { 0, NULL, 0, 0 };
     rd_stats_compute_split(r->opt.hook_threads, fields, NULL, NULL, &t, &none);
     fields[RESDIAG_FIELD_CALL_SEQ] = (double)atomic_fetch_add(&r->seq, 1);
-    note_callsite(r, r->lay.tables[table].slot_offset + slot, file, line);
+    note_callsite(r, cs, file, line);
+    release(&r->slot_busy[cs]);
     return RESDIAG_OK;
 }

@@ -34,7 +34,10 @@
  * results are combined with an overflow-free sum of squares (LAPACK dlassq
  * style) and, TOK_BLOCK tokens at a time, Chan et al.'s update of mean and
  * squared deviations (one division per block, not per token), so 1e200 or
- * 1e-310 f64 data give the right norms. No allocation, no state outside
+ * 1e-310 f64 data give the right norms. Near DBL_MAX, where a sum or a
+ * difference of per-token values overflows, those are taken one token at a
+ * time from halves; a token norm beyond the double range makes FROB +Inf
+ * and the norm's moments those of the RMS times sqrt(cols). No allocation, no state outside
  * the call: thread-safe.
  *
  * Paths: the one-read-per-row loop above (fast_row_portable) has vector
@@ -55,6 +58,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 #if defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
@@ -168,14 +172,30 @@ typedef struct moments {
     ssq m2;
 } moments;
 
-/* w = sqrt((n-1)/n) and inv_n = 1/n for the n-th token, shared by the four
- * quantities of a token. */
-static inline __attribute__((always_inline)) void moments_add(moments *m, double v,
-                                                              double inv_n, double w)
+static void ssq_merge(ssq *a, const ssq *b);
+
+/* value += (x * f)^2 for f >= 0, also where x * f itself would overflow. */
+static void ssq_add_prod(ssq *a, double x, double f)
+{
+    ssq b = { fabs(x), f * f, 0.0 };
+    if (f != 0.0)
+        ssq_merge(a, &b);
+}
+
+/* w = sqrt((n-1)/n) and inv_n = 1/n for the n-th token. Only for values
+ * near DBL_MAX (see moments_add_block): v - mean may overflow there, so
+ * that difference is taken of halves (exact this far above the denormals). */
+static void moments_add(moments *m, double v, double inv_n, double w)
 {
     double delta = v - m->mean;
-    m->mean += delta * inv_n;
-    ssq_add(&m->m2, delta * w);
+    if (isfinite(delta)) {
+        m->mean += delta * inv_n;
+        ssq_add(&m->m2, delta * w);
+        return;
+    }
+    double dh = 0.5 * v - 0.5 * m->mean;
+    m->mean += dh * (2.0 * inv_n);
+    ssq_add_prod(&m->m2, dh, 2.0 * w);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -184,13 +204,37 @@ static inline __attribute__((always_inline)) void moments_add(moments *m, double
 
 typedef rd_row_sums row_sums;
 
+/* Element j of a row that may start at any byte: a tensor's data pointer
+ * need not be aligned to its dtype. memcpy compiles to the same single load
+ * as a typed read, without assuming alignment. */
+static inline float ld_f32(const void *row, int64_t j)
+{
+    float v;
+    memcpy(&v, (const char *)row + (size_t)j * sizeof v, sizeof v);
+    return v;
+}
+
+static inline double ld_f64(const void *row, int64_t j)
+{
+    double v;
+    memcpy(&v, (const char *)row + (size_t)j * sizeof v, sizeof v);
+    return v;
+}
+
+static inline uint16_t ld_u16(const void *row, int64_t j)
+{
+    uint16_t v;
+    memcpy(&v, (const char *)row + (size_t)j * sizeof v, sizeof v);
+    return v;
+}
+
 static double load(const void *row, resdiag_dtype dtype, int64_t j)
 {
     switch (dtype) {
-    case RESDIAG_DTYPE_F32: return ((const float *)row)[j];
-    case RESDIAG_DTYPE_F64: return ((const double *)row)[j];
-    case RESDIAG_DTYPE_F16: return rd_f16_to_f32(((const uint16_t *)row)[j]);
-    case RESDIAG_DTYPE_BF16: return rd_bf16_to_f32(((const uint16_t *)row)[j]);
+    case RESDIAG_DTYPE_F32: return ld_f32(row, j);
+    case RESDIAG_DTYPE_F64: return ld_f64(row, j);
+    case RESDIAG_DTYPE_F16: return rd_f16_to_f32(ld_u16(row, j));
+    case RESDIAG_DTYPE_BF16: return rd_bf16_to_f32(ld_u16(row, j));
     }
     return 0.0;
 }
@@ -297,6 +341,8 @@ static double lane_sum(const double *a /* (LANES) */)
     return s[0];
 }
 
+static size_t dtype_size(resdiag_dtype dtype);
+
 /* The common path: one read of the row, assuming finite values.
  * rb (K) receives the row's sketch buckets (unsigned by sigma). */
 static int fast_row_portable(row_sums *rs, double *rb, const void *row, resdiag_dtype dtype,
@@ -313,8 +359,15 @@ static int fast_row_portable(row_sums *rs, double *rb, const void *row, resdiag_
 
     for (int64_t j0 = 0; j0 < cols; j0 += CHUNK) {
         int64_t n = cols - j0 < CHUNK ? cols - j0 : CHUNK;
+        const char *at = (const char *)row + (size_t)j0 * dtype_size(dtype);
+        /* The loops below read typed elements: a chunk of a misaligned
+         * tensor is copied first (from L1; aligned rows are read in place). */
+        const int misaligned = ((uintptr_t)at & (dtype_size(dtype) - 1)) != 0;
         if (dtype == RESDIAG_DTYPE_F64) {
-            const double *x = (const double *)row + j0; /* (n) */
+            double dbuf[CHUNK];
+            if (misaligned)
+                memcpy(dbuf, at, (size_t)n * sizeof *dbuf);
+            const double *x = misaligned ? dbuf : (const double *)(const void *)at; /* (n) */
             acc_f64(&L, x, n, x0);
             if (sk)
                 sketch_f64(rb, x, n, j0, sp);
@@ -323,15 +376,16 @@ static int fast_row_portable(row_sums *rs, double *rb, const void *row, resdiag_
         const float *x;                       /* (n) */
         float buf[CHUNK];
         if (dtype == RESDIAG_DTYPE_F32) {
-            x = (const float *)row + j0;
+            if (misaligned)
+                memcpy(buf, at, (size_t)n * sizeof *buf);
+            x = misaligned ? buf : (const float *)(const void *)at;
         } else {
-            const uint16_t *h = (const uint16_t *)row + j0; /* (n) */
             if (dtype == RESDIAG_DTYPE_F16)
                 for (int64_t u = 0; u < n; u++)
-                    buf[u] = rd_f16_to_f32(h[u]);
+                    buf[u] = rd_f16_to_f32(ld_u16(at, u));
             else
                 for (int64_t u = 0; u < n; u++)
-                    buf[u] = rd_bf16_to_f32(h[u]);
+                    buf[u] = rd_bf16_to_f32(ld_u16(at, u));
             x = buf;
         }
         acc_f32(&L, x, n, x0);
@@ -422,18 +476,14 @@ static int64_t first_col(const void *row, resdiag_dtype dtype, int64_t cols, dou
      * cost as much as the row's statistics in small tensors */
     int64_t j = 0;
     switch (dtype) {
-    case RESDIAG_DTYPE_F32: {
-        const float *x = row; /* (cols) */
-        while (j < cols && fabs((double)x[j]) != a)
+    case RESDIAG_DTYPE_F32:
+        while (j < cols && fabs((double)ld_f32(row, j)) != a)
             j++;
         break;
-    }
-    case RESDIAG_DTYPE_F64: {
-        const double *x = row; /* (cols) */
-        while (j < cols && fabs(x[j]) != a)
+    case RESDIAG_DTYPE_F64:
+        while (j < cols && fabs(ld_f64(row, j)) != a)
             j++;
         break;
-    }
     default:
         while (j < cols && fabs(load(row, dtype, j)) != a)
             j++;
@@ -611,10 +661,18 @@ static void ssq_merge(ssq *a, const ssq *b)
 /* Chan et al.'s pairwise update: M2 = M2a + M2b + delta^2 na nb / n. */
 static void moments_merge(moments *a, const moments *b, double na, double nb)
 {
-    double n = na + nb, delta = b->mean - a->mean;
-    a->mean += delta * (nb / n);
+    double n = na + nb, delta = b->mean - a->mean, f = sqrt(na * nb / n);
+    if (isfinite(delta * f)) {
+        a->mean += delta * (nb / n);
+        ssq_merge(&a->m2, &b->m2);
+        ssq_add(&a->m2, delta * f);
+        return;
+    }
+    /* means near DBL_MAX of both signs: the same from halves */
+    double dh = 0.5 * b->mean - 0.5 * a->mean;
+    a->mean = a->mean * (na / n) + b->mean * (nb / n);
     ssq_merge(&a->m2, &b->m2);
-    ssq_add(&a->m2, delta * sqrt(na * nb / n));
+    ssq_add_prod(&a->m2, dh, 2.0 * f);
 }
 
 /* Tokens per block: per-token values are combined into the partial a
@@ -679,19 +737,23 @@ static double sumsq4(const double *x /* (n) */, int n)
 }
 
 /* value += sum_k x[k]^2 for the n values x: one plain sum when no square
- * can overflow or lose precision to underflow, else one ssq_add each. */
-static void ssq_add_all(ssq *a, const double *x /* (n) */, int n)
+ * can overflow or lose precision to underflow, else one ssq_add each.
+ * Returns 0, adding nothing, when an x[k] is not finite. */
+static int ssq_add_all(ssq *a, const double *x /* (n) */, int n)
 {
     double mx = max_abs4(x, n);
     if (mx == 0.0)
-        return;
+        return 1;
     if (mx > 0x1p-450 && mx < 0x1p450) {
         /* smaller squares that underflow are below 2^-1000 of the sum */
         ssq_add(a, sqrt(sumsq4(x, n)));
-        return;
+        return 1;
     }
+    if (!(mx <= DBL_MAX))
+        return 0;
     for (int k = 0; k < n; k++)
         ssq_add(a, x[k]);
+    return 1;
 }
 
 /* m (n0 tokens so far) followed by the n tokens of v: the block's mean and
@@ -702,21 +764,39 @@ static void moments_add_block(moments *m, const double *v /* (n) */, int n, doub
      * spread of exactly 0 whatever n is */
     double dev[TOK_BLOCK];
     double mean = v[0] + sum4(v, n, v[0]) / n;
-    if (!isfinite(mean)) { /* values near DBL_MAX: one token at a time */
-        for (int k = 0; k < n; k++) {
-            double nk = n0 + k + 1, inv = 1.0 / nk;
-            moments_add(m, v[k], inv, sqrt((nk - 1.0) * inv));
+    if (isfinite(mean)) {
+        for (int k = 0; k < n; k++)
+            dev[k] = v[k] - mean;
+        moments b = { mean, { 0.0, 0.0, 0.0 } };
+        if (ssq_add_all(&b.m2, dev, n)) {
+            if (n0 == 0.0)
+                *m = b;
+            else
+                moments_merge(m, &b, n0, (double)n);
+            return;
         }
-        return;
     }
-    for (int k = 0; k < n; k++)
-        dev[k] = v[k] - mean;
-    moments b = { mean, { 0.0, 0.0, 0.0 } };
-    ssq_add_all(&b.m2, dev, n);
-    if (n0 == 0.0)
-        *m = b;
-    else
-        moments_merge(m, &b, n0, (double)n);
+    /* values near DBL_MAX (their sum or a difference overflows): one token
+     * at a time */
+    for (int k = 0; k < n; k++) {
+        double nk = n0 + k + 1, inv = 1.0 / nk;
+        moments_add(m, v[k], inv, sqrt((nk - 1.0) * inv));
+    }
+}
+
+/* A rescanned row's per-token values, computed on x * 2^-e, scaled back.
+ * |mean|, std <= rms <= the largest |x| (amax): a row of DBL_MAX must not
+ * round its rms up to Inf (its norm may well be Inf: beyond the double
+ * range). Out of line: the hot loop that calls it stays small. */
+static __attribute__((noinline)) void unscale_token(double *norm, double *mean, double *rms,
+                                                    double *std, int e, double amax)
+{
+    double r = ldexp(*rms, e), s = ldexp(*std, e), m = ldexp(*mean, e);
+    r = r < amax ? r : amax;
+    *norm = ldexp(*norm, e);
+    *rms = r;
+    *std = s < r ? s : r;
+    *mean = fabs(m) <= r ? m : copysign(r, m);
 }
 
 /* Rows [r0, r1) of t into *p (which starts empty). */
@@ -802,12 +882,8 @@ static void compute_rows(partial *p, rd_fast_row_fn fast_row, rd_fast_rows_fn fa
             double tok_mean = rs.y0 + mu;
             double tok_rms = tok_norm * rsqrt_cols;
             double tok_std = sqrt(var > 0.0 ? var : 0.0);
-            if (rs.e != 0) { /* rescanned rows only; libm calls cost on every row */
-                tok_norm = ldexp(tok_norm, rs.e);
-                tok_mean = ldexp(tok_mean, rs.e);
-                tok_rms = ldexp(tok_rms, rs.e);
-                tok_std = ldexp(tok_std, rs.e);
-            }
+            if (rs.e != 0) /* rescanned rows only; libm calls cost on every row */
+                unscale_token(&tok_norm, &tok_mean, &tok_rms, &tok_std, rs.e, rs.amax);
             tn[k] = tok_norm;
             tm[k] = tok_mean;
             tr[k] = tok_rms;
@@ -933,6 +1009,15 @@ static void compute(rd_stats_path path, int threads, double *fields, double *ske
     const int any = rows > 0;
     fields[RESDIAG_FIELD_TOK_NORM_MEAN] = any ? p.norm.mean : NAN;
     fields[RESDIAG_FIELD_TOK_NORM_STD] = any ? ssq_rms(&p.norm.m2, r) : NAN;
+    if (p.norm_max == INFINITY) {
+        /* A token's norm beyond the double range (f64 values near DBL_MAX):
+         * so is FROB, and the moments of the norms are those of the rms,
+         * which stay in range, times sqrt(cols) (Inf only if they overflow). */
+        const double sc = sqrt((double)cols);
+        fields[RESDIAG_FIELD_FROB] = INFINITY;
+        fields[RESDIAG_FIELD_TOK_NORM_MEAN] = p.rms.mean * sc;
+        fields[RESDIAG_FIELD_TOK_NORM_STD] = ssq_rms(&p.rms.m2, r) * sc;
+    }
     fields[RESDIAG_FIELD_TOK_NORM_MIN] = any ? p.norm_min : NAN;
     fields[RESDIAG_FIELD_TOK_NORM_MAX] = any ? p.norm_max : NAN;
     fields[RESDIAG_FIELD_TOK_MEAN_MEAN] = any ? p.mean.mean : NAN;

@@ -46,7 +46,10 @@ void rd_fill_column_signs(float *tau, size_t n, uint64_t seed);
  * (f64 input beyond ~1e154 or below ~1e-154) are rescanned with scaling, and
  * rows holding NaN or Inf are rescanned to leave those values out and count
  * them (those values count as 0 in the sketch), so the common path is a
- * single streaming read. */
+ * single streaming read. A field is +Inf only where its value exceeds the
+ * double range (FROB and the token norms of f64 data near DBL_MAX; their
+ * moments are then those of the RMS times sqrt(cols)); the sketch is not
+ * scaled (Inf or NaN where its sums overflow). */
 void rd_stats_compute(double *fields, double *sketch, double *row_norms,
                       const resdiag_tensor *t, const rd_sketch_params *sp);
 

@@ -392,11 +392,16 @@ static inline void kb_fold_signed(double *acc, const vf kb[CH], double sigma)
 
 static inline double load1(const void *row, const int dt, int64_t j)
 {
+    /* the row may start at any byte: memcpy loads assume no alignment */
+    const char *p = (const char *)row;
+    float f;
+    double d;
+    uint16_t h;
     switch (dt) {
-    case RESDIAG_DTYPE_F32: return ((const float *)row)[j];
-    case RESDIAG_DTYPE_F64: return ((const double *)row)[j];
-    case RESDIAG_DTYPE_F16: return rd_f16_to_f32(((const uint16_t *)row)[j]);
-    default: return rd_bf16_to_f32(((const uint16_t *)row)[j]);
+    case RESDIAG_DTYPE_F32: memcpy(&f, p + (size_t)j * 4, 4); return f;
+    case RESDIAG_DTYPE_F64: memcpy(&d, p + (size_t)j * 8, 8); return d;
+    case RESDIAG_DTYPE_F16: memcpy(&h, p + (size_t)j * 2, 2); return rd_f16_to_f32(h);
+    default: memcpy(&h, p + (size_t)j * 2, 2); return rd_bf16_to_f32(h);
     }
 }
 

@@ -8,6 +8,7 @@
  */
 #include <check.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -532,6 +533,53 @@ START_TEST(check_final_norm_and_growth)
 }
 END_TEST
 
+/* A caller built against an older header passes a smaller
+ * resdiag_check_options: what lies past its struct_size is not read (here
+ * poisoned with values that would fail the check, or not allocated at all)
+ * and those fields keep their defaults. Sizes without expect, or larger
+ * than the library knows, are refused. */
+START_TEST(check_options_of_an_older_caller_get_the_defaults)
+{
+    write_run(path("old.h5"), PRE, 4, 0, 0.5, 1, -1);
+    resdiag_analysis *a = analyse(path("old.h5"), RESDIAG_STEP_FIRST);
+    ck_assert_int_eq(resdiag_analysis_final_norm(a), 0);
+    ck_assert(resdiag_analysis_growth(a) > 1);
+    char why[256];
+    const size_t sizes[2] = { offsetof(resdiag_check_options, require_final_norm),
+                              offsetof(resdiag_check_options, max_growth) };
+    for (int i = 0; i < 2; i++) {
+        resdiag_check_options c;
+        resdiag_check_options_init(&c);
+        c.struct_size = sizes[i];
+        c.expect = RESDIAG_PLACEMENT_PRE;
+        /* the poison: a final norm required (there is none), growth limit 1e-9 */
+        c.require_final_norm = i == 0 ? 1 : 0;
+        c.max_growth = 1e-9;
+        ck_assert_msg(resdiag_analysis_check(a, &c, why, sizeof why) == RESDIAG_CHECK_HOLDS,
+                      "struct_size %zu: %s", sizes[i], why);
+        /* exactly the caller's bytes, no more (ASan sees a read past them) */
+        resdiag_check_options *heap = malloc(sizes[i]);
+        ck_assert_ptr_nonnull(heap);
+        memcpy(heap, &c, sizes[i]);
+        ck_assert_msg(resdiag_analysis_check(a, heap, why, sizeof why) == RESDIAG_CHECK_HOLDS,
+                      "struct_size %zu on the heap: %s", sizes[i], why);
+        free(heap);
+    }
+    const size_t bad[4] = { 0, sizeof(size_t), offsetof(resdiag_check_options, expect),
+                            sizeof(resdiag_check_options) + 8 };
+    for (int i = 0; i < 4; i++) {
+        resdiag_check_options c;
+        resdiag_check_options_init(&c);
+        c.expect = RESDIAG_PLACEMENT_PRE;
+        c.struct_size = bad[i];
+        ck_assert_int_eq(resdiag_analysis_check(a, &c, why, sizeof why),
+                         RESDIAG_CHECK_CANNOT_TELL);
+        ck_assert_msg(strstr(why, "struct_size") != NULL, "struct_size %zu: %s", bad[i], why);
+    }
+    resdiag_analysis_free(a);
+}
+END_TEST
+
 /* Warnings: a declaration the data contradict; massive activations. */
 START_TEST(warnings_name_the_contradiction_and_the_column)
 {
@@ -589,6 +637,7 @@ int main(void)
     tcase_add_test(tc, first_nonfinite_value_is_located);
     tcase_add_test(tc, empty_run_and_bad_arguments_are_errors);
     tcase_add_test(tc, check_final_norm_and_growth);
+    tcase_add_test(tc, check_options_of_an_older_caller_get_the_defaults);
     tcase_add_test(tc, warnings_name_the_contradiction_and_the_column);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -381,6 +381,60 @@ START_TEST(hooks_reject_bad_calls_and_the_run_goes_on)
 }
 END_TEST
 
+/* resdiag.h: rows >= 0, data may be NULL when rows == 0. An empty tensor,
+ * also as the first one a sublayer's add ever sees (no norm buffer yet), is
+ * recorded as observed with 0 tokens, without a message. */
+START_TEST(empty_tensors_are_observed_with_zero_rows)
+{
+    float x[T * D], f[T * D];
+    fill(x, T * D, 3);
+    fill(f, T * D, 4);
+    resdiag *r = open_run(path_a, NULL);
+    log_count = 0;
+    ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(NULL, 0, D)), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_BRANCH_OUT, resdiag_f32(x, 0, D)), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_NORM_IN, resdiag_f32(NULL, 0, D)), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, 0, "mlp.w2", resdiag_f32(NULL, 0, D)), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    /* the next step's tensors still give the update ratio */
+    ck_assert_int_eq(resdiag_step_begin(r, 1), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, D)), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_BRANCH_OUT, resdiag_f32(f, T, D)), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    resdiag_destroy(r);
+    ck_assert_msg(log_count == 0, "%d messages, the last: %s", log_count, log_last);
+
+    resdiag_reader *rd = reopen(path_a);
+    double v[RESDIAG_N_FIELDS], u[RESDIAG_N_UPDATE_FIELDS];
+    static const resdiag_site sites[3] = { RESDIAG_STREAM_IN, RESDIAG_BRANCH_OUT,
+                                           RESDIAG_NORM_IN };
+    for (int i = 0; i < 4; i++) {
+        int observed = -1;
+        if (i < 3)
+            ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 0, 0, sites[i], v,
+                                                 &observed), RESDIAG_OK);
+        else
+            ck_assert_int_eq(resdiag_reader_param(rd, 0, 0, "mlp.w2", v, &observed),
+                             RESDIAG_OK);
+        ck_assert_int_eq(observed, 1);
+        ck_assert_double_eq(v[RESDIAG_FIELD_ROWS], 0);
+        ck_assert_double_eq(v[RESDIAG_FIELD_COLS], D);
+        ck_assert_double_eq(v[RESDIAG_FIELD_FROB], 0);
+        ck_assert(isnan(v[RESDIAG_FIELD_TOK_NORM_MEAN]));
+        ck_assert_double_eq(v[RESDIAG_FIELD_NAN_COUNT], 0);
+    }
+    ck_assert_int_eq(resdiag_reader_update(rd, 0, 0, 0, u), RESDIAG_OK);
+    ck_assert(isnan(u[RESDIAG_UPDATE_RATIO_FROB]) && isnan(u[RESDIAG_UPDATE_RATIO_TOK_MEAN]));
+    ck_assert_int_eq(resdiag_reader_update(rd, 1, 0, 0, u), RESDIAG_OK);
+    ck_assert_double_eq_tol(u[RESDIAG_UPDATE_RATIO_FROB],
+                            (double)(ref_frob(f, T, D) / ref_frob(x, T, D)), 1e-12);
+    ck_assert(isfinite(u[RESDIAG_UPDATE_RATIO_TOK_MEAN]));
+    resdiag_reader_close(rd);
+}
+END_TEST
+
 START_TEST(shard_width_is_accepted_only_when_declared)
 {
     float x[T * 4];
@@ -1153,6 +1207,7 @@ static Suite *api_suite(void)
     tcase_add_test(tc, concurrent_hooks_on_different_layers_match_a_sequential_run);
     tcase_add_test(tc, hook_threads_split_large_tensors_deterministically);
     tcase_add_test(tc, hook_threads_out_of_range_is_refused);
+    tcase_add_test(tc, empty_tensors_are_observed_with_zero_rows);
     tcase_add_test(tc, a_full_disk_is_reported_once_and_earlier_steps_survive);
     suite_add_tcase(s, tc);
     return s;

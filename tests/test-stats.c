@@ -37,6 +37,7 @@
  * on every path, and everything on the portable path, keep REL_TOL.
  */
 #include <check.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -858,6 +859,111 @@ START_TEST(stats_f64_1e200_has_right_norms)
 }
 END_TEST
 
+/* Values near the top of the range. Everything is scaled on the way, so
+ * a statistic is finite whenever its value is: RMS, means and stds of
+ * DBL_MAX data are DBL_MAX or 0. Only a value beyond the double range is
+ * +Inf: FROB and the per-token norms (sqrt(cols) times the RMS) of such
+ * f64 data. Never NaN. Against the long double reference, whose range
+ * holds those values (x86-64). */
+static void check_near_max(const char *label, const double *v, resdiag_dtype dt, int64_t rows,
+                           int64_t cols, int threads)
+{
+    tensor t = tensor_from(v, dt, rows, cols, 0, 0.0);
+    double f[RESDIAG_N_FIELDS], *norms = malloc((size_t)rows * sizeof *norms);
+    ck_assert_ptr_nonnull(norms);
+    rd_stats_compute_split(threads, f, NULL, norms, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0 });
+    reference r;
+    reference_compute(&r, &t.view, NULL);
+    long double rel = field_tol(rd_stats_active_path(), dt);
+    /* valgrind runs long double at double range: its reference of a value
+     * beyond DBL_MAX is Inf or NaN, so only those fields go unchecked there */
+    volatile long double twice = DBL_MAX;
+    twice *= 2.0L;
+    const int wide = isfinite(twice);
+    for (int q = 0; q < RESDIAG_N_FIELDS - 1; q++) {
+        long double ref = r.f[q];
+        ck_assert_msg(!isnan(f[q]), "%s: %s is NaN, expected %.6Lg", label, field_label(q), ref);
+        if (!wide && !isfinite(ref))
+            continue;
+        if (fabsl(ref) > (long double)DBL_MAX) {
+            ck_assert_msg(f[q] == (ref > 0 ? INFINITY : -INFINITY), "%s: %s = %.17g, expected "
+                          "%.6Lg: Inf", label, field_label(q), f[q], ref);
+            continue;
+        }
+        long double scale = q >= RESDIAG_FIELD_TOK_NORM_MEAN && q <= RESDIAG_FIELD_TOK_NORM_MAX
+                                ? r.norm_scale : r.rms_scale;
+        long double tol = field_is_exact(q) ? 0.0L
+                          : q == RESDIAG_FIELD_FROB ? rel * ref : rel * (fabsl(ref) + scale);
+        expect_close(label, field_label(q), f[q], ref, tol);
+    }
+    for (int64_t i = 0; i < rows; i++) {
+        if (r.row_norm[i] > (long double)DBL_MAX)
+            ck_assert_msg(norms[i] == INFINITY, "%s: row_norms[%lld] = %g, expected Inf", label,
+                          (long long)i, norms[i]);
+        else
+            expect_close(label, "row_norms", norms[i], r.row_norm[i], rel * r.row_norm[i]);
+    }
+    reference_free(&r);
+    free(norms);
+    tensor_free(&t);
+}
+
+START_TEST(stats_values_near_the_top_of_the_range_give_inf_only_beyond_it)
+{
+    enum { R = 200, C = 768 }; /* 1.2 MiB of f64: hook_threads = 2 splits it */
+    double *v = malloc((size_t)R * C * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    static const int64_t shapes[][2] = { { 5, 7 }, { 1, 7 }, { 1, 1 }, { 100, 768 }, { R, C } };
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+        int64_t rows = shapes[c][0], cols = shapes[c][1];
+        char label[96];
+        for (int sign = -1; sign <= 1; sign += 2) {
+            for (int64_t k = 0; k < rows * cols; k++)
+                v[k] = sign * DBL_MAX;
+            snprintf(label, sizeof label, "f64 (%lld, %lld) all %sDBL_MAX", (long long)rows,
+                     (long long)cols, sign < 0 ? "-" : "");
+            check_near_max(label, v, RESDIAG_DTYPE_F64, rows, cols, 1);
+            check_near_max(label, v, RESDIAG_DTYPE_F64, rows, cols, 2);
+        }
+        /* tokens of opposite signs: the mean over tokens is ~0, its std
+         * 0.75 DBL_MAX; differences of the values overflow */
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < cols; j++)
+                v[i * cols + j] = (i % 2 ? -0.75 : 0.75) * DBL_MAX;
+        snprintf(label, sizeof label, "f64 (%lld, %lld) rows of +-0.75 DBL_MAX",
+                 (long long)rows, (long long)cols);
+        check_near_max(label, v, RESDIAG_DTYPE_F64, rows, cols, 1);
+        check_near_max(label, v, RESDIAG_DTYPE_F64, rows, cols, 2);
+        /* columns of opposite signs: per-token std near DBL_MAX */
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < cols; j++)
+                v[i * cols + j] = (j % 2 ? -1.0 : 1.0) * DBL_MAX;
+        snprintf(label, sizeof label, "f64 (%lld, %lld) columns of +-DBL_MAX", (long long)rows,
+                 (long long)cols);
+        check_near_max(label, v, RESDIAG_DTYPE_F64, rows, cols, 1);
+    }
+    /* mixed rows: DBL_MAX, ordinary values, Inf, NaN and DBL_MAX in one row */
+    uint64_t s = 910;
+    double *m = random_values(&s, 6, 33, 1.0);
+    for (int j = 0; j < 33; j++)
+        m[j] = DBL_MAX;
+    m[2 * 33 + 1] = INFINITY;
+    m[2 * 33 + 2] = DBL_MAX;
+    m[2 * 33 + 3] = NAN;
+    m[4 * 33 + 5] = -DBL_MAX;
+    check_near_max("f64 mixed rows", m, RESDIAG_DTYPE_F64, 6, 33, 1);
+    /* f32 at FLT_MAX, with +-Inf among them: finite in double, every field */
+    for (int64_t k = 0; k < R * C; k++)
+        v[k] = (k % 3 ? 1.0 : -1.0) * FLT_MAX;
+    v[5] = INFINITY;
+    v[C + 7] = -INFINITY;
+    check_near_max("f32 FLT_MAX with Inf", v, RESDIAG_DTYPE_F32, R, C, 1);
+    check_near_max("f32 FLT_MAX with Inf", v, RESDIAG_DTYPE_F32, R, C, 2);
+    free(m);
+    free(v);
+}
+END_TEST
+
 START_TEST(stats_f64_tiny_values_have_right_norms)
 {
     /* 1e-310 is a double denormal; the squares of 1e-160 underflow to
@@ -1027,6 +1133,66 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* The sketch                                                                */
 /* ------------------------------------------------------------------------ */
+
+/* A tensor's data may start at any byte (a view into a packed buffer): the
+ * statistics of a copy at offsets 1, 2 and 3 bytes equal those of the
+ * aligned tensor bit for bit, on every path, also for rows the careful
+ * loop rescans (NaN, Inf, huge f64). Under UBSan (build-asan) a misaligned
+ * typed read anywhere in the kernels stops this test. */
+START_TEST(stats_misaligned_data_gives_the_aligned_results)
+{
+    static const int64_t ashapes[][3] = { /* rows, cols, stride */
+        { 5, 67, 0 }, { 20, 128, 0 }, { 3, 1100, 0 }, { 7, 40, 45 },
+    };
+    uint64_t s = 900;
+    for (size_t d = 0; d < 4; d++)
+        for (size_t c = 0; c < sizeof ashapes / sizeof ashapes[0]; c++)
+            for (int k = 0; k <= 16; k += 16) {
+                int64_t rows = ashapes[c][0], cols = ashapes[c][1], stride = ashapes[c][2];
+                double *v = random_values(&s, rows, cols, 1.0);
+                v[cols + 3] = NAN; /* row 1: rescanned */
+                v[2 * cols] = INFINITY;
+                if (all_dtypes[d] == RESDIAG_DTYPE_F64)
+                    v[(rows - 1) * cols + 1] = 1e300; /* its squares overflow */
+                tensor t = tensor_from(v, all_dtypes[d], rows, cols, stride, 0.5);
+                sketch_setup sk = sketch_make(k ? k : 1, (size_t)cols + 1, 41);
+                sk.sp.k = k;
+                char label[96];
+                snprintf(label, sizeof label, "%s (%lld, %lld) stride %lld K=%d aligned",
+                         dtype_label[d], (long long)rows, (long long)cols, (long long)stride,
+                         k);
+                check_against_reference(label, &t.view, &sk.sp);
+                double f0[RESDIAG_N_FIELDS] = { 0 }, k0[RESDIAG_MAX_SKETCH] = { 0 };
+                double *n0 = calloc((size_t)rows, sizeof *n0), *n1 = calloc((size_t)rows, sizeof *n1);
+                ck_assert(n0 && n1);
+                rd_stats_compute(f0, k ? k0 : NULL, n0, &t.view, &sk.sp);
+                size_t bytes = (size_t)(rows * (stride ? stride : cols)) * dtype_size(all_dtypes[d]);
+                char *base = malloc(bytes + 8);
+                ck_assert_ptr_nonnull(base);
+                for (int off = 1; off <= 3; off++) {
+                    memcpy(base + off, t.buf, bytes);
+                    resdiag_tensor u = t.view;
+                    u.data = base + off;
+                    double f1[RESDIAG_N_FIELDS] = { 0 }, k1[RESDIAG_MAX_SKETCH] = { 0 };
+                    rd_stats_compute(f1, k ? k1 : NULL, n1, &u, &sk.sp);
+                    for (int q = 0; q < RESDIAG_N_FIELDS; q++)
+                        ck_assert_msg(memcmp(&f1[q], &f0[q], sizeof f0[q]) == 0,
+                                      "%s at offset %d: %s %.17g, aligned %.17g", label, off,
+                                      field_label(q), f1[q], f0[q]);
+                    ck_assert_msg(memcmp(k1, k0, sizeof k0) == 0, "%s at offset %d: sketch",
+                                  label, off);
+                    ck_assert_msg(memcmp(n1, n0, (size_t)rows * sizeof *n0) == 0,
+                                  "%s at offset %d: row norms", label, off);
+                }
+                free(base);
+                free(n0);
+                free(n1);
+                sketch_free(&sk);
+                tensor_free(&t);
+                free(v);
+            }
+}
+END_TEST
 
 START_TEST(stats_sketch_matches_its_definition)
 {
@@ -1982,6 +2148,7 @@ static Suite *stats_suite(void)
     tcase_add_test(tc, stats_absmax_column_is_the_first_largest_magnitude);
     tcase_add_test(tc, stats_row_norms_match_reference);
     tcase_add_test(tc, stats_k_zero_needs_no_sketch_and_changes_nothing_else);
+    tcase_add_test(tc, stats_misaligned_data_gives_the_aligned_results);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("extremes");
@@ -1989,6 +2156,7 @@ static Suite *stats_suite(void)
     tcase_add_test(tc, stats_huge_f32_values_do_not_overflow);
     tcase_add_test(tc, stats_f32_denormals_are_measured);
     tcase_add_test(tc, stats_f64_1e200_has_right_norms);
+    tcase_add_test(tc, stats_values_near_the_top_of_the_range_give_inf_only_beyond_it);
     tcase_add_test(tc, stats_f64_tiny_values_have_right_norms);
     tcase_add_test(tc, stats_f64_rows_of_very_different_magnitudes_combine);
     tcase_add_test(tc, stats_nan_and_inf_are_counted_and_left_out);

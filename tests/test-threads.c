@@ -7,6 +7,11 @@
  * ratios, parameter gradients, refused calls logged from several threads at
  * once, and hook_threads = 2 splitting large tensors inside those threads.
  *
+ * And what resdiag.h does not allow: two threads observing the same site
+ * (or the two tensors of one residual add, or one parameter) at once. The
+ * second of two overlapping calls returns RESDIAG_E_BUSY and the slot keeps
+ * one accepted call's whole result, never a mix of two.
+ *
  * Meant to run under ThreadSanitizer (build-tsan, scripts/test-sanitizers.sh
  * with TSAN_OPTIONS=halt_on_error=1:exitcode=66); in a plain build it checks
  * the values only.
@@ -31,13 +36,15 @@ static const char *const lparams[2] = { "attn.wo", "mlp.w2" };
 
 /* The log handler is called from the hook threads: a mutex guards it. */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static long log_count;
+static long log_count, busy_logs;
 static void count_log(resdiag_log_priority prio, const char *msg, void *user)
 {
     (void)prio;
     (void)user;
     pthread_mutex_lock(&log_lock);
     log_count += msg && *msg;
+    busy_logs += msg && strstr(msg, "client bug:") == msg &&
+                 strstr(msg, "is being observed by another thread") != NULL;
     pthread_mutex_unlock(&log_lock);
 }
 
@@ -276,6 +283,299 @@ START_TEST(hook_threads_2_inside_concurrent_hooks_is_deterministic)
 }
 END_TEST
 
+
+/* ------------------------------------------------- same site, two threads */
+
+/* Two tensors per site, of different row counts (so ROWS tells which one a
+ * slot holds) and values; large, so that two calls released together by a
+ * barrier overlap. */
+enum { SAME_D = 64, SAME_ROUNDS_MIN = 8, SAME_ROUNDS_MAX = 400 };
+static const int same_rows[2] = { 6144, 4096 };
+
+typedef struct same_call {
+    int rc[4]; /* STREAM_IN, BRANCH_OUT, NORM_IN, parameter gradient */
+} same_call;
+
+typedef struct same_worker {
+    resdiag *r;
+    int k; /* which tensors: 0 or 1 */
+    const float *x, *f, *g;
+    pthread_barrier_t *go;
+    same_call out;
+} same_worker;
+
+static void same_hooks(resdiag *r, int k, const float *x, const float *f, const float *g,
+                       same_call *out)
+{
+    int n = same_rows[k];
+    out->rc[0] = RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, n, SAME_D));
+    out->rc[1] = RESDIAG_FWD(r, 0, 0, RESDIAG_BRANCH_OUT, resdiag_f32(f, n, SAME_D));
+    out->rc[2] = RESDIAG_FWD(r, 0, 0, RESDIAG_NORM_IN, resdiag_f32(g, n, SAME_D));
+    out->rc[3] = RESDIAG_PARAM_GRAD(r, 0, "mlp.w2", resdiag_f32(g, n, SAME_D));
+}
+
+static void *same_main(void *p)
+{
+    same_worker *w = p;
+    pthread_barrier_wait(w->go);
+    same_hooks(w->r, w->k, w->x, w->f, w->g, &w->out);
+    return NULL;
+}
+
+static resdiag *open_same(const char *path)
+{
+    resdiag_model m;
+    resdiag_model_init(&m);
+    m.n_layers = 1;
+    m.d_model = SAME_D;
+    m.n_sublayers = 1;
+    m.sublayer_names = sub_names;
+    m.n_layer_params = 2;
+    m.layer_param_names = lparams;
+    resdiag_options o;
+    resdiag_options_init(&o);
+    o.sketch_size = 8;
+    o.flush_steps = 64;
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
+    return r;
+}
+
+/* What the test knows of a tensor without the library, in long double. */
+typedef struct known {
+    double rows, frob, norm_mean, absmax, absmax_col;
+} known;
+
+static known know(const float *x, int rows)
+{
+    long double ss = 0, norms = 0, amax = -1;
+    int col = -1;
+    for (int i = 0; i < rows; i++) {
+        long double row = 0;
+        for (int j = 0; j < SAME_D; j++) {
+            long double v = x[(size_t)i * SAME_D + (size_t)j];
+            row += v * v;
+            if (fabsl(v) > amax) {
+                amax = fabsl(v);
+                col = j;
+            }
+        }
+        ss += row;
+        norms += sqrtl(row);
+    }
+    return (known){ rows, (double)sqrtl(ss), (double)(norms / rows), (double)amax, col };
+}
+
+/* sum_i ||f_i|| / ||x_i|| / rows, for the update ratio */
+static double know_tok_ratio(const float *x, const float *f, int rows)
+{
+    long double sum = 0;
+    for (int i = 0; i < rows; i++) {
+        long double nx = 0, nf = 0;
+        for (int j = 0; j < SAME_D; j++) {
+            long double a = x[(size_t)i * SAME_D + (size_t)j], b = f[(size_t)i * SAME_D + (size_t)j];
+            nx += a * a;
+            nf += b * b;
+        }
+        sum += sqrtl(nf) / sqrtl(nx);
+    }
+    return (double)(sum / rows);
+}
+
+static int close_to(double got, double want)
+{
+    return fabs(got - want) <= 1e-5 * fabs(want);
+}
+
+/* Which of the two tensors the recorded stats are: every field must agree
+ * with the one that ROWS names (independently known values, and bit for bit
+ * with the one-thread reference run), and that call must have returned OK. */
+static int which_one(const double *got, const double *got_sk, const double ref[2][RESDIAG_N_FIELDS],
+                     const double ref_sk[2][RESDIAG_MAX_SKETCH], int sk, const known kn[2],
+                     const int ok[2], const char *what, int step)
+{
+    int k = got[RESDIAG_FIELD_ROWS] == same_rows[0] ? 0 : 1;
+    ck_assert_msg(got[RESDIAG_FIELD_ROWS] == same_rows[k], "step %d %s: rows %g", step, what,
+                  got[RESDIAG_FIELD_ROWS]);
+    ck_assert_msg(ok[k], "step %d %s: holds tensor %d, whose call was refused", step, what, k);
+    ck_assert_msg(close_to(got[RESDIAG_FIELD_FROB], kn[k].frob) &&
+                      close_to(got[RESDIAG_FIELD_TOK_NORM_MEAN], kn[k].norm_mean) &&
+                      got[RESDIAG_FIELD_ABSMAX] == kn[k].absmax &&
+                      got[RESDIAG_FIELD_ABSMAX_COL] == kn[k].absmax_col,
+                  "step %d %s: rows of tensor %d, frob %.9g (want %.9g), norm mean %.9g "
+                  "(want %.9g), absmax %g (want %g)", step, what, k, got[RESDIAG_FIELD_FROB],
+                  kn[k].frob, got[RESDIAG_FIELD_TOK_NORM_MEAN], kn[k].norm_mean,
+                  got[RESDIAG_FIELD_ABSMAX], kn[k].absmax);
+    for (int f = 0; f < RESDIAG_N_FIELDS; f++)
+        if (f != RESDIAG_FIELD_CALL_SEQ)
+            ck_assert_msg(got[f] == ref[k][f] || (isnan(got[f]) && isnan(ref[k][f])),
+                          "step %d %s: field %s %.17g, tensor %d alone gives %.17g", step, what,
+                          resdiag_field_name((resdiag_field)f), got[f], k, ref[k][f]);
+    for (int m = 0; m < sk; m++)
+        ck_assert_msg(got_sk[m] == ref_sk[k][m], "step %d %s: sketch[%d] %.17g, tensor %d "
+                      "alone gives %.17g", step, what, m, got_sk[m], k, ref_sk[k][m]);
+    return k;
+}
+
+START_TEST(same_site_from_two_threads_keeps_one_whole_call)
+{
+    float *x[2], *f[2], *g[2];
+    known kx[2], kf[2], kg[2];
+    double tok_ratio[2];
+    for (int k = 0; k < 2; k++) {
+        size_t n = (size_t)same_rows[k] * SAME_D;
+        x[k] = malloc(n * sizeof(float));
+        f[k] = malloc(n * sizeof(float));
+        g[k] = malloc(n * sizeof(float));
+        ck_assert(x[k] && f[k] && g[k]);
+        for (size_t i = 0; i < n; i++) {
+            x[k][i] = (1.0f + 2.0f * (float)k) * (value(11u + (unsigned)k, (int)i) + 0.5f);
+            f[k][i] = (0.1f + 0.2f * (float)k) * value(31u + (unsigned)k, (int)i);
+            g[k][i] = (0.5f + (float)k) * value(51u + (unsigned)k, (int)i);
+        }
+        kx[k] = know(x[k], same_rows[k]);
+        kf[k] = know(f[k], same_rows[k]);
+        kg[k] = know(g[k], same_rows[k]);
+        tok_ratio[k] = know_tok_ratio(x[k], f[k], same_rows[k]);
+    }
+
+    /* The reference: each tensor alone, one thread (step k holds tensors k). */
+    char path_ref[320], path_two[320];
+    snprintf(path_ref, sizeof path_ref, "%s/same-ref.h5", tmpdir);
+    snprintf(path_two, sizeof path_two, "%s/same-two.h5", tmpdir);
+    resdiag *r = open_same(path_ref);
+    for (int k = 0; k < 2; k++) {
+        same_call c;
+        ck_assert_int_eq(resdiag_step_begin(r, k), RESDIAG_OK);
+        same_hooks(r, k, x[k], f[k], g[k], &c);
+        for (int i = 0; i < 4; i++)
+            ck_assert_int_eq(c.rc[i], RESDIAG_OK);
+        ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    }
+    resdiag_destroy(r);
+
+    /* Two threads, the same sites, released together; rounds until each
+     * kind of overlap was refused at least once. */
+    same_call calls[SAME_ROUNDS_MAX][2];
+    int busy[4] = { 0, 0, 0, 0 }, rounds = 0;
+    busy_logs = log_count = 0;
+    r = open_same(path_two);
+    while (rounds < SAME_ROUNDS_MIN ||
+           (rounds < SAME_ROUNDS_MAX && (!busy[0] || !busy[1] || !busy[2] || !busy[3]))) {
+        ck_assert_int_eq(resdiag_step_begin(r, rounds), RESDIAG_OK);
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, 2);
+        pthread_t th[2];
+        same_worker w[2];
+        for (int k = 0; k < 2; k++) {
+            w[k] = (same_worker){ r, k, x[k], f[k], g[k], &go, { { 0 } } };
+            ck_assert_int_eq(pthread_create(&th[k], NULL, same_main, &w[k]), 0);
+        }
+        for (int k = 0; k < 2; k++)
+            pthread_join(th[k], NULL);
+        pthread_barrier_destroy(&go);
+        for (int k = 0; k < 2; k++) {
+            calls[rounds][k] = w[k].out;
+            for (int i = 0; i < 4; i++) {
+                int rc = w[k].out.rc[i];
+                ck_assert_msg(rc == RESDIAG_OK || rc == RESDIAG_E_BUSY,
+                              "round %d thread %d call %d: %s", rounds, k, i,
+                              resdiag_strerror((resdiag_status)rc));
+                busy[i] += rc == RESDIAG_E_BUSY;
+            }
+        }
+        ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+        rounds++;
+    }
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    resdiag_destroy(r);
+    const int refused = busy[0] + busy[1] + busy[2] + busy[3];
+    ck_assert_msg(refused > 0, "no call was refused in %d rounds: the calls never overlapped",
+                  rounds);
+    /* one line per refused call, up to the rate limit of client-bug messages */
+    ck_assert_int_eq(busy_logs, refused < 20 ? refused : 20);
+    ck_assert_int_eq(log_count, busy_logs);
+
+    resdiag_reader *ref = NULL, *two = NULL;
+    ck_assert_int_eq(resdiag_reader_open(&ref, path_ref), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_reader_open(&two, path_two), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_reader_info(two)->n_steps, rounds);
+    const int sk = resdiag_reader_info(two)->sketch_size;
+    static const resdiag_site sites[3] = { RESDIAG_STREAM_IN, RESDIAG_BRANCH_OUT,
+                                           RESDIAG_NORM_IN };
+    double ref_f[4][2][RESDIAG_N_FIELDS], ref_sk[4][2][RESDIAG_MAX_SKETCH];
+    double ref_u[2][RESDIAG_N_UPDATE_FIELDS];
+    memset(ref_sk, 0, sizeof ref_sk);
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < 3; i++) {
+            ck_assert_int_eq(resdiag_reader_site(ref, k, RESDIAG_FORWARD, 0, 0, sites[i],
+                                                 ref_f[i][k], NULL), RESDIAG_OK);
+            ck_assert_int_eq(resdiag_reader_sketch(ref, k, RESDIAG_FORWARD, 0, 0, sites[i],
+                                                   ref_sk[i][k]), RESDIAG_OK);
+        }
+        ck_assert_int_eq(resdiag_reader_param(ref, k, 0, "mlp.w2", ref_f[3][k], NULL),
+                         RESDIAG_OK);
+        ck_assert_int_eq(resdiag_reader_update(ref, k, 0, 0, ref_u[k]), RESDIAG_OK);
+        ck_assert(close_to(ref_u[k][RESDIAG_UPDATE_RATIO_TOK_MEAN], tok_ratio[k]));
+    }
+    const known *kn[4] = { kx, kf, kg, kg };
+    static const char *const what[4] = { "stream_in", "branch_out", "norm_in", "mlp.w2" };
+    for (int s = 0; s < rounds; s++) {
+        int held[4];
+        for (int i = 0; i < 4; i++) {
+            double got[RESDIAG_N_FIELDS], got_sk[RESDIAG_MAX_SKETCH] = { 0 };
+            int observed = 0;
+            if (i < 3) {
+                ck_assert_int_eq(resdiag_reader_site(two, s, RESDIAG_FORWARD, 0, 0, sites[i],
+                                                     got, &observed), RESDIAG_OK);
+                ck_assert_int_eq(resdiag_reader_sketch(two, s, RESDIAG_FORWARD, 0, 0, sites[i],
+                                                       got_sk), RESDIAG_OK);
+            } else {
+                ck_assert_int_eq(resdiag_reader_param(two, s, 0, "mlp.w2", got, &observed),
+                                 RESDIAG_OK);
+            }
+            int ok[2] = { calls[s][0].rc[i] == RESDIAG_OK, calls[s][1].rc[i] == RESDIAG_OK };
+            ck_assert_msg(observed == (ok[0] || ok[1]), "step %d %s: observed %d", s, what[i],
+                          observed);
+            held[i] = observed ? which_one(got, got_sk, ref_f[i], ref_sk[i], i < 3 ? sk : 0,
+                                           kn[i], ok, what[i], s)
+                               : -1;
+        }
+        /* The update ratio: of the stream_in and branch_out the step holds. */
+        double u[RESDIAG_N_UPDATE_FIELDS];
+        ck_assert_int_eq(resdiag_reader_update(two, s, 0, 0, u), RESDIAG_OK);
+        if (held[0] < 0 || held[1] < 0) {
+            ck_assert(isnan(u[0]) && isnan(u[1]));
+            continue;
+        }
+        double want = ref_f[1][held[1]][RESDIAG_FIELD_FROB] / ref_f[0][held[0]][RESDIAG_FIELD_FROB];
+        ck_assert_msg(u[RESDIAG_UPDATE_RATIO_FROB] == want, "step %d: ratio_frob %.17g, the "
+                      "recorded tensors give %.17g", s, u[RESDIAG_UPDATE_RATIO_FROB], want);
+        if (held[0] == held[1]) {
+            ck_assert_msg(u[RESDIAG_UPDATE_RATIO_TOK_MEAN] ==
+                              ref_u[held[0]][RESDIAG_UPDATE_RATIO_TOK_MEAN],
+                          "step %d: ratio_tok_mean %.17g, tensors %d alone give %.17g", s,
+                          u[RESDIAG_UPDATE_RATIO_TOK_MEAN], held[0],
+                          ref_u[held[0]][RESDIAG_UPDATE_RATIO_TOK_MEAN]);
+        } else {
+            /* different token counts: no per-token ratio */
+            ck_assert(isnan(u[RESDIAG_UPDATE_RATIO_TOK_MEAN]));
+        }
+    }
+    resdiag_reader_close(ref);
+    resdiag_reader_close(two);
+    unlink(path_ref);
+    unlink(path_two);
+    for (int k = 0; k < 2; k++) {
+        free(x[k]);
+        free(f[k]);
+        free(g[k]);
+    }
+    fprintf(stderr, "same site: %d rounds, refused %d stream_in, %d branch_out, %d norm_in, "
+            "%d parameter calls\n", rounds, busy[0], busy[1], busy[2], busy[3]);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("threads");
@@ -284,6 +584,7 @@ int main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, threads_on_different_layers_write_what_one_thread_writes);
     tcase_add_test(tc, hook_threads_2_inside_concurrent_hooks_is_deterministic);
+    tcase_add_test(tc, same_site_from_two_threads_keeps_one_whole_call);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
