@@ -121,6 +121,7 @@ static void write_run(const char *path, int64_t first, int n)
     ck_assert_int_eq(try_open(&r, path, 0), RESDIAG_OK);
     record(r, first, n);
     ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    resdiag_destroy(r);
 }
 
 /* 1 if path is a run file holding exactly steps first .. first+n-1. */
@@ -188,26 +189,34 @@ static void assert_logged(const char *a, const char *b)
 
 /* --------------------------------------------- what is not a run file */
 
-/* A character device (a copy of /dev/null's node, made here: the real
- * one must not be at stake) is refused, not deleted. The old writer
- * truncated it, failed and unlinked it. Needs CAP_MKNOD (root). */
+/* Character devices (copies of /dev/null's and /dev/full's nodes, made
+ * here: the real ones must not be at stake) are refused, not deleted, and
+ * never reach HDF5 (whose failed open of /dev/full leaks). The old writer
+ * truncated /dev/null, failed and unlinked it. Needs CAP_MKNOD (root). */
 START_TEST(device_node_is_refused_and_kept)
 {
-    const char *path = tpath("null");
-    if (mknod(path, S_IFCHR | 0666, makedev(1, 3)) != 0) {
-        fprintf(stderr, "device_node_is_refused_and_kept: mknod: %s (not root?): not run\n",
-                strerror(errno));
-        return;
-    }
-    for (int ow = 0; ow <= 1; ow++) {
-        resdiag *r;
-        ck_assert_int_eq(try_open(&r, path, ow), RESDIAG_E_EXISTS);
-        ck_assert_ptr_null(r);
-        assert_logged(path, "character device");
-        struct stat sb;
-        ck_assert_int_eq(lstat(path, &sb), 0);
-        ck_assert(S_ISCHR(sb.st_mode));
-        ck_assert_uint_eq(sb.st_rdev, makedev(1, 3));
+    static const struct {
+        const char *name;
+        unsigned minor;
+    } devs[] = { { "null", 3 }, { "full", 7 } };
+    for (int i = 0; i < 2; i++) {
+        const char *path = tpath(devs[i].name);
+        dev_t rdev = makedev(1, devs[i].minor);
+        if (mknod(path, S_IFCHR | 0666, rdev) != 0) {
+            fprintf(stderr, "device_node_is_refused_and_kept: mknod: %s (not root?): not run\n",
+                    strerror(errno));
+            return;
+        }
+        for (int ow = 0; ow <= 1; ow++) {
+            resdiag *r;
+            ck_assert_int_eq(try_open(&r, path, ow), RESDIAG_E_EXISTS);
+            ck_assert_ptr_null(r);
+            assert_logged(path, "character device");
+            struct stat sb;
+            ck_assert_int_eq(lstat(path, &sb), 0);
+            ck_assert(S_ISCHR(sb.st_mode));
+            ck_assert_uint_eq(sb.st_rdev, rdev);
+        }
     }
 }
 END_TEST
@@ -325,6 +334,7 @@ START_TEST(run_file_is_replaced_only_with_overwrite)
     ck_assert_ptr_nonnull(r);
     record(r, 0, 5);
     ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    resdiag_destroy(r);
     ck_assert(holds_steps(path, 0, 5));
 }
 END_TEST
@@ -495,10 +505,12 @@ START_TEST(second_handle_in_one_process_is_locked)
     }
     record(a, 102, 2);
     ck_assert_int_eq(resdiag_close(a), RESDIAG_OK);
+    resdiag_destroy(a);
     ck_assert(holds_steps(path, 100, 4));
     ck_assert_int_eq(try_open(&b, path, 1), RESDIAG_OK);
     record(b, 0, 1);
     ck_assert_int_eq(resdiag_close(b), RESDIAG_OK);
+    resdiag_destroy(b);
     ck_assert(holds_steps(path, 0, 1));
 }
 END_TEST
@@ -527,7 +539,9 @@ static int writer_main(const char *path, int n, int ready_fd, int go_fd)
             || resdiag_step_end(r) != RESDIAG_OK)
             return 12;
     }
-    return resdiag_close(r) == RESDIAG_OK ? 0 : 13;
+    resdiag_status st = resdiag_close(r);
+    resdiag_destroy(r);
+    return st == RESDIAG_OK ? 0 : 13;
 }
 
 typedef struct writer_proc {
@@ -616,6 +630,7 @@ START_TEST(killed_writer_leaves_no_lock)
     ck_assert_int_eq(try_open(&r, path, 1), RESDIAG_OK);
     record(r, 0, 3);
     ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    resdiag_destroy(r);
     ck_assert(holds_steps(path, 0, 3));
 }
 END_TEST
