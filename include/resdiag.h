@@ -321,7 +321,8 @@ typedef struct resdiag resdiag; /* opaque */
  *     left as it was: another file (a checkpoint, another program's HDF5
  *     file), a symbolic link (to whatever, a run file too: give the
  *     target's path), a directory, a device, a FIFO, a socket. Only
- *     regular files are ever opened, and never through a symlink;
+ *     regular files are ever opened, and never through a symlink as the
+ *     last component of path;
  *   - a run that a handle, in this process or another, is still writing:
  *     RESDIAG_E_LOCKED, in both modes. A handle keeps an advisory lock on
  *     its file (fcntl F_OFD_SETLK) until resdiag_close or resdiag_destroy;
