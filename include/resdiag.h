@@ -311,7 +311,7 @@ typedef struct resdiag_options {
     int hook_threads;       /* 1..2; default 1 */
     /* What resdiag_open may do with an existing file at the path: 0 refuses
      * it (RESDIAG_E_EXISTS); 1 replaces it only if it is a resdiag run file
-     * that no one is writing. Anything else is never replaced. */
+     * that no one is writing. Anything else is never replaced. 0 or 1. */
     int overwrite;          /* default 0 */
 } resdiag_options;
 
@@ -324,12 +324,31 @@ RESDIAG_API void resdiag_options_init(resdiag_options *options);
 
 typedef struct resdiag resdiag; /* opaque */
 
-/* Creates the run file at path (truncating an existing file) and a handle
- * that writes to it. model is copied; options may be NULL for the defaults.
- * On success *out is the handle; on failure *out is NULL (every hook then
- * is a no-op, so a trainer may go on without diagnostics) and the reason is
- * logged. The file is readable by other processes (HDF5 SWMR) while it is
- * written. Threads: not concurrently with anything on the same path. */
+/* Creates a new run file at path and a handle that writes to it. model is
+ * copied; options may be NULL for the defaults. What is at path decides
+ * (doc/FORMAT.md, "Creating a run file"):
+ *   - nothing: the file is created;
+ *   - a resdiag run file: refused (RESDIAG_E_EXISTS) unless
+ *     options->overwrite is 1, which replaces it;
+ *   - anything else is refused (RESDIAG_E_EXISTS) even with overwrite and
+ *     left as it was: another file (a checkpoint, another program's HDF5
+ *     file), a symbolic link (to whatever, a run file too: give the
+ *     target's path), a directory, a device, a FIFO, a socket. Only
+ *     regular files are ever opened, and never through a symlink as the
+ *     last component of path;
+ *   - a run that a handle, in this process or another, is still writing:
+ *     RESDIAG_E_LOCKED, in both modes. A handle keeps an advisory lock on
+ *     its file (fcntl F_OFD_SETLK) until resdiag_close or resdiag_destroy;
+ *     the lock dies with the process, so a killed trainer leaves none (a
+ *     child forked without exec holds it until it exits). Readers are
+ *     never blocked by it.
+ * If creating fails once the file exists, a file that this call created
+ * (and that is still at path) is removed; nothing else is: a run file being
+ * replaced stays as far as it got. On success *out is the handle; on
+ * failure *out is NULL (every hook then is a no-op, so a trainer may go on
+ * without diagnostics) and the reason, naming path, is logged. The file is
+ * readable by other processes (HDF5 SWMR) while it is written. Threads:
+ * not concurrently with anything on the same path. */
 RESDIAG_API resdiag_status resdiag_open(resdiag **out, const char *path,
                                         const resdiag_model *model,
                                         const resdiag_options *options);

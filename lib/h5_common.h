@@ -3,8 +3,9 @@
  * up the file format (doc/FORMAT.md), turning HDF5's error stack into one
  * line of text, and keeping HDF5 from printing on its own.
  *
- * Only h5_writer.c, h5_reader.c and h5_common.c include this (they are the
- * only files that call HDF5).
+ * Only h5_writer.c, h5_reader.c, h5_common.c and run_file_guard.c (which
+ * opens an existing file read-only, to tell a run file) include this: they
+ * are the only files that call HDF5.
  */
 #ifndef RESDIAG_H5_COMMON_H
 #define RESDIAG_H5_COMMON_H

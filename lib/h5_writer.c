@@ -61,6 +61,7 @@
 #include <unistd.h>
 
 #include "h5_common.h"
+#include "run_file_guard.h"
 #include "utf8.h"
 
 /* Steps per chunk of the 1-D series /steps and /step_time: they are tiny,
@@ -84,6 +85,7 @@
 
 int rd_h5_writer_reserve = 1;
 int rd_h5_writer_summary = 1;
+void (*rd_h5_writer_before_create)(const char *path) = NULL;
 
 /* Steps and bytes per chunk of one time series, to bound what an append
  * allocates. */
@@ -120,6 +122,8 @@ struct rd_writer {
     size_t summary_cap;                /* steps */
     off_t callsite_bytes;              /* what the call-site datasets allocate */
     int n_datasets;
+    int lock_fd;                       /* the claimed file, holding the writers' lock
+                                          (run_file_guard.h) until the run is closed */
 };
 
 /* ---------------------------------------------------------------- errors */
@@ -854,6 +858,8 @@ static void writer_free(rd_writer *w)
     free(w->summary_buf);
     free(w->pack);
     free(w->path);
+    if (w->lock_fd >= 0)
+        close(w->lock_fd);
     free(w);
 }
 
@@ -886,7 +892,7 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
     if (!w)
         return set_err(err, errlen, RESDIAG_E_NOMEM, "out of memory creating run file %s", path);
     w->file = w->steps_ds = w->time_ds = w->callsite_type = H5I_INVALID_HID;
-    w->fd = -1;
+    w->fd = w->lock_fd = -1;
     for (int i = 0; i < RD_N_TABLES; i++)
         w->table_ds[i] = w->callsite_ds[i] = H5I_INVALID_HID;
     for (int i = 0; i < RD_N_SUMMARY; i++)
@@ -899,6 +905,17 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
         return set_err(err, errlen, RESDIAG_E_NOMEM, "out of memory creating run file %s", path);
     }
 
+    /* Nothing at path is given to HDF5 before it is claimed: a new file,
+     * or with overwrite a run file, locked against other writers. */
+    rd_run_claim claim;
+    st = rd_run_claim_path(&claim, path, hdr->overwrite, err, errlen);
+    if (st != RESDIAG_OK) {
+        writer_free(w);
+        return st;
+    }
+    if (rd_h5_writer_before_create)
+        rd_h5_writer_before_create(path);
+
     rd_h5_quiet_begin(&q);
     e.object = "file";
     if ((fapl = H5Pcreate(H5P_FILE_ACCESS)) < 0)
@@ -906,8 +923,12 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
     /* SWMR needs the latest format (superblock v3). */
     CHECK(H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), &e, "file");
 #if H5_VERSION_GE(1, 10, 7)
-    /* Locking is only a guard against misuse; file systems without it are fine. */
-    CHECK(H5Pset_file_locking(fapl, 1, 1), &e, "file");
+    /* HDF5's own flock guards the creation against a second writer. The
+     * claim's lock does that already, for the whole run; and where flock
+     * is emulated with byte-range locks (NFS) the two would conflict. So
+     * HDF5 locks only where the claim could not. Locking is only a guard
+     * against misuse; file systems without it are fine. */
+    CHECK(H5Pset_file_locking(fapl, claim.locked ? 0 : 1, 1), &e, "file");
 #endif
     if ((fcpl = H5Pcreate(H5P_FILE_CREATE)) < 0)
         H5FAIL(&e, "file");
@@ -918,10 +939,17 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
         CHECK(H5Pset_file_space_page_size(fcpl, FILE_PAGE), &e, "file");
     }
     errno = 0;
-    if ((file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl)) < 0)
+    /* TRUNC: the claimed file is new and empty, or a run file to replace. */
+    if ((file = H5Fcreate(claim.h5_path[0] ? claim.h5_path : path, H5F_ACC_TRUNC, fcpl, fapl))
+        < 0)
         H5FAIL(&e, "file");
     w->file = file;
     w->fd = file_fd(file);
+    if (!rd_run_claim_check(&claim, path, w->fd, e.h5.msg, sizeof e.h5.msg)) {
+        e.st = RESDIAG_E_EXISTS;
+        e.h5.captured = 1;
+        goto cleanup;
+    }
     w->reserve = 1;
     if (!reserve(w, RESERVE_CREATE, &e))
         goto cleanup;
@@ -1023,6 +1051,7 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
     H5Pclose(fapl);
     H5Pclose(fcpl);
     rd_h5_quiet_end(&q);
+    w->lock_fd = claim.fd; /* the lock lives as long as the run */
     *out = w;
     return RESDIAG_OK;
 
@@ -1038,10 +1067,11 @@ cleanup:
     if (file >= 0 && H5Fflush(file, H5F_SCOPE_GLOBAL) < 0)
         detach(w);
     writer_free(w); /* closes the datasets */
-    if (file >= 0) {
+    if (file >= 0)
         H5Fclose(file);
-        unlink(path); /* half a run file helps nobody */
-    }
+    /* Half a run file helps nobody; but only a file this call created
+     * (and still at path) is removed. A replaced run stays as it is. */
+    rd_run_claim_abandon(&claim, path);
     rd_h5_quiet_end(&q);
     return st;
 }

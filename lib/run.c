@@ -341,6 +341,10 @@ static resdiag_status check_options(const open_ctx *c, const resdiag_options *o)
         return open_fail(c, RESDIAG_E_INVALID,
                          "client bug: resdiag_open: hook_threads is %d, must be 1 or 2",
                          o->hook_threads);
+    if (o->overwrite != 0 && o->overwrite != 1)
+        return open_fail(c, RESDIAG_E_INVALID,
+                         "client bug: resdiag_open: overwrite is %d, must be 0 or 1",
+                         o->overwrite);
     return RESDIAG_OK;
 }
 
@@ -503,7 +507,7 @@ resdiag_status resdiag_open(resdiag **out, const char *path, const resdiag_model
     r->sp.tau = r->tau;
 
     rd_file_header hdr = { &r->model, &r->lay, opt.sketch_size, opt.sketch_seed,
-                           opt.flush_steps };
+                           opt.flush_steps, opt.overwrite };
     char err[512];
     st = rd_writer_create(&r->writer, path, &hdr, err, sizeof err);
     if (st) {

@@ -6,5 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 out=${1:-run.h5}
-./build/examples/tinygpt/tinygpt --out "$out"
+# --overwrite: the quickstart is meant to be run again; it replaces its own
+# earlier run file (never anything else, see doc/FORMAT.md).
+./build/examples/tinygpt/tinygpt --out "$out" --overwrite
 ./build/resdiag report "$out"

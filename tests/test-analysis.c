@@ -276,8 +276,11 @@ static void write_run(const char *path, enum kind kind, int L, int bf16, double 
     if (declare_override != RESDIAG_PLACEMENT_UNDECLARED)
         m.declared_placement = declare_override;
     m.norm_kind = RESDIAG_NORM_LAYERNORM;
+    resdiag_options o;
+    resdiag_options_init(&o);
+    o.overwrite = 1; /* the cases write one path again and again */
     resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, NULL), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
     static float x[ROWS * D], ni[ROWS * D], no[ROWS * D], f[ROWS * D], y[ROWS * D], g[ROWS * D];
     static float w[NSUB * 64][D * D];
     rng = 7;

@@ -1427,6 +1427,7 @@ START_TEST(h5_reader_checks_versions_and_attributes)
     run r;
     make_run(&r, &FULL);
     const char *path = tpath("tampered.h5");
+    r.hdr.overwrite = 1; /* one path, written again for each case */
 
     write_run(path, &r, 2);
     set_int_attr(path, "schema_version", 99);

@@ -51,6 +51,8 @@ def main(argv=None):
     p.add_argument("--layers", type=int, default=6)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--out", default="run.h5")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace --out if it is an earlier resdiag run file (else it must not exist)")
     p.add_argument("--d-model", type=int, default=64)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--batch", type=int, default=8)
@@ -79,8 +81,8 @@ def main(argv=None):
     opt = torch.optim.Adam(model.parameters(), lr=a.lr)
     data = torch.randint(0, a.vocab, (a.batch, a.seq))
 
-    rec = resdiag.attach(model, a.out, meta={"example": "encoder.py",
-                                             "norm_first": str(a.norm_first)})
+    rec = resdiag.attach(model, a.out, overwrite=a.overwrite,
+                         meta={"example": "encoder.py", "norm_first": str(a.norm_first)})
     for step in range(a.steps):
         with rec.step(step):
             logits = model(data)

@@ -146,6 +146,7 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
     resdiag_options_init(&opt);
     opt.record_every = s->record_every;
     if (s->flush_steps > 0) opt.flush_steps = s->flush_steps;
+    opt.overwrite = s->overwrite;
 
     resdiag_status st = resdiag_open(&h->rd, s->path, &model, &opt);
     if (st != RESDIAG_OK) {

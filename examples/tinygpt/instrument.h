@@ -58,6 +58,7 @@ typedef struct tg_instr_settings {
     const char *flush_log;   /* NULL, or a file that gets "open" and "flushed N" lines */
     int signals;             /* 0: no handlers; 1: close and re-raise; 2: close and stop */
     int time_calls;          /* 1: add up the seconds spent in resdiag (tg_instr_last_step) */
+    int overwrite;           /* resdiag_options.overwrite: replace an earlier run file */
 } tg_instr_settings;
 
 /* Opens the run file. Returns NULL and writes a reason to errbuf on failure. */

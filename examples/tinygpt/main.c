@@ -77,7 +77,10 @@ static const char usage[] =
     "                    figure (doc/BENCHMARK.md)\n"
     "\n"
     "diagnostics\n"
-    "  --out FILE        the run file [default=run.h5]\n"
+    "  --out FILE        the run file [default=run.h5]; it must not exist yet\n"
+    "  --overwrite       replace the run file if FILE is one already (a resdiag\n"
+    "                    run that no one is writing); anything else at FILE is\n"
+    "                    never replaced\n"
     "  --record R        full: every site forward and backward, parameter\n"
     "                    gradients; stream: the stream leaving each layer and\n"
     "                    the embedding; off: no run file, no resdiag calls\n"
@@ -153,6 +156,7 @@ typedef struct options {
     const char *flush_log;
     int signals;        /* 0 off, 1 raise, 2 stop */
     const char *step_times;
+    int overwrite;      /* --overwrite: resdiag_options.overwrite */
 } options;
 
 static void parse_args(options *o, int argc, char **argv)
@@ -174,6 +178,10 @@ static void parse_args(options *o, int argc, char **argv)
             exit(0);
         }
         if (strncmp(arg, "--", 2) != 0) die_usage("unexpected argument '%s'", arg);
+        if (strcmp(arg, "--overwrite") == 0) {  /* the one flag without a value */
+            o->overwrite = 1;
+            continue;
+        }
         /* --flag value or --flag=value */
         char flag[64];
         const char *val;
@@ -367,7 +375,8 @@ int main(int argc, char **argv)
     char err[512];
     if (o.record != TG_RECORD_OFF) {
         tg_instr_settings s = { o.out, o.record, o.record_every, n_meta, meta, description,
-                                o.flush_steps, o.flush_log, o.signals, o.step_times != NULL };
+                                o.flush_steps, o.flush_log, o.signals, o.step_times != NULL,
+                                o.overwrite };
         model.hooks = tg_instr_open(c, &s, err, sizeof err);
         if (!model.hooks) {
             /* Diagnostics are never the reason a training run does not happen. */

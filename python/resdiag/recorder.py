@@ -74,7 +74,7 @@ class Recorder:
                  placement=None, norm_kind=None, d_model=None, backward=True,
                  record_every=1, record_first=0, record_last=None, record_init_only=False,
                  sketch_size=None, flush_steps=None, description=None, meta=None,
-                 disable_fast_path=True):
+                 disable_fast_path=True, overwrite=False):
         names = {id(m): n for n, m in model.named_modules()}
         if blocks is None:
             blocks = _blocks.find_blocks(model)
@@ -195,6 +195,7 @@ class Recorder:
             o.sketch_size = sketch_size
         if flush_steps is not None:
             o.flush_steps = flush_steps
+        o.overwrite = 1 if overwrite else 0
         h = ctypes.c_void_p()
         st = lib.resdiag_open(ctypes.byref(h), self.path.encode(), ctypes.byref(m), ctypes.byref(o))
         if st != _lib.OK or not h:
@@ -544,6 +545,8 @@ def attach(model, path, **kw):
     comes from the data either way), norm_kind, d_model, backward
     (default True), record_every, record_first, record_last,
     record_init_only, sketch_size, flush_steps, description, meta (dict),
-    disable_fast_path (default True). See doc/PYTHON.md.
+    disable_fast_path (default True), overwrite (default False: path must
+    not exist; True: an earlier resdiag run file there is replaced).
+    See doc/PYTHON.md.
     """
     return Recorder(model, path, **kw)

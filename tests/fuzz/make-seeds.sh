@@ -12,15 +12,18 @@ src=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out/reader" "$out/api"
 r=$out/reader
 
+# Run again into the same OUT, the runs replace their own earlier files
+# (examples/minimal has no --overwrite: its file goes first).
+rm -f "$r/minimal.h5"
 "$build/minimal" "$r/minimal.h5" >/dev/null
 tiny=(--layers 2 --d-model 16 --heads 2 --seq 8 --vocab 16 --batch 2 --steps 4 --log-every 100)
 for p in pre post sandwich deepnorm mix:1 parallel none; do
     "$build/examples/tinygpt/tinygpt" "${tiny[@]}" --placement "$p" \
-        --out "$r/tinygpt-${p/:/}.h5" >/dev/null
+        --out "$r/tinygpt-${p/:/}.h5" --overwrite >/dev/null
 done
 for rec in stream; do
     "$build/examples/tinygpt/tinygpt" "${tiny[@]}" --record "$rec" \
-        --out "$r/tinygpt-rec-$rec.h5" >/dev/null 2>&1 || true
+        --out "$r/tinygpt-rec-$rec.h5" --overwrite >/dev/null 2>&1 || true
 done
 mkdir -p "$out/tmp"
 "$build/make-bad-runs" "$out/tmp"

@@ -74,7 +74,8 @@ class Detach(unittest.TestCase):
                         model(x).sum().backward()
             with resdiag.open(tmp + "/run.h5") as run:
                 self.assertEqual(run.steps(), [0, 3, 6])
-            with resdiag.attach(model, tmp + "/run.h5") as rec:
+            # The second run replaces the first at the same path.
+            with resdiag.attach(model, tmp + "/run.h5", overwrite=True) as rec:
                 for step in range(4):
                     rec.set_enabled(step < 2)
                     with rec.step():
@@ -124,6 +125,42 @@ class Detach(unittest.TestCase):
                 rec.detach()
             self.assertEqual(rec.errors, 1)
             self.assertIn("step", rec.first_error)
+
+    def test_existing_path_needs_overwrite(self):
+        torch.manual_seed(3)
+        model = Seq(encoder(1, D, True), D, 8)
+        x = torch.randn(2, 5, D)
+        with tmpdir() as tmp:
+            path = tmp + "/run.h5"
+            with resdiag.attach(model, path) as rec:
+                with rec.step(0):
+                    model(x).sum().backward()
+                # a run being written: locked, even with overwrite
+                with self.assertRaises(resdiag.ResdiagError) as cm:
+                    resdiag.attach(model, path, overwrite=True)
+                self.assertEqual(cm.exception.status, 15)  # RESDIAG_E_LOCKED
+            with self.assertRaises(resdiag.ResdiagError) as cm:
+                resdiag.attach(model, path)
+            self.assertEqual(cm.exception.status, 14)  # RESDIAG_E_EXISTS
+            with resdiag.open(path) as run:
+                self.assertEqual(run.steps(), [0])
+            with resdiag.attach(model, path, overwrite=True) as rec:
+                for step in range(3):
+                    with rec.step(10 + step):
+                        model(x).sum().backward()
+            with resdiag.open(path) as run:
+                self.assertEqual(run.steps(), [10, 11, 12])
+            # a checkpoint is never replaced
+            ckpt = tmp + "/model.pt"
+            torch.save(model.state_dict(), ckpt)
+            with open(ckpt, "rb") as f:
+                before = f.read()
+            with self.assertRaises(resdiag.ResdiagError) as cm:
+                resdiag.attach(model, ckpt, overwrite=True)
+            self.assertEqual(cm.exception.status, 14)
+            with open(ckpt, "rb") as f:
+                self.assertEqual(f.read(), before)
+            self.assertEqual(hook_count(model), 0)
 
     def test_bad_arguments(self):
         with tmpdir() as tmp:

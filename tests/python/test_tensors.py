@@ -96,7 +96,7 @@ class Recorded(unittest.TestCase):
             for norm_first in (True, False):
                 torch.manual_seed(2)
                 model = Seq(encoder(6, 32, norm_first, dropout=0.1), 32, 16).to(torch.bfloat16)
-                rec = resdiag.attach(model, tmp + "/run.h5")
+                rec = resdiag.attach(model, tmp + "/run.h5", overwrite=True)  # one path per case
                 x = torch.randn(4, 16, 32, dtype=torch.bfloat16)
                 with rec.step(0):
                     model(x).float().pow(2).mean().backward()

@@ -23,7 +23,7 @@ def record(model, path, make_input, steps=1, **kw):
     """Trains `steps` steps with resdiag attached; returns the analysis."""
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    rec = resdiag.attach(model, path, **kw)
+    rec = resdiag.attach(model, path, overwrite=True, **kw)  # the cases share one path
     for step in range(steps):
         with rec.step(step):
             x, target = make_input()

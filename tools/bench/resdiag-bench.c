@@ -708,6 +708,7 @@ static int bench_writer_one(wresult *w, const char *dir, int layers, int flush_s
     resdiag_options_init(&o);
     o.flush_steps = flush_steps;
     o.flush_seconds = 0;
+    o.overwrite = 1; /* repetitions write the same path in the bench's own directory */
     char path[512];
     snprintf(path, sizeof path, "%s/writer-%d-%d.h5", dir, layers, flush_steps);
     resdiag *r = NULL;
@@ -1117,7 +1118,8 @@ static void e2e_interleaved(const char *exe, const char *dir, int quick, char *s
     snprintf(h5, sizeof h5, "%s/e2e.h5", dir);
     snprintf(cmd, sizeof cmd,
              "%s --threads 1 --steps %d --record full --record-every 2 --flush-steps %d "
-             "--log-every 1000 --out %s --step-times %s 2>&1", exe, steps, flush, h5, times);
+             "--log-every 1000 --out %s --overwrite --step-times %s 2>&1", exe, steps, flush, h5,
+             times);
     double cpu_tps, tps = run_tokens_per_s(cmd, &cpu_tps);
     static e2e_step s[E2E_MAX_STEPS];
     double close_cpu = NAN;
@@ -1183,7 +1185,8 @@ static void e2e_paired(const char *exe, const char *dir, int quick, char *summar
         for (int h = 0; h < 2; h++) {
             int rec = (h + k) % 2; /* 0: off, 1: full */
             if (rec)
-                snprintf(cmd, sizeof cmd, "%s %s --record full --out %s 2>&1", exe, args, h5);
+                snprintf(cmd, sizeof cmd, "%s %s --record full --out %s --overwrite 2>&1", exe,
+                         args, h5);
             else
                 snprintf(cmd, sizeof cmd, "%s %s --record off 2>&1", exe, args);
             double c, w = run_tokens_per_s(cmd, &c);
@@ -1318,6 +1321,7 @@ static int write_long_run(const char *path, int steps, double *write_s)
     resdiag_options_init(&o);
     o.flush_steps = 256;
     o.flush_seconds = 0;
+    o.overwrite = 1; /* the bench's own file, written again on each run */
     resdiag *r = NULL;
     double t0 = now();
     if (resdiag_open(&r, path, &m, &o) != RESDIAG_OK)
