@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <hdf5.h>
 #include <resdiag.h>
 
 #include "html_report.h"
@@ -123,13 +124,16 @@ static const command commands[] = {
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
-/* The library's messages: keep the last one, to print as the tool's one line. */
+/* The library's messages: keep the first one since last_msg was emptied,
+ * to print as the tool's one line. The first says what went wrong (e.g.
+ * which dataset cannot be read); the ones after it only say who gave up. */
 static char last_msg[1024];
 static void keep_message(resdiag_log_priority prio, const char *msg, void *user)
 {
     (void)prio;
     (void)user;
-    snprintf(last_msg, sizeof last_msg, "%s", msg);
+    if (!last_msg[0])
+        snprintf(last_msg, sizeof last_msg, "%s", msg);
 }
 
 static const command *find_command(const char *name)
@@ -192,12 +196,16 @@ static void print_value(double v, int width)
         printf(" %*.*g", width, width > 9 ? 6 : 5, v);
 }
 
+/* 1 with a row printed, 0 for a site not observed, -1 when it cannot be
+ * read (logged). */
 static int print_site_row(const resdiag_reader *rd, int64_t si, resdiag_direction dir,
                           int layer, int sub, resdiag_site site, const char *label)
 {
     double f[RESDIAG_N_FIELDS];
     int observed = 0;
-    if (resdiag_reader_site(rd, si, dir, layer, sub, site, f, &observed) || !observed)
+    if (resdiag_reader_site(rd, si, dir, layer, sub, site, f, &observed) != RESDIAG_OK)
+        return -1;
+    if (!observed)
         return 0;
     printf("  %-22s %-14s", label, resdiag_site_name(site));
     printf(" %7.0f", f[RESDIAG_FIELD_ROWS]);
@@ -213,7 +221,8 @@ static int print_site_row(const resdiag_reader *rd, int64_t si, resdiag_directio
     return 1;
 }
 
-static void dump_step(const resdiag_reader *rd, int64_t si, int64_t step)
+/* 0, or -1 at the first value that cannot be read (logged). */
+static int dump_step(const resdiag_reader *rd, int64_t si, int64_t step)
 {
     const resdiag_run_info *in = resdiag_reader_info(rd);
     printf("\nstep %lld (record %lld of %lld)\n", (long long)step, (long long)si + 1,
@@ -226,22 +235,26 @@ static void dump_step(const resdiag_reader *rd, int64_t si, int64_t step)
         char label[96];
         for (int m = 0; m < RESDIAG_N_MODEL_SITES; m++) {
             snprintf(label, sizeof label, "%s model", dname);
-            print_site_row(rd, si, (resdiag_direction)dir, 0, 0,
-                           (resdiag_site)(RESDIAG_EMBED_OUT + m), label);
+            if (print_site_row(rd, si, (resdiag_direction)dir, 0, 0,
+                               (resdiag_site)(RESDIAG_EMBED_OUT + m), label) < 0)
+                return -1;
         }
         for (int l = 0; l < in->n_layers; l++)
             for (int s = 0; s < in->n_sublayers; s++)
                 for (int site = 0; site < RESDIAG_N_BLOCK_SITES; site++) {
                     snprintf(label, sizeof label, "%s L%d %s", dname, l, in->sublayer_names[s]);
-                    print_site_row(rd, si, (resdiag_direction)dir, l, s, (resdiag_site)site,
-                                   label);
+                    if (print_site_row(rd, si, (resdiag_direction)dir, l, s,
+                                       (resdiag_site)site, label) < 0)
+                        return -1;
                 }
     }
     int header = 0;
     for (int l = 0; l < in->n_layers; l++)
         for (int s = 0; s < in->n_sublayers; s++) {
             double u[RESDIAG_N_UPDATE_FIELDS];
-            if (resdiag_reader_update(rd, si, l, s, u) || isnan(u[0]))
+            if (resdiag_reader_update(rd, si, l, s, u) != RESDIAG_OK)
+                return -1;
+            if (isnan(u[0]))
                 continue;
             if (!header++)
                 printf("  update ratio r = ||dx||/||x||:  %-16s %12s %14s\n", "where",
@@ -257,7 +270,9 @@ static void dump_step(const resdiag_reader *rd, int64_t si, int64_t step)
             double f[RESDIAG_N_FIELDS];
             int observed = 0;
             if (resdiag_reader_param(rd, si, l < 0 ? RESDIAG_MODEL_LEVEL : l, names[p], f,
-                                     &observed) || !observed)
+                                     &observed) != RESDIAG_OK)
+                return -1;
+            if (!observed)
                 continue;
             if (!header++)
                 printf("  parameter gradients:  %-20s %12s %12s %6s %6s\n", "where", "||g||_F",
@@ -272,6 +287,7 @@ static void dump_step(const resdiag_reader *rd, int64_t si, int64_t step)
                    f[RESDIAG_FIELD_INF_COUNT]);
         }
     }
+    return 0;
 }
 
 static void dump_header(const char *path, const resdiag_run_info *in, const int64_t *steps)
@@ -335,6 +351,7 @@ static int cmd_dump(int argc, char **argv)
         return EXIT_BAD;
     }
     resdiag_reader *rd = NULL;
+    last_msg[0] = 0;
     if (resdiag_reader_open(&rd, path) != RESDIAG_OK) {
         fprintf(stderr, "resdiag: %s\n", last_msg[0] ? last_msg : "cannot read the run file");
         return EXIT_BAD;
@@ -362,9 +379,32 @@ static int cmd_dump(int argc, char **argv)
         }
     }
     if (rc == 0) {
-        dump_header(path, in, steps);
-        for (int64_t si = first; si < last; si++)
-            dump_step(rd, si, steps[si]);
+        /* Into memory first: a value that cannot be read half-way through
+         * makes the file unusable, and then only the one line is printed. */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&text, &len), *out = stdout;
+        if (!mem) {
+            fprintf(stderr, "resdiag: out of memory\n");
+            rc = EXIT_BAD;
+        } else {
+            stdout = mem;
+            last_msg[0] = 0;
+            dump_header(path, in, steps);
+            for (int64_t si = first; si < last && rc == 0; si++)
+                if (dump_step(rd, si, steps[si]) != 0)
+                    rc = EXIT_BAD;
+            stdout = out;
+            if (fclose(mem) != 0 && rc == 0) {
+                fprintf(stderr, "resdiag: out of memory\n");
+                rc = EXIT_BAD;
+            } else if (rc != 0) {
+                fprintf(stderr, "resdiag: %s\n", last_msg[0] ? last_msg : "cannot read the run file");
+            } else {
+                fwrite(text, 1, len, stdout);
+            }
+            free(text);
+        }
     }
     free(steps);
     resdiag_reader_close(rd);
@@ -492,6 +532,7 @@ static resdiag_analysis *open_analysis(const analysis_args *o, resdiag_reader **
 {
     resdiag_reader *rd = NULL;
     *rdp = NULL;
+    last_msg[0] = 0;
     if (resdiag_reader_open(&rd, o->path) != RESDIAG_OK) {
         fprintf(stderr, "resdiag: %s\n", last_msg[0] ? last_msg : "cannot read the run file");
         return NULL;
@@ -565,6 +606,7 @@ static int cmd_report(int argc, char **argv)
     if (!an)
         return EXIT_BAD;
     if (o.html) {
+        last_msg[0] = 0;
         rc = write_html(o.html, html_report(an, rd, o.path));
         resdiag_analysis_free(an);
         resdiag_reader_close(rd);
@@ -771,6 +813,10 @@ static int cmd_plot(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* A run file names its filters: HDF5 would look for one it does not
+     * have among the shared objects in HDF5_PLUGIN_PATH and run their code.
+     * resdiag writes no filters, and the reader refuses files with any. */
+    H5PLset_loading_state(0);
     resdiag_set_log_handler(keep_message, NULL);
     if (argc < 2) {
         fprintf(stderr, "resdiag: no command given (see resdiag --help)\n");
