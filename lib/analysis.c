@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "fit.h"
+#include "h5_reader.h"
 #include "log.h"
 
 /* ------------------------------------------------------------ tolerances */
@@ -494,15 +495,75 @@ static int has_dataset(const resdiag_reader *rd, const char *name)
     return 0;
 }
 
+static const char *const stats_tables[6] = { "forward/site_stats", "backward/site_stats",
+                                             "forward/model_stats", "backward/model_stats",
+                                             "backward/param_stats",
+                                             "backward/model_param_stats" };
+
+/* Where a table holds stored data, visited step by step in increasing
+ * order: each row of chunks is looked up once, and once every stored chunk
+ * of the table has been met (the file says how many there are), the rest
+ * reads as NaN without looking. Going over every step then costs what the
+ * file holds, not what it declares. */
+typedef struct stored_cursor {
+    const char *name;
+    int present;
+    int64_t left;    /* stored chunks not met yet; -1: not chunked (always stored) */
+    int64_t row_end; /* the row of chunks looked up last ends here */
+    int stored;      /* ... and holds stored data */
+} stored_cursor;
+
+static void cursors_init(const resdiag_reader *rd, stored_cursor *c, const char *const *names,
+                         int n)
+{
+    for (int d = 0; d < n; d++) {
+        c[d] = (stored_cursor){ names[d], has_dataset(rd, names[d]), -1, 0, 1 };
+        if (c[d].present && rd_reader_chunks(rd, names[d], &c[d].left) != RESDIAG_OK)
+            c[d].left = -1; /* cannot tell: every step is read (and the read fails) */
+    }
+}
+
+/* 0 when none of the n tables stores anything at recorded step si (all of
+ * them read NaN there: nothing observed), with *next the first step where
+ * one may; 1 when one may (or cannot tell: the read will say). */
+static int step_stored(const resdiag_reader *rd, stored_cursor *c, int n, int64_t si,
+                       int64_t *next)
+{
+    int64_t end = INT64_MAX;
+    int any = 0;
+    for (int d = 0; d < n; d++) {
+        if (!c[d].present || c[d].left == 0)
+            continue;
+        if (c[d].left < 0) {
+            any = 1;
+            continue;
+        }
+        if (si >= c[d].row_end) {
+            int n_stored = 1;
+            if (rd_reader_stored(rd, c[d].name, si, &n_stored, &c[d].row_end) != RESDIAG_OK) {
+                c[d].left = -1;
+                any = 1;
+                continue;
+            }
+            c[d].stored = n_stored > 0;
+            c[d].left = c[d].left > n_stored ? c[d].left - n_stored : 0;
+        }
+        if (c[d].stored)
+            any = 1;
+        else if (c[d].row_end < end)
+            end = c[d].row_end;
+    }
+    *next = any || end <= si ? si + 1 : end;
+    return any;
+}
+
 /* Scans every statistics row of recorded step si for NaN / Inf: *bad when
  * there is one; adds the counts to the totals when count_totals; the first
  * one in call order becomes a->nf_* unless a->nf_found. */
 static resdiag_status scan_step(const resdiag_reader *rd, rd_analysis *a, int64_t si,
                                 double **buf, size_t *cap, int *bad, int count_totals)
 {
-    static const char *const names[6] = { "forward/site_stats", "backward/site_stats",
-                                          "forward/model_stats", "backward/model_stats",
-                                          "backward/param_stats", "backward/model_param_stats" };
+    const char *const *names = stats_tables;
     resdiag_status st;
     double best_seq = INFINITY;
     *bad = 0;
@@ -636,8 +697,14 @@ static resdiag_status scan_nonfinite(const resdiag_reader *rd, rd_analysis *a)
     double *buf = NULL;
     size_t cap = 0;
     resdiag_status st = RESDIAG_OK;
-    for (int64_t si = 0; si < n; si++) {
+    stored_cursor cur[6];
+    cursors_init(rd, cur, stats_tables, 6);
+    for (int64_t si = 0, next; si < n; si++) {
         int step_bad = 0;
+        if (!step_stored(rd, cur, 6, si, &next)) {
+            si = next - 1; /* nothing stored up to there */
+            continue;
+        }
         if ((st = scan_step(rd, a, si, &buf, &cap, &step_bad, 1)))
             break;
         if (step_bad) {
@@ -1212,11 +1279,18 @@ resdiag_status resdiag_analyze(const resdiag_reader *rd, const resdiag_analyze_o
      * first recorded step that has */
     /* (the summary, where there is one, skips the steps without any) */
     unsigned char *bwd = steps_with_backward(rd, in->n_steps);
-    for (int64_t g = -1; g < in->n_steps && a->grad_step < 0 && !st; g++) {
+    static const char *const bwd_tables[2] = { "backward/site_stats", "backward/param_stats" };
+    stored_cursor bcur[2];
+    cursors_init(rd, bcur, bwd_tables, 2);
+    for (int64_t g = -1, next; g < in->n_steps && a->grad_step < 0 && !st; g++) {
         int64_t gs = g < 0 ? si : g;
         int any = 0;
         if (g >= 0 && bwd && !bwd[g])
             continue;
+        if (g >= 0 && !step_stored(rd, bcur, 2, g, &next)) {
+            g = next - 1; /* no backward data stored up to there */
+            continue;
+        }
         for (int l = 0; l < L && !any && !st; l++) {
             double f[RESDIAG_N_FIELDS];
             int obs = 0;

@@ -31,6 +31,7 @@
 
 #include "h5_common.h"
 #include "h5_guard.h"
+#include "h5_reader.h"
 #include "h5_writer.h" /* RD_SCHEMA_VERSION */
 #include "layout.h"
 #include "log.h"
@@ -43,6 +44,7 @@
 #define MAX_ATTR_STRINGS 1024 /* strings in one attribute: resdiag's lists have at most 32 */
 #define MAX_ATTR_STRING ((size_t)1 << 20) /* bytes of one string attribute */
 #define MAX_META 256 /* attributes of /meta, as the writer allows (run.c) */
+#define MAX_CHUNKS_PER_STEP 64 /* chunks across one step of a time series: the writer's have 1 or 5 */
 
 int rd_h5_reader_summary = 1;
 
@@ -65,6 +67,7 @@ typedef struct series {
     int table;          /* layout table, or -1 for steps / step_time */
     int rank;           /* axes after the step axis */
     hsize_t dims[RD_MAX_RANK];
+    hsize_t chunk[RD_MAX_RANK + 1]; /* chunk shape, step axis first; all 0: not chunked */
 } series;
 
 struct resdiag_reader {
@@ -1023,8 +1026,8 @@ static resdiag_status open_datasets(resdiag_reader *rd)
         || (st = open_checked(rd, RD_STEP_TIME_NAME, H5T_FLOAT, 1, 0, NULL, &rd->time_ds))
                != RESDIAG_OK)
         return st;
-    rd->series[0] = (series){ RD_STEPS_NAME, rd->steps_ds, -1, 0, { 0 } };
-    rd->series[1] = (series){ RD_STEP_TIME_NAME, rd->time_ds, -1, 0, { 0 } };
+    rd->series[0] = (series){ RD_STEPS_NAME, rd->steps_ds, -1, 0, { 0 }, { 0 } };
+    rd->series[1] = (series){ RD_STEP_TIME_NAME, rd->time_ds, -1, 0, { 0 }, { 0 } };
     rd->n_series = 2;
     for (int i = 0; i < RD_N_TABLES; i++) {
         const rd_table *t = &rd->lay.tables[i];
@@ -1059,6 +1062,38 @@ static resdiag_status open_datasets(resdiag_reader *rd)
             return st;
     }
     return open_summary(rd);
+}
+
+/* Chunk shape of each time series (for rd_reader_stored), and no more
+ * chunks across one step than MAX_CHUNKS_PER_STEP: asking which chunks
+ * of a step are stored must cost little. */
+static resdiag_status read_chunk_shapes(resdiag_reader *rd)
+{
+    for (int i = 0; i < rd->n_series; i++) {
+        series *se = &rd->series[i];
+        hid_t dcpl = H5Dget_create_plist(se->ds);
+        if (dcpl < 0)
+            return h5fail(rd->path, se->name);
+        int chunked = H5Pget_layout(dcpl) == H5D_CHUNKED;
+        int nd = chunked ? H5Pget_chunk(dcpl, se->rank + 1, se->chunk) : 0;
+        H5Pclose(dcpl);
+        if (!chunked) {
+            memset(se->chunk, 0, sizeof se->chunk);
+            continue;
+        }
+        if (nd != se->rank + 1)
+            return h5fail(rd->path, se->name);
+        double per_step = 1;
+        for (int k = 0; k < se->rank; k++)
+            per_step *= se->chunk[k + 1] ? (double)((se->dims[k] + se->chunk[k + 1] - 1)
+                                                    / se->chunk[k + 1])
+                                         : INFINITY;
+        if (se->chunk[0] == 0 || per_step > MAX_CHUNKS_PER_STEP)
+            return rfail(RESDIAG_E_FORMAT, "run file %s: dataset /%s is cut into %.0f chunks "
+                         "across each step (resdiag reads at most %d)", rd->path, se->name,
+                         per_step, MAX_CHUNKS_PER_STEP);
+    }
+    return RESDIAG_OK;
 }
 
 /* Current length of the step axis of a dataset, or -1 (logged). */
@@ -1373,8 +1408,8 @@ resdiag_status resdiag_reader_open(resdiag_reader **out, const char *path)
         goto fail;
     rd_layout_init(&rd->lay, rd->info.n_layers, rd->info.n_sublayers, rd->info.n_layer_params,
                    rd->info.n_model_params, rd->info.sketch_size);
-    if ((st = open_datasets(rd)) != RESDIAG_OK || (st = count_steps(rd)) != RESDIAG_OK
-        || (st = read_callsites(rd)) != RESDIAG_OK)
+    if ((st = open_datasets(rd)) != RESDIAG_OK || (st = read_chunk_shapes(rd)) != RESDIAG_OK
+        || (st = count_steps(rd)) != RESDIAG_OK || (st = read_callsites(rd)) != RESDIAG_OK)
         goto fail;
 
     resdiag_run_info *in = &rd->info;
@@ -1790,4 +1825,71 @@ resdiag_status resdiag_reader_read(const resdiag_reader *rd, const char *name, i
         H5Sclose(ms);
     rd_h5_quiet_end(&q);
     return st;
+}
+
+/* ------------------------------------------------------ stored chunks */
+
+resdiag_status rd_reader_chunks(const resdiag_reader *rd, const char *name, int64_t *n_chunks)
+{
+    static const char fn[] = "rd_reader_chunks";
+    *n_chunks = -1;
+    const series *s = find_series(rd, name);
+    if (!s)
+        return rfail(RESDIAG_E_NOT_FOUND, "%s: run file %s has no dataset \"%s\"", fn, rd->path,
+                     name);
+    if (s->chunk[0] == 0)
+        return RESDIAG_OK;
+    hsize_t n = 0;
+    resdiag_status st = RESDIAG_OK;
+    rd_h5_quiet q;
+    rd_h5_quiet_begin(&q);
+    hid_t sp = H5Dget_space(s->ds); /* (HDF5 1.10 counts every chunk whatever it selects) */
+    if (sp < 0 || H5Dget_num_chunks(s->ds, sp, &n) < 0)
+        st = h5fail(rd->path, s->name);
+    else
+        *n_chunks = n > (hsize_t)INT64_MAX ? INT64_MAX : (int64_t)n;
+    if (sp >= 0)
+        H5Sclose(sp);
+    rd_h5_quiet_end(&q);
+    return st;
+}
+
+resdiag_status rd_reader_stored(const resdiag_reader *rd, const char *name, int64_t step_index,
+                                int *n_stored, int64_t *row_end)
+{
+    static const char fn[] = "rd_reader_stored";
+    *n_stored = 1;
+    *row_end = step_index + 1;
+    const series *s = find_series(rd, name);
+    if (!s)
+        return rfail(RESDIAG_E_NOT_FOUND, "%s: run file %s has no dataset \"%s\"", fn, rd->path,
+                     name);
+    resdiag_status st;
+    if ((st = check_step(rd, step_index, fn)) != RESDIAG_OK)
+        return st;
+    if (s->chunk[0] == 0) {
+        *row_end = rd->info.n_steps; /* contiguous: all there, or nothing */
+        return RESDIAG_OK;
+    }
+    hsize_t cs = s->chunk[0], row = (hsize_t)step_index / cs * cs;
+    *row_end = row + cs < (hsize_t)rd->info.n_steps ? (int64_t)(row + cs) : rd->info.n_steps;
+    /* every chunk of that row of chunks (at most MAX_CHUNKS_PER_STEP), the
+     * last axis fastest */
+    hsize_t off[RD_MAX_RANK + 1] = { row };
+    rd_h5_quiet q;
+    rd_h5_quiet_begin(&q);
+    *n_stored = 0;
+    for (;;) {
+        hsize_t bytes = 0;
+        /* (an error counts as stored: the read will say what it is) */
+        if (H5Dget_chunk_storage_size(s->ds, off, &bytes) < 0 || bytes > 0)
+            ++*n_stored;
+        int k = s->rank;
+        while (k > 0 && (off[k] += s->chunk[k]) >= s->dims[k - 1])
+            off[k--] = 0;
+        if (k == 0)
+            break;
+    }
+    rd_h5_quiet_end(&q);
+    return RESDIAG_OK;
 }

@@ -20,6 +20,8 @@
  *                        this program has (HDF5 looks for it in plugins)
  *   layers-100k.h5       n_layers = 100000 and every layer axis to match, no data
  *   layers-1m.h5         the same with 1000000 layers
+ *   steps-100k.h5        512 layers and 100000 steps, data only in the
+ *                        first, no /summary: valid, and must cost what it holds
  *   bad-chunk-index.h5   every v2 B-tree leaf (the tables' chunk indexes)
  *                        damaged: the file opens, reading a table fails
  *
@@ -35,7 +37,7 @@
 
 #include "resdiag.h"
 
-enum { L = 2, S = 1, D = 16, ROWS = 8, STEPS = 3, CALLSITE_LEN = 128 };
+enum { L = 2, S = 1, D = 16, ROWS = 8, STEPS = 3, CALLSITE_LEN = 128, WIDE_LAYERS = 512 };
 #define FILTER_ID 32123
 
 static const char *dir;
@@ -56,13 +58,14 @@ static char *path(const char *name)
     return p[k];
 }
 
-/* A pre-norm run, every site observed at every step. */
-static void write_base(const char *p)
+/* A pre-norm run of `layers` layers, every site observed at every step
+ * (STEPS steps; one when wider than base.h5). */
+static void write_base(const char *p, int layers)
 {
     static const char *const names[S] = { "mlp" };
     resdiag_model m;
     resdiag_model_init(&m);
-    m.n_layers = L;
+    m.n_layers = layers;
     m.d_model = D;
     m.n_sublayers = S;
     m.sublayer_names = names;
@@ -74,7 +77,7 @@ static void write_base(const char *p)
     if (resdiag_open(&r, p, &m, &o) != RESDIAG_OK)
         die("resdiag_open");
     float x[ROWS * D], f[ROWS * D], y[ROWS * D], n[ROWS * D];
-    for (int s = 0; s < STEPS; s++) {
+    for (int s = 0; s < (layers > L ? 1 : STEPS); s++) {
         for (int i = 0; i < ROWS * D; i++) {
             x[i] = (float)sin(i + 0.1 * s);
             f[i] = (float)(0.1 * cos(3.0 * i));
@@ -82,7 +85,7 @@ static void write_base(const char *p)
         }
         if (resdiag_step_begin(r, s) != RESDIAG_OK)
             die("step_begin");
-        for (int l = 0; l < L; l++) {
+        for (int l = 0; l < layers; l++) {
             for (int i = 0; i < ROWS * D; i++)
                 y[i] = x[i] + f[i];
             RESDIAG_FWD(r, l, 0, RESDIAG_STREAM_IN, resdiag_f32(x, ROWS, D));
@@ -116,14 +119,19 @@ static void copy_file(const char *from, const char *to)
     fclose(a);
 }
 
-/* A copy of base.h5 called name, opened for writing. */
-static hid_t open_copy(const char *name)
+/* A copy of `from` called name, opened for writing. */
+static hid_t open_copy_of(const char *from, const char *name)
 {
-    copy_file(path("base.h5"), path(name));
+    copy_file(path(from), path(name));
     hid_t f = H5Fopen(path(name), H5F_ACC_RDWR, H5P_DEFAULT);
     if (f < 0)
         die(name);
     return f;
+}
+
+static hid_t open_copy(const char *name)
+{
+    return open_copy_of("base.h5", name);
 }
 
 /* Reads all of dataset name: its type, space and data (free the data). */
@@ -354,6 +362,49 @@ static void make_layers(const char *file, long long layers)
     H5Fclose(c.file);
 }
 
+/* /steps and /step_time rewritten with n steps, every other time series
+ * extended to n steps without data (fill: nothing observed after the
+ * first ones), and no /summary (as resdiag 0.1.0 wrote): a few MB that
+ * make a reader go over n steps of every table. */
+static void make_steps(const char *file, hsize_t n)
+{
+    /* wide enough that reading every table at every step costs much */
+    write_base(path("wide.h5"), WIDE_LAYERS);
+    grow_ctx c = { open_copy_of("wide.h5", file), 0, { { 0 } }, 0 };
+    if (H5Ldelete(c.file, "summary", H5P_DEFAULT) < 0
+        || H5Ovisit(c.file, H5_INDEX_NAME, H5_ITER_INC, collect, &c) < 0)
+        die("steps");
+    int64_t *steps = malloc(n * sizeof *steps);
+    double *times = malloc(n * sizeof *times);
+    for (hsize_t i = 0; i < n; i++) {
+        steps[i] = (int64_t)i;
+        times[i] = 0.001 * (double)i;
+    }
+    for (int i = 0; i < c.n; i++) {
+        hid_t ds = H5Dopen2(c.file, c.names[i], H5P_DEFAULT), sp = H5Dget_space(ds);
+        hsize_t dims[8], max[8];
+        int rank = H5Sget_simple_extent_dims(sp, dims, max);
+        H5Sclose(sp);
+        if (max[0] == H5S_UNLIMITED) {
+            dims[0] = n;
+            if (H5Dset_extent(ds, dims) < 0)
+                die("H5Dset_extent");
+        }
+        (void)rank;
+        if (strcmp(c.names[i], "steps") == 0
+            && H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, steps) < 0)
+            die("steps");
+        if (strcmp(c.names[i], "step_time") == 0
+            && H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, times) < 0)
+            die("step_time");
+        H5Dclose(ds);
+    }
+    free(steps);
+    free(times);
+    H5Fclose(c.file);
+    remove(path("wide.h5"));
+}
+
 /* Every leaf of a v2 B-tree that indexes chunks (record type 10; the
  * tables') damaged one byte after its signature: its checksum fails when a
  * table is read, while everything the reader checks at open still reads. */
@@ -393,7 +444,7 @@ int main(int argc, char **argv)
     if (!realpath(argv[3], fifo))
         die("FIFO does not exist");
     resdiag_set_log_priority(RESDIAG_LOG_ERROR);
-    write_base(path("base.h5"));
+    write_base(path("base.h5"), L);
     make_secret_target();
     char target[PATH_MAX + 64];
     if (!realpath(path("secret-target.h5"), target))
@@ -415,6 +466,7 @@ int main(int argc, char **argv)
     make_filter();
     make_layers("layers-100k.h5", 100000);
     make_layers("layers-1m.h5", 1000000);
+    make_steps("steps-100k.h5", 100000);
     make_bad_chunk_index();
     return 0;
 }

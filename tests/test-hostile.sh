@@ -75,6 +75,23 @@ hostile layers-1m.h5 "does not hold the 1000000 layers"
 # opens, and the first table read fails: every command, dump included
 hostile bad-chunk-index.h5 "forward/site_stats"
 
+# Valid, 3.7 MB: 100000 steps of 512 layers with data in the first only,
+# and no /summary: the analysis goes over every step, at the cost of what
+# is stored (before: a minute of reading NaN).
+for c in "report" "report --json" "check --expect pre-norm" "plot --what growth -o $dir/fig.svg"; do
+    # shellcheck disable=SC2086
+    (ulimit -v 1048576; exec timeout 10 "$tool" $c "$dir/runs/steps-100k.h5") >"$dir/out" 2>"$dir/err"
+    rc=$?
+    case $rc in
+    0) pass ;;
+    124) fail "steps-100k.h5: resdiag $c: no answer in 10 s" ;;
+    *) fail "steps-100k.h5: resdiag $c: exit $rc"; head -3 "$dir/err" ;;
+    esac
+done
+expect_text "$dir/fig.svg" "<svg" "steps-100k.h5 plot"
+timeout 10 "$tool" report "$dir/runs/steps-100k.h5" >"$dir/out" 2>&1
+expect_text "$dir/out" "100000 recorded" "steps-100k.h5: every step counted"
+
 if [ -e "$dir/plugin-loaded" ]; then
     fail "resdiag loaded the plugin in HDF5_PLUGIN_PATH"
 else
