@@ -500,60 +500,24 @@ static const char *const stats_tables[6] = { "forward/site_stats", "backward/sit
                                              "backward/param_stats",
                                              "backward/model_param_stats" };
 
-/* Where a table holds stored data, visited step by step in increasing
- * order: each row of chunks is looked up once, and once every stored chunk
- * of the table has been met (the file says how many there are), the rest
- * reads as NaN without looking. Going over every step then costs what the
- * file holds, not what it declares. */
-typedef struct stored_cursor {
-    const char *name;
-    int present;
-    int64_t left;    /* stored chunks not met yet; -1: not chunked (always stored) */
-    int64_t row_end; /* the row of chunks looked up last ends here */
-    int stored;      /* ... and holds stored data */
-} stored_cursor;
-
-static void cursors_init(const resdiag_reader *rd, stored_cursor *c, const char *const *names,
-                         int n)
-{
-    for (int d = 0; d < n; d++) {
-        c[d] = (stored_cursor){ names[d], has_dataset(rd, names[d]), -1, 0, 1 };
-        if (c[d].present && rd_reader_chunks(rd, names[d], &c[d].left) != RESDIAG_OK)
-            c[d].left = -1; /* cannot tell: every step is read (and the read fails) */
-    }
-}
-
 /* 0 when none of the n tables stores anything at recorded step si (all of
  * them read NaN there: nothing observed), with *next the first step where
- * one may; 1 when one may (or cannot tell: the read will say). */
-static int step_stored(const resdiag_reader *rd, stored_cursor *c, int n, int64_t si,
+ * one may; 1 when one may. Going over every step then costs what the file
+ * holds, not what it declares. */
+static int step_stored(const resdiag_reader *rd, rd_stored_cursor *c, int n, int64_t si,
                        int64_t *next)
 {
-    int64_t end = INT64_MAX;
     int any = 0;
+    *next = INT64_MAX;
     for (int d = 0; d < n; d++) {
-        if (!c[d].present || c[d].left == 0)
-            continue;
-        if (c[d].left < 0) {
+        int64_t nd = si + 1;
+        if (rd_stored_at(rd, &c[d], si, &nd))
             any = 1;
-            continue;
-        }
-        if (si >= c[d].row_end) {
-            int n_stored = 1;
-            if (rd_reader_stored(rd, c[d].name, si, &n_stored, &c[d].row_end) != RESDIAG_OK) {
-                c[d].left = -1;
-                any = 1;
-                continue;
-            }
-            c[d].stored = n_stored > 0;
-            c[d].left = c[d].left > n_stored ? c[d].left - n_stored : 0;
-        }
-        if (c[d].stored)
-            any = 1;
-        else if (c[d].row_end < end)
-            end = c[d].row_end;
+        else if (nd < *next)
+            *next = nd;
     }
-    *next = any || end <= si ? si + 1 : end;
+    if (any || *next <= si)
+        *next = si + 1;
     return any;
 }
 
@@ -697,8 +661,9 @@ static resdiag_status scan_nonfinite(const resdiag_reader *rd, rd_analysis *a)
     double *buf = NULL;
     size_t cap = 0;
     resdiag_status st = RESDIAG_OK;
-    stored_cursor cur[6];
-    cursors_init(rd, cur, stats_tables, 6);
+    rd_stored_cursor cur[6];
+    for (int d = 0; d < 6; d++)
+        rd_stored_init(rd, &cur[d], stats_tables[d]);
     for (int64_t si = 0, next; si < n; si++) {
         int step_bad = 0;
         if (!step_stored(rd, cur, 6, si, &next)) {
@@ -1280,8 +1245,9 @@ resdiag_status resdiag_analyze(const resdiag_reader *rd, const resdiag_analyze_o
     /* (the summary, where there is one, skips the steps without any) */
     unsigned char *bwd = steps_with_backward(rd, in->n_steps);
     static const char *const bwd_tables[2] = { "backward/site_stats", "backward/param_stats" };
-    stored_cursor bcur[2];
-    cursors_init(rd, bcur, bwd_tables, 2);
+    rd_stored_cursor bcur[2];
+    for (int d = 0; d < 2; d++)
+        rd_stored_init(rd, &bcur[d], bwd_tables[d]);
     for (int64_t g = -1, next; g < in->n_steps && a->grad_step < 0 && !st; g++) {
         int64_t gs = g < 0 ? si : g;
         int any = 0;

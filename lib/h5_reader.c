@@ -1893,3 +1893,36 @@ resdiag_status rd_reader_stored(const resdiag_reader *rd, const char *name, int6
     rd_h5_quiet_end(&q);
     return RESDIAG_OK;
 }
+
+void rd_stored_init(const resdiag_reader *rd, rd_stored_cursor *c, const char *name)
+{
+    memset(c, 0, sizeof *c);
+    c->name = name;
+    c->stored = 1;
+    c->left = -1;
+    c->present = find_series(rd, name) != NULL;
+    if (c->present && rd_reader_chunks(rd, name, &c->left) != RESDIAG_OK)
+        c->left = -1; /* cannot tell: every step counts as stored (and its read fails) */
+}
+
+int rd_stored_at(const resdiag_reader *rd, rd_stored_cursor *c, int64_t si, int64_t *next)
+{
+    *next = INT64_MAX; /* absent, or every stored chunk met: NaN to the end */
+    if (!c->present || c->left == 0)
+        return 0;
+    if (c->left < 0)
+        return 1;
+    if (si >= c->row_end) {
+        int n_stored = 1;
+        if (rd_reader_stored(rd, c->name, si, &n_stored, &c->row_end) != RESDIAG_OK) {
+            c->left = -1;
+            return 1;
+        }
+        c->stored = n_stored > 0;
+        c->left = c->left > n_stored ? c->left - n_stored : 0;
+    }
+    if (c->stored)
+        return 1;
+    *next = c->row_end;
+    return 0;
+}

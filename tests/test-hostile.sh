@@ -78,7 +78,8 @@ hostile bad-chunk-index.h5 "forward/site_stats"
 # Valid, 3.7 MB: 100000 steps of 512 layers with data in the first only,
 # and no /summary: the analysis goes over every step, at the cost of what
 # is stored (before: a minute of reading NaN).
-for c in "report" "report --json" "check --expect pre-norm" "plot --what growth -o $dir/fig.svg"; do
+for c in "report" "report --json" "report --html $dir/page.html" "check --expect pre-norm" \
+         "plot --what growth -o $dir/fig.svg" "dump --all" "diff $dir/runs/base.h5"; do
     # shellcheck disable=SC2086
     (ulimit -v 1048576; exec timeout 10 "$tool" $c "$dir/runs/steps-100k.h5") >"$dir/out" 2>"$dir/err"
     rc=$?

@@ -14,6 +14,7 @@
 #include <hdf5.h>
 #include <resdiag.h>
 
+#include "h5_reader.h"
 #include "html_report.h"
 #include "plot.h"
 
@@ -221,8 +222,9 @@ static int print_site_row(const resdiag_reader *rd, int64_t si, resdiag_directio
     return 1;
 }
 
-/* 0, or -1 at the first value that cannot be read (logged). */
-static int dump_step(const resdiag_reader *rd, int64_t si, int64_t step)
+/* 0, or -1 at the first value that cannot be read (logged). stored 0: no
+ * table stores anything of the step (only the headers are printed). */
+static int dump_step(const resdiag_reader *rd, int64_t si, int64_t step, int stored)
 {
     const resdiag_run_info *in = resdiag_reader_info(rd);
     printf("\nstep %lld (record %lld of %lld)\n", (long long)step, (long long)si + 1,
@@ -230,6 +232,8 @@ static int dump_step(const resdiag_reader *rd, int64_t si, int64_t step)
     printf("  %-22s %-14s %7s %11s %11s %10s %10s %10s %10s %5s %5s %5s %4s  %s\n", "where",
            "site", "tokens", "||x||_F", "tok_norm", "tok_sd", "tok_rms", "tok_mean", "absmax",
            "col", "nan", "inf", "seq", "call site");
+    if (!stored)
+        return 0;
     for (int dir = 0; dir < 2; dir++) {
         const char *dname = dir == RESDIAG_FORWARD ? "fwd" : "grad";
         char label[96];
@@ -389,11 +393,26 @@ static int cmd_dump(int argc, char **argv)
             rc = EXIT_BAD;
         } else {
             stdout = mem;
+            /* the tables dump_step reads: a step none of them stores
+             * costs no reads (a run can declare far more than it holds) */
+            static const char *const tables[] = {
+                "forward/site_stats", "backward/site_stats", "forward/model_stats",
+                "backward/model_stats", "forward/update", "backward/param_stats",
+                "backward/model_param_stats" };
+            enum { N_TABLES = sizeof tables / sizeof tables[0] };
+            rd_stored_cursor cur[N_TABLES];
+            for (int t = 0; t < N_TABLES; t++)
+                rd_stored_init(rd, &cur[t], tables[t]);
             last_msg[0] = 0;
             dump_header(path, in, steps);
-            for (int64_t si = first; si < last && rc == 0; si++)
-                if (dump_step(rd, si, steps[si]) != 0)
+            for (int64_t si = first; si < last && rc == 0; si++) {
+                int stored = 0;
+                int64_t next;
+                for (int t = 0; t < N_TABLES; t++)
+                    stored |= rd_stored_at(rd, &cur[t], si, &next);
+                if (dump_step(rd, si, steps[si], stored) != 0)
                     rc = EXIT_BAD;
+            }
             stdout = out;
             if (fclose(mem) != 0 && rc == 0) {
                 fprintf(stderr, "resdiag: out of memory\n");
