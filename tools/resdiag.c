@@ -363,8 +363,10 @@ static int cmd_dump(int argc, char **argv)
     const resdiag_run_info *in = resdiag_reader_info(rd);
     int64_t n = in->n_steps;
     int64_t *steps = calloc(n > 0 ? (size_t)n : 1, sizeof *steps);
+    last_msg[0] = 0;
     if (!steps || (n > 0 && resdiag_reader_steps(rd, steps, n) != RESDIAG_OK)) {
-        fprintf(stderr, "resdiag: %s: cannot read the step numbers\n", path);
+        fprintf(stderr, "resdiag: %s: %s\n", path,
+                last_msg[0] ? last_msg : "cannot read the step numbers");
         free(steps);
         resdiag_reader_close(rd);
         return EXIT_BAD;
@@ -567,10 +569,17 @@ static resdiag_analysis *open_analysis(const analysis_args *o, resdiag_reader **
         int64_t n = in->n_steps;
         int64_t *steps = calloc(n > 0 ? (size_t)n : 1, sizeof *steps);
         int64_t si = -1;
-        if (steps && n > 0 && resdiag_reader_steps(rd, steps, n) == RESDIAG_OK)
-            for (int64_t i = 0; i < n; i++)
-                if (steps[i] == o->want_step)
-                    si = i;
+        last_msg[0] = 0;
+        if (!steps || (n > 0 && resdiag_reader_steps(rd, steps, n) != RESDIAG_OK)) {
+            fprintf(stderr, "resdiag: %s: %s\n", o->path,
+                    last_msg[0] ? last_msg : "cannot read the step numbers");
+            free(steps);
+            resdiag_reader_close(rd);
+            return NULL;
+        }
+        for (int64_t i = 0; i < n; i++)
+            if (steps[i] == o->want_step)
+                si = i;
         free(steps);
         if (si < 0) {
             fprintf(stderr, "resdiag: %s: step %lld was not recorded\n", o->path, o->want_step);
