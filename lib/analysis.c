@@ -23,6 +23,7 @@
 
 #include "escape.h"
 #include "fit.h"
+#include "h5_reader.h"
 #include "log.h"
 
 /* ------------------------------------------------------------ tolerances */
@@ -496,15 +497,39 @@ static int has_dataset(const resdiag_reader *rd, const char *name)
     return 0;
 }
 
+static const char *const stats_tables[6] = { "forward/site_stats", "backward/site_stats",
+                                             "forward/model_stats", "backward/model_stats",
+                                             "backward/param_stats",
+                                             "backward/model_param_stats" };
+
+/* 0 when none of the n tables stores anything at recorded step si (all of
+ * them read NaN there: nothing observed), with *next the first step where
+ * one may; 1 when one may. Going over every step then costs what the file
+ * holds, not what it declares. */
+static int step_stored(const resdiag_reader *rd, rd_stored_cursor *c, int n, int64_t si,
+                       int64_t *next)
+{
+    int any = 0;
+    *next = INT64_MAX;
+    for (int d = 0; d < n; d++) {
+        int64_t nd = si + 1;
+        if (rd_stored_at(rd, &c[d], si, &nd))
+            any = 1;
+        else if (nd < *next)
+            *next = nd;
+    }
+    if (any || *next <= si)
+        *next = si + 1;
+    return any;
+}
+
 /* Scans every statistics row of recorded step si for NaN / Inf: *bad when
  * there is one; adds the counts to the totals when count_totals; the first
  * one in call order becomes a->nf_* unless a->nf_found. */
 static resdiag_status scan_step(const resdiag_reader *rd, rd_analysis *a, int64_t si,
                                 double **buf, size_t *cap, int *bad, int count_totals)
 {
-    static const char *const names[6] = { "forward/site_stats", "backward/site_stats",
-                                          "forward/model_stats", "backward/model_stats",
-                                          "backward/param_stats", "backward/model_param_stats" };
+    const char *const *names = stats_tables;
     resdiag_status st;
     double best_seq = INFINITY;
     *bad = 0;
@@ -638,8 +663,15 @@ static resdiag_status scan_nonfinite(const resdiag_reader *rd, rd_analysis *a)
     double *buf = NULL;
     size_t cap = 0;
     resdiag_status st = RESDIAG_OK;
-    for (int64_t si = 0; si < n; si++) {
+    rd_stored_cursor cur[6];
+    for (int d = 0; d < 6; d++)
+        rd_stored_init(rd, &cur[d], stats_tables[d]);
+    for (int64_t si = 0, next; si < n; si++) {
         int step_bad = 0;
+        if (!step_stored(rd, cur, 6, si, &next)) {
+            si = next - 1; /* nothing stored up to there */
+            continue;
+        }
         if ((st = scan_step(rd, a, si, &buf, &cap, &step_bad, 1)))
             break;
         if (step_bad) {
@@ -1214,11 +1246,19 @@ resdiag_status resdiag_analyze(const resdiag_reader *rd, const resdiag_analyze_o
      * first recorded step that has */
     /* (the summary, where there is one, skips the steps without any) */
     unsigned char *bwd = steps_with_backward(rd, in->n_steps);
-    for (int64_t g = -1; g < in->n_steps && a->grad_step < 0 && !st; g++) {
+    static const char *const bwd_tables[2] = { "backward/site_stats", "backward/param_stats" };
+    rd_stored_cursor bcur[2];
+    for (int d = 0; d < 2; d++)
+        rd_stored_init(rd, &bcur[d], bwd_tables[d]);
+    for (int64_t g = -1, next; g < in->n_steps && a->grad_step < 0 && !st; g++) {
         int64_t gs = g < 0 ? si : g;
         int any = 0;
         if (g >= 0 && bwd && !bwd[g])
             continue;
+        if (g >= 0 && !step_stored(rd, bcur, 2, g, &next)) {
+            g = next - 1; /* no backward data stored up to there */
+            continue;
+        }
         for (int l = 0; l < L && !any && !st; l++) {
             double f[RESDIAG_N_FIELDS];
             int obs = 0;

@@ -9,6 +9,14 @@
  * the fill value, or not larger than the one before). The writer writes
  * /steps last, after everything else of those steps was flushed
  * (h5_writer.c).
+ *
+ * A run file may come from anyone (doc/FORMAT.md, "Reading files from
+ * others"): before anything is followed or read, every link the reader
+ * could walk must be a hard link, and every dataset it reads must keep its
+ * data inside the file (chunked or contiguous, no external storage, not
+ * virtual) without filters, which could make HDF5 load a plugin. Work and
+ * memory follow what the file holds: the call sites, which the writer
+ * stores in full, must be there for every layer the file declares.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +31,7 @@
 
 #include "h5_common.h"
 #include "h5_guard.h"
+#include "h5_reader.h"
 #include "h5_writer.h" /* RD_SCHEMA_VERSION */
 #include "layout.h"
 #include "log.h"
@@ -31,6 +40,11 @@
 #define READ_CACHE_MAX ((size_t)64 << 20)
 #define STEP_BLOCK 65536 /* steps read at a time when checking /steps */
 #define RD_SWMR_READ_ATTEMPTS 20 /* see resdiag_reader_open */
+#define MAX_GROUP_LINKS 1024 /* links in the root or a group: resdiag writes about 15 */
+#define MAX_ATTR_STRINGS 1024 /* strings in one attribute: resdiag's lists have at most 32 */
+#define MAX_ATTR_STRING ((size_t)1 << 20) /* bytes of one string attribute */
+#define MAX_META 256 /* attributes of /meta, as the writer allows (run.c) */
+#define MAX_CHUNKS_PER_STEP 64 /* chunks across one step of a time series: the writer's have 1 or 5 */
 
 int rd_h5_reader_summary = 1;
 
@@ -53,12 +67,14 @@ typedef struct series {
     int table;          /* layout table, or -1 for steps / step_time */
     int rank;           /* axes after the step axis */
     hsize_t dims[RD_MAX_RANK];
+    hsize_t chunk[RD_MAX_RANK + 1]; /* chunk shape, step axis first; all 0: not chunked */
 } series;
 
 struct resdiag_reader {
     hid_t file;
     int swmr;                 /* opened for SWMR reading */
     char *path;
+    long long file_size;      /* bytes, at open */
     rd_layout lay;
     resdiag_run_info info;
 
@@ -110,6 +126,25 @@ static resdiag_status h5fail(const char *path, const char *what)
     memset(&e, 0, sizeof e);
     rd_h5_capture(&e, 0);
     return rfail(RESDIAG_E_IO, "run file %s: %s: %s", path, what, e.msg);
+}
+
+/* A name from the file as it may appear in a message: printable ASCII,
+ * other bytes as \xNN, at most about 80 characters (the message stays one
+ * line whatever the file holds). */
+static const char *msg_name(const char *s, char *buf, size_t len)
+{
+    size_t o = 0;
+    for (; *s && o + 8 < len && o < 80; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c < 0x7f && c != '\\')
+            buf[o++] = (char)c;
+        else
+            o += (size_t)snprintf(buf + o, len - o, "\\x%02x", c);
+    }
+    if (*s && o + 4 < len)
+        o += (size_t)snprintf(buf + o, len - o, "...");
+    buf[o] = '\0';
+    return buf;
 }
 
 /* --------------------------------------------------------------- intern */
@@ -349,9 +384,9 @@ static resdiag_status attr_strs(const char *path, hid_t obj, const char *objname
                    objname, want_scalar ? "a string" : "a list of strings");
         goto cleanup;
     }
-    if (n > ((size_t)1 << 24)) {
-        st = rfail(RESDIAG_E_FORMAT, "run file %s: attribute '%s' of %s has %zu strings", path,
-                   name, objname, n);
+    if (n > MAX_ATTR_STRINGS) {
+        st = rfail(RESDIAG_E_FORMAT, "run file %s: attribute '%s' of %s has %zu strings (at "
+                   "most %d)", path, name, objname, n, MAX_ATTR_STRINGS);
         goto cleanup;
     }
     res = calloc(n ? n : 1, sizeof *res);
@@ -376,12 +411,22 @@ static resdiag_status attr_strs(const char *path, hid_t obj, const char *objname
             st = h5fail(path, name);
             goto cleanup;
         }
-        for (size_t i = 0; i < n; i++)
-            res[i] = strdup(vbuf[i] ? vbuf[i] : "");
+        size_t longest = 0;
+        for (size_t i = 0; i < n; i++) {
+            size_t l = vbuf[i] ? strnlen(vbuf[i], MAX_ATTR_STRING + 1) : 0;
+            if (l > longest)
+                longest = l;
+            res[i] = l > MAX_ATTR_STRING ? NULL : strdup(vbuf[i] ? vbuf[i] : "");
+        }
         H5Dvlen_reclaim(mt, sp, H5P_DEFAULT, vbuf);
+        if (longest > MAX_ATTR_STRING) {
+            st = rfail(RESDIAG_E_FORMAT, "run file %s: attribute '%s' of %s holds a string of "
+                       "more than %zu bytes", path, name, objname, MAX_ATTR_STRING);
+            goto cleanup;
+        }
     } else {
         size_t len = H5Tget_size(ft);
-        if (len == 0 || len > ((size_t)1 << 20)) {
+        if (len == 0 || len > MAX_ATTR_STRING) {
             st = rfail(RESDIAG_E_FORMAT, "run file %s: attribute '%s' of %s has strings of %zu "
                        "bytes", path, name, objname, len);
             goto cleanup;
@@ -456,9 +501,11 @@ static resdiag_status check_names(const char *path, const char *name, char **v, 
             return rfail(RESDIAG_E_FORMAT, "run file %s: attribute '%s': name %zu is %s", path,
                          name, i, l ? "too long" : "empty");
         for (size_t j = 0; j < i; j++)
-            if (strcmp(v[i], v[j]) == 0)
+            if (strcmp(v[i], v[j]) == 0) {
+                char nb[128];
                 return rfail(RESDIAG_E_FORMAT, "run file %s: attribute '%s': '%s' appears twice",
-                             path, name, v[i]);
+                             path, name, msg_name(v[i], nb, sizeof nb));
+            }
     }
     return RESDIAG_OK;
 }
@@ -479,8 +526,9 @@ static resdiag_status attr_enum(const char *path, hid_t obj, const char *name,
             return RESDIAG_OK;
         }
     }
+    char nb[128];
     st = rfail(RESDIAG_E_FORMAT, "run file %s: attribute '%s' is \"%s\", not a known value", path,
-               name, s);
+               name, msg_name(s, nb, sizeof nb));
     free(s);
     return st;
 }
@@ -544,6 +592,16 @@ static resdiag_status read_meta(resdiag_reader *rd)
     unsigned crt = 0;
     if ((gcpl = H5Gget_create_plist(g)) < 0 || H5Pget_attr_creation_order(gcpl, &crt) < 0) {
         st = h5fail(rd->path, "/" RD_META_GROUP);
+        goto cleanup;
+    }
+    H5O_info_t oi;
+    if (H5Oget_info2(g, &oi, H5O_INFO_NUM_ATTRS) < 0) {
+        st = h5fail(rd->path, "/" RD_META_GROUP);
+        goto cleanup;
+    }
+    if (oi.num_attrs > MAX_META) {
+        st = rfail(RESDIAG_E_FORMAT, "run file %s: /" RD_META_GROUP " has %llu attributes (at "
+                   "most %d)", rd->path, (unsigned long long)oi.num_attrs, MAX_META);
         goto cleanup;
     }
     meta_ctx c = { rd, RESDIAG_OK, 0 };
@@ -670,7 +728,153 @@ static resdiag_status read_root(resdiag_reader *rd)
     return RESDIAG_OK;
 }
 
+/* ---------------------------------------------------------------- links */
+
+/* Every link of the root and of the groups it holds must be a hard link:
+ * a soft link could point anywhere, an external link makes HDF5 open
+ * another file (a FIFO hangs it; /etc/passwd is read). Checked before any
+ * path is opened: H5Lexists and H5Dopen2 follow every link on a path, and
+ * H5Literate reports each link without following it. The reader never
+ * opens anything deeper than a group of the root. */
+typedef struct link_ctx {
+    resdiag_reader *rd;
+    const char *group; /* "" for the root, else "/name" (escaped) */
+    int depth;         /* 0 for the root */
+    int count;
+    resdiag_status st;
+} link_ctx;
+
+static resdiag_status check_links_in(resdiag_reader *rd, hid_t g, const char *group, int depth);
+
+static herr_t link_cb(hid_t g, const char *name, const H5L_info_t *info, void *data)
+{
+    link_ctx *c = data;
+    char nb[128], where[256];
+    snprintf(where, sizeof where, "%s/%s", c->group, msg_name(name, nb, sizeof nb));
+    if (++c->count > MAX_GROUP_LINKS) {
+        c->st = rfail(RESDIAG_E_FORMAT, "run file %s: %s holds more than %d links", c->rd->path,
+                      c->group[0] ? c->group : "the root group", MAX_GROUP_LINKS);
+        return -1;
+    }
+    if (info->type != H5L_TYPE_HARD) {
+        const char *kind = info->type == H5L_TYPE_SOFT       ? "a soft link"
+                           : info->type == H5L_TYPE_EXTERNAL ? "an external link (into another file)"
+                                                             : "a user-defined link";
+        c->st = rfail(RESDIAG_E_FORMAT, "run file %s: %s is %s; resdiag follows only hard links "
+                      "to objects stored inside the file", c->rd->path, where, kind);
+        return -1;
+    }
+    if (c->depth > 0)
+        return 0;
+    H5O_info_t oi;
+    if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+        c->st = h5fail(c->rd->path, where);
+        return -1;
+    }
+    if (oi.type != H5O_TYPE_GROUP)
+        return 0;
+    hid_t sub = H5Gopen2(g, name, H5P_DEFAULT);
+    if (sub < 0) {
+        c->st = h5fail(c->rd->path, where);
+        return -1;
+    }
+    c->st = check_links_in(c->rd, sub, where, c->depth + 1);
+    H5Gclose(sub);
+    return c->st == RESDIAG_OK ? 0 : -1;
+}
+
+static resdiag_status check_links_in(resdiag_reader *rd, hid_t g, const char *group, int depth)
+{
+    link_ctx c = { rd, group, depth, 0, RESDIAG_OK };
+    if (H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, link_cb, &c) < 0)
+        return c.st != RESDIAG_OK ? c.st
+                                  : h5fail(rd->path, group[0] ? group : "the root group");
+    return RESDIAG_OK;
+}
+
 /* ------------------------------------------------------------- datasets */
+
+/* The data of dataset ds must be stored inside the file, as resdiag
+ * writes it: chunked (or contiguous), no external storage, not virtual (a
+ * view of datasets in other files), no filters (HDF5 would look for an
+ * unknown one among the plugins in HDF5_PLUGIN_PATH and run its code), and
+ * no more storage than the file has bytes. Checked once, at open, before
+ * anything of the dataset is read. */
+static resdiag_status check_storage(const resdiag_reader *rd, hid_t ds, const char *name)
+{
+    hid_t dcpl = H5Dget_create_plist(ds);
+    if (dcpl < 0)
+        return h5fail(rd->path, name);
+    resdiag_status st = RESDIAG_OK;
+    H5D_layout_t layout = H5Pget_layout(dcpl);
+    int n_external = H5Pget_external_count(dcpl);
+    int n_filters = H5Pget_nfilters(dcpl);
+    const char *P = rd->path;
+    if (layout < 0 || n_external < 0 || n_filters < 0) {
+        st = h5fail(P, name);
+    } else if (layout == H5D_VIRTUAL) {
+        st = rfail(RESDIAG_E_FORMAT, "run file %s: dataset /%s is a virtual dataset (its data "
+                   "is in other files); resdiag reads only data stored inside the file", P, name);
+    } else if (n_external > 0) {
+        st = rfail(RESDIAG_E_FORMAT, "run file %s: dataset /%s uses external storage; resdiag "
+                   "reads only data stored inside the file", P, name);
+    } else if (layout != H5D_CHUNKED && layout != H5D_CONTIGUOUS) {
+        st = rfail(RESDIAG_E_FORMAT, "run file %s: dataset /%s has a storage layout that "
+                   "resdiag does not write (only chunked or contiguous)", P, name);
+    } else if (n_filters > 0) {
+        unsigned flags = 0;
+        size_t n_cd = 0;
+        /* no filter_config: that would look the filter up */
+        H5Z_filter_t id = H5Pget_filter2(dcpl, 0, &flags, &n_cd, NULL, 0, NULL, NULL);
+        st = rfail(RESDIAG_E_FORMAT, "run file %s: dataset /%s is stored through HDF5 filter "
+                   "%d; resdiag writes no filters and loads no filter plugins", P, name, (int)id);
+    }
+    H5Pclose(dcpl);
+    if (st != RESDIAG_OK)
+        return st;
+    /* A chunk index or a contiguous address can claim any storage; past
+     * the end of the file HDF5 reads zeros. */
+    hsize_t bytes = H5Dget_storage_size(ds);
+    if (bytes > (hsize_t)rd->file_size)
+        return rfail(RESDIAG_E_FORMAT, "run file %s: dataset /%s claims %llu bytes of storage, "
+                     "more than the file's %lld", P, name, (unsigned long long)bytes,
+                     rd->file_size);
+    if (layout == H5D_CONTIGUOUS) {
+        haddr_t at = H5Dget_offset(ds);
+        if (at != HADDR_UNDEF && (at > (haddr_t)rd->file_size
+                                  || bytes > (hsize_t)rd->file_size - (hsize_t)at))
+            return rfail(RESDIAG_E_FORMAT, "run file %s: dataset /%s lies past the end of the "
+                         "file (%llu bytes at byte %llu, file of %lld bytes)", P, name,
+                         (unsigned long long)bytes, (unsigned long long)at, rd->file_size);
+    }
+    return RESDIAG_OK;
+}
+
+/* The writer allocates every call-site dataset in full when it creates
+ * the file (h5_writer.c), so their storage is what shows that the layers,
+ * sublayers and parameters the root attributes declare are really there:
+ * a small file that declares a million layers would otherwise make every
+ * reader, and the analysis, do work for each of them. */
+static resdiag_status check_callsites_stored(const resdiag_reader *rd, hid_t ds,
+                                             const char *name)
+{
+    hid_t sp = H5Dget_space(ds), t = H5Dget_type(ds);
+    hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    size_t elem = t >= 0 ? H5Tget_size(t) : 0;
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (t >= 0)
+        H5Tclose(t);
+    if (np < 0 || elem == 0)
+        return h5fail(rd->path, name);
+    hsize_t want = (hsize_t)np * elem, have = H5Dget_storage_size(ds);
+    if (have < want)
+        return rfail(RESDIAG_E_FORMAT, "run file %s: dataset /%s stores %llu of its %llu bytes: "
+                     "the file does not hold the %d layers (x %d sublayers) it declares",
+                     rd->path, name, (unsigned long long)have, (unsigned long long)want,
+                     rd->info.n_layers, rd->info.n_sublayers);
+    return RESDIAG_OK;
+}
 
 /* 1 if every component of path exists as a link, 0 if not, -1 on error. */
 static int path_exists(hid_t file, const char *path)
@@ -711,6 +915,8 @@ static resdiag_status open_checked(resdiag_reader *rd, const char *name, H5T_cla
         st = h5fail(rd->path, name);
         goto cleanup;
     }
+    if ((st = check_storage(rd, ds, name)) != RESDIAG_OK)
+        goto cleanup;
     if ((t = H5Dget_type(ds)) < 0 || (sp = H5Dget_space(ds)) < 0) {
         st = h5fail(rd->path, name);
         goto cleanup;
@@ -820,8 +1026,8 @@ static resdiag_status open_datasets(resdiag_reader *rd)
         || (st = open_checked(rd, RD_STEP_TIME_NAME, H5T_FLOAT, 1, 0, NULL, &rd->time_ds))
                != RESDIAG_OK)
         return st;
-    rd->series[0] = (series){ RD_STEPS_NAME, rd->steps_ds, -1, 0, { 0 } };
-    rd->series[1] = (series){ RD_STEP_TIME_NAME, rd->time_ds, -1, 0, { 0 } };
+    rd->series[0] = (series){ RD_STEPS_NAME, rd->steps_ds, -1, 0, { 0 }, { 0 } };
+    rd->series[1] = (series){ RD_STEP_TIME_NAME, rd->time_ds, -1, 0, { 0 }, { 0 } };
     rd->n_series = 2;
     for (int i = 0; i < RD_N_TABLES; i++) {
         const rd_table *t = &rd->lay.tables[i];
@@ -852,8 +1058,42 @@ static resdiag_status open_datasets(resdiag_reader *rd)
         if (var != 0)
             return rfail(RESDIAG_E_FORMAT, "run file %s: dataset /%s is not fixed-length strings",
                          rd->path, t->callsite_name);
+        if ((st = check_callsites_stored(rd, rd->callsite_ds[i], t->callsite_name)) != RESDIAG_OK)
+            return st;
     }
     return open_summary(rd);
+}
+
+/* Chunk shape of each time series (for rd_reader_stored), and no more
+ * chunks across one step than MAX_CHUNKS_PER_STEP: asking which chunks
+ * of a step are stored must cost little. */
+static resdiag_status read_chunk_shapes(resdiag_reader *rd)
+{
+    for (int i = 0; i < rd->n_series; i++) {
+        series *se = &rd->series[i];
+        hid_t dcpl = H5Dget_create_plist(se->ds);
+        if (dcpl < 0)
+            return h5fail(rd->path, se->name);
+        int chunked = H5Pget_layout(dcpl) == H5D_CHUNKED;
+        int nd = chunked ? H5Pget_chunk(dcpl, se->rank + 1, se->chunk) : 0;
+        H5Pclose(dcpl);
+        if (!chunked) {
+            memset(se->chunk, 0, sizeof se->chunk);
+            continue;
+        }
+        if (nd != se->rank + 1)
+            return h5fail(rd->path, se->name);
+        double per_step = 1;
+        for (int k = 0; k < se->rank; k++)
+            per_step *= se->chunk[k + 1] ? (double)((se->dims[k] + se->chunk[k + 1] - 1)
+                                                    / se->chunk[k + 1])
+                                         : INFINITY;
+        if (se->chunk[0] == 0 || per_step > MAX_CHUNKS_PER_STEP)
+            return rfail(RESDIAG_E_FORMAT, "run file %s: dataset /%s is cut into %.0f chunks "
+                         "across each step (resdiag reads at most %d)", rd->path, se->name,
+                         per_step, MAX_CHUNKS_PER_STEP);
+    }
+    return RESDIAG_OK;
 }
 
 /* Current length of the step axis of a dataset, or -1 (logged). */
@@ -1012,13 +1252,14 @@ cleanup:
 
 /* Does the file exist, is it a regular file, does it carry the HDF5
  * signature at 0, 512, 1024, ...? Keeps text files away from HDF5. */
-static resdiag_status check_signature(const char *path)
+static resdiag_status check_signature(const char *path, long long *size)
 {
     struct stat sb;
     if (stat(path, &sb) != 0)
         return rfail(RESDIAG_E_IO, "cannot open run file %s: %s", path, strerror(errno));
     if (!S_ISREG(sb.st_mode))
         return rfail(RESDIAG_E_FORMAT, "not a regular file: %s", path);
+    *size = (long long)sb.st_size;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return rfail(RESDIAG_E_IO, "cannot open run file %s: %s", path, strerror(errno));
@@ -1083,7 +1324,8 @@ resdiag_status resdiag_reader_open(resdiag_reader **out, const char *path)
     *out = NULL;
     if (!path)
         return rfail(RESDIAG_E_NULL, "client bug: resdiag_reader_open: path is NULL");
-    resdiag_status st = check_signature(path);
+    long long file_size = 0;
+    resdiag_status st = check_signature(path, &file_size);
     if (st != RESDIAG_OK)
         return st;
     /* damage that would crash HDF5 instead of failing in it */
@@ -1101,6 +1343,7 @@ resdiag_status resdiag_reader_open(resdiag_reader **out, const char *path)
         rd->table_ds[i] = rd->callsite_ds[i] = H5I_INVALID_HID;
     for (int i = 0; i < RD_N_SUMMARY; i++)
         rd->summary_ds[i] = H5I_INVALID_HID;
+    rd->file_size = file_size;
     rd->path = strdup(path);
     if (!rd->path) {
         free(rd);
@@ -1117,6 +1360,12 @@ resdiag_status resdiag_reader_open(resdiag_reader **out, const char *path)
 #if H5_VERSION_GE(1, 10, 7)
     H5Pset_file_locking(fapl, 1, 1);
 #endif
+    /* The plain POSIX driver, whatever HDF5_DRIVER in the environment says. */
+    if (H5Pset_fapl_sec2(fapl) < 0) {
+        H5Pclose(fapl);
+        st = h5fail(path, "opening");
+        goto fail;
+    }
     /* A SWMR reader retries metadata whose checksum fails (the writer may be
      * halfway through it), sleeping 1 ns, 2 ns, 4 ns, ... without a cap in
      * HDF5 1.10: the default 100 attempts hang on a damaged file for ever
@@ -1154,12 +1403,13 @@ resdiag_status resdiag_reader_open(resdiag_reader **out, const char *path)
         goto fail;
     }
 
-    if ((st = read_root(rd)) != RESDIAG_OK || (st = read_meta(rd)) != RESDIAG_OK)
+    if ((st = check_links_in(rd, rd->file, "", 0)) != RESDIAG_OK
+        || (st = read_root(rd)) != RESDIAG_OK || (st = read_meta(rd)) != RESDIAG_OK)
         goto fail;
     rd_layout_init(&rd->lay, rd->info.n_layers, rd->info.n_sublayers, rd->info.n_layer_params,
                    rd->info.n_model_params, rd->info.sketch_size);
-    if ((st = open_datasets(rd)) != RESDIAG_OK || (st = count_steps(rd)) != RESDIAG_OK
-        || (st = read_callsites(rd)) != RESDIAG_OK)
+    if ((st = open_datasets(rd)) != RESDIAG_OK || (st = read_chunk_shapes(rd)) != RESDIAG_OK
+        || (st = count_steps(rd)) != RESDIAG_OK || (st = read_callsites(rd)) != RESDIAG_OK)
         goto fail;
 
     resdiag_run_info *in = &rd->info;
@@ -1539,10 +1789,11 @@ resdiag_status resdiag_reader_read(const resdiag_reader *rd, const char *name, i
     if (first < 0 || count < 0)
         return rfail(RESDIAG_E_INVALID, "client bug: %s: first = %lld, count = %lld", fn,
                      (long long)first, (long long)count);
+    /* (first + count may not fit in an int64_t: it is never computed) */
     if (first > rd->info.n_steps || count > rd->info.n_steps - first)
-        return rfail(RESDIAG_E_NOT_FOUND, "%s: run file %s holds %lld steps, not %lld..%lld", fn,
-                     rd->path, (long long)rd->info.n_steps, (long long)first,
-                     (long long)(first + count - 1));
+        return rfail(RESDIAG_E_NOT_FOUND, "%s: run file %s holds %lld steps; asked for %lld "
+                     "from index %lld", fn, rd->path, (long long)rd->info.n_steps,
+                     (long long)count, (long long)first);
     size_t per = 1;
     for (int i = 0; i < s->rank; i++)
         per *= (size_t)s->dims[i];
@@ -1574,4 +1825,104 @@ resdiag_status resdiag_reader_read(const resdiag_reader *rd, const char *name, i
         H5Sclose(ms);
     rd_h5_quiet_end(&q);
     return st;
+}
+
+/* ------------------------------------------------------ stored chunks */
+
+resdiag_status rd_reader_chunks(const resdiag_reader *rd, const char *name, int64_t *n_chunks)
+{
+    static const char fn[] = "rd_reader_chunks";
+    *n_chunks = -1;
+    const series *s = find_series(rd, name);
+    if (!s)
+        return rfail(RESDIAG_E_NOT_FOUND, "%s: run file %s has no dataset \"%s\"", fn, rd->path,
+                     name);
+    if (s->chunk[0] == 0)
+        return RESDIAG_OK;
+    hsize_t n = 0;
+    resdiag_status st = RESDIAG_OK;
+    rd_h5_quiet q;
+    rd_h5_quiet_begin(&q);
+    hid_t sp = H5Dget_space(s->ds); /* (HDF5 1.10 counts every chunk whatever it selects) */
+    if (sp < 0 || H5Dget_num_chunks(s->ds, sp, &n) < 0)
+        st = h5fail(rd->path, s->name);
+    else
+        *n_chunks = n > (hsize_t)INT64_MAX ? INT64_MAX : (int64_t)n;
+    if (sp >= 0)
+        H5Sclose(sp);
+    rd_h5_quiet_end(&q);
+    return st;
+}
+
+resdiag_status rd_reader_stored(const resdiag_reader *rd, const char *name, int64_t step_index,
+                                int *n_stored, int64_t *row_end)
+{
+    static const char fn[] = "rd_reader_stored";
+    *n_stored = 1;
+    *row_end = step_index + 1;
+    const series *s = find_series(rd, name);
+    if (!s)
+        return rfail(RESDIAG_E_NOT_FOUND, "%s: run file %s has no dataset \"%s\"", fn, rd->path,
+                     name);
+    resdiag_status st;
+    if ((st = check_step(rd, step_index, fn)) != RESDIAG_OK)
+        return st;
+    if (s->chunk[0] == 0) {
+        *row_end = rd->info.n_steps; /* contiguous: all there, or nothing */
+        return RESDIAG_OK;
+    }
+    hsize_t cs = s->chunk[0], row = (hsize_t)step_index / cs * cs;
+    *row_end = row + cs < (hsize_t)rd->info.n_steps ? (int64_t)(row + cs) : rd->info.n_steps;
+    /* every chunk of that row of chunks (at most MAX_CHUNKS_PER_STEP), the
+     * last axis fastest */
+    hsize_t off[RD_MAX_RANK + 1] = { row };
+    rd_h5_quiet q;
+    rd_h5_quiet_begin(&q);
+    *n_stored = 0;
+    for (;;) {
+        hsize_t bytes = 0;
+        /* (an error counts as stored: the read will say what it is) */
+        if (H5Dget_chunk_storage_size(s->ds, off, &bytes) < 0 || bytes > 0)
+            ++*n_stored;
+        int k = s->rank;
+        while (k > 0 && (off[k] += s->chunk[k]) >= s->dims[k - 1])
+            off[k--] = 0;
+        if (k == 0)
+            break;
+    }
+    rd_h5_quiet_end(&q);
+    return RESDIAG_OK;
+}
+
+void rd_stored_init(const resdiag_reader *rd, rd_stored_cursor *c, const char *name)
+{
+    memset(c, 0, sizeof *c);
+    c->name = name;
+    c->stored = 1;
+    c->left = -1;
+    c->present = find_series(rd, name) != NULL;
+    if (c->present && rd_reader_chunks(rd, name, &c->left) != RESDIAG_OK)
+        c->left = -1; /* cannot tell: every step counts as stored (and its read fails) */
+}
+
+int rd_stored_at(const resdiag_reader *rd, rd_stored_cursor *c, int64_t si, int64_t *next)
+{
+    *next = INT64_MAX; /* absent, or every stored chunk met: NaN to the end */
+    if (!c->present || c->left == 0)
+        return 0;
+    if (c->left < 0)
+        return 1;
+    if (si >= c->row_end) {
+        int n_stored = 1;
+        if (rd_reader_stored(rd, c->name, si, &n_stored, &c->row_end) != RESDIAG_OK) {
+            c->left = -1;
+            return 1;
+        }
+        c->stored = n_stored > 0;
+        c->left = c->left > n_stored ? c->left - n_stored : 0;
+    }
+    if (c->stored)
+        return 1;
+    *next = c->row_end;
+    return 0;
 }

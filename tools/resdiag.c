@@ -11,9 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <hdf5.h>
 #include <resdiag.h>
 
 #include "escape.h"
+#include "h5_reader.h"
 #include "html_report.h"
 #include "plot.h"
 
@@ -124,13 +126,16 @@ static const command commands[] = {
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
-/* The library's messages: keep the last one, to print as the tool's one line. */
+/* The library's messages: keep the first one since last_msg was emptied,
+ * to print as the tool's one line. The first says what went wrong (e.g.
+ * which dataset cannot be read); the ones after it only say who gave up. */
 static char last_msg[1024];
 static void keep_message(resdiag_log_priority prio, const char *msg, void *user)
 {
     (void)prio;
     (void)user;
-    snprintf(last_msg, sizeof last_msg, "%s", msg);
+    if (!last_msg[0])
+        snprintf(last_msg, sizeof last_msg, "%s", msg);
 }
 
 static const command *find_command(const char *name)
@@ -195,14 +200,18 @@ static void print_value(double v, int width)
 
 /* dump prints the run file's strings (names, description, metadata, call
  * sites, provenance) through the text escaper (escape.h): a file cannot
- * write lines or terminal controls of its own. */
+ * write lines or terminal controls of its own. print_site_row gives 1 with
+ * a row printed, 0 for a site not observed, -1 when it cannot be read
+ * (logged). */
 static int print_site_row(rd_esc_ring *esc, const resdiag_reader *rd, int64_t si,
                           resdiag_direction dir, int layer, int sub, resdiag_site site,
                           const char *label)
 {
     double f[RESDIAG_N_FIELDS];
     int observed = 0;
-    if (resdiag_reader_site(rd, si, dir, layer, sub, site, f, &observed) || !observed)
+    if (resdiag_reader_site(rd, si, dir, layer, sub, site, f, &observed) != RESDIAG_OK)
+        return -1;
+    if (!observed)
         return 0;
     printf("  %-22s %-14s", rd_esc_text(esc, label), resdiag_site_name(site));
     printf(" %7.0f", f[RESDIAG_FIELD_ROWS]);
@@ -219,7 +228,10 @@ static int print_site_row(rd_esc_ring *esc, const resdiag_reader *rd, int64_t si
     return 1;
 }
 
-static void dump_step(rd_esc_ring *esc, const resdiag_reader *rd, int64_t si, int64_t step)
+/* 0, or -1 at the first value that cannot be read (logged). stored 0: no
+ * table stores anything of the step (only the headers are printed). */
+static int dump_step(rd_esc_ring *esc, const resdiag_reader *rd, int64_t si, int64_t step,
+                     int stored)
 {
     const resdiag_run_info *in = resdiag_reader_info(rd);
     printf("\nstep %lld (record %lld of %lld)\n", (long long)step, (long long)si + 1,
@@ -227,27 +239,33 @@ static void dump_step(rd_esc_ring *esc, const resdiag_reader *rd, int64_t si, in
     printf("  %-22s %-14s %7s %11s %11s %10s %10s %10s %10s %5s %5s %5s %4s  %s\n", "where",
            "site", "tokens", "||x||_F", "tok_norm", "tok_sd", "tok_rms", "tok_mean", "absmax",
            "col", "nan", "inf", "seq", "call site");
+    if (!stored)
+        return 0;
     for (int dir = 0; dir < 2; dir++) {
         const char *dname = dir == RESDIAG_FORWARD ? "fwd" : "grad";
         char label[96];
         for (int m = 0; m < RESDIAG_N_MODEL_SITES; m++) {
             snprintf(label, sizeof label, "%s model", dname);
-            print_site_row(esc, rd, si, (resdiag_direction)dir, 0, 0,
-                           (resdiag_site)(RESDIAG_EMBED_OUT + m), label);
+            if (print_site_row(esc, rd, si, (resdiag_direction)dir, 0, 0,
+                               (resdiag_site)(RESDIAG_EMBED_OUT + m), label) < 0)
+                return -1;
         }
         for (int l = 0; l < in->n_layers; l++)
             for (int s = 0; s < in->n_sublayers; s++)
                 for (int site = 0; site < RESDIAG_N_BLOCK_SITES; site++) {
                     snprintf(label, sizeof label, "%s L%d %s", dname, l, in->sublayer_names[s]);
-                    print_site_row(esc, rd, si, (resdiag_direction)dir, l, s, (resdiag_site)site,
-                                   label);
+                    if (print_site_row(esc, rd, si, (resdiag_direction)dir, l, s,
+                                       (resdiag_site)site, label) < 0)
+                        return -1;
                 }
     }
     int header = 0;
     for (int l = 0; l < in->n_layers; l++)
         for (int s = 0; s < in->n_sublayers; s++) {
             double u[RESDIAG_N_UPDATE_FIELDS];
-            if (resdiag_reader_update(rd, si, l, s, u) || isnan(u[0]))
+            if (resdiag_reader_update(rd, si, l, s, u) != RESDIAG_OK)
+                return -1;
+            if (isnan(u[0]))
                 continue;
             if (!header++)
                 printf("  update ratio r = ||dx||/||x||:  %-16s %12s %14s\n", "where",
@@ -263,7 +281,9 @@ static void dump_step(rd_esc_ring *esc, const resdiag_reader *rd, int64_t si, in
             double f[RESDIAG_N_FIELDS];
             int observed = 0;
             if (resdiag_reader_param(rd, si, l < 0 ? RESDIAG_MODEL_LEVEL : l, names[p], f,
-                                     &observed) || !observed)
+                                     &observed) != RESDIAG_OK)
+                return -1;
+            if (!observed)
                 continue;
             if (!header++)
                 printf("  parameter gradients:  %-20s %12s %12s %6s %6s\n", "where", "||g||_F",
@@ -278,6 +298,7 @@ static void dump_step(rd_esc_ring *esc, const resdiag_reader *rd, int64_t si, in
                    f[RESDIAG_FIELD_INF_COUNT]);
         }
     }
+    return 0;
 }
 
 static void dump_header(rd_esc_ring *esc, const char *path, const resdiag_run_info *in,
@@ -345,6 +366,7 @@ static int cmd_dump(int argc, char **argv)
         return EXIT_BAD;
     }
     resdiag_reader *rd = NULL;
+    last_msg[0] = 0;
     if (resdiag_reader_open(&rd, path) != RESDIAG_OK) {
         fprintf(stderr, "resdiag: %s\n", last_msg[0] ? last_msg : "cannot read the run file");
         return EXIT_BAD;
@@ -352,8 +374,10 @@ static int cmd_dump(int argc, char **argv)
     const resdiag_run_info *in = resdiag_reader_info(rd);
     int64_t n = in->n_steps;
     int64_t *steps = calloc(n > 0 ? (size_t)n : 1, sizeof *steps);
+    last_msg[0] = 0;
     if (!steps || (n > 0 && resdiag_reader_steps(rd, steps, n) != RESDIAG_OK)) {
-        fprintf(stderr, "resdiag: %s: cannot read the step numbers\n", path);
+        fprintf(stderr, "resdiag: %s: %s\n", path,
+                last_msg[0] ? last_msg : "cannot read the step numbers");
         free(steps);
         resdiag_reader_close(rd);
         return EXIT_BAD;
@@ -372,11 +396,49 @@ static int cmd_dump(int argc, char **argv)
         }
     }
     if (rc == 0) {
-        rd_esc_ring esc = { 0 };
-        dump_header(&esc, path, in, steps);
-        for (int64_t si = first; si < last; si++)
-            dump_step(&esc, rd, si, steps[si]);
-        rd_esc_ring_free(&esc);
+        /* Into memory first: a value that cannot be read half-way through
+         * makes the file unusable, and then only the one line is printed. */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&text, &len), *out = stdout;
+        if (!mem) {
+            fprintf(stderr, "resdiag: out of memory\n");
+            rc = EXIT_BAD;
+        } else {
+            stdout = mem;
+            /* the tables dump_step reads: a step none of them stores
+             * costs no reads (a run can declare far more than it holds) */
+            static const char *const tables[] = {
+                "forward/site_stats", "backward/site_stats", "forward/model_stats",
+                "backward/model_stats", "forward/update", "backward/param_stats",
+                "backward/model_param_stats" };
+            enum { N_TABLES = sizeof tables / sizeof tables[0] };
+            rd_stored_cursor cur[N_TABLES];
+            for (int t = 0; t < N_TABLES; t++)
+                rd_stored_init(rd, &cur[t], tables[t]);
+            last_msg[0] = 0;
+            rd_esc_ring esc = { 0 };
+            dump_header(&esc, path, in, steps);
+            for (int64_t si = first; si < last && rc == 0; si++) {
+                int stored = 0;
+                int64_t next;
+                for (int t = 0; t < N_TABLES; t++)
+                    stored |= rd_stored_at(rd, &cur[t], si, &next);
+                if (dump_step(&esc, rd, si, steps[si], stored) != 0)
+                    rc = EXIT_BAD;
+            }
+            rd_esc_ring_free(&esc);
+            stdout = out;
+            if (fclose(mem) != 0 && rc == 0) {
+                fprintf(stderr, "resdiag: out of memory\n");
+                rc = EXIT_BAD;
+            } else if (rc != 0) {
+                fprintf(stderr, "resdiag: %s\n", last_msg[0] ? last_msg : "cannot read the run file");
+            } else {
+                fwrite(text, 1, len, stdout);
+            }
+            free(text);
+        }
     }
     free(steps);
     resdiag_reader_close(rd);
@@ -504,6 +566,7 @@ static resdiag_analysis *open_analysis(const analysis_args *o, resdiag_reader **
 {
     resdiag_reader *rd = NULL;
     *rdp = NULL;
+    last_msg[0] = 0;
     if (resdiag_reader_open(&rd, o->path) != RESDIAG_OK) {
         fprintf(stderr, "resdiag: %s\n", last_msg[0] ? last_msg : "cannot read the run file");
         return NULL;
@@ -519,10 +582,17 @@ static resdiag_analysis *open_analysis(const analysis_args *o, resdiag_reader **
         int64_t n = in->n_steps;
         int64_t *steps = calloc(n > 0 ? (size_t)n : 1, sizeof *steps);
         int64_t si = -1;
-        if (steps && n > 0 && resdiag_reader_steps(rd, steps, n) == RESDIAG_OK)
-            for (int64_t i = 0; i < n; i++)
-                if (steps[i] == o->want_step)
-                    si = i;
+        last_msg[0] = 0;
+        if (!steps || (n > 0 && resdiag_reader_steps(rd, steps, n) != RESDIAG_OK)) {
+            fprintf(stderr, "resdiag: %s: %s\n", o->path,
+                    last_msg[0] ? last_msg : "cannot read the step numbers");
+            free(steps);
+            resdiag_reader_close(rd);
+            return NULL;
+        }
+        for (int64_t i = 0; i < n; i++)
+            if (steps[i] == o->want_step)
+                si = i;
         free(steps);
         if (si < 0) {
             fprintf(stderr, "resdiag: %s: step %lld was not recorded\n", o->path, o->want_step);
@@ -577,6 +647,7 @@ static int cmd_report(int argc, char **argv)
     if (!an)
         return EXIT_BAD;
     if (o.html) {
+        last_msg[0] = 0;
         rc = write_html(o.html, html_report(an, rd, o.path));
         resdiag_analysis_free(an);
         resdiag_reader_close(rd);
@@ -789,6 +860,10 @@ static int cmd_plot(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* A run file names its filters: HDF5 would look for one it does not
+     * have among the shared objects in HDF5_PLUGIN_PATH and run their code.
+     * resdiag writes no filters, and the reader refuses files with any. */
+    H5PLset_loading_state(0);
     resdiag_set_log_handler(keep_message, NULL);
     if (argc < 2) {
         fprintf(stderr, "resdiag: no command given (see resdiag --help)\n");

@@ -8,9 +8,15 @@
 #  2. the same files through the reader harness in one process
 #     (replay-reader: every reader call, the analysis, leaked HDF5 ids);
 #  3. the kept API-call sequences (corpus/api) through replay-api.
+# The crafted runs of make-hostile-runs (external storage and links,
+# virtual datasets, a FIFO, an unknown filter with a plugin in
+# HDF5_PLUGIN_PATH, declared-size bombs, an unreadable table) go through
+# 1 and 2 as well; through `resdiag report` each must be refused (exit 2),
+# with the secret they point at in no output and the plugin never loaded.
 # Usage: test-fuzz-replay.sh RESDIAG MUTATE-RUNS REPLAY-READER REPLAY-API CORPUS
+#                            MAKE-HOSTILE-RUNS PLUGIN.so
 . "$(dirname "$0")/../tool-test-lib.sh"
-tool=$1 mutate=$2 replay_reader=$3 replay_api=$4 corpus=$5
+tool=$1 mutate=$2 replay_reader=$3 replay_api=$4 corpus=$5 make_hostile=$6 plugin=$7
 n_mutants=${RESDIAG_FUZZ_MUTANTS:-80}
 # Under ASan (build-asan): HDF5's own leaks on damaged files are not ours.
 supp=$(cd "$corpus/.." && pwd)/lsan-hdf5.supp
@@ -23,6 +29,21 @@ for gz in "$corpus"/reader/*.h5.gz; do
     [ -e "$gz" ] || continue
     b=$(basename "$gz" .gz)
     gzip -dc "$gz" >"$dir/runs/bug-$b" || fail "cannot unpack $gz"
+done
+secret="resdiag-secret-$$-$RANDOM"
+echo "$secret" >"$dir/secret.txt"
+mkfifo "$dir/fifo"
+mkdir "$dir/hostile" "$dir/plugins"
+cp "$plugin" "$dir/plugins/"
+export HDF5_PLUGIN_PATH=$dir/plugins RESDIAG_TEST_PLUGIN_MARKER=$dir/plugin-loaded
+timeout 60 "$make_hostile" "$dir/hostile" "$dir/secret.txt" "$dir/fifo" ||
+    { echo "FAIL: make-hostile-runs"; exit 1; }
+# (copies: the originals stay where their links point; steps-100k.h5 is a
+# valid run of 100000 steps that the harness, which reads every slot over
+# every step, would take minutes over: tests/test-hostile.sh has it)
+for f in "$dir"/hostile/*.h5; do
+    case $(basename "$f") in base.h5 | secret-target.h5 | steps-*) continue ;; esac
+    cp "$f" "$dir/runs/hostile-$(basename "$f")"
 done
 
 # report_ok FILE ARGS...: exit 0 with a report, or 2 with one line.
@@ -45,6 +66,13 @@ report_ok() {
     124) fail "$(basename "$f") $*: no answer in 60 s" ;;
     *) fail "$(basename "$f") $*: exit $rc"; tail -3 "$dir/err" ;;
     esac
+    case $(basename "$f") in
+    hostile-*)
+        [ "$rc" -eq 2 ] || fail "$(basename "$f") $*: a crafted run was not refused"
+        if grep -qF -- "$secret" "$dir/out" "$dir/err"; then
+            fail "$(basename "$f") $*: the secret it points at was printed"
+        fi ;;
+    esac
 }
 
 k=0
@@ -55,11 +83,15 @@ for f in "$dir"/runs/base-*.h5; do
     expect_exit 0 "$(basename "$f") is a valid run" -- "$tool" report "$f"
 done
 echo "resdiag report: $reports reports, $refusals refusals (exit 2)"
+if [ -e "$dir/plugin-loaded" ]; then fail "a plugin in HDF5_PLUGIN_PATH was loaded"; else pass; fi
 
 # In one process, every reader call; a crash or an abort fails.
 if timeout 240 "$replay_reader" "$dir/runs" >"$dir/out" 2>"$dir/err"; then pass
 else fail "replay-reader: exit $?"; tail -5 "$dir/err"; fi
 cat "$dir/out"
+# the reader API turns no plugin loading off, so this holds only because it
+# refuses every file with a filter before reading it
+if [ -e "$dir/plugin-loaded" ]; then fail "replay-reader loaded the plugin"; else pass; fi
 
 if [ -d "$corpus/api" ] && ls "$corpus/api" | grep -q .; then
     if timeout 120 "$replay_api" "$corpus/api" >"$dir/out" 2>"$dir/err"; then pass
