@@ -128,19 +128,14 @@ static resdiag_status h5fail(const char *path, const char *what)
     return rfail(RESDIAG_E_IO, "run file %s: %s: %s", path, what, e.msg);
 }
 
-/* A name from the file as it may appear in a message: printable ASCII,
- * other bytes as \xNN, at most about 80 characters (the message stays one
- * line whatever the file holds). */
+/* A name from the file as it may appear in a message: at most about 80
+ * bytes of it (the message stays short whatever the file holds). Not
+ * escaped here: rd_log text-escapes every message (escape.h). */
 static const char *msg_name(const char *s, char *buf, size_t len)
 {
     size_t o = 0;
-    for (; *s && o + 8 < len && o < 80; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c >= 0x20 && c < 0x7f && c != '\\')
-            buf[o++] = (char)c;
-        else
-            o += (size_t)snprintf(buf + o, len - o, "\\x%02x", c);
-    }
+    for (; *s && o + 4 < len && o < 80; s++)
+        buf[o++] = *s;
     if (*s && o + 4 < len)
         o += (size_t)snprintf(buf + o, len - o, "...");
     buf[o] = '\0';
