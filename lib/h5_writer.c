@@ -21,10 +21,18 @@
  *      ENOSPC / EFBIG / EDQUOT the append returns RESDIAG_E_NOSPACE before
  *      HDF5 writes anything: the file stays consistent and closes cleanly
  *      with every step appended before.
- *   2. Where fallocate is not supported (or the estimate was short) and an
+ *   2. The file size limit (RLIMIT_FSIZE) is treated as the end of the
+ *      disk, with or without fallocate: before each phase (and before the
+ *      file is created) the writer checks that the same estimate stays
+ *      within it, and fails the same way if not. A write, fallocate or
+ *      ftruncate past the limit would raise SIGXFSZ, which kills the
+ *      trainer, and the library leaves signal dispositions alone.
+ *   3. Where fallocate is not supported (or the estimate was short) and an
  *      HDF5 write fails anyway, the writer "detaches" at once: it points
  *      HDF5's file descriptor at /dev/null (dup2), so that everything HDF5
- *      still writes, at close or at exit, is discarded and succeeds. The run
+ *      still writes, at close or at exit, is discarded and succeeds, and
+ *      flushes once there, which HDF5's cache needs after a failed
+ *      metadata write before it can close the file (see detach()). The run
  *      file stays as the failed flush left it, still marked as being written
  *      for SWMR, which is how a reader opens it (like a killed writer's).
  * Either way the writer then returns the first error to every later call.
