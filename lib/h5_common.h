@@ -34,6 +34,12 @@
  * runs out of space. */
 extern int rd_h5_writer_reserve;
 
+/* 1 (the default): before each write phase the writer checks that the file
+ * stays within the file size limit (RLIMIT_FSIZE, see h5_writer.c). Tests
+ * set it to 0, with SIGXFSZ ignored, to make HDF5 itself meet the limit:
+ * a disk that fills up where fallocate is not supported. */
+extern int rd_h5_writer_size_limit;
+
 /* 1 (the default): the writer adds the per-step summary (group /summary).
  * Tests set it to 0 to write a file as resdiag 0.1.0 did, without it. */
 extern int rd_h5_writer_summary;

@@ -21,10 +21,18 @@
  *      ENOSPC / EFBIG / EDQUOT the append returns RESDIAG_E_NOSPACE before
  *      HDF5 writes anything: the file stays consistent and closes cleanly
  *      with every step appended before.
- *   2. Where fallocate is not supported (or the estimate was short) and an
+ *   2. The file size limit (RLIMIT_FSIZE) is treated as the end of the
+ *      disk, with or without fallocate: before each phase (and before the
+ *      file is created) the writer checks that the same estimate stays
+ *      within it, and fails the same way if not. A write, fallocate or
+ *      ftruncate past the limit would raise SIGXFSZ, which kills the
+ *      trainer, and the library leaves signal dispositions alone.
+ *   3. Where fallocate is not supported (or the estimate was short) and an
  *      HDF5 write fails anyway, the writer "detaches" at once: it points
  *      HDF5's file descriptor at /dev/null (dup2), so that everything HDF5
- *      still writes, at close or at exit, is discarded and succeeds. The run
+ *      still writes, at close or at exit, is discarded and succeeds, and
+ *      flushes once there, which HDF5's cache needs after a failed
+ *      metadata write before it can close the file (see detach()). The run
  *      file stays as the failed flush left it, still marked as being written
  *      for SWMR, which is how a reader opens it (like a killed writer's).
  * Either way the writer then returns the first error to every later call.
@@ -56,6 +64,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -84,6 +93,7 @@
 #define FILE_PAGE 4096
 
 int rd_h5_writer_reserve = 1;
+int rd_h5_writer_size_limit = 1;
 int rd_h5_writer_summary = 1;
 void (*rd_h5_writer_before_create)(const char *path) = NULL;
 
@@ -159,6 +169,7 @@ typedef struct werr {
     const char *object; /* what was being created or written */
     resdiag_status st;  /* a status other than IO/NOSPACE, if the failure was not HDF5's */
     int before_hdf5;    /* failed before HDF5 wrote anything (the file is consistent) */
+    long long size_limit; /* > 0: the file size limit (bytes) that stopped the write */
 } werr;
 
 #define CHECK(call, e, obj)       \
@@ -690,6 +701,40 @@ static hsize_t table_chunk_steps(int record_chunk_steps, size_t count)
 
 /* ------------------------------------------------------------ disk space */
 
+/* The soft file size limit (RLIMIT_FSIZE) in bytes, or -1 if there is
+ * none. Read anew for every phase (a getrlimit is cheap): the trainer may
+ * change it while it runs. */
+static off_t file_size_limit(void)
+{
+    struct rlimit rl;
+    if (!rd_h5_writer_size_limit || getrlimit(RLIMIT_FSIZE, &rl) != 0
+        || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)INT64_MAX)
+        return -1;
+    return (off_t)rl.rlim_cur;
+}
+
+/* 0 (and e filled) if a phase that starts at HDF5's end of file `size` and
+ * may allocate `need` bytes could take the file past the file size limit.
+ * Any write, fallocate or ftruncate past it raises SIGXFSZ, which kills the
+ * trainer (the library leaves signal dispositions alone): so the writer
+ * treats the limit like the end of the disk and stops before. */
+static int within_size_limit(off_t size, off_t need, werr *e)
+{
+    off_t limit = file_size_limit();
+    if (limit < 0 || (size <= limit && need <= limit - size))
+        return 1;
+    e->h5.captured = 1;
+    e->h5.sys_errno = EFBIG;
+    e->size_limit = (long long)limit;
+    snprintf(e->h5.msg, sizeof e->h5.msg,
+             "file size limit (ulimit -f) of %lld bytes reached: the file (%lld bytes) could "
+             "grow by %lld bytes",
+             (long long)limit, (long long)size, (long long)need);
+    e->object = "file (reserving space)";
+    e->before_hdf5 = 1;
+    return 0;
+}
+
 /* HDF5's descriptor of the file, when it uses the default (sec2) driver. */
 static int file_fd(hid_t file)
 {
@@ -708,6 +753,9 @@ static int file_fd(hid_t file)
  * of an unnamed file there (O_TMPFILE), before the run file exists. */
 static int dir_can_fallocate(const char *path)
 {
+    off_t limit = file_size_limit();
+    if (limit >= 0 && limit < FILE_PAGE)
+        return 0; /* the probe itself would cross the file size limit */
     char dir[PATH_MAX];
     const char *slash = strrchr(path, '/');
     if (!slash)
@@ -727,16 +775,21 @@ static int dir_can_fallocate(const char *path)
     return r == 0;
 }
 
-/* Makes sure that `need` bytes past HDF5's end of file are allocated on
- * disk, so that HDF5's next writes cannot run out of space. Returns 0 (and
- * fills e) only when there is no space; where fallocate is not supported
- * it gives up quietly and returns 1. */
+/* Makes sure that HDF5's next writes, which may allocate `need` bytes past
+ * its end of file, can neither cross the file size limit nor run out of
+ * disk space: checks the limit, then allocates the bytes on disk. Returns
+ * 0 (and fills e) only when there is no room; where fallocate is not
+ * supported it checks the limit only. */
 static int reserve(rd_writer *w, off_t need, werr *e)
 {
-    if (!w->reserve || w->detached || w->fd < 0 || !rd_h5_writer_reserve)
+    if (w->detached)
         return 1;
     hsize_t size = 0;
     if (H5Fget_filesize(w->file, &size) < 0)
+        return 1;
+    if (!within_size_limit((off_t)size, need, e))
+        return 0;
+    if (!w->reserve || w->fd < 0 || !rd_h5_writer_reserve)
         return 1;
     int r;
     do
@@ -762,7 +815,8 @@ static int reserve(rd_writer *w, off_t need, werr *e)
     return 1;
 }
 
-/* Gives back what a phase did not use: the file ends where HDF5's does. */
+/* Gives back what a phase did not use: the file ends where HDF5's does.
+ * It only ever shrinks the file, which the file size limit allows. */
 static void release(rd_writer *w)
 {
     if (!w->reserve || w->detached || w->fd < 0 || !rd_h5_writer_reserve)
@@ -777,16 +831,39 @@ static void release(rd_writer *w)
 }
 
 /* After HDF5 failed to write: let everything it still writes go to
- * /dev/null, so that closing the file (now or at exit) succeeds. Closing
- * a paged file also sets its size with ftruncate, which /dev/null refuses:
- * that goes to an anonymous file in memory instead (which, unlike
- * /dev/null, RLIMIT_FSIZE limits too; but a paged file has its space
- * reserved, so HDF5 fails there only if an estimate was short). */
+ * /dev/null, so that closing the file (now or at exit) succeeds.
+ *
+ * Closing a paged file also sets its size with ftruncate, which /dev/null
+ * refuses: that goes to an anonymous file in memory instead. RLIMIT_FSIZE
+ * limits that one too, but HDF5 only writes below its end of allocation
+ * there (and truncates to it), which every phase has kept within the limit;
+ * should it be past the limit already, /dev/null it is (a write there would
+ * raise SIGXFSZ).
+ *
+ * Then the metadata cache has to be settled. HDF5 1.10.8 keeps a list of
+ * the dirty entries (its "slist") only during a flush: the flush turns it
+ * on, writes every entry and turns it off, which it refuses while an entry
+ * is still dirty. When the write that failed was a metadata entry's, the
+ * entry stays dirty and the list stays on, and every later flush, the one
+ * in H5Fclose included, fails at its start ("slist already enabled?")
+ * wherever the descriptor points: the file identifier can never be closed,
+ * and H5_term_library crashes on it at exit (SIGSEGV in H5F__close_cb).
+ * When only raw data failed, the list was turned off and closing worked,
+ * so the crash came and went with where in the file the space ran out.
+ * One flush after detaching writes the dirty entries to /dev/null and
+ * turns the list off (it still reports the stale list); the next one then
+ * has nothing left to fail on. */
 static void detach(rd_writer *w)
 {
     if (w->detached || w->fd < 0)
         return;
-    int nfd = w->paged ? memfd_create("resdiag-detached", MFD_CLOEXEC) : -1;
+    int nfd = -1;
+    if (w->paged) {
+        hsize_t size = 0;
+        off_t limit = file_size_limit();
+        if (limit < 0 || (H5Fget_filesize(w->file, &size) >= 0 && (off_t)size <= limit))
+            nfd = memfd_create("resdiag-detached", MFD_CLOEXEC);
+    }
     if (nfd < 0)
         nfd = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (nfd < 0)
@@ -794,6 +871,8 @@ static void detach(rd_writer *w)
     if (dup3(nfd, w->fd, O_CLOEXEC) >= 0)
         w->detached = 1;
     close(nfd);
+    if (w->detached && H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
+        H5Fflush(w->file, H5F_SCOPE_GLOBAL);
 }
 
 /* Bytes of new chunks that appending n steps after n_old allocates (a
@@ -938,6 +1017,9 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
         CHECK(H5Pset_file_space_strategy(fcpl, H5F_FSPACE_STRATEGY_PAGE, 0, 1), &e, "file");
         CHECK(H5Pset_file_space_page_size(fcpl, FILE_PAGE), &e, "file");
     }
+    /* Not even creating a file that the size limit would cut short. */
+    if (!within_size_limit(0, RESERVE_CREATE, &e))
+        goto cleanup;
     errno = 0;
     /* TRUNC: the claimed file is new and empty, or a run file to replace. */
     if ((file = H5Fcreate(claim.h5_path[0] ? claim.h5_path : path, H5F_ACC_TRUNC, fcpl, fapl))
@@ -1418,7 +1500,11 @@ cleanup:
         detach(w);
     rd_h5_quiet_end(&q);
     w->failed = h5_status(&e);
-    if (w->failed == RESDIAG_E_NOSPACE)
+    if (e.size_limit > 0)
+        set_err(w->failed_msg, sizeof w->failed_msg, w->failed,
+                "%s; run file %s keeps its %llu step(s), the %zu of this append are not "
+                "written", e.h5.msg, w->path, (unsigned long long)w->n_written, n);
+    else if (w->failed == RESDIAG_E_NOSPACE)
         set_err(w->failed_msg, sizeof w->failed_msg, w->failed,
                  "no space left for run file %s (%s) while appending %zu step(s) after %llu: "
                  "%s: %s",
@@ -1447,9 +1533,12 @@ resdiag_status rd_writer_close(rd_writer *w, char *err, size_t errlen)
     rd_h5_quiet_begin(&q);
     if (w->file >= 0 && !w->detached) {
         /* Every append ended with a flush, so this one has little or
-         * nothing to write; reserve for it anyway. If it fails, close
-         * detached. After a successful flush, closing only rewrites the
-         * superblock in place (it allocates nothing). */
+         * nothing to write; reserve for it anyway (where the margin would
+         * cross the file size limit, reserve() allocates nothing, and the
+         * flush writes only inside what HDF5 has allocated, which the
+         * appends kept within the limit). If it fails, close detached.
+         * After a successful flush, closing only rewrites the superblock
+         * in place (it allocates nothing). */
         werr ignored;
         memset(&ignored, 0, sizeof ignored);
         reserve(w, metadata_margin(w), &ignored);
