@@ -80,7 +80,7 @@ static inline uint64_t cu_mix(uint64_t x)
 /* How the child is set up before exec. */
 typedef struct cu_child {
     const char *out, *err;  /* stdout / stderr files (NULL: /dev/null) */
-    long fsize_limit;       /* >= 0: RLIMIT_FSIZE in bytes, SIGXFSZ ignored */
+    long fsize_limit;       /* >= 0: RLIMIT_FSIZE in bytes, SIGXFSZ at its default */
 } cu_child;
 
 /* Starts argv[0] with argv; returns the pid. SIGINT/SIGTERM are set to
@@ -99,8 +99,9 @@ static inline pid_t cu_spawn(const cu_child *c, char *const *argv)
     if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
         _exit(126);
     if (c->fsize_limit >= 0) {
-        /* Writes past the limit fail with EFBIG instead of killing. */
-        signal(SIGXFSZ, SIG_IGN);
+        /* SIGXFSZ keeps its default action (death): the library must stay
+         * below the limit by itself, never reach it. */
+        signal(SIGXFSZ, SIG_DFL);
         struct rlimit rl = { (rlim_t)c->fsize_limit, (rlim_t)c->fsize_limit };
         if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
             _exit(126);

@@ -13,7 +13,7 @@
  *    private mount namespace; skipped where mount(2) is not allowed): it
  *    trains all its steps and prints its final loss, says once that
  *    recording failed, the library's log has one line, the exit status is
- *    1, and the run file holds exactly the steps of the last "flushed S"
+ *    0 (lack of space is no failure of the run), and the run file holds exactly the steps of the last "flushed S"
  *    of --flush-log, read by `resdiag report`.
  * 4. A run file that cannot be created (a path under a regular file; a
  *    file size limit too small for the file's creation): one clear line,
@@ -165,8 +165,9 @@ static void tinygpt_full(const char *what, const char *tinygpt, const char *tool
     int status = cu_wait(cu_spawn(&c, args));
     char *out = cu_slurp(c.out), *err = cu_slurp(c.err), *flog = cu_slurp(log);
     long long flushed = cu_last_number(flog, "flushed");
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 1)
-        fail(what, "tinygpt status %#x, want exit 1 (recording failed)", status);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail(what, "tinygpt status %#x, want exit 0 (recording stopped for lack of space)",
+             status);
     if (cu_last_number(out, "step") != STEPS - 1 || !strstr(out, "final loss"))
         fail(what, "training did not finish: last step %lld", cu_last_number(out, "step"));
     int lib_lines = cu_count_lines(err, "resdiag: ");

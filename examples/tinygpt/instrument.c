@@ -236,7 +236,7 @@ int tg_instr_close(tg_instr *h, char *errbuf, int errlen)
         /* The failure was said when it happened: only the outcome here. */
         snprintf(errbuf, (size_t)errlen, "the run file holds the steps written before the "
                  "failure (%ld resdiag calls failed)", h->failed);
-        rc = -1;
+        rc = st == RESDIAG_E_NOSPACE ? 1 : -1;
     } else if (st != RESDIAG_OK) {
         snprintf(errbuf, (size_t)errlen, "closing the run file: %s: %s", resdiag_strerror(st),
                  resdiag_errmsg(h->rd));

@@ -75,7 +75,10 @@ int tg_instr_step_end(tg_instr *h);
  * (0 unless time_calls), and whether the run file grew during the step. NULL:
  * 0, 0, 0. For --step-times. */
 void tg_instr_last_step(tg_instr *h, int *recorded, double *resdiag_s, int *flushed);
-/* Flushes, closes and frees. Returns 0, or -1 with a reason in errbuf. NULL: 0. */
+/* Flushes, closes and frees. Returns 0; 1 with a note in errbuf when
+ * recording stopped for lack of space (disk full, file size limit: a state
+ * of the machine, not a failure of the run); -1 with a reason in errbuf
+ * for any other failure. NULL: 0. */
 int tg_instr_close(tg_instr *h, char *errbuf, int errlen);
 
 /* The hook entry points; call them through the macros. */

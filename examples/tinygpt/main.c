@@ -93,8 +93,9 @@ static const char usage[] =
     "                    by the signal; stop = close it, stop training, print the\n"
     "                    final loss, exit 130 [default: resdiag does not catch them]\n"
     "  A run file that cannot be created is reported on stderr and training goes\n"
-    "  on without recording; a recording that fails later (disk full) is reported\n"
-    "  once, training goes on, and the exit status is 1.\n"
+    "  on without recording; a recording that fails later is reported once and\n"
+    "  training goes on; the exit status is 1, or 0 when it was for lack of\n"
+    "  space (disk full, ulimit -f).\n"
     "\n"
     "  -h, --help        this text\n";
 
@@ -458,10 +459,11 @@ int main(int argc, char **argv)
     double cpu = (double)(clock() - cpu0) / CLOCKS_PER_SEC;
 
     double close_cpu = cpu_now(), close_wall = now();
-    if (tg_instr_close(model.hooks, err, sizeof err) != 0) {
+    int closed = tg_instr_close(model.hooks, err, sizeof err);
+    if (closed != 0)
         fprintf(stderr, "tinygpt: %s\n", err);
-        if (!rc) rc = 1;
-    }
+    if (closed < 0 && !rc)
+        rc = 1;
     model.hooks = NULL;
     if (step_times) {
         fprintf(step_times, "# close %.9f %.9f\n", cpu_now() - close_cpu, now() - close_wall);
