@@ -33,6 +33,7 @@ UPDATE_FIELDS = ("ratio_frob", "ratio_tok_mean")
 PLACEMENTS = ("undeclared", "pre", "post", "sandwich", "deepnorm", "mixed", "parallel", "none")
 NORM_KINDS = ("undeclared", "layernorm", "rmsnorm")
 RUN_KINDS = ("training", "evaluation", "inference")  # = resdiag_run_kind
+EXPECT_DECLARED = 100  # = RESDIAG_EXPECT_DECLARED, CheckOptions.expect
 
 
 class ResdiagError(RuntimeError):
