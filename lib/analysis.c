@@ -1596,9 +1596,9 @@ resdiag_check_result resdiag_analysis_check(const resdiag_analysis *a,
         if (a->declared == RESDIAG_PLACEMENT_MIXED && a->verdict == RESDIAG_VERDICT_MIXED &&
             rd_declared_agrees(a) == 0)
             return say(why, len, RESDIAG_CHECK_FAILS, "the data contradict the declared "
-                       "placement: declared mixed with post-norm in layers 0..%d, observed "
-                       "post-norm in layers 0..%d (confidence %s)", a->declared_mix - 1,
-                       a->mix_layers - 1, resdiag_confidence_name(a->conf));
+                       "placement: declared mixed with %d post-norm layers, observed mixed "
+                       "with %d (confidence %s)", a->declared_mix, a->mix_layers,
+                       resdiag_confidence_name(a->conf));
     }
     c = &o;
     char want_buf[48];
