@@ -5,7 +5,8 @@
  * is not API.
  *
  * A trainer opens a run, brackets each training step with
- * resdiag_step_begin()/resdiag_step_end(), and calls the hook macros
+ * resdiag_step_begin()/resdiag_step_end() (evaluation loops and decoders:
+ * doc/INSTRUMENTING.md), and calls the hook macros
  * (RESDIAG_FWD, RESDIAG_BWD, RESDIAG_PARAM_GRAD) at the sites of each block's
  * norm -> sublayer -> residual add. The library computes compact statistics
  * of each tensor in one read, in the caller's thread, and appends them to an

@@ -66,6 +66,11 @@ expect_exit 0 "report --html of post declared pre" -- \
     "$tool" report --html "$dir/c.html" "$dir/post-as-pre.h5"
 expect_text "$dir/c.html" '<section class="card contradicted" id="verdict">' "contradicted card"
 expect_text "$dir/c.html" 'WARNING: the data contradict the declared placement' "HTML warning"
+if python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' "$dir/c.html"; then
+    pass
+else
+    fail "the contradicted page is not well-formed XML"
+fi
 expect_exit 0 "report --html of post declared post" -- \
     "$tool" report --html "$dir/a.html" "$dir/post.h5"
 if grep -qE "class=\"card contradicted\"|WARNING" "$dir/a.html"; then fail "contradicted card for an agreeing run"; else pass; fi
