@@ -5,7 +5,8 @@
  * is not API.
  *
  * A trainer opens a run, brackets each training step with
- * resdiag_step_begin()/resdiag_step_end(), and calls the hook macros
+ * resdiag_step_begin()/resdiag_step_end() (evaluation loops and decoders:
+ * doc/INSTRUMENTING.md), and calls the hook macros
  * (RESDIAG_FWD, RESDIAG_BWD, RESDIAG_PARAM_GRAD) at the sites of each block's
  * norm -> sublayer -> residual add. The library computes compact statistics
  * of each tensor in one read, in the caller's thread, and appends them to an
@@ -64,7 +65,8 @@ typedef enum resdiag_status {
     RESDIAG_E_INVALID = 2,     /* an argument has a value that is not allowed */
     RESDIAG_E_RANGE = 3,       /* layer, sublayer, site or parameter out of range */
     RESDIAG_E_SHAPE = 4,       /* tensor shape does not match the model */
-    RESDIAG_E_STATE = 5,       /* call out of order (hook outside a step, after close, ...) */
+    RESDIAG_E_STATE = 5,       /* call out of order (step_end without step_begin, a call
+                                  after close, ...); a hook outside a step is not one */
     RESDIAG_E_NOMEM = 6,       /* memory allocation failed */
     RESDIAG_E_IO = 7,          /* the file could not be created, written or read */
     RESDIAG_E_NOSPACE = 8,     /* disk full or file size limit reached */
@@ -248,6 +250,16 @@ typedef enum resdiag_norm_kind {
     RESDIAG_NORM_RMSNORM = 2
 } resdiag_norm_kind;
 
+/* What the recorded steps are, so that the report words them right. A step
+ * is whatever the trainer brackets with step_begin/step_end: an optimizer
+ * step, an evaluation batch, a decoded sequence (doc/INSTRUMENTING.md).
+ * Pinned: never renumbered, only appended. */
+typedef enum resdiag_run_kind {
+    RESDIAG_RUN_TRAINING = 0,    /* default; files written before run_kind read as this */
+    RESDIAG_RUN_EVALUATION = 1,  /* forward (and loss) only, no parameter updates */
+    RESDIAG_RUN_INFERENCE = 2    /* decoding or serving: forward only */
+} resdiag_run_kind;
+
 #define RESDIAG_MAX_SUBLAYERS 16
 #define RESDIAG_MAX_PARAMS 32
 #define RESDIAG_MAX_NAME 64      /* bytes of a sublayer/parameter name, with the NUL */
@@ -278,6 +290,7 @@ typedef struct resdiag_model {
     int n_meta;                          /* free key/value metadata, stored as root attributes */
     const char *const *meta;             /* (2*n_meta) key, value, key, value, ... */
     const char *description;             /* free text, may be NULL */
+    resdiag_run_kind run_kind;           /* default RESDIAG_RUN_TRAINING */
 } resdiag_model;
 
 /* Zeroes *model and sets struct_size and the defaults. model may not be NULL. */
@@ -353,9 +366,14 @@ RESDIAG_API resdiag_status resdiag_open(resdiag **out, const char *path,
                                         const resdiag_model *model,
                                         const resdiag_options *options);
 
-/* Begins training step `step` (the trainer's own step number, >= 0 and
- * increasing). Whether it is recorded follows the options. A handle that is
- * NULL or disabled returns RESDIAG_OK and records nothing. */
+/* Begins step `step`: the trainer's own number, >= 0 and strictly
+ * increasing over the whole run, since it indexes the file. A loop whose
+ * own counter restarts (a decoder's position, an evaluation batch per
+ * epoch) numbers the steps with a counter that keeps increasing across
+ * sequences or epochs, e.g. step = seq * T + pos, or step = epoch *
+ * batches_per_epoch + batch (a step number that does not increase is
+ * RESDIAG_E_INVALID). Whether it is recorded follows the options. A handle
+ * that is NULL or disabled returns RESDIAG_OK and records nothing. */
 RESDIAG_API resdiag_status resdiag_step_begin(resdiag *r, int64_t step);
 /* Ends the step begun last; buffers its record and writes the buffer when
  * the flush rule says so. */
@@ -375,8 +393,12 @@ RESDIAG_API resdiag_status resdiag_set_enabled(resdiag *r, int enabled);
  * any width at LOGITS. Observing the same site twice in a step keeps the
  * last call. file must be a string that lives as long as the run (as
  * __FILE__ does); bytes of it that are not UTF-8, and control characters,
- * are recorded as '?' (a hook never fails over its call site). Returns OK without work for a NULL handle, a disabled run
- * or a step that is not recorded.
+ * are recorded as '?' (a hook never fails over its call site). Returns OK without work for a NULL handle, a disabled run,
+ * a step that is not recorded, or outside a step: a hook between
+ * step_end and the next step_begin (a validation or sampling forward
+ * between training steps) records nothing and logs nothing (one DEBUG line
+ * the first time) and leaves the next step as it would have been. Every
+ * client-bug message of a hook names file:line.
  * Threads: concurrent calls for different layers are safe. Two calls at once
  * for the same site, or for STREAM_IN and BRANCH_OUT of one sublayer (they
  * share the update ratio), are a client bug: the one that finds the other
@@ -488,6 +510,9 @@ typedef struct resdiag_run_info {
     const char *created_utc;             /* provenance: ISO 8601 */
     const char *program;                 /* provenance: the writing program's path */
     const char *hdf5_version;            /* of the writer */
+    /* Fields are only appended here (the struct belongs to the reader, so
+     * a caller built against an older header reads the fields it knows). */
+    resdiag_run_kind run_kind;           /* TRAINING for files without the attribute */
 } resdiag_run_info;
 
 /* Opens a run file for reading, also one that a trainer is still writing
@@ -558,6 +583,8 @@ RESDIAG_API const char *resdiag_site_name(resdiag_site site);
 RESDIAG_API const char *resdiag_field_name(resdiag_field field);
 RESDIAG_API const char *resdiag_placement_name(resdiag_placement placement);
 RESDIAG_API const char *resdiag_norm_kind_name(resdiag_norm_kind kind);
+/* "training", "evaluation", "inference". */
+RESDIAG_API const char *resdiag_run_kind_name(resdiag_run_kind kind);
 RESDIAG_API const char *resdiag_dtype_name(resdiag_dtype dtype);
 
 /* ------------------------------------------------------------------------ */
@@ -666,10 +693,16 @@ RESDIAG_API int resdiag_analysis_first_nonfinite(const resdiag_analysis *a, int6
 RESDIAG_API const char *resdiag_verdict_name(resdiag_verdict v);
 RESDIAG_API const char *resdiag_confidence_name(resdiag_confidence c);
 
+/* resdiag_check_options.expect: the placement the run file declares
+ * (resdiag_model.declared_placement, with declared_mix_layers for MIXED).
+ * A run that declares nothing gives RESDIAG_CHECK_CANNOT_TELL. */
+#define RESDIAG_EXPECT_DECLARED ((resdiag_placement)100)
+
 /* What `resdiag check` tests. */
 typedef struct resdiag_check_options {
     size_t struct_size;          /* sizeof(resdiag_check_options): set by _init */
-    resdiag_placement expect;    /* PRE .. NONE; UNDECLARED is invalid */
+    resdiag_placement expect;    /* PRE .. NONE, or RESDIAG_EXPECT_DECLARED;
+                                    UNDECLARED is invalid */
     int require_final_norm;      /* 1: a final norm must be observed; default 0 */
     double max_growth;           /* > 0: stream growth (last/first) must not exceed it;
                                     default 0 = not checked */
@@ -687,7 +720,10 @@ typedef enum resdiag_check_result {
 
 /* Holds the analysis against an expectation. why (why_len bytes, may be
  * NULL when why_len is 0) receives one line without a newline saying why.
- * NULL a or options, or an invalid expect, give CANNOT_TELL. */
+ * NULL a or options, or an invalid expect, give CANNOT_TELL. With
+ * RESDIAG_EXPECT_DECLARED it FAILS exactly when the report says the data
+ * contradict the declared placement (for MIXED also when the post-norm
+ * layers differ from declared_mix_layers): the CI gate for a declaration. */
 RESDIAG_API resdiag_check_result resdiag_analysis_check(const resdiag_analysis *a,
                                                         const resdiag_check_options *options,
                                                         char *why, size_t why_len);

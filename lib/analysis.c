@@ -1018,6 +1018,7 @@ resdiag_status resdiag_analyze(const resdiag_reader *rd, const resdiag_analyze_o
     a->declared = in->declared_placement;
     a->declared_mix = in->declared_mix_layers;
     a->norm_kind = in->norm_kind;
+    a->run_kind = in->run_kind;
     a->n_steps = in->n_steps;
     a->step_index = si;
     a->max_growth = o.max_growth;
@@ -1580,12 +1581,30 @@ resdiag_check_result resdiag_analysis_check(const resdiag_analysis *a,
     }
     if (c)
         memcpy(&o, c, c->struct_size);
-    if (!a || !c || o.expect <= RESDIAG_PLACEMENT_UNDECLARED ||
-        o.expect > RESDIAG_PLACEMENT_NONE)
+    int from_declared = o.expect == RESDIAG_EXPECT_DECLARED;
+    if (!a || !c ||
+        (!from_declared && (o.expect <= RESDIAG_PLACEMENT_UNDECLARED ||
+                            o.expect > RESDIAG_PLACEMENT_NONE)))
         return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "client bug: no analysis or no valid "
                    "expected placement");
+    if (from_declared) {
+        if (a->declared == RESDIAG_PLACEMENT_UNDECLARED)
+            return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot check the declared "
+                       "placement: the run declares none (resdiag_model.declared_placement)");
+        o.expect = a->declared;
+        /* The report's contradiction and this check's failure are one test. */
+        if (a->declared == RESDIAG_PLACEMENT_MIXED && a->verdict == RESDIAG_VERDICT_MIXED &&
+            rd_declared_agrees(a) == 0)
+            return say(why, len, RESDIAG_CHECK_FAILS, "the data contradict the declared "
+                       "placement: declared mixed with %d post-norm layers, observed mixed "
+                       "with %d (confidence %s)", a->declared_mix, a->mix_layers,
+                       resdiag_confidence_name(a->conf));
+    }
     c = &o;
-    const char *want = resdiag_placement_name(c->expect);
+    char want_buf[48];
+    snprintf(want_buf, sizeof want_buf, "%s%s", resdiag_placement_name(c->expect),
+             from_declared ? " (as declared)" : "");
+    const char *want = want_buf;
     resdiag_verdict v = a->verdict, e = (resdiag_verdict)c->expect;
     const char *conf = resdiag_confidence_name(a->conf);
     switch (v) {
@@ -1648,8 +1667,8 @@ resdiag_check_result resdiag_analysis_check(const resdiag_analysis *a,
         return say(why, len, RESDIAG_CHECK_HOLDS, "holds: mixed, post-norm in layers 0..%d, "
                    "pre-norm after (confidence %s%s)", a->mix_layers - 1, conf,
                    a->stream_only ? ", stream-only evidence" : "");
-    return say(why, len, RESDIAG_CHECK_HOLDS, "holds: %s (confidence %s)", resdiag_verdict_name(v),
-               conf);
+    return say(why, len, RESDIAG_CHECK_HOLDS, "holds: %s%s (confidence %s)",
+               resdiag_verdict_name(v), from_declared ? ", as declared" : "", conf);
 }
 
 void resdiag_free(void *p)

@@ -46,6 +46,7 @@ struct resdiag_analysis {
     resdiag_placement declared;
     int declared_mix;
     resdiag_norm_kind norm_kind;
+    resdiag_run_kind run_kind;
     char *description, *writer_version, *created, *program;
     int64_t n_steps, *steps, step_index, step;
     double max_growth;

@@ -531,6 +531,7 @@ static resdiag_status attr_enum(const char *path, hid_t obj, const char *name,
 static const char *block_name_i(int i) { return rd_h5_block_name((resdiag_block_kind)i); }
 static const char *placement_name_i(int i) { return resdiag_placement_name((resdiag_placement)i); }
 static const char *norm_name_i(int i) { return resdiag_norm_kind_name((resdiag_norm_kind)i); }
+static const char *run_kind_name_i(int i) { return resdiag_run_kind_name((resdiag_run_kind)i); }
 
 /* ---------------------------------------------------------------- /meta */
 
@@ -664,6 +665,17 @@ static resdiag_status read_root(resdiag_reader *rd)
         != RESDIAG_OK)
         return st;
     in->norm_kind = (resdiag_norm_kind)e;
+    /* run_kind came later (additive): a file without it is a training run. */
+    in->run_kind = RESDIAG_RUN_TRAINING;
+    htri_t has_kind = H5Aexists(f, "run_kind");
+    if (has_kind < 0)
+        return h5fail(P, "reading the root attributes");
+    if (has_kind > 0) {
+        if ((st = attr_enum(P, f, "run_kind", run_kind_name_i, RESDIAG_RUN_INFERENCE + 1, &e))
+            != RESDIAG_OK)
+            return st;
+        in->run_kind = (resdiag_run_kind)e;
+    }
 
     if ((st = attr_strs(P, f, R, "sublayer_names", 0, &rd->sublayer_names,
                         &rd->n_sublayer_names)) != RESDIAG_OK

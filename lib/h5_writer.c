@@ -428,7 +428,8 @@ static int write_root_attrs(hid_t file, const rd_file_header *hdr, werr *e)
            && attr_str(file, "created_utc", created, e)
            && attr_str(file, "program", program, e)
            && attr_str(file, "hdf5_version", h5ver, e)
-           && attr_str(file, "host", host, e);
+           && attr_str(file, "host", host, e)
+           && attr_str(file, "run_kind", resdiag_run_kind_name(m->run_kind), e);
 }
 
 static int write_meta(hid_t file, const resdiag_model *m, werr *e)

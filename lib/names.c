@@ -78,6 +78,12 @@ const char *resdiag_norm_kind_name(resdiag_norm_kind kind)
     return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
+const char *resdiag_run_kind_name(resdiag_run_kind kind)
+{
+    static const char *const names[] = { "training", "evaluation", "inference" };
+    return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
+}
+
 const char *resdiag_dtype_name(resdiag_dtype dtype)
 {
     static const char *const names[] = { "f32", "f64", "f16", "bf16" };

@@ -113,6 +113,36 @@ static const char *site_label(int site)
     return site < 0 ? "parameter gradient" : resdiag_site_name((resdiag_site)site);
 }
 
+/* The data contradict the declaration: the report says so first, in
+ * every output, since `report` exits 0 whatever it finds (the CI gate is
+ * `resdiag check --expect declared`). */
+static int declared_contradicted(const rd_analysis *a)
+{
+    return rd_declared_agrees(a) == 0;
+}
+
+static void text_contradiction(sb *b, const rd_analysis *a)
+{
+    if (!declared_contradicted(a))
+        return;
+    rd_strbuf_printf(b, "WARNING: the data contradict the declared placement: the trainer "
+                        "declares %s", resdiag_placement_name(a->declared));
+    if (a->declared == RESDIAG_PLACEMENT_MIXED)
+        rd_strbuf_printf(b, " (post-norm in layers 0..%d)", a->declared_mix - 1);
+    rd_strbuf_printf(b, ", the data say %s", rd_verdict_human(a->verdict));
+    if (a->verdict == RESDIAG_VERDICT_MIXED && a->mix_layers > 0)
+        rd_strbuf_printf(b, " (post-norm in layers 0..%d)", a->mix_layers - 1);
+    rd_strbuf_printf(b, " (confidence %s); `resdiag check --expect declared` fails on this run\n",
+                     resdiag_confidence_name(a->conf));
+}
+
+/* Training runs call the first step initialization and the span of steps
+ * training; evaluation and inference runs only count recorded steps. */
+static int is_training(const rd_analysis *a)
+{
+    return a->run_kind == RESDIAG_RUN_TRAINING;
+}
+
 static void text_placement(sb *b, rd_esc_ring *esc, const rd_analysis *a)
 {
     int L = a->n_layers, S = a->n_sublayers;
@@ -281,8 +311,9 @@ static void text_grads(sb *b, rd_esc_ring *esc, const rd_analysis *a)
 {
     int L = a->n_layers, P = a->n_layer_params;
     if (a->grad_step < 0) {
-        rd_strbuf_printf(b, "\nGradients: none recorded.\n");
-        return;
+        if (is_training(a))
+            rd_strbuf_printf(b, "\nGradients: none recorded.\n");
+        return; /* an evaluation or inference run has none to speak of */
     }
     rd_strbuf_printf(b, "\nGradients at step %lld (%s):\n", (long long)a->steps[a->grad_step],
               a->grad_step == a->step_index ? "the analysed step"
@@ -357,19 +388,24 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
     sb b = { 0 };
     rd_esc_ring ring = { 0 }, *esc = &ring;
     int L = a->n_layers, S = a->n_sublayers;
+    text_contradiction(&b, a);
     rd_strbuf_printf(&b, "Run: %d layers, d_model %d, %s block of", L, a->d_model,
               a->block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential");
     for (int s = 0; s < S; s++)
         rd_strbuf_printf(&b, " %s", E(a->sublayer_names[s]));
-    rd_strbuf_printf(&b, "; norm %s; written by resdiag %s (schema %d)\n",
-              resdiag_norm_kind_name(a->norm_kind), E(a->writer_version), a->schema_version);
+    rd_strbuf_printf(&b, "; norm %s; %s%swritten by resdiag %s (schema %d)\n",
+              resdiag_norm_kind_name(a->norm_kind),
+              is_training(a) ? "" : resdiag_run_kind_name(a->run_kind),
+              is_training(a) ? "" : " run; ", E(a->writer_version), a->schema_version);
     if (a->description[0])
         rd_strbuf_printf(&b, "  %s\n", E(a->description));
     rd_strbuf_printf(&b, "  created %s by %s\n", E(a->created), a->program[0] ? E(a->program) : "?");
     rd_strbuf_printf(&b, "Steps: %lld recorded (%lld .. %lld); analysed step %lld (record %lld)%s\n",
               (long long)a->n_steps, (long long)a->steps[0], (long long)a->steps[a->n_steps - 1],
               (long long)a->step, (long long)a->step_index + 1,
-              a->step_index == 0 ? ", the first: initialization" : "");
+              a->step_index != 0 ? ""
+              : is_training(a)    ? ", the first: initialization"
+                                  : ", the first recorded");
     rd_strbuf_printf(&b, "Observed: %s;", a->stream_only ? "stream only (less evidence)"
                                                   : "block sites");
     static const char *const nm[RESDIAG_N_BLOCK_SITES] = { "stream_in", "norm_in", "norm_out",
@@ -395,7 +431,8 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
     text_grads(&b, esc, a);
     text_nonfinite(&b, esc, a);
     if (a->n_steps > 1) {
-        rd_strbuf_printf(&b, "\nOver training (step %lld -> %lld, %lld recorded):\n",
+        rd_strbuf_printf(&b, "\nOver %s (step %lld -> %lld, %lld recorded):\n",
+                  is_training(a) ? "training" : "the recorded steps",
                   (long long)a->steps[0], (long long)a->steps[a->n_steps - 1],
                   (long long)a->n_steps);
         rd_strbuf_printf(&b, "  stream growth ||x_L||/||x_1||: %.4g -> %.4g\n", a->tr_growth[0],
@@ -461,8 +498,10 @@ char *resdiag_analysis_to_json(const resdiag_analysis *a)
         return NULL;
     sb b = { 0 };
     int L = a->n_layers, S = a->n_sublayers, P = a->n_layer_params;
-    rd_strbuf_printf(&b, "{\n  \"report_version\": 1,\n  \"run\": {\"n_layers\": %d, \"d_model\": %d, "
-                  "\"n_sublayers\": %d, \"sublayer_names\": [", L, a->d_model, S);
+    rd_strbuf_printf(&b, "{\n  \"report_version\": 1,\n  \"declared_contradicted\": %s,\n"
+                  "  \"run\": {\"n_layers\": %d, \"d_model\": %d, "
+                  "\"n_sublayers\": %d, \"sublayer_names\": [",
+              declared_contradicted(a) ? "true" : "false", L, a->d_model, S);
     for (int s = 0; s < S; s++) {
         if (s)
             rd_strbuf_printf(&b, ", ");
@@ -480,7 +519,8 @@ char *resdiag_analysis_to_json(const resdiag_analysis *a)
     js_str(&b, a->created);
     rd_strbuf_printf(&b, ", \"program\": ");
     js_str(&b, a->program);
-    rd_strbuf_printf(&b, ", \"sketch_size\": %d},\n", a->sketch_size);
+    rd_strbuf_printf(&b, ", \"sketch_size\": %d, \"run_kind\": \"%s\"},\n", a->sketch_size,
+              resdiag_run_kind_name(a->run_kind));
     rd_strbuf_printf(&b, "  \"steps\": {\"recorded\": %lld, \"first\": %lld, \"last\": %lld, "
                   "\"analysed\": %lld, \"analysed_index\": %lld},\n",
               (long long)a->n_steps, (long long)a->steps[0], (long long)a->steps[a->n_steps - 1],

@@ -85,6 +85,7 @@ struct resdiag {
     pthread_mutex_t msg_lock;
     char errmsg[512];
     atomic_int client_bugs;
+    atomic_int outside_noted; /* a hook outside a step was logged (once, DEBUG) */
 };
 
 /* ------------------------------------------------------------- messages */
@@ -277,6 +278,9 @@ static resdiag_status check_model(const open_ctx *c, const resdiag_model *m)
     if ((unsigned)m->norm_kind > RESDIAG_NORM_RMSNORM)
         return open_fail(c, RESDIAG_E_INVALID, "client bug: resdiag_open: unknown norm kind %d",
                          (int)m->norm_kind);
+    if ((unsigned)m->run_kind > RESDIAG_RUN_INFERENCE)
+        return open_fail(c, RESDIAG_E_INVALID, "client bug: resdiag_open: unknown run kind %d",
+                         (int)m->run_kind);
     if (m->shard_cols < 0 || m->shard_cols > MAX_D_MODEL)
         return open_fail(c, RESDIAG_E_INVALID,
                          "client bug: resdiag_open: shard_cols is %d, must be 0..%d",
@@ -670,7 +674,9 @@ resdiag_status resdiag_step_begin(resdiag *r, int64_t step)
     if (step < 0 || (r->any_step && step <= r->step))
         return client_bug(r, RESDIAG_E_INVALID,
                           "resdiag_step_begin(%lld): step numbers must be >= 0 and increase "
-                          "(last was %lld)", (long long)step, (long long)r->step);
+                          "(last was %lld); number steps with a counter that keeps increasing "
+                          "across sequences/epochs, e.g. step = seq * T + pos",
+                          (long long)step, (long long)r->step);
     int selected = r->enabled && step_selected(r, step);
     r->any_step = 1;
     r->step = step;
@@ -734,40 +740,49 @@ resdiag_status resdiag_set_enabled(resdiag *r, int enabled)
 /* ---------------------------------------------------------------- hooks */
 
 /* The common checks of every hook. Returns OK with *go = 1 when the hook
- * must record, OK with *go = 0 when it is a no-op. */
-static resdiag_status hook_gate(resdiag *r, const char *fn, int *go)
+ * must record, OK with *go = 0 when it is a no-op. A hook outside a step
+ * is a no-op, not a bug: trainers run the same forward for validation and
+ * sampling between training steps. It says so once, at DEBUG level. */
+static resdiag_status hook_gate(resdiag *r, const char *fn, const char *file, int line,
+                                int *go)
 {
     *go = 0;
     if (r->state != RUN_OPEN)
-        return client_bug(r, RESDIAG_E_STATE, "%s after resdiag_close", fn);
+        return client_bug(r, RESDIAG_E_STATE, "%s after resdiag_close (%s:%d)", fn,
+                          file ? file : "?", line);
     if (r->sticky)
         return r->sticky;
     if (!r->in_step) {
-        if (!r->enabled)
-            return RESDIAG_OK;
-        return client_bug(r, RESDIAG_E_STATE,
-                          "%s outside a step (call resdiag_step_begin first)", fn);
+        if (!atomic_exchange(&r->outside_noted, 1))
+            run_log(r, RESDIAG_LOG_DEBUG, "%s outside a step (%s:%d): not recorded, as every "
+                    "hook outside a step", fn, file ? file : "?", line);
+        return RESDIAG_OK;
     }
     *go = r->recording;
     return RESDIAG_OK;
 }
 
-static resdiag_status check_tensor(resdiag *r, const char *fn, const resdiag_tensor *t)
+static resdiag_status check_tensor(resdiag *r, const char *fn, const resdiag_tensor *t,
+                                   const char *file, int line)
 {
+    const char *f = file ? file : "?";
     if ((unsigned)t->dtype > RESDIAG_DTYPE_BF16)
-        return client_bug(r, RESDIAG_E_DTYPE, "%s: unknown dtype %d", fn, (int)t->dtype);
+        return client_bug(r, RESDIAG_E_DTYPE, "%s: unknown dtype %d (%s:%d)", fn, (int)t->dtype,
+                          f, line);
     if (t->rows < 0 || t->cols < 1)
         return client_bug(r, RESDIAG_E_SHAPE, "%s: tensor is (%lld, %lld); need rows >= 0, "
-                          "cols >= 1", fn, (long long)t->rows, (long long)t->cols);
+                          "cols >= 1 (%s:%d)", fn, (long long)t->rows, (long long)t->cols, f,
+                          line);
     if (t->row_stride != 0 && t->row_stride < t->cols)
-        return client_bug(r, RESDIAG_E_SHAPE, "%s: row_stride %lld is less than cols %lld",
-                          fn, (long long)t->row_stride, (long long)t->cols);
+        return client_bug(r, RESDIAG_E_SHAPE, "%s: row_stride %lld is less than cols %lld "
+                          "(%s:%d)", fn, (long long)t->row_stride, (long long)t->cols, f, line);
     int64_t stride = t->row_stride ? t->row_stride : t->cols;
     if (t->rows > 0 && stride > INT64_MAX / 8 / t->rows)
         return client_bug(r, RESDIAG_E_SHAPE, "%s: tensor of %lld rows x %lld stride is too "
-                          "large to address", fn, (long long)t->rows, (long long)stride);
+                          "large to address (%s:%d)", fn, (long long)t->rows, (long long)stride,
+                          f, line);
     if (t->rows > 0 && !t->data)
-        return client_bug(r, RESDIAG_E_NULL, "%s: tensor data is NULL", fn);
+        return client_bug(r, RESDIAG_E_NULL, "%s: tensor data is NULL (%s:%d)", fn, f, line);
     return RESDIAG_OK;
 }
 
@@ -865,14 +880,16 @@ resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, 
         return RESDIAG_OK;
     if (!r->recording) {
         int go;
-        return hook_gate(r, fn, &go);
+        return hook_gate(r, fn, file, line, &go);
     }
     if ((unsigned)dir > RESDIAG_BACKWARD)
-        return client_bug(r, RESDIAG_E_INVALID, "%s: unknown direction %d", fn, (int)dir);
+        return client_bug(r, RESDIAG_E_INVALID, "%s: unknown direction %d (%s:%d)", fn,
+                          (int)dir, file ? file : "?", line);
     int msite = rd_model_site_index(site);
     if (msite < 0) {
         if ((unsigned)site >= RESDIAG_N_BLOCK_SITES)
-            return client_bug(r, RESDIAG_E_RANGE, "%s: unknown site %d", fn, (int)site);
+            return client_bug(r, RESDIAG_E_RANGE, "%s: unknown site %d (%s:%d)", fn,
+                              (int)site, file ? file : "?", line);
         if (layer < 0 || layer >= r->model.n_layers)
             return client_bug(r, RESDIAG_E_RANGE, "%s: layer %d out of range 0..%d (%s:%d)",
                               fn, layer, r->model.n_layers - 1, file ? file : "?", line);
@@ -881,7 +898,7 @@ resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, 
                               "%s: sublayer %d out of range 0..%d (%s:%d)", fn, sublayer,
                               r->model.n_sublayers - 1, file ? file : "?", line);
     }
-    resdiag_status st = check_tensor(r, fn, &t);
+    resdiag_status st = check_tensor(r, fn, &t, file, line);
     if (st)
         return st;
     if (site != RESDIAG_LOGITS && t.cols != r->model.d_model &&
@@ -947,7 +964,8 @@ resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, 
     if (a && !have_norms)
         return client_bug(r, RESDIAG_E_NOMEM,
                           "%s: no memory for %lld per-token norms; update ratio per "
-                          "token not recorded", fn, (long long)t.rows);
+                          "token not recorded (%s:%d)", fn, (long long)t.rows,
+                          file ? file : "?", line);
     return RESDIAG_OK;
 }
 
@@ -959,7 +977,7 @@ resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name, re
         return RESDIAG_OK;
     if (!r->recording) {
         int go;
-        return hook_gate(r, fn, &go);
+        return hook_gate(r, fn, file, line, &go);
     }
     if (!name)
         return client_bug(r, RESDIAG_E_NULL, "%s: name is NULL (%s:%d)", fn,
@@ -979,7 +997,7 @@ resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name, re
         return client_bug(r, RESDIAG_E_RANGE, "%s: '%s' is not a declared %s parameter "
                           "(%s:%d)", fn, name, model_level ? "model-level" : "per-layer",
                           file ? file : "?", line);
-    resdiag_status st = check_tensor(r, fn, &t);
+    resdiag_status st = check_tensor(r, fn, &t, file, line);
     if (st)
         return st;
     int table = model_level ? RD_T_MODEL_PARAM : RD_T_LAYER_PARAM;

@@ -256,6 +256,9 @@ static void branch(float *out, const float *in, const float *w)
 /* Writes a run of L layers x 2 sublayers of the given kind, steps steps;
  * with nan_step >= 0 the branch of layer 1 goes NaN from that step on. */
 static resdiag_placement declare_override; /* not UNDECLARED: declare this instead */
+static int declare_nothing;                /* 1: declare no placement at all */
+static int declare_mix;                    /* declared_mix_layers with a MIXED override */
+static resdiag_run_kind run_kind;          /* the model's run_kind */
 static int spike;                          /* > 0: embedding column 7 is this large */
 
 static void write_run(const char *path, enum kind kind, int L, int bf16, double scale, int steps,
@@ -275,6 +278,10 @@ static void write_run(const char *path, enum kind kind, int L, int bf16, double 
                                               : RESDIAG_PLACEMENT_NONE;
     if (declare_override != RESDIAG_PLACEMENT_UNDECLARED)
         m.declared_placement = declare_override;
+    if (declare_nothing)
+        m.declared_placement = RESDIAG_PLACEMENT_UNDECLARED;
+    m.declared_mix_layers = declare_mix;
+    m.run_kind = run_kind;
     m.norm_kind = RESDIAG_NORM_LAYERNORM;
     resdiag_options o;
     resdiag_options_init(&o);
@@ -612,6 +619,132 @@ START_TEST(warnings_name_the_contradiction_and_the_column)
 }
 END_TEST
 
+/* expect = RESDIAG_EXPECT_DECLARED holds the data against the run's own
+ * declaration; it fails exactly where the report warns of a contradiction,
+ * which is the first line of the text and a key of the JSON. */
+static resdiag_check_result check_declared(const resdiag_analysis *a, char *why, size_t len)
+{
+    resdiag_check_options c;
+    resdiag_check_options_init(&c);
+    c.expect = RESDIAG_EXPECT_DECLARED;
+    return resdiag_analysis_check(a, &c, why, len);
+}
+
+START_TEST(check_expect_declared_is_the_gate_for_the_declaration)
+{
+    char why[256];
+    /* post-norm data declared post: holds */
+    write_run(path("post.h5"), POST, 3, 0, 0.5, 1, -1);
+    resdiag_analysis *a = analyse(path("post.h5"), RESDIAG_STEP_FIRST);
+    ck_assert_int_eq(check_declared(a, why, sizeof why), RESDIAG_CHECK_HOLDS);
+    ck_assert_msg(strstr(why, "holds: post, as declared") != NULL, "%s", why);
+    char *text = resdiag_analysis_to_text(a), *json = resdiag_analysis_to_json(a);
+    ck_assert_ptr_null(strstr(text, "WARNING"));
+    ck_assert_ptr_nonnull(strstr(json, "\"declared_contradicted\": false"));
+    resdiag_free(text);
+    resdiag_free(json);
+    resdiag_analysis_free(a);
+
+    /* post-norm data declared pre: fails, and every output says so first */
+    declare_override = RESDIAG_PLACEMENT_PRE;
+    write_run(path("post-as-pre.h5"), POST, 3, 0, 0.5, 1, -1);
+    declare_override = RESDIAG_PLACEMENT_UNDECLARED;
+    a = analyse(path("post-as-pre.h5"), RESDIAG_STEP_FIRST);
+    ck_assert_int_eq(check_declared(a, why, sizeof why), RESDIAG_CHECK_FAILS);
+    ck_assert_msg(strstr(why, "not pre (as declared): observed post") != NULL, "%s", why);
+    ck_assert_int_eq(check(a, RESDIAG_PLACEMENT_POST), RESDIAG_CHECK_HOLDS);
+    text = resdiag_analysis_to_text(a);
+    const char *warning = "WARNING: the data contradict the declared placement: the trainer "
+                          "declares pre, the data say post-norm (confidence ";
+    ck_assert_msg(strncmp(text, warning, strlen(warning)) == 0, "%s", text);
+    json = resdiag_analysis_to_json(a);
+    ck_assert_ptr_nonnull(strstr(json, "\"declared_contradicted\": true"));
+    ck_assert_ptr_nonnull(strstr(json, "\"declared_agrees\": false"));
+    resdiag_free(text);
+    resdiag_free(json);
+    resdiag_analysis_free(a);
+
+    /* nothing declared: cannot tell, and no warning */
+    declare_nothing = 1;
+    write_run(path("undeclared.h5"), POST, 3, 0, 0.5, 1, -1);
+    declare_nothing = 0;
+    a = analyse(path("undeclared.h5"), RESDIAG_STEP_FIRST);
+    ck_assert_int_eq(check_declared(a, why, sizeof why), RESDIAG_CHECK_CANNOT_TELL);
+    ck_assert_msg(strstr(why, "declares none") != NULL, "%s", why);
+    text = resdiag_analysis_to_text(a);
+    ck_assert_ptr_null(strstr(text, "WARNING"));
+    resdiag_free(text);
+    resdiag_analysis_free(a);
+
+    /* pre data declared mixed: contradicted, the gate fails */
+    declare_override = RESDIAG_PLACEMENT_MIXED;
+    declare_mix = 1;
+    write_run(path("pre-as-mixed.h5"), PRE, 3, 0, 0.5, 1, -1);
+    declare_override = RESDIAG_PLACEMENT_UNDECLARED;
+    declare_mix = 0;
+    a = analyse(path("pre-as-mixed.h5"), RESDIAG_STEP_FIRST);
+    ck_assert_int_eq(check_declared(a, why, sizeof why), RESDIAG_CHECK_FAILS);
+    text = resdiag_analysis_to_text(a);
+    ck_assert_msg(strstr(text, "WARNING: the data contradict the declared placement: the "
+                               "trainer declares mixed (post-norm in layers 0..0), the data "
+                               "say pre-norm") == text, "%s", text);
+    resdiag_free(text);
+    resdiag_analysis_free(a);
+
+    /* the options of a caller that knows only expect work too */
+    a = analyse(path("post-as-pre.h5"), RESDIAG_STEP_FIRST);
+    resdiag_check_options c;
+    resdiag_check_options_init(&c);
+    c.expect = RESDIAG_EXPECT_DECLARED;
+    c.struct_size = offsetof(resdiag_check_options, require_final_norm);
+    ck_assert_int_eq(resdiag_analysis_check(a, &c, why, sizeof why), RESDIAG_CHECK_FAILS);
+    resdiag_analysis_free(a);
+}
+END_TEST
+
+/* Evaluation and inference runs: the report never calls the first step
+ * initialization nor the recorded steps training. */
+START_TEST(forward_only_runs_are_not_worded_as_training)
+{
+    static const resdiag_run_kind kinds[2] = { RESDIAG_RUN_EVALUATION, RESDIAG_RUN_INFERENCE };
+    for (int k = 0; k < 2; k++) {
+        run_kind = kinds[k];
+        write_run(path("fwd.h5"), PRE, 3, 0, 0.5, 4, -1);
+        run_kind = RESDIAG_RUN_TRAINING;
+        resdiag_analysis *a = analyse(path("fwd.h5"), RESDIAG_STEP_FIRST);
+        ck_assert_int_eq(resdiag_analysis_verdict(a), RESDIAG_VERDICT_PRE);
+        char *text = resdiag_analysis_to_text(a);
+        ck_assert_msg(strstr(text, "initiali") == NULL && strstr(text, "training") == NULL &&
+                          strstr(text, "Training") == NULL, "%s", text);
+        ck_assert_msg(strstr(text, "analysed step 0 (record 1), the first recorded\n") != NULL,
+                      "%s", text);
+        ck_assert_msg(strstr(text, "Over the recorded steps (step 0 -> 3, 4 recorded):") != NULL,
+                      "%s", text);
+        char kind_line[64];
+        snprintf(kind_line, sizeof kind_line, "; norm layernorm; %s run; ",
+                 resdiag_run_kind_name(kinds[k]));
+        ck_assert_msg(strstr(text, kind_line) != NULL, "%s", text);
+        ck_assert_ptr_null(strstr(text, "Gradients"));
+        char *json = resdiag_analysis_to_json(a);
+        char key[64];
+        snprintf(key, sizeof key, "\"run_kind\": \"%s\"", resdiag_run_kind_name(kinds[k]));
+        ck_assert_msg(strstr(json, key) != NULL, "%s", json);
+        resdiag_free(text);
+        resdiag_free(json);
+        resdiag_analysis_free(a);
+    }
+    /* a training run keeps its words */
+    write_run(path("train.h5"), PRE, 3, 0, 0.5, 2, -1);
+    resdiag_analysis *a = analyse(path("train.h5"), RESDIAG_STEP_FIRST);
+    char *text = resdiag_analysis_to_text(a);
+    ck_assert_ptr_nonnull(strstr(text, "the first: initialization"));
+    ck_assert_ptr_nonnull(strstr(text, "Over training (step 0 -> 1"));
+    ck_assert_ptr_nonnull(strstr(text, "Gradients: none recorded."));
+    resdiag_free(text);
+    resdiag_analysis_free(a);
+}
+END_TEST
+
 static void quiet(resdiag_log_priority p, const char *m, void *u)
 {
     (void)p;
@@ -642,6 +775,8 @@ int main(void)
     tcase_add_test(tc, check_final_norm_and_growth);
     tcase_add_test(tc, check_options_of_an_older_caller_get_the_defaults);
     tcase_add_test(tc, warnings_name_the_contradiction_and_the_column);
+    tcase_add_test(tc, check_expect_declared_is_the_gate_for_the_declaration);
+    tcase_add_test(tc, forward_only_runs_are_not_worded_as_training);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <hdf5.h>
+
 #include "resdiag.h"
 
 /* ------------------------------------------------------------- helpers */
@@ -502,9 +504,10 @@ START_TEST(calls_out_of_order_are_refused)
     float x[T * D];
     fill(x, T * D, 4);
     resdiag *r = open_run(path_a, NULL);
+    /* a hook outside a step is a quiet no-op (hooks_outside_a_step_...) */
     ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, D)),
-                     RESDIAG_E_STATE);
-    ck_assert_ptr_nonnull(strstr(log_last, "outside a step"));
+                     RESDIAG_OK);
+    ck_assert_int_eq(log_count, 0);
     ck_assert_int_eq(resdiag_step_end(r), RESDIAG_E_STATE);
     ck_assert_ptr_nonnull(strstr(log_last, "step_end without"));
     ck_assert_int_eq(resdiag_step_begin(r, -1), RESDIAG_E_INVALID);
@@ -514,13 +517,22 @@ START_TEST(calls_out_of_order_are_refused)
     ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
     ck_assert_int_eq(resdiag_step_begin(r, 5), RESDIAG_E_INVALID);
     ck_assert_ptr_nonnull(strstr(log_last, "increase"));
+    /* a decoder numbering steps by position: the message says what to do */
+    ck_assert_ptr_nonnull(strstr(log_last, "resdiag_step_begin(5): step numbers must be >= 0 "
+                                           "and increase (last was 5); number steps with a "
+                                           "counter that keeps increasing across "
+                                           "sequences/epochs, e.g. step = seq * T + pos"));
     ck_assert_int_eq(resdiag_step_begin(r, 4), RESDIAG_E_INVALID);
     ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
     /* After close: every call is refused, nothing crashes. */
     ck_assert_int_eq(resdiag_step_begin(r, 9), RESDIAG_E_STATE);
+    int line = __LINE__ + 1;
     ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, D)),
                      RESDIAG_E_STATE);
     ck_assert_ptr_nonnull(strstr(log_last, "after resdiag_close"));
+    char where[64];
+    snprintf(where, sizeof where, "test-api.c:%d)", line);
+    ck_assert_msg(strstr(log_last, where) != NULL, "%s", log_last);
     ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, 0, "mlp.w2", resdiag_f32(x, T, D)), RESDIAG_E_STATE);
     ck_assert_int_eq(resdiag_step_end(r), RESDIAG_E_STATE);
     ck_assert_int_eq(resdiag_flush(r), RESDIAG_E_STATE);
@@ -534,6 +546,197 @@ START_TEST(calls_out_of_order_are_refused)
     ck_assert_int_eq(resdiag_reader_steps(rd, &step, 1), RESDIAG_OK);
     ck_assert_int_eq(step, 5);
     resdiag_reader_close(rd);
+}
+END_TEST
+
+/* Trainers run the same forward for validation and sampling between
+ * training steps: hooks there record nothing, log nothing (one DEBUG line
+ * at most) and return OK, and the next step is recorded as without them. */
+static int log_debug_count;
+static void count_log(resdiag_log_priority prio, const char *msg, void *user)
+{
+    (void)user;
+    if (prio == RESDIAG_LOG_DEBUG)
+        log_debug_count++;
+    capture_log(prio, msg, NULL);
+}
+
+START_TEST(hooks_outside_a_step_are_a_quiet_no_op)
+{
+    float x[T * D], y[T * D], big[2 * T * D];
+    fill(x, T * D, 11);
+    fill(y, T * D, 12);
+    fill(big, 2 * T * D, 13);
+    resdiag *r = open_run(path_a, NULL);
+    /* before the first step: every kind of hook, also a wrong shape */
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(y, T, D)), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_BWD(r, 1, 1, RESDIAG_NORM_IN, resdiag_f32(y, T, D)), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_MODEL_FWD(r, RESDIAG_LOGITS, resdiag_f32(y, T, D)), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, 0, "mlp.w2", resdiag_f32(y, T, D)), RESDIAG_OK);
+    ck_assert_int_eq(log_count, 0);
+    ck_assert_str_eq(resdiag_errmsg(r), "");
+
+    ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, D)), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_BRANCH_OUT, resdiag_f32(x, T, D)), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+
+    /* between steps: a validation forward of other data, many times */
+    for (int i = 0; i < 100; i++) {
+        ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(y, T, D)),
+                         RESDIAG_OK);
+        ck_assert_int_eq(RESDIAG_FWD(r, 2, 1, RESDIAG_STREAM_OUT, resdiag_f32(y, T, D)),
+                         RESDIAG_OK);
+        ck_assert_int_eq(RESDIAG_BWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(y, T, D)),
+                         RESDIAG_OK);
+        ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, 1, "attn.wo", resdiag_f32(y, T, D)),
+                         RESDIAG_OK);
+        ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(big, T, 2 * D)),
+                         RESDIAG_OK);
+    }
+    ck_assert_int_eq(log_count, 0);
+
+    /* the next step is recorded as if the calls between had not been */
+    ck_assert_int_eq(resdiag_step_begin(r, 1), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_BRANCH_OUT, resdiag_f32(x, T, D)), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    resdiag_destroy(r);
+    ck_assert_int_eq(log_count, 0);
+
+    resdiag_reader *rd = reopen(path_a);
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 2);
+    double f[RESDIAG_N_FIELDS], u[RESDIAG_N_UPDATE_FIELDS];
+    int obs = -1;
+    ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, f, &obs),
+                     RESDIAG_OK);
+    ck_assert_int_eq(obs, 1);
+    ck_assert_double_eq_tol(f[RESDIAG_FIELD_FROB], (double)ref_frob(x, T, D), 1e-12);
+    ck_assert_double_eq(f[RESDIAG_FIELD_CALL_SEQ], 0);
+    ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_BACKWARD, 1, 1, RESDIAG_NORM_IN, f, &obs),
+                     RESDIAG_OK);
+    ck_assert_int_eq(obs, 0);
+    ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_LOGITS, f, &obs),
+                     RESDIAG_OK);
+    ck_assert_int_eq(obs, 0);
+    ck_assert_int_eq(resdiag_reader_param(rd, 0, 0, "mlp.w2", f, &obs), RESDIAG_OK);
+    ck_assert_int_eq(obs, 0);
+    /* step 1 saw only branch_out: nothing of the validation forward */
+    ck_assert_int_eq(resdiag_reader_site(rd, 1, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, f, &obs),
+                     RESDIAG_OK);
+    ck_assert_int_eq(obs, 0);
+    ck_assert_int_eq(resdiag_reader_site(rd, 1, RESDIAG_FORWARD, 2, 1, RESDIAG_STREAM_OUT, f,
+                                         &obs), RESDIAG_OK);
+    ck_assert_int_eq(obs, 0);
+    ck_assert_int_eq(resdiag_reader_site(rd, 1, RESDIAG_BACKWARD, 0, 0, RESDIAG_STREAM_IN, f,
+                                         &obs), RESDIAG_OK);
+    ck_assert_int_eq(obs, 0);
+    ck_assert_int_eq(resdiag_reader_param(rd, 1, 1, "attn.wo", f, &obs), RESDIAG_OK);
+    ck_assert_int_eq(obs, 0);
+    ck_assert_int_eq(resdiag_reader_site(rd, 1, RESDIAG_FORWARD, 0, 0, RESDIAG_BRANCH_OUT, f,
+                                         &obs), RESDIAG_OK);
+    ck_assert_int_eq(obs, 1);
+    ck_assert_double_eq(f[RESDIAG_FIELD_CALL_SEQ], 0);
+    /* the update ratio of step 0 is x against x; step 1 has none */
+    ck_assert_int_eq(resdiag_reader_update(rd, 0, 0, 0, u), RESDIAG_OK);
+    ck_assert_double_eq_tol(u[RESDIAG_UPDATE_RATIO_FROB], 1.0, 1e-12);
+    ck_assert_int_eq(resdiag_reader_update(rd, 1, 0, 0, u), RESDIAG_OK);
+    ck_assert(isnan(u[RESDIAG_UPDATE_RATIO_FROB]));
+    resdiag_reader_close(rd);
+
+    /* at DEBUG level: one line the first time, naming the call site */
+    log_count = 0;
+    log_debug_count = 0;
+    resdiag_set_log_handler(count_log, NULL);
+    resdiag_set_log_priority(RESDIAG_LOG_DEBUG);
+    r = open_run(path_b, NULL);
+    int line = __LINE__ + 2;
+    for (int i = 0; i < 50; i++)
+        ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_NORM_IN, resdiag_f32(y, T, D)),
+                         RESDIAG_OK);
+    resdiag_set_log_priority(RESDIAG_LOG_ERROR);
+    ck_assert_int_eq(log_debug_count, 1);
+    ck_assert_int_eq(log_count, 1);
+    char where[64];
+    snprintf(where, sizeof where, "test-api.c:%d", line);
+    ck_assert_msg(strstr(log_last, "outside a step") && strstr(log_last, where), "%s", log_last);
+    resdiag_destroy(r);
+}
+END_TEST
+
+/* Every client bug a hook reports names the trainer's file:line given to
+ * it (the macros pass __FILE__ and __LINE__), escaped like every message. */
+START_TEST(client_bugs_from_hooks_name_the_callers_file_and_line)
+{
+    float x[T * D];
+    fill(x, T * D, 21);
+    resdiag *r = open_run(path_a, NULL);
+    ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
+    int line = __LINE__ + 1;
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, D, T)),
+                     RESDIAG_E_SHAPE);
+    char where[64];
+    snprintf(where, sizeof where, "test-api.c:%d", line);
+    ck_assert_msg(strstr(log_last, where) != NULL, "%s", log_last);
+
+    const struct {
+        resdiag_direction dir;
+        int layer, sublayer;
+        resdiag_site site;
+        resdiag_tensor t;
+        resdiag_status want;
+    } bad[] = {
+        { RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, D + 1), RESDIAG_E_SHAPE },
+        { RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,
+          resdiag_tensor_make(x, (resdiag_dtype)9, T, D, 0), RESDIAG_E_DTYPE },
+        { RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, -1, D), RESDIAG_E_SHAPE },
+        { RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,
+          resdiag_tensor_make(x, RESDIAG_DTYPE_F32, T, D, D - 1), RESDIAG_E_SHAPE },
+        { RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(NULL, T, D), RESDIAG_E_NULL },
+        { RESDIAG_FORWARD, 0, 0, (resdiag_site)7, resdiag_f32(x, T, D), RESDIAG_E_RANGE },
+        { (resdiag_direction)5, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, D),
+          RESDIAG_E_INVALID },
+        { RESDIAG_FORWARD, 9, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, D), RESDIAG_E_RANGE },
+        { RESDIAG_FORWARD, 0, 9, RESDIAG_STREAM_IN, resdiag_f32(x, T, D), RESDIAG_E_RANGE },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        log_last[0] = 0;
+        ck_assert_int_eq(resdiag_observe_at(r, bad[i].dir, bad[i].layer, bad[i].sublayer,
+                                            bad[i].site, bad[i].t, "trainer.c", 123),
+                         bad[i].want);
+        ck_assert_msg(strstr(log_last, "client bug: ") && strstr(log_last, "(trainer.c:123)"),
+                      "case %zu: %s", i, log_last);
+    }
+    const struct {
+        int layer;
+        const char *name;
+        resdiag_tensor t;
+        resdiag_status want;
+    } pbad[] = {
+        { 0, NULL, resdiag_f32(x, T, D), RESDIAG_E_NULL },
+        { 0, "nope", resdiag_f32(x, T, D), RESDIAG_E_RANGE },
+        { 7, "mlp.w2", resdiag_f32(x, T, D), RESDIAG_E_RANGE },
+        { 0, "mlp.w2", resdiag_f32(NULL, T, D), RESDIAG_E_NULL },
+        { 0, "mlp.w2", resdiag_f32(x, T, 0), RESDIAG_E_SHAPE },
+    };
+    for (size_t i = 0; i < sizeof pbad / sizeof pbad[0]; i++) {
+        log_last[0] = 0;
+        ck_assert_int_eq(resdiag_param_grad_at(r, pbad[i].layer, pbad[i].name, pbad[i].t,
+                                               "optim.c", 45),
+                         pbad[i].want);
+        ck_assert_msg(strstr(log_last, "client bug: ") && strstr(log_last, "(optim.c:45)"),
+                      "param case %zu: %s", i, log_last);
+    }
+    /* a file name is any bytes: the message stays one clean line */
+    log_last[0] = 0;
+    ck_assert_int_eq(resdiag_observe_at(r, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,
+                                        resdiag_f32(x, T, D + 1), "evil\n\x1b[2Jx.c", 7),
+                     RESDIAG_E_SHAPE);
+    ck_assert_ptr_null(strchr(log_last, '\n'));
+    ck_assert_ptr_null(strchr(log_last, '\x1b'));
+    ck_assert_msg(strstr(log_last, "x.c:7)") != NULL, "%s", log_last);
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    resdiag_destroy(r);
 }
 END_TEST
 
@@ -746,6 +949,7 @@ START_TEST(model_description_and_metadata_reach_the_file)
     m.n_meta = 2;
     m.meta = meta;
     m.description = "toy model";
+    m.run_kind = RESDIAG_RUN_EVALUATION;
     resdiag_options o;
     resdiag_options_init(&o);
     o.sketch_size = 0;
@@ -772,11 +976,66 @@ START_TEST(model_description_and_metadata_reach_the_file)
     ck_assert_str_eq(i->meta[2], "lr");
     ck_assert_str_eq(i->meta[3], "3e-4");
     ck_assert_str_eq(i->description, "toy model");
+    ck_assert_int_eq(i->run_kind, RESDIAG_RUN_EVALUATION);
     ck_assert_int_eq(i->n_steps, 2);
     double sk[4];
     ck_assert_int_eq(resdiag_reader_sketch(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_OUT, sk),
                      RESDIAG_E_NOT_FOUND);
     resdiag_reader_close(rd);
+}
+END_TEST
+
+/* The run kind: a root attribute; files written before it read as
+ * training runs; an unknown kind is refused, in the model and in a file. */
+START_TEST(run_kind_reaches_the_file_and_old_files_read_as_training)
+{
+    resdiag_model m = test_model();
+    ck_assert_int_eq(m.run_kind, RESDIAG_RUN_TRAINING);
+    m.run_kind = (resdiag_run_kind)3;
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, path_a, &m, NULL), RESDIAG_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(log_last, "unknown run kind 3"));
+    ck_assert_ptr_null(r);
+    ck_assert_str_eq(resdiag_run_kind_name(RESDIAG_RUN_TRAINING), "training");
+    ck_assert_str_eq(resdiag_run_kind_name(RESDIAG_RUN_EVALUATION), "evaluation");
+    ck_assert_str_eq(resdiag_run_kind_name(RESDIAG_RUN_INFERENCE), "inference");
+    ck_assert_str_eq(resdiag_run_kind_name((resdiag_run_kind)3), "?");
+
+    m.run_kind = RESDIAG_RUN_INFERENCE;
+    ck_assert_int_eq(resdiag_open(&r, path_a, &m, NULL), RESDIAG_OK);
+    record_steps(r, 1);
+    resdiag_destroy(r);
+    resdiag_reader *rd = reopen(path_a);
+    ck_assert_int_eq(resdiag_reader_info(rd)->run_kind, RESDIAG_RUN_INFERENCE);
+    resdiag_reader_close(rd);
+
+    /* a file of an older writer has no run_kind: a training run */
+    hid_t f = H5Fopen(path_a, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    ck_assert_int_gt(H5Aexists(f, "run_kind"), 0);
+    ck_assert_int_ge(H5Adelete(f, "run_kind"), 0);
+    H5Fclose(f);
+    rd = reopen(path_a);
+    ck_assert_int_eq(resdiag_reader_info(rd)->run_kind, RESDIAG_RUN_TRAINING);
+    resdiag_reader_close(rd);
+
+    /* a forged value is a format error naming the attribute */
+    f = H5Fopen(path_a, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, "run_kind", t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    const char *v = "finetuning";
+    ck_assert_int_ge(H5Awrite(a, t, &v), 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+    H5Fclose(f);
+    rd = NULL;
+    log_last[0] = 0;
+    ck_assert_int_eq(resdiag_reader_open(&rd, path_a), RESDIAG_E_FORMAT);
+    ck_assert_msg(strstr(log_last, "'run_kind'") != NULL, "%s", log_last);
 }
 END_TEST
 
@@ -1197,12 +1456,15 @@ static Suite *api_suite(void)
     tcase_add_test(tc, shard_width_is_accepted_only_when_declared);
     tcase_add_test(tc, param_grad_rejects_unknown_names_and_layers);
     tcase_add_test(tc, calls_out_of_order_are_refused);
+    tcase_add_test(tc, hooks_outside_a_step_are_a_quiet_no_op);
+    tcase_add_test(tc, client_bugs_from_hooks_name_the_callers_file_and_line);
     tcase_add_test(tc, client_bug_messages_are_rate_limited);
     tcase_add_test(tc, record_every_and_range_select_steps);
     tcase_add_test(tc, record_init_only_keeps_the_first_step);
     tcase_add_test(tc, disabled_steps_record_nothing);
     tcase_add_test(tc, file_holds_statistics_ratios_order_and_callsites);
     tcase_add_test(tc, model_description_and_metadata_reach_the_file);
+    tcase_add_test(tc, run_kind_reaches_the_file_and_old_files_read_as_training);
     tcase_add_test(tc, steps_reach_the_file_in_batches_and_on_flush);
     tcase_add_test(tc, concurrent_hooks_on_different_layers_match_a_sequential_run);
     tcase_add_test(tc, hook_threads_split_large_tensors_deterministically);

@@ -58,6 +58,8 @@ static const char *css =
     "border-radius:6px;padding:12px 16px;margin:12px 0}"
     ".card.post{border-left-color:#b5651d}.card.unsure{border-left-color:#888}"
     ".card.bad{border-left-color:#d62728;background:#fff5f5}"
+    ".card.contradicted{border-left-color:#e07b00;background:#fff6e5}"
+    ".alert{color:#8a4b00;font-weight:bold;margin:0 0 8px}"
     ".verdict{font-size:24px;font-weight:bold;margin:0 0 4px}"
     ".badge{display:inline-block;font-size:12px;font-weight:normal;border-radius:10px;"
     "padding:1px 9px;margin-left:8px;background:#e6ecf5;vertical-align:middle}"
@@ -101,6 +103,13 @@ static const char *card_class(resdiag_verdict v)
     }
 }
 
+/* Training runs call the first step initialization and the span of steps
+ * training; evaluation and inference runs only count recorded steps. */
+static int is_training(const rd_analysis *a)
+{
+    return a->run_kind == RESDIAG_RUN_TRAINING;
+}
+
 static void run_line(svg_buf *b, const rd_analysis *a)
 {
     svg_printf(b, "<p class=\"meta\">%d layers, d_model %d, %s block of", a->n_layers, a->d_model,
@@ -109,10 +118,14 @@ static void run_line(svg_buf *b, const rd_analysis *a)
         svg_printf(b, " ");
         tx(b, a->sublayer_names[s]);
     }
-    svg_printf(b, "; norm %s; %lld step(s) recorded (%lld … %lld), analysed step %lld%s.",
-               resdiag_norm_kind_name(a->norm_kind), (long long)a->n_steps, (long long)a->steps[0],
+    svg_printf(b, "; norm %s; %s%s%lld step(s) recorded (%lld … %lld), analysed step %lld%s.",
+               resdiag_norm_kind_name(a->norm_kind),
+               is_training(a) ? "" : resdiag_run_kind_name(a->run_kind),
+               is_training(a) ? "" : " run; ", (long long)a->n_steps, (long long)a->steps[0],
                (long long)a->steps[a->n_steps - 1], (long long)a->step,
-               a->step_index == 0 ? " (the first: initialization)" : "");
+               a->step_index != 0 ? ""
+               : is_training(a)    ? " (the first: initialization)"
+                                   : " (the first recorded)");
     if (a->description && a->description[0]) {
         svg_printf(b, " ");
         tx(b, a->description);
@@ -172,8 +185,22 @@ static void evidence_table(svg_buf *b, const rd_analysis *a)
 
 static void verdict_card(svg_buf *b, const rd_analysis *a)
 {
-    svg_printf(b, "<section class=\"%s\" id=\"verdict\">\n<p class=\"verdict\">Placement: ",
-               card_class(a->verdict));
+    /* A contradicted declaration turns the card into a warning: `report`
+     * exits 0 whatever it finds, so the page must say it loudly. */
+    int contradicted = rd_declared_agrees(a) == 0;
+    svg_printf(b, "<section class=\"%s\" id=\"verdict\">\n",
+               contradicted ? "card contradicted" : card_class(a->verdict));
+    if (contradicted) {
+        svg_printf(b, "<p class=\"alert\" id=\"declared-contradicted\">WARNING: the data "
+                      "contradict the declared placement: the trainer declares %s",
+                   resdiag_placement_name(a->declared));
+        if (a->declared == RESDIAG_PLACEMENT_MIXED)
+            svg_printf(b, " (post-norm in layers 0..%d)", a->declared_mix - 1);
+        svg_printf(b, ", the data say ");
+        tx(b, rd_verdict_human(a->verdict));
+        svg_printf(b, ". <code>resdiag check --expect declared</code> fails on this run.</p>\n");
+    }
+    svg_printf(b, "<p class=\"verdict\">Placement: ");
     tx(b, rd_verdict_human(a->verdict));
     if (a->verdict == RESDIAG_VERDICT_DEEPNORM)
         svg_printf(b, ", α = %.4g", a->alpha);
@@ -310,9 +337,10 @@ static void figure(svg_buf *b, plot_what w, const rd_analysis *const *a, const c
 
 static void training_table(svg_buf *b, const rd_analysis *a)
 {
-    svg_printf(b, "<h2>Over training</h2>\n<table><tr><th></th><th>step %lld</th><th>step %lld"
+    svg_printf(b, "<h2>Over %s</h2>\n<table><tr><th></th><th>step %lld</th><th>step %lld"
                   "</th></tr>\n",
-               (long long)a->steps[0], (long long)a->steps[a->n_steps - 1]);
+               is_training(a) ? "training" : "the recorded steps", (long long)a->steps[0],
+               (long long)a->steps[a->n_steps - 1]);
     svg_printf(b, "<tr><td>stream growth ‖x_L‖/‖x_1‖</td><td class=\"num\">%s</td>"
                   "<td class=\"num\">%s</td></tr>\n",
                num(a->tr_growth[0]), num(a->tr_growth[1]));
@@ -344,13 +372,16 @@ char *html_report(const resdiag_analysis *a, const resdiag_reader *rd, const cha
     figure(&b, PLOT_GROWTH, one, NULL, 1, "growth");
     svg_printf(&b, "<h2>Relative updates</h2>\n");
     figure(&b, PLOT_UPDATES, one, NULL, 1, "updates");
-    svg_printf(&b, "<h2>Gradients</h2>\n");
-    figure(&b, PLOT_GRADIENTS, one, NULL, 1, "gradients");
+    if (is_training(a) || a->grad_step >= 0) {
+        svg_printf(&b, "<h2>Gradients</h2>\n");
+        figure(&b, PLOT_GRADIENTS, one, NULL, 1, "gradients");
+    }
     if (a->n_steps > 1 && rd) {
         plot_heat h;
         if (plot_heat_read(rd, HEAT_MAX_COLS, HEAT_MAX_CELLS, &h) == 0) {
             training_table(&b, a);
-            svg_printf(&b, "<h2>Layers over training</h2>\n<figure id=\"heatmaps\">\n");
+            svg_printf(&b, "<h2>Layers over %s</h2>\n<figure id=\"heatmaps\">\n",
+                       is_training(a) ? "training" : "the recorded steps");
             plot_heat_figure(&b, &h, a->nf_found ? a->nf_step : -1);
             svg_printf(&b, "<figcaption>%d of %lld recorded steps, evenly spaced; grey = not "
                            "recorded.%s</figcaption>\n</figure>\n",

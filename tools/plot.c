@@ -412,6 +412,7 @@ int plot_heat_read(const resdiag_reader *rd, int max_cols, int max_cells, plot_h
     h->rows = L;
     h->cols = (int)C;
     h->n_sub = S;
+    h->training = in->run_kind == RESDIAG_RUN_TRAINING;
     int64_t *steps = malloc((size_t)N * sizeof *steps);
     double *site = malloc((size_t)L * S * B * F * sizeof *site);
     double *upd = malloc((size_t)L * S * RESDIAG_N_UPDATE_FIELDS * sizeof *upd);
@@ -494,15 +495,16 @@ void plot_heat_figure(svg_buf *b, const plot_heat *h, int64_t mark_step)
         double y = top + s * (mh + gap);
         const double *v = s < h->n_sub ? h->r + (size_t)s * h->rows * h->cols : h->growth;
         if (s < h->n_sub) {
-            snprintf(title, sizeof title, "Relative update r of %.40s per layer over training",
-                     h->sub_names[s]);
+            snprintf(title, sizeof title, "Relative update r of %.40s per layer over %s",
+                     h->sub_names[s], h->training ? "training" : "the recorded steps");
             snprintf(key, sizeof key, "heat.updates.%s", h->sub_names[s]);
         } else {
-            snprintf(title, sizeof title, "Stream growth ‖x_k‖/‖x_1‖ per layer over training");
+            snprintf(title, sizeof title, "Stream growth ‖x_k‖/‖x_1‖ per layer over %s",
+                     h->training ? "training" : "the recorded steps");
             snprintf(key, sizeof key, "heat.growth");
         }
         svg_heatmap(b, mx, y, mw, mh, v, h->rows, h->cols, h->col_x, 1, mx + mw + 14, title,
-                    "training step", "layer", s < h->n_sub ? "r (log colour)" : "growth (log)",
+                    h->training ? "training step" : "step", "layer", s < h->n_sub ? "r (log colour)" : "growth (log)",
                     mark, key);
     }
     svg_doc_end(b);

@@ -34,6 +34,7 @@ typedef struct plot_heat {
     int64_t *col_step; /* (cols) the step of each column */
     double *r;         /* (n_sub, rows, cols) relative update r of layer row */
     double *growth;    /* (rows, cols) ||x_k|| / ||x_1||, k = row + 1 */
+    int training;      /* the run kind is training: the steps are "training steps" */
 } plot_heat;
 
 /* Reads the maps; 0 on success, else a resdiag_status (the reader logs).

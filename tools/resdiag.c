@@ -61,20 +61,28 @@ static const command commands[] = {
       "                  SVG, no script, no network) written to FILE ('-' = stdout)\n"
       "  --max-growth X  warn when the stream grows more than X over depth [default=10]\n"
       "\n"
+      "A run whose data contradict the declared placement gets a WARNING line at\n"
+      "the top (a \"declared_contradicted\" key in JSON, a warning-coloured card in\n"
+      "HTML) and still exits 0: the gate is `resdiag check --expect declared`.\n"
+      "\n"
       "Exit 0 with a report, 2 with one line on stderr for unusable input.\n" },
     { "check", cmd_check, "exit 0/1/2: does the run have the expected placement?",
       "usage: resdiag check --expect P [--final-norm] [--max-growth X]\n"
       "                     [--step N | --last] RUN.h5\n"
       "\n"
       "P is pre-norm | post-norm | sandwich | deepnorm | parallel | mixed | none\n"
-      "(pre and post are accepted too). Decides from the data as `resdiag report`\n"
-      "does and prints one line saying why.\n"
+      "(pre and post are accepted too), or declared: the placement the trainer\n"
+      "declared in the run file (with mixed, also its post-norm layers). Decides\n"
+      "from the data as `resdiag report` does and prints one line saying why.\n"
+      "`--expect declared` is the CI gate for a declaration: `resdiag report`\n"
+      "exits 0 even when it warns that the data contradict it.\n"
       "\n"
       "  --final-norm    also require a final norm before the head\n"
       "  --max-growth X  also require the stream to grow at most X over depth\n"
       "\n"
       "Exit 0 it holds, 1 it does not, 2 cannot tell (e.g. stream-only evidence\n"
-      "that does not separate the placements) or unusable input.\n" },
+      "that does not separate the placements; with --expect declared, a run that\n"
+      "declares nothing) or unusable input.\n" },
     { "diff", cmd_diff, "two runs side by side, the differences that matter first",
       "usage: resdiag diff [--step N | --last] [--html FILE] A.h5 B.h5\n"
       "\n"
@@ -523,10 +531,12 @@ static int parse_analysis_args(const char *cmd, int argc, char **argv, analysis_
             o->have_growth = 1;
             i++;
         } else if (is_check && strcmp(a, "--expect") == 0) {
-            if (i + 1 >= argc ||
-                (o->expect = parse_placement(argv[i + 1])) == RESDIAG_PLACEMENT_UNDECLARED) {
+            if (i + 1 < argc && strcmp(argv[i + 1], "declared") == 0)
+                o->expect = RESDIAG_EXPECT_DECLARED;
+            else if (i + 1 >= argc ||
+                     (o->expect = parse_placement(argv[i + 1])) == RESDIAG_PLACEMENT_UNDECLARED) {
                 fprintf(stderr, "resdiag check: --expect needs pre-norm, post-norm, sandwich, "
-                                "deepnorm, parallel, mixed or none\n");
+                                "deepnorm, parallel, mixed, none or declared\n");
                 return EXIT_BAD;
             }
             i++;

@@ -131,6 +131,13 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
                                                 : RESDIAG_BLOCK_SEQUENTIAL;
     model.declared_placement = declared(cfg->placement);
     model.declared_mix_layers = cfg->placement == TG_MIX ? cfg->mix_layers : 0;
+    if (s->declare) { /* what the trainer claims, right or wrong: --declare */
+        model.declared_placement = RESDIAG_PLACEMENT_UNDECLARED;
+        model.declared_mix_layers = 0;
+        for (int p = RESDIAG_PLACEMENT_UNDECLARED; p <= RESDIAG_PLACEMENT_NONE; p++)
+            if (strcmp(s->declare, resdiag_placement_name((resdiag_placement)p)) == 0)
+                model.declared_placement = (resdiag_placement)p;
+    }
     /* No norm anywhere (no block norms, no final norm): nothing to declare. */
     if (cfg->placement == TG_NONE && !cfg->final_norm) model.norm_kind = RESDIAG_NORM_UNDECLARED;
     else model.norm_kind = cfg->norm == TG_LAYERNORM ? RESDIAG_NORM_LAYERNORM : RESDIAG_NORM_RMSNORM;

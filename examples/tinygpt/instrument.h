@@ -59,6 +59,8 @@ typedef struct tg_instr_settings {
     int signals;             /* 0: no handlers; 1: close and re-raise; 2: close and stop */
     int time_calls;          /* 1: add up the seconds spent in resdiag (tg_instr_last_step) */
     int overwrite;           /* resdiag_options.overwrite: replace an earlier run file */
+    const char *declare;     /* NULL: declare cfg's placement; else a resdiag placement
+                                name ("undeclared": nothing) to declare instead */
 } tg_instr_settings;
 
 /* Opens the run file. Returns NULL and writes a reason to errbuf on failure. */

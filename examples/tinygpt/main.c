@@ -86,6 +86,10 @@ static const char usage[] =
     "                    the embedding; off: no run file, no resdiag calls\n"
     "                    [default=full]\n"
     "  --record-every N  record steps 0, N, 2N, ... [default=1]\n"
+    "  --declare P       declare placement P in the run file instead of the\n"
+    "                    model's own: pre, post, sandwich, deepnorm, parallel,\n"
+    "                    none, or undeclared (declare nothing); to test\n"
+    "                    `resdiag check --expect declared` [default: --placement]\n"
     "  --flush-steps N   write the run file every N recorded steps [default=16]\n"
     "  --flush-log FILE  append \"open\", then \"flushed S\" whenever step S became\n"
     "                    the last step in the run file (one write(2) per line)\n"
@@ -158,6 +162,7 @@ typedef struct options {
     int signals;        /* 0 off, 1 raise, 2 stop */
     const char *step_times;
     int overwrite;      /* --overwrite: resdiag_options.overwrite */
+    const char *declare; /* --declare: NULL, or the placement name to declare */
 } options;
 
 static void parse_args(options *o, int argc, char **argv)
@@ -204,7 +209,7 @@ static void parse_args(options *o, int argc, char **argv)
                     IS("--init") || IS("--out") || IS("--record") || IS("--record-every") ||
                     IS("--threads") || IS("--log-every") || IS("--weight-decay") ||
                     IS("--flush-steps") || IS("--flush-log") || IS("--handle-signals") ||
-                    IS("--step-times");
+                    IS("--step-times") || IS("--declare");
         if (!known) die_usage("unknown option '%s'", arg);
         if (!val) die_usage("%s needs a value", flag);
         if (!eq) i++;
@@ -233,7 +238,11 @@ static void parse_args(options *o, int argc, char **argv)
         else if (IS("--flush-steps")) o->flush_steps = parse_int(flag, val, 1, 100000);
         else if (IS("--flush-log")) o->flush_log = val;
         else if (IS("--handle-signals")) o->signals = parse_choice(flag, val, sigmodes);
-        else if (IS("--step-times")) {
+        else if (IS("--declare")) {
+            static const char *const declares[] = { "pre", "post", "sandwich", "deepnorm",
+                                                    "parallel", "none", "undeclared", NULL };
+            o->declare = declares[parse_choice(flag, val, declares)];
+        } else if (IS("--step-times")) {
             if (!*val) die_usage("--step-times needs a file name");
             o->step_times = val;
         }
@@ -377,7 +386,7 @@ int main(int argc, char **argv)
     if (o.record != TG_RECORD_OFF) {
         tg_instr_settings s = { o.out, o.record, o.record_every, n_meta, meta, description,
                                 o.flush_steps, o.flush_log, o.signals, o.step_times != NULL,
-                                o.overwrite };
+                                o.overwrite, o.declare };
         model.hooks = tg_instr_open(c, &s, err, sizeof err);
         if (!model.hooks) {
             /* Diagnostics are never the reason a training run does not happen. */

@@ -32,6 +32,8 @@ N_UPDATE_FIELDS = 2
 UPDATE_FIELDS = ("ratio_frob", "ratio_tok_mean")
 PLACEMENTS = ("undeclared", "pre", "post", "sandwich", "deepnorm", "mixed", "parallel", "none")
 NORM_KINDS = ("undeclared", "layernorm", "rmsnorm")
+RUN_KINDS = ("training", "evaluation", "inference")  # = resdiag_run_kind
+EXPECT_DECLARED = 100  # = RESDIAG_EXPECT_DECLARED, CheckOptions.expect
 
 
 class ResdiagError(RuntimeError):
@@ -60,7 +62,8 @@ class Model(ctypes.Structure):
                 ("norm_kind", ctypes.c_int), ("shard_cols", ctypes.c_int),
                 ("n_layer_params", ctypes.c_int), ("layer_param_names", _strv),
                 ("n_model_params", ctypes.c_int), ("model_param_names", _strv),
-                ("n_meta", ctypes.c_int), ("meta", _strv), ("description", ctypes.c_char_p)]
+                ("n_meta", ctypes.c_int), ("meta", _strv), ("description", ctypes.c_char_p),
+                ("run_kind", ctypes.c_int)]
 
 
 class Options(ctypes.Structure):
@@ -85,7 +88,7 @@ class RunInfo(ctypes.Structure):
                 ("sketch_seed", ctypes.c_uint64), ("n_steps", ctypes.c_int64),
                 ("n_meta", ctypes.c_int), ("meta", _strv), ("description", ctypes.c_char_p),
                 ("created_utc", ctypes.c_char_p), ("program", ctypes.c_char_p),
-                ("hdf5_version", ctypes.c_char_p)]
+                ("hdf5_version", ctypes.c_char_p), ("run_kind", ctypes.c_int)]
 
 
 class AnalyzeOptions(ctypes.Structure):
