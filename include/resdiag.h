@@ -172,9 +172,15 @@ typedef enum resdiag_site {
 
     RESDIAG_EMBED_OUT = 16,      /* embedding output = stream into layer 0 */
     RESDIAG_FINAL_NORM_IN = 17,  /* what the final norm reads */
-    RESDIAG_FINAL_NORM_OUT = 18, /* what the final norm returns */
+    RESDIAG_FINAL_NORM_OUT = 18, /* what the final norm returns = what the head reads */
     RESDIAG_LOGITS = 19          /* output head (cols = vocabulary) */
 } resdiag_site;
+/* The report's "final norm" comes from these sites' data: FINAL_NORM_OUT
+ * that differs from FINAL_NORM_IN (or, without it, from the last layer's
+ * STREAM_OUT) is a norm's output; the very same tensor is not (an identity
+ * in the norm's place). A model without a final norm may observe what its
+ * head reads at FINAL_NORM_OUT: the report then says "absent". Neither site
+ * observed: "not observed" (the logits alone do not tell). */
 #define RESDIAG_N_MODEL_SITES 4
 
 typedef enum resdiag_direction {

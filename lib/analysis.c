@@ -311,6 +311,32 @@ static void classify_sequential(const rd_analysis *a, rd_sub *r, site_data *sd, 
     double best = fmin(r->fit_pre, r->fit_post);  /* fmin ignores one NaN */
     double other = isnan(r->fit_pre) || isnan(r->fit_post) ? NAN : fmax(r->fit_pre, r->fit_post);
     int pre = !(r->fit_post < r->fit_pre); /* the pre-type fit is the better one (or the only) */
+    /* The family that fits must have every one of its relations computed:
+     * one that holds only by the relations that could be (norm_in =
+     * stream_in, with branch_out never observed) is no evidence. */
+    if (isnan(pre ? r->e_add : r->e_deep) || isnan(pre ? r->e_nx : r->e_yn)) {
+        static const int need_pre[] = { RESDIAG_STREAM_IN, RESDIAG_BRANCH_OUT, RESDIAG_STREAM_OUT,
+                                        RESDIAG_NORM_IN };
+        static const int need_post[] = { RESDIAG_STREAM_IN, RESDIAG_BRANCH_OUT, RESDIAG_NORM_IN,
+                                         RESDIAG_STREAM_OUT, RESDIAG_NORM_OUT };
+        const int *need = pre ? need_pre : need_post;
+        int n_need = pre ? 4 : 5;
+        char names[128] = "";
+        for (int i = 0; i < n_need; i++)
+            if (!sd[need[i]].obs) {
+                r->missing |= 1u << need[i];
+                size_t u = strlen(names);
+                snprintf(names + u, sizeof names - u, "%s%s", u ? ", " : "",
+                         resdiag_site_name((resdiag_site)need[i]));
+            }
+        if (r->missing)
+            snprintf(r->why, sizeof r->why, "%s not observed; cannot tell (the %s-type relations "
+                     "need it)", names, pre ? "pre" : "post");
+        else
+            snprintf(r->why, sizeof r->why, "the %s-type relations cannot be computed (zero "
+                     "tensors); cannot tell", pre ? "pre" : "post");
+        return;
+    }
     if (!(best < HOLD)) {
         r->v = RESDIAG_VERDICT_INCONSISTENT;
         r->conf = best > FAIL ? RESDIAG_CONFIDENCE_HIGH : RESDIAG_CONFIDENCE_MEDIUM;
@@ -465,6 +491,99 @@ static resdiag_status stream_at(const resdiag_reader *rd, const rd_analysis *a, 
         (e = resdiag_reader_site(rd, si, RESDIAG_FORWARD, 0, 0, RESDIAG_FINAL_NORM_IN, st, obs)))
         return e;
     return RESDIAG_OK;
+}
+
+/* ---------------------------------------------------------- final norm */
+
+/* Two observations of one tensor: a sketch (else, without sketches, the
+ * statistics) equal to rounding of the sketch sums themselves. A norm
+ * changes even an already normalized input by its epsilon (1e-5 relative
+ * for LayerNorm's default), far above this. */
+#define SAME_TENSOR 1e-9
+
+static int same_tensor(const site_data *p, const site_data *q, int k, double *err)
+{
+    if (k > 0) {
+        const double *v[2] = { p->sk, q->sk };
+        const double c[2] = { 1, -1 };
+        *err = rd_rel_combo(v, c, 2, k);
+        return *err < SAME_TENSOR;
+    }
+    static const int fields[] = { RESDIAG_FIELD_ROWS, RESDIAG_FIELD_FROB,
+                                  RESDIAG_FIELD_TOK_NORM_MEAN, RESDIAG_FIELD_TOK_NORM_STD,
+                                  RESDIAG_FIELD_TOK_MEAN_MEAN, RESDIAG_FIELD_ABSMAX };
+    *err = 0;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        double x = p->st[fields[i]], y = q->st[fields[i]];
+        double m = fmax(fabs(x), fabs(y));
+        double e = m > 0 ? fabs(x - y) / m : x == y ? 0 : INFINITY;
+        *err = fmax(*err, e);
+    }
+    return *err < SAME_TENSOR;
+}
+
+/* Whether the head reads a norm's output, from the data. FINAL_NORM_OUT is
+ * what the head reads; it is compared with what enters the final norm
+ * (FINAL_NORM_IN, else the stream leaving the last layer): the same tensor
+ * means no norm there (an Identity in the final norm's place, or a trainer
+ * without one that observes the head's input); a changed one, a norm.
+ * Without any final-norm site: -1, not observed (logits alone say nothing
+ * about what the head read). */
+static resdiag_status decide_final_norm(const resdiag_reader *rd, rd_analysis *a, int64_t si)
+{
+    int k = a->sketch_size, L = a->n_layers, S = a->n_sublayers;
+    size_t kk = (size_t)(k > 0 ? k : 1);
+    double *buf = calloc(3 * kk, sizeof *buf);
+    if (!buf)
+        return RESDIAG_E_NOMEM;
+    site_data in = { 0 }, out = { 0 }, x = { 0 };
+    in.sk = buf;
+    out.sk = buf + kk;
+    x.sk = buf + 2 * kk;
+    resdiag_status st;
+    if ((st = load_site(rd, si, RESDIAG_FORWARD, 0, 0, RESDIAG_FINAL_NORM_IN, k, &in)) ||
+        (st = load_site(rd, si, RESDIAG_FORWARD, 0, 0, RESDIAG_FINAL_NORM_OUT, k, &out)))
+        goto out;
+    if (!in.obs && !out.obs) {
+        a->final_norm = -1;
+        snprintf(a->final_norm_why, sizeof a->final_norm_why,
+                 "no final-norm site was recorded (final_norm_in, final_norm_out)");
+        goto out;
+    }
+    if (!out.obs) {
+        a->final_norm = 1;
+        snprintf(a->final_norm_why, sizeof a->final_norm_why,
+                 "final_norm_in observed; its output is not");
+        goto out;
+    }
+    const site_data *ref = &in;
+    const char *ref_name = "its input";
+    if (!in.obs && L > 0) {
+        if ((st = load_site(rd, si, RESDIAG_FORWARD, L - 1, S - 1, RESDIAG_STREAM_OUT, k, &x)))
+            goto out;
+        ref = &x;
+        ref_name = "the last layer's stream_out";
+    }
+    double e = NAN;
+    if (!ref->obs) {
+        a->final_norm = 1;
+        snprintf(a->final_norm_why, sizeof a->final_norm_why,
+                 "final_norm_out observed; nothing to compare it with");
+    } else if (same_tensor(&out, ref, k, &e)) {
+        a->final_norm = 0;
+        snprintf(a->final_norm_why, sizeof a->final_norm_why,
+                 "what the head reads (final_norm_out) is %s unchanged (difference %.1e)",
+                 ref_name, e);
+    } else {
+        int sig = rd_signature(out.st, unnorm_cv((int)out.st[RESDIAG_FIELD_COLS]));
+        a->final_norm = 1;
+        snprintf(a->final_norm_why, sizeof a->final_norm_why,
+                 "final_norm_out differs from %s (difference %.2g)%s", ref_name, e,
+                 sig == RD_SIG_NORMALIZED ? " and has equal token norms" : "");
+    }
+out:
+    free(buf);
+    return st;
 }
 
 /* ------------------------------------------------------------ warnings */
@@ -1236,12 +1355,8 @@ resdiag_status resdiag_analyze(const resdiag_reader *rd, const resdiag_analyze_o
     }
 
     /* --- final norm */
-    if (a->model_obs[0][1] || a->model_obs[0][2])
-        a->final_norm = 1;
-    else if (!a->stream_only && a->model_obs[0][3])
-        a->final_norm = 0;
-    else
-        a->final_norm = -1;
+    if ((st = decide_final_norm(rd, a, si)))
+        goto fail;
 
     /* --- gradients: the selected step if it has backward data, else the
      * first recorded step that has */
@@ -1385,6 +1500,22 @@ resdiag_status resdiag_analyze(const resdiag_reader *rd, const resdiag_analyze_o
         }
         if (a->nf_found)
             warn(a, "non-finite values from step %lld on", (long long)a->nf_step);
+        int n_missing = 0, first_missing = -1;
+        for (int i = 0; i < L * S; i++)
+            if (a->sub[i].missing && n_missing++ == 0)
+                first_missing = i;
+        if (n_missing) {
+            char names[128] = "";
+            for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
+                if (a->sub[first_missing].missing & (1u << b)) {
+                    size_t u = strlen(names);
+                    snprintf(names + u, sizeof names - u, "%s%s", u ? ", " : "",
+                             resdiag_site_name((resdiag_site)b));
+                }
+            warn(a, "%s not observed while the other sites are, in %d of %d sublayers (first: "
+                 "layer %d %s; a hooked module that never ran?): cannot tell those", names,
+                 n_missing, L * S, first_missing / S, a->sublayer_names[first_missing % S]);
+        }
     }
 
     free(sd);

@@ -33,6 +33,7 @@ typedef struct rd_sub {
     double e_par;     /* parallel: every sublayer's stream_in equal */
     double fit_pre, fit_post; /* worst relation of each family */
     int order;        /* hook order: 1 norm_in before branch_out, 2 after, 0 unknown */
+    unsigned missing; /* bit b: site b not observed, but the relations that fit need it */
     char why[256];
 } rd_sub;
 
@@ -68,7 +69,8 @@ struct resdiag_analysis {
     int mix_layers;
     double alpha;
     int n_undecided;
-    int final_norm;
+    int final_norm;      /* 1 the head reads a norm's output, 0 it does not, -1 not observed */
+    char final_norm_why[160];
     int order_agree, order_disagree;
     char why[256];
     int cs_layer, cs_sub, cs_layer2, cs_sub2;

@@ -217,10 +217,9 @@ static void text_placement(sb *b, rd_esc_ring *esc, const rd_analysis *a)
         if (a->cs_stream_out && a->cs_stream_out[0])
             rd_strbuf_printf(b, "  stream hook: %s\n", E(a->cs_stream_out));
     }
-    rd_strbuf_printf(b, "  final norm: %s\n",
-              a->final_norm == 1   ? "present (final_norm sites observed)"
-              : a->final_norm == 0 ? "absent (the logits are observed, no final-norm site is)"
-                                   : "cannot tell (final-norm sites and logits not observed)");
+    rd_strbuf_printf(b, "  final norm: %s - %s\n",
+              a->final_norm == 1 ? "present" : a->final_norm == 0 ? "absent" : "not observed",
+              E(a->final_norm_why));
     if (a->declared == RESDIAG_PLACEMENT_UNDECLARED) {
         rd_strbuf_printf(b, "  declared: nothing\n");
     } else {
@@ -321,8 +320,13 @@ static void text_grads(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     for (int i = 0; i < a->n_order; i++) {
         int p = a->param_order[i];
         double g0 = a->grad[p], g1 = a->grad[(size_t)(L - 1) * P + p];
+        if (!(g0 > 0) || !(g1 > 0)) { /* NaN: not recorded; 0: zeroed before they were read */
+            rd_strbuf_printf(b, "  %-10s parameter gradients were zero or not available at this "
+                         "step (first layer %.4g, last %.4g)\n", E(a->param_names[p]), g0, g1);
+            continue;
+        }
         rd_strbuf_printf(b, "  %-10s %.4g -> %.4g, last/first %.3g; ", E(a->param_names[p]), g0, g1,
-                  g0 > 0 ? g1 / g0 : NAN);
+                  g1 / g0);
         fit_text(b, &a->fit_grad[p], "log-log slope");
         rd_strbuf_printf(b, "\n");
     }
@@ -338,7 +342,11 @@ static void text_grads(sb *b, rd_esc_ring *esc, const rd_analysis *a)
         int pre = a->verdict == RESDIAG_VERDICT_PRE || a->verdict == RESDIAG_VERDICT_SANDWICH ||
                   a->verdict == RESDIAG_VERDICT_PRE_OR_SANDWICH ||
                   a->verdict == RESDIAG_VERDICT_PARALLEL;
-        if (post)
+        if (!(ratio > 0) || !isfinite(ratio))
+            rd_strbuf_printf(b, "  Xiong et al. 2020 (gradients over depth): no comparison, the "
+                         "parameter gradients of %s were zero or not available at this step\n",
+                      E(a->param_names[p]));
+        else if (post)
             rd_strbuf_printf(b, "  Xiong et al. 2020 predict for post-norm larger gradients near the "
                          "output (last/first > 1); measured %.3g for %s: %s\n", ratio,
                       E(a->param_names[p]), ratio > 1.2 ? "agrees" : "not seen at this step");
@@ -440,9 +448,12 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
         for (int s = 0; s < S && s < RESDIAG_MAX_SUBLAYERS; s++)
             rd_strbuf_printf(&b, "  mean r %-8s %.4g -> %.4g\n", E(a->sublayer_names[s]),
                       a->tr_mean_r[0][s], a->tr_mean_r[1][s]);
-        if (a->n_order > 0)
+        if (a->n_order > 0 && (isfinite(a->tr_grad_ratio[0]) || isfinite(a->tr_grad_ratio[1])))
             rd_strbuf_printf(&b, "  %s gradient last/first layer: %.4g -> %.4g\n",
                       E(a->param_names[a->param_order[0]]), a->tr_grad_ratio[0], a->tr_grad_ratio[1]);
+        else if (a->n_order > 0)
+            rd_strbuf_printf(&b, "  %s gradient last/first layer: parameter gradients were zero "
+                         "or not available\n", E(a->param_names[a->param_order[0]]));
     }
     rd_strbuf_printf(&b, "\nWarnings:%s\n", a->n_warnings ? "" : " none");
     for (int i = 0; i < a->n_warnings; i++)
@@ -545,9 +556,11 @@ char *resdiag_analysis_to_json(const resdiag_analysis *a)
     rd_strbuf_printf(&b, ", \"mix_layers\": %d, \"alpha\": ", resdiag_analysis_mix_layers(a));
     js_num(&b, resdiag_analysis_alpha(a));
     int agree = rd_declared_agrees(a);
-    rd_strbuf_printf(&b, ", \"final_norm\": \"%s\", \"declared_agrees\": %s, \"undecided_layers\": %d, "
+    rd_strbuf_printf(&b, ", \"final_norm\": \"%s\", \"final_norm_why\": ",
+              a->final_norm == 1 ? "present" : a->final_norm == 0 ? "absent" : "not observed");
+    js_str(&b, a->final_norm_why);
+    rd_strbuf_printf(&b, ", \"declared_agrees\": %s, \"undecided_layers\": %d, "
                   "\"call_order_agrees\": %d, \"call_order_disagrees\": %d, \"deciding_hooks\": {",
-              a->final_norm == 1 ? "present" : a->final_norm == 0 ? "absent" : "unknown",
               agree == 1 ? "true" : agree == 0 ? "false" : "null", a->n_undecided,
               a->order_agree, a->order_disagree);
     rd_strbuf_printf(&b, "\"norm_in\": ");
@@ -740,7 +753,7 @@ char *resdiag_analysis_diff_text(const resdiag_analysis *a, const resdiag_analys
     if (a->verdict != b->verdict || a->mix_layers != b->mix_layers)
         rd_strbuf_printf(&o, "  placement: A %s, B %s\n", rd_verdict_human(a->verdict), rd_verdict_human(b->verdict)), n++;
     if (a->final_norm != b->final_norm) {
-        static const char *const fnm[3] = { "unknown", "absent", "present" };
+        static const char *const fnm[3] = { "not observed", "absent", "present" };
         rd_strbuf_printf(&o, "  final norm: A %s, B %s\n", fnm[a->final_norm + 1], fnm[b->final_norm + 1]);
         n++;
     }

@@ -260,6 +260,12 @@ static int declare_nothing;                /* 1: declare no placement at all */
 static int declare_mix;                    /* declared_mix_layers with a MIXED override */
 static resdiag_run_kind run_kind;          /* the model's run_kind */
 static int spike;                          /* > 0: embedding column 7 is this large */
+/* What is observed between the last block and the logits (the head reads
+ * FINAL_NORM_OUT): nothing, what the head reads without a final norm (the
+ * last stream), a LayerNorm's input and output, an identity's. */
+enum final_sites { FN_NONE, FN_HEAD_INPUT, FN_LAYERNORM, FN_IDENTITY };
+static enum final_sites final_sites;
+static int skip_branch_sub = -1; /* >= 0: that sublayer's BRANCH_OUT is never observed */
 
 static void write_run(const char *path, enum kind kind, int L, int bf16, double scale, int steps,
                       int nan_step)
@@ -322,7 +328,8 @@ static void write_run(const char *path, enum kind kind, int L, int bf16, double 
                     }
                     if (nan_step >= 0 && step >= nan_step && l == 1)
                         f[5] = NAN;
-                    hook(r, l, s, RESDIAG_BRANCH_OUT, f, bf16);
+                    if (s != skip_branch_sub)
+                        hook(r, l, s, RESDIAG_BRANCH_OUT, f, bf16);
                     for (int i = 0; i < ROWS * D; i++)
                         y[i] = x[i] + f[i];
                     store(y, bf16);
@@ -348,6 +355,14 @@ static void write_run(const char *path, enum kind kind, int L, int bf16, double 
                 hook(r, l, s, RESDIAG_STREAM_OUT, y, bf16);
                 memcpy(x, y, sizeof x);
             }
+        if (final_sites == FN_LAYERNORM || final_sites == FN_IDENTITY)
+            RESDIAG_MODEL_FWD(r, RESDIAG_FINAL_NORM_IN, resdiag_f32(x, ROWS, D));
+        if (final_sites == FN_LAYERNORM) {
+            layernorm(y, x);
+            memcpy(x, y, sizeof x);
+        }
+        if (final_sites != FN_NONE)
+            RESDIAG_MODEL_FWD(r, RESDIAG_FINAL_NORM_OUT, resdiag_f32(x, ROWS, D));
         RESDIAG_MODEL_FWD(r, RESDIAG_LOGITS, resdiag_f32(x, ROWS, D));
         ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
     }
@@ -521,15 +536,87 @@ START_TEST(empty_run_and_bad_arguments_are_errors)
 }
 END_TEST
 
+/* The final norm comes from the data: what the head reads (FINAL_NORM_OUT)
+ * against what entered; never from which sites were observed. */
+START_TEST(final_norm_is_decided_from_the_data)
+{
+    static const struct {
+        enum kind kind;
+        enum final_sites sites;
+        int want;                 /* resdiag_analysis_final_norm */
+        resdiag_check_result check; /* with require_final_norm */
+        const char *text;
+    } cases[] = {
+        { PRE, FN_NONE, -1, RESDIAG_CHECK_CANNOT_TELL, "final norm: not observed - no final-norm" },
+        { PRE, FN_HEAD_INPUT, 0, RESDIAG_CHECK_FAILS, "final norm: absent - what the head reads" },
+        { PRE, FN_IDENTITY, 0, RESDIAG_CHECK_FAILS, "is its input unchanged (difference 0.0e+00)" },
+        { PRE, FN_LAYERNORM, 1, RESDIAG_CHECK_HOLDS, "final norm: present - final_norm_out differs" },
+        /* a LayerNorm of a stream that is a norm output already changes it
+         * only by its epsilon: still a norm */
+        { POST, FN_LAYERNORM, 1, RESDIAG_CHECK_HOLDS, "final norm: present" },
+        { POST, FN_HEAD_INPUT, 0, RESDIAG_CHECK_FAILS, "final norm: absent" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        final_sites = cases[i].sites;
+        write_run(path("fn.h5"), cases[i].kind, 3, 0, 0.5, 1, -1);
+        final_sites = FN_NONE;
+        resdiag_analysis *a = analyse(path("fn.h5"), RESDIAG_STEP_FIRST);
+        ck_assert_int_eq(resdiag_analysis_final_norm(a), cases[i].want);
+        resdiag_check_options c;
+        resdiag_check_options_init(&c);
+        c.expect = cases[i].kind == PRE ? RESDIAG_PLACEMENT_PRE : RESDIAG_PLACEMENT_POST;
+        c.require_final_norm = 1;
+        ck_assert_int_eq(resdiag_analysis_check(a, &c, NULL, 0), cases[i].check);
+        char *text = resdiag_analysis_to_text(a);
+        ck_assert_msg(strstr(text, cases[i].text), "case %zu: %s", i, text);
+        /* the warning only when the data show there is none */
+        int warned = strstr(text, "pre without a final norm") != NULL;
+        ck_assert_int_eq(warned, cases[i].kind == PRE && cases[i].want == 0);
+        resdiag_free(text);
+        char *json = resdiag_analysis_to_json(a);
+        ck_assert_ptr_nonnull(strstr(json, cases[i].want == 1   ? "\"final_norm\": \"present\""
+                                           : cases[i].want == 0 ? "\"final_norm\": \"absent\""
+                                                                : "\"final_norm\": \"not observed\""));
+        resdiag_free(json);
+        resdiag_analysis_free(a);
+    }
+}
+END_TEST
+
+/* A sublayer whose deciding relation cannot be computed (its branch_out
+ * never observed, while its norm_in = stream_in by itself fits pre-norm)
+ * is "cannot tell", and the report says which site is missing. */
+START_TEST(missing_site_is_cannot_tell)
+{
+    skip_branch_sub = 1;
+    write_run(path("miss.h5"), PRE, 3, 0, 0.5, 1, -1);
+    skip_branch_sub = -1;
+    resdiag_analysis *a = analyse(path("miss.h5"), RESDIAG_STEP_FIRST);
+    for (int l = 0; l < 3; l++) {
+        ck_assert_int_eq(resdiag_analysis_sublayer(a, l, 0, NULL), RESDIAG_VERDICT_PRE);
+        ck_assert_int_eq(resdiag_analysis_sublayer(a, l, 1, NULL), RESDIAG_VERDICT_CANNOT_TELL);
+    }
+    char *text = resdiag_analysis_to_text(a);
+    ck_assert_msg(strstr(text, "mlp    ?            branch_out not observed; cannot tell"), "%s",
+                  text);
+    ck_assert_msg(strstr(text, "branch_out not observed while the other sites are, in 3 of 6 "
+                               "sublayers (first: layer 0 mlp"), "%s", text);
+    resdiag_free(text);
+    resdiag_analysis_free(a);
+}
+END_TEST
+
 /* Check's extra requirements: final norm, stream growth. */
 START_TEST(check_final_norm_and_growth)
 {
+    final_sites = FN_HEAD_INPUT; /* no final norm, seen in the data */
     write_run(path("g.h5"), PRE, 4, 0, 0.5, 1, -1);
+    final_sites = FN_NONE;
     resdiag_analysis *a = analyse(path("g.h5"), RESDIAG_STEP_FIRST);
     resdiag_check_options c;
     resdiag_check_options_init(&c);
     c.expect = RESDIAG_PLACEMENT_PRE;
-    c.require_final_norm = 1; /* logits observed, no final-norm site: absent */
+    c.require_final_norm = 1;
     ck_assert_int_eq(resdiag_analysis_final_norm(a), 0);
     ck_assert_int_eq(resdiag_analysis_check(a, &c, NULL, 0), RESDIAG_CHECK_FAILS);
     c.require_final_norm = 0;
@@ -550,7 +637,9 @@ END_TEST
  * than the library knows, are refused. */
 START_TEST(check_options_of_an_older_caller_get_the_defaults)
 {
+    final_sites = FN_HEAD_INPUT; /* no final norm */
     write_run(path("old.h5"), PRE, 4, 0, 0.5, 1, -1);
+    final_sites = FN_NONE;
     resdiag_analysis *a = analyse(path("old.h5"), RESDIAG_STEP_FIRST);
     ck_assert_int_eq(resdiag_analysis_final_norm(a), 0);
     ck_assert(resdiag_analysis_growth(a) > 1);
@@ -773,6 +862,8 @@ int main(void)
     tcase_add_test(tc, first_nonfinite_value_is_located);
     tcase_add_test(tc, empty_run_and_bad_arguments_are_errors);
     tcase_add_test(tc, check_final_norm_and_growth);
+    tcase_add_test(tc, final_norm_is_decided_from_the_data);
+    tcase_add_test(tc, missing_site_is_cannot_tell);
     tcase_add_test(tc, check_options_of_an_older_caller_get_the_defaults);
     tcase_add_test(tc, warnings_name_the_contradiction_and_the_column);
     tcase_add_test(tc, check_expect_declared_is_the_gate_for_the_declaration);

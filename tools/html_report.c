@@ -22,9 +22,7 @@
 
 static const char *final_norm_text(int f)
 {
-    return f == 1 ? "present (final-norm sites observed)"
-           : f == 0 ? "absent (the logits are observed, no final-norm site is)"
-                    : "cannot tell (final-norm sites and logits not observed)";
+    return f == 1 ? "present" : f == 0 ? "absent" : "not observed";
 }
 
 /* A number for people: "–" where there is none (NaN, Inf). Static
@@ -211,7 +209,9 @@ static void verdict_card(svg_buf *b, const rd_analysis *a)
     if (a->verdict == RESDIAG_VERDICT_MIXED && a->mix_layers > 0)
         svg_printf(b, "<tr><th>layers</th><td>post-norm in 0..%d, pre-norm in %d..%d</td></tr>\n",
                    a->mix_layers - 1, a->mix_layers, a->n_layers - 1);
-    svg_printf(b, "<tr><th>final norm</th><td>%s</td></tr>\n", final_norm_text(a->final_norm));
+    svg_printf(b, "<tr><th>final norm</th><td>%s: ", final_norm_text(a->final_norm));
+    tx(b, a->final_norm_why);
+    svg_printf(b, "</td></tr>\n");
     svg_printf(b, "<tr><th>declared</th><td>");
     if (a->declared == RESDIAG_PLACEMENT_UNDECLARED) {
         svg_printf(b, "nothing");
@@ -324,7 +324,10 @@ static void figure(svg_buf *b, plot_what w, const rd_analysis *const *a, const c
                 double g0 = r->grad[p], g1 = r->grad[(size_t)(L - 1) * P + p];
                 svg_printf(b, "At step %lld. ", (long long)r->steps[r->grad_step]);
                 tx(b, r->param_names[p]);
-                svg_printf(b, " last/first layer %s. ", num(g0 > 0 ? g1 / g0 : NAN));
+                if (g0 > 0 && g1 > 0)
+                    svg_printf(b, " last/first layer %s. ", num(g1 / g0));
+                else
+                    svg_printf(b, ": parameter gradients were zero or not available. ");
             }
             svg_printf(b, "Xiong et al. 2020: pre-norm gradients flat or falling with depth like "
                           "1/‖x_k‖ (dotted); post-norm gradients larger near the output.");

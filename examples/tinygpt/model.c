@@ -465,6 +465,10 @@ double tg_forward(tg_model *m, const int *inputs, const int *targets)
         HOOK_FWD(h, TG_MODEL_LEVEL, 0, TG_FINAL_NORM_IN, xl, N, C);
         HOOK_FWD(h, TG_MODEL_LEVEL, 0, TG_FINAL_NORM_OUT, m->a.lnf, N, C);
         head_in = m->a.lnf;
+    } else {
+        /* What the head reads is the last stream itself: observed there,
+         * it shows from the data that there is no final norm. */
+        HOOK_FWD(h, TG_MODEL_LEVEL, 0, TG_FINAL_NORM_OUT, head_in, N, C);
     }
     matmul_forward(m->a.logits, head_in, m->w.head, NULL, N, C, V);
     HOOK_FWD(h, TG_MODEL_LEVEL, 0, TG_LOGITS, m->a.logits, N, V);

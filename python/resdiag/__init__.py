@@ -17,12 +17,12 @@ build/libresdiag.so next to this source tree, then the system loader.
 """
 from ._lib import FIELDS, ResdiagError, SITES, path as library_path
 from ._lib import lib as _clib
-from .blocks import Block, Sublayer, DECODER_LAYER, ENCODER_LAYER, GPT2_BLOCK
+from .blocks import Block, Sublayer, DECODER_LAYER, ENCODER_LAYER, GPT2_BLOCK, MINGPT_BLOCK
 from .reader import Analysis, Info, Run, open  # noqa: A004
 from .recorder import Recorder, attach
 
 library_version = _clib.resdiag_version_string().decode()
 
 __all__ = ["attach", "open", "Recorder", "Run", "Analysis", "Info", "Block", "Sublayer",
-           "ENCODER_LAYER", "DECODER_LAYER", "GPT2_BLOCK", "ResdiagError", "FIELDS", "SITES",
-           "library_path", "library_version"]
+           "ENCODER_LAYER", "DECODER_LAYER", "GPT2_BLOCK", "MINGPT_BLOCK", "ResdiagError",
+           "FIELDS", "SITES", "library_path", "library_version"]

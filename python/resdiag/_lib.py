@@ -34,6 +34,24 @@ PLACEMENTS = ("undeclared", "pre", "post", "sandwich", "deepnorm", "mixed", "par
 NORM_KINDS = ("undeclared", "layernorm", "rmsnorm")
 RUN_KINDS = ("training", "evaluation", "inference")  # = resdiag_run_kind
 EXPECT_DECLARED = 100  # = RESDIAG_EXPECT_DECLARED, CheckOptions.expect
+# Other spellings of PLACEMENTS, as `resdiag check --expect` and tinygpt
+# --placement take them.
+_PLACEMENT_ALIASES = {"pre-norm": "pre", "prenorm": "pre", "post-norm": "post",
+                      "postnorm": "post", "peri-ln": "sandwich", "mix": "mixed"}
+
+
+def placement(name):
+    """(index into PLACEMENTS, post-norm layers of a mixed placement or 0)
+    for a placement name: PLACEMENTS, the CLI's names ("pre-norm",
+    "post-norm", "peri-ln", ...) and "mixed:K" / "mix:K" (post-norm in
+    layers 0..K-1); any case. ValueError for anything else."""
+    text = str(name).strip().lower()
+    base, sep, k = text.partition(":")
+    base = _PLACEMENT_ALIASES.get(base, base)
+    if base in PLACEMENTS and (not sep or (base == "mixed" and k.isdigit() and int(k) > 0)):
+        return PLACEMENTS.index(base), int(k) if sep else 0
+    raise ValueError("resdiag: unknown placement %r; one of %s, %s, or mixed:K"
+                     % (name, ", ".join(PLACEMENTS[1:]), ", ".join(sorted(_PLACEMENT_ALIASES))))
 
 
 class ResdiagError(RuntimeError):

@@ -84,6 +84,16 @@ GPT2_BLOCK = Block(
             "mlp.w2": "mlp.c_proj.weight"})
 
 
+# minGPT's Block keeps its MLP in a ModuleDict (c_fc, act, c_proj, dropout)
+# that is never called: its forward calls a lambda over the members. The
+# modules that run are c_fc (reads the branch input) and dropout (what is
+# added).
+MINGPT_BLOCK = Block(
+    [Sublayer("attn", norm="ln_1", branch="attn"),
+     Sublayer("mlp", norm="ln_2", branch_in="mlp.c_fc", branch="mlp.dropout")],
+    params=GPT2_BLOCK.params)
+
+
 def preset_for(module):
     """The built-in Block for a module, or None."""
     if isinstance(module, nn.TransformerEncoderLayer):
@@ -91,6 +101,10 @@ def preset_for(module):
     if isinstance(module, nn.TransformerDecoderLayer):
         return DECODER_LAYER
     if all(isinstance(getattr(module, a, None), nn.Module) for a in ("ln_1", "attn", "ln_2", "mlp")):
+        mlp = module.mlp
+        if isinstance(mlp, (nn.ModuleDict, nn.ModuleList)) and \
+                all(isinstance(get(mlp, a), nn.Module) for a in ("c_fc", "dropout")):
+            return MINGPT_BLOCK
         return GPT2_BLOCK
     return None
 

@@ -108,7 +108,8 @@ class Analysis:
 
     @property
     def final_norm(self):
-        """True observed, False observed absent, None cannot tell."""
+        """True: the head reads a norm's output; False: the data show none (what
+        the head reads is the last stream itself); None: not observed."""
         v = lib.resdiag_analysis_final_norm(self._a)
         return None if v < 0 else bool(v)
 
@@ -146,7 +147,7 @@ class Analysis:
         """(result, why) as `resdiag check`: result 0 holds, 1 fails, 2 cannot tell."""
         o = _lib.CheckOptions()
         lib.resdiag_check_options_init(ctypes.byref(o))
-        o.expect = _lib.PLACEMENTS.index(expect)
+        o.expect = _lib.placement(expect)[0]
         o.require_final_norm = int(bool(require_final_norm))
         o.max_growth = max_growth
         why = ctypes.create_string_buffer(512)

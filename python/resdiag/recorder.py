@@ -22,6 +22,15 @@ S_STREAM_IN, S_NORM_IN, S_NORM_OUT, S_BRANCH_OUT, S_STREAM_OUT = 0, 1, 2, 3, 4
 S_EMBED_OUT, S_FINAL_NORM_IN, S_FINAL_NORM_OUT, S_LOGITS = 16, 17, 18, 19
 _log = logging.getLogger("resdiag")
 
+# Where models keep the norm between the last block and the head: nanoGPT
+# and minGPT (transformer.ln_f), Hugging Face Llama/Mistral (model.norm),
+# GPT-2 heads over a bare body (ln_f), Megatron and Phi (final_layernorm),
+# GPT-NeoX (final_layer_norm). What is found there is only hooked: an
+# Identity() is no norm, and the report decides that from the data.
+FINAL_NORM_PATHS = ("transformer.ln_f", "ln_f", "model.norm", "norm", "final_layernorm",
+                    "model.final_layernorm", "decoder.final_layernorm", "final_layer_norm",
+                    "gpt_neox.final_layer_norm")
+
 
 def _first_tensor(x):
     """A module's output or first argument: a tensor, or the first element
@@ -130,21 +139,41 @@ class Recorder:
             head = _blocks.get(model, head)
         if final_norm is None:
             # The norm of the nn.TransformerEncoder/Decoder holding the last
-            # block, or a GPT-2 model's ln_f.
+            # block, else the first of the common places.
             for mod in model.modules():
                 if isinstance(mod, (nn.TransformerEncoder, nn.TransformerDecoder)) and \
                         any(x is blocks[-1] for x in mod.layers):
                     final_norm = mod.norm
-            if final_norm is None and isinstance(getattr(model, "ln_f", None), nn.Module):
-                final_norm = model.ln_f
+            in_blocks = {id(m) for b in blocks for m in b.modules()}
+            for dotted in FINAL_NORM_PATHS:
+                if final_norm is not None:
+                    break
+                cand = _blocks.get(model, dotted)
+                if isinstance(cand, nn.Module) and id(cand) not in in_blocks:
+                    final_norm = cand
         if head is None:
             for attr in ("lm_head", "head"):
                 if isinstance(getattr(model, attr, None), nn.Linear):
                     head = getattr(model, attr)
                     break
         self._final_norm, self._head = final_norm, head
+        # Which modules were taken, as dotted paths ("" = the model itself).
+        self.final_norm_module = names.get(id(final_norm)) if final_norm is not None else None
+        self.head_module = names.get(id(head)) if head is not None else None
+        if final_norm is not None:
+            _log.info("resdiag: final norm: %s (%s)", self.final_norm_module or "the model",
+                      type(final_norm).__name__)
+        elif head is not None:
+            _log.info("resdiag: no final norm found; the head's input (%s) is recorded as "
+                      "final_norm_out, and the report tells from the data whether it is one",
+                      self.head_module)
+        else:
+            _log.info("resdiag: no final norm and no head found: the report says "
+                      "'not observed' (pass final_norm= and head=)")
         head_w = getattr(head, "weight", None) if head is not None else None
         self._model_params = [head_w] if isinstance(head_w, torch.Tensor) else []
+        recorded = {id(p) for ps in self._params for p in ps} | {id(p) for p in self._model_params}
+        self._param_paths = {id(p): n for n, p in model.named_parameters() if id(p) in recorded}
 
         d = d_model or _d_model(blocks[0], specs[0])
         if not d:
@@ -164,7 +193,8 @@ class Recorder:
         keep += [arr, enc]
         m.sublayer_names = arr
         m.block = 1 if self._parallel else 0
-        m.declared_placement = _lib.PLACEMENTS.index(placement) if placement else 0
+        if placement:
+            m.declared_placement, m.declared_mix_layers = _lib.placement(placement)
         m.norm_kind = (_lib.NORM_KINDS.index(norm_kind) if norm_kind is not None
                        else _norm_kind(norms))
         if pnames:
@@ -216,6 +246,12 @@ class Recorder:
         self._flipped = {}  # id(hooked module) -> the module whose training flag it set
         self._entered = [0] * self.n_layers   # sublayers whose stream_in was seen
         self._seen_sub = [False] * self.n_layers
+        # Mapped modules that have not run in a recorded step yet: {path:
+        # what it stands for}; checked when the first recorded step that ran
+        # any of them ends (see _check_ran).
+        self._unran = {}
+        self._ran_hooks = []
+        self.not_run = []
 
         self._hooks = []
         try:
@@ -224,12 +260,22 @@ class Recorder:
                 return ("%s %s" % (names.get(id(mod), type(mod).__name__) or "model", role)).encode()
             self._cs = {}
             reg = self._hooks.append
+
+            def mark(mod, what):
+                path = names.get(id(mod)) or "model"
+                if path not in self._unran:
+                    self._unran[path] = what
+                    self._ran_hooks.append(mod.register_forward_pre_hook(
+                        functools.partial(self._ran, path)))
             for l, (b, subs) in enumerate(self._layers):
                 self._cs[(l, "in")] = cs(b, "input")
                 self._cs[(l, "out")] = cs(b, "output")
                 reg(b.register_forward_pre_hook(functools.partial(self._block_in, l)))
                 reg(b.register_forward_hook(functools.partial(self._block_out, l)))
                 for s, mods in enumerate(subs):
+                    for role in ("norm", "branch", "branch_in"):
+                        if role in mods:
+                            mark(mods[role], "layer %d %s %s" % (l, sub_names[s], role))
                     if "norm" in mods:
                         self._cs[(l, s, "norm_in")] = cs(mods["norm"], "input")
                         self._cs[(l, s, "norm_out")] = cs(mods["norm"], "output")
@@ -242,13 +288,21 @@ class Recorder:
                     reg(mods["branch_in"].register_forward_pre_hook(
                         functools.partial(self._branch_in, l, s)))
             if final_norm is not None:
+                mark(final_norm, "final norm")
                 self._cs["fn_in"] = cs(final_norm, "input")
                 self._cs["fn_out"] = cs(final_norm, "output")
                 reg(final_norm.register_forward_pre_hook(self._final_in))
                 reg(final_norm.register_forward_hook(self._final_out))
             if head is not None:
+                mark(head, "head")
                 self._cs["head"] = cs(head, "output")
                 reg(head.register_forward_hook(self._head_out))
+                if final_norm is None:
+                    # What reaches the head stands in for the final norm's
+                    # output: equal to the last block's output, it shows
+                    # from the data that there is no final norm.
+                    self._cs["head_in"] = cs(head, "input")
+                    reg(head.register_forward_pre_hook(self._head_in))
             self._cs["param"] = b"param.grad"
             self._cs["manual"] = b"Recorder.observe"
             # torch 1.13 runs TransformerEncoderLayer (and TransformerEncoder)
@@ -270,7 +324,7 @@ class Recorder:
                         reg(mod.register_forward_hook(functools.partial(self._fast_on, mod)))
         except BaseException:
             # Leave the model as it was found.
-            for hk in self._hooks:
+            for hk in self._hooks + self._ran_hooks:
                 hk.remove()
             self._finalizer()
             raise
@@ -298,11 +352,16 @@ class Recorder:
         if not self._in_step:
             return
         if self._recording:
+            empty = []  # (parameter, "None" or "zero") of gradients that are not there
             for l, params in enumerate(self._params):
                 for name, p in zip(self.layer_param_names, params):
-                    self._param(l, name, p)
+                    self._param(l, name, p, empty)
             for p in self._model_params:
-                self._param(_lib.MODEL_LEVEL, "head.w", p)
+                self._param(_lib.MODEL_LEVEL, "head.w", p, empty)
+            if empty:
+                self._warn_empty_grads(empty)
+            if self._ran_hooks:
+                self._check_ran()
         for h in self._thooks:
             h.remove()
         self._thooks = []
@@ -364,9 +423,9 @@ class Recorder:
         when hooks failed during the run."""
         if self._in_step:
             self.end_step()
-        for h in self._hooks + self._thooks:
+        for h in self._hooks + self._thooks + self._ran_hooks:
             h.remove()
-        self._hooks, self._thooks = [], []
+        self._hooks, self._thooks, self._ran_hooks = [], [], []
         self._restore_all()
         self._layers, self._params, self._model_params = [], [], []
         self._final_norm = self._head = None
@@ -437,16 +496,53 @@ class Recorder:
             self._fail(e)
         return None
 
-    def _param(self, layer, name, p):
+    def _param(self, layer, name, p, empty):
         g = p.grad
         if g is None:
+            empty.append((p, "None"))
             return
         try:
+            if not bool(g.any()):
+                empty.append((p, "all zero"))
             view, owner = _tensor.as_2d(g)
             self._note(lib.resdiag_param_grad_at(self._rd, layer, name.encode(), view,
                                                  self._cs["param"], 0))
         except Exception as e:  # noqa: BLE001
             self._fail(e)
+
+    def _warn_empty_grads(self, empty):
+        p, how = empty[0]
+        msg = ("resdiag: step %d: the gradient of %s is %s when the step ends%s; "
+               "were the gradients zeroed inside rec.step() (opt.zero_grad() before the "
+               "step's end)? End the step after backward() and before zero_grad(); the "
+               "report shows these parameter gradients as zero or not available"
+               % (self._next_step - 1, self._param_paths.get(id(p), "a parameter"), how,
+                  " (and %d more)" % (len(empty) - 1) if len(empty) > 1 else ""))
+        self._warn_once("grads", msg)
+
+    def _ran(self, path, module, args):
+        if self._recording:
+            self._unran.pop(path, None)
+
+    def _check_ran(self):
+        """At the end of the first recorded step that ran any mapped module:
+        those that did not run never gave their sites (e.g. minGPT's
+        Block.mlp, a ModuleDict its forward never calls)."""
+        total = len(self._ran_hooks)
+        if len(self._unran) == total:
+            return  # nothing ran in this step: ask again at the next one
+        for h in self._ran_hooks:
+            h.remove()
+        self._ran_hooks = []
+        self.not_run = sorted(self._unran)
+        if self.not_run:
+            msg = ("resdiag: mapped modules that did not run in step %d, so their sites were "
+                   "not recorded and the report cannot tell those sublayers: %s. Map the "
+                   "modules that run (block=resdiag.Block(...), doc/PYTHON.md)"
+                   % (self._next_step - 1, "; ".join("%s (%s)" % (p, self._unran[p])
+                                                     for p in self.not_run)))
+            self._warn_once("not_run", msg)
+        self._unran = {}
 
     # Module hooks: (module, args) for pre-hooks, (module, args, output) after.
     def _block_in(self, l, module, args):
@@ -510,6 +606,11 @@ class Recorder:
         if self._recording:
             self._observe(_first_tensor(output), _lib.MODEL_LEVEL, 0, S_FINAL_NORM_OUT,
                           self._cs["fn_out"])
+
+    def _head_in(self, module, args):
+        if self._recording:
+            self._observe(_first_tensor(args), _lib.MODEL_LEVEL, 0, S_FINAL_NORM_OUT,
+                          self._cs["head_in"])
 
     def _head_out(self, module, args, output):
         if self._recording:
