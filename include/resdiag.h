@@ -413,9 +413,11 @@ RESDIAG_API resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir,
 
 /* Observes the gradient of a named parameter: a per-layer one (0 <= layer <
  * n_layers, name in layer_param_names) or, with layer = RESDIAG_MODEL_LEVEL,
- * a model-level one (name in model_param_names). Any shape. Threads as
- * resdiag_observe_at: the same parameter from two threads at once gives
- * RESDIAG_E_BUSY. */
+ * a model-level one (name in model_param_names). Any shape. Several calls
+ * for one parameter in a step merge as in resdiag_observe_at (the elements
+ * of both, not their sum: give the accumulated gradient once per step).
+ * Threads as resdiag_observe_at: the same parameter from two threads at
+ * once gives RESDIAG_E_BUSY. */
 #define RESDIAG_MODEL_LEVEL (-1)
 RESDIAG_API resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name,
                                                  resdiag_tensor t,

@@ -3,8 +3,9 @@
  * step of --grad-accum 2 or 4 calls every hook once per micro-batch, and
  * the merged statistics of its step 0 equal those of one batch of the same
  * sequences (--grad-accum 1) in every field of every dataset, to rounding,
- * with the number of calls recorded; the placement verdict is the same;
- * and the training is the same (the losses of the next steps agree).
+ * with the number of calls recorded; the placement verdict is the same
+ * (and right for pre, post and sandwich), for every placement and both
+ * norms; and the training is the same (the losses of the next steps agree).
  */
 #include <check.h>
 #include <fcntl.h>
@@ -76,14 +77,15 @@ static int losses(const char *path, double *out, int max)
 }
 
 /* One run: L = 3, d_model 32, 8 sequences of 16 tokens per step. */
-static void train(const char *placement, int accum, const char *file, const char *out)
+static void train(const char *placement, const char *norm, int accum, const char *file,
+                  const char *out)
 {
     char a[16];
     snprintf(a, sizeof a, "%d", accum);
     unlink(tmp(file));
-    ck_assert_int_eq(run(out, "--placement", placement, "--layers", "3", "--d-model", "32",
-                         "--heads", "2", "--seq", "16", "--batch", "8", "--vocab", "32",
-                         "--steps", "3", "--log-every", "1", "--threads", "1",
+    ck_assert_int_eq(run(out, "--placement", placement, "--norm", norm, "--layers", "3",
+                         "--d-model", "32", "--heads", "2", "--seq", "16", "--batch", "8",
+                         "--vocab", "32", "--steps", "3", "--log-every", "1", "--threads", "1",
                          "--grad-accum", a, "--out", tmp(file), (char *)NULL),
                      0);
 }
@@ -214,35 +216,37 @@ static void assert_same_step0(const char *pa, const char *pb, int accum)
     resdiag_reader_close(b);
 }
 
-static void one_placement(const char *placement, resdiag_verdict want)
+/* One batch, then 2 and 4 micro-batches, of one model; want: the verdict
+ * of the one-batch run, or -1 to require only that all three agree. */
+static void one_placement(const char *placement, const char *norm, int want)
 {
     char f1[64], o1[64];
-    snprintf(f1, sizeof f1, "%s-1.h5", placement);
-    snprintf(o1, sizeof o1, "%s-1.out", placement);
-    train(placement, 1, f1, o1);
+    snprintf(f1, sizeof f1, "%s-%s-1.h5", placement, norm);
+    snprintf(o1, sizeof o1, "%s-%s-1.out", placement, norm);
+    train(placement, norm, 1, f1, o1);
     double l1[8], lk[8];
     ck_assert_int_eq(losses(tmp(o1), l1, 8), 3);
-    {
+    if (want >= 0) {
         resdiag_reader *rd = open_reader(tmp(f1));
         resdiag_analysis *x = NULL;
         ck_assert_int_eq(resdiag_analyze(rd, NULL, &x), RESDIAG_OK);
-        ck_assert_msg(resdiag_analysis_verdict(x) == want, "%s: verdict %s", placement,
-                      resdiag_verdict_name(resdiag_analysis_verdict(x)));
+        ck_assert_msg(resdiag_analysis_verdict(x) == (resdiag_verdict)want, "%s %s: verdict %s",
+                      placement, norm, resdiag_verdict_name(resdiag_analysis_verdict(x)));
         resdiag_analysis_free(x);
         resdiag_reader_close(rd);
     }
     for (int accum = 2; accum <= 4; accum *= 2) {
         char fk[64], ok[64];
-        snprintf(fk, sizeof fk, "%s-%d.h5", placement, accum);
-        snprintf(ok, sizeof ok, "%s-%d.out", placement, accum);
-        train(placement, accum, fk, ok);
+        snprintf(fk, sizeof fk, "%s-%s-%d.h5", placement, norm, accum);
+        snprintf(ok, sizeof ok, "%s-%s-%d.out", placement, norm, accum);
+        train(placement, norm, accum, fk, ok);
         assert_same_step0(tmp(f1), tmp(fk), accum);
         /* the same training: the gradients of a step add up to the batch's */
         ck_assert_int_eq(losses(tmp(ok), lk, 8), 3);
         for (int s = 0; s < 3; s++)
-            ck_assert_msg(fabs(lk[s] - l1[s]) <= 2e-6, "%s: step %d loss %.6f with %d "
-                          "micro-batches, %.6f with one batch", placement, s, lk[s], accum,
-                          l1[s]);
+            ck_assert_msg(fabs(lk[s] - l1[s]) <= 2e-6, "%s %s: step %d loss %.6f with %d "
+                          "micro-batches, %.6f with one batch", placement, norm, s, lk[s],
+                          accum, l1[s]);
         unlink(tmp(fk));
         unlink(tmp(ok));
     }
@@ -252,9 +256,23 @@ static void one_placement(const char *placement, resdiag_verdict want)
 
 START_TEST(micro_batches_merge_into_the_batch)
 {
-    one_placement("pre", RESDIAG_VERDICT_PRE);
-    one_placement("post", RESDIAG_VERDICT_POST);
-    one_placement("sandwich", RESDIAG_VERDICT_SANDWICH);
+    one_placement("pre", "layernorm", RESDIAG_VERDICT_PRE);
+    one_placement("post", "layernorm", RESDIAG_VERDICT_POST);
+    one_placement("sandwich", "layernorm", RESDIAG_VERDICT_SANDWICH);
+}
+END_TEST
+
+/* Every other placement and RMSNorm: the accumulated runs hold the same
+ * data and get the same verdict as one batch, whatever that is. */
+START_TEST(every_placement_gets_the_one_batch_verdict)
+{
+    static const char *const placements[] = { "pre", "post", "sandwich", "deepnorm",
+                                              "mix:1", "parallel", "none" };
+    for (size_t i = 0; i < sizeof placements / sizeof *placements; i++) {
+        if (i >= 3)
+            one_placement(placements[i], "layernorm", -1);
+        one_placement(placements[i], "rmsnorm", -1);
+    }
 }
 END_TEST
 
@@ -282,6 +300,7 @@ int main(int argc, char **argv)
     TCase *tc = tcase_create("tinygpt-accum");
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, micro_batches_merge_into_the_batch);
+    tcase_add_test(tc, every_placement_gets_the_one_batch_verdict);
     tcase_add_test(tc, grad_accum_must_divide_the_batch);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
