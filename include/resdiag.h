@@ -388,7 +388,9 @@ RESDIAG_API resdiag_status resdiag_set_enabled(resdiag *r, int enabled);
  * *_calls). The calls of a site must have the same width (else
  * RESDIAG_E_SHAPE, the call is not recorded). The update ratio pairs the
  * k-th STREAM_IN call of a sublayer with its k-th BRANCH_OUT call, which
- * must have the same rows; its fields are over all the paired rows. The
+ * must have the same rows and come before the next call of either (as a
+ * forward pass makes them; else RATIO_TOK_MEAN is NaN for the step); its
+ * fields are over all the paired rows. The
  * relations between sites (stream_out = stream_in + branch_out, ...) hold
  * for the merged statistics when every site is called once per
  * micro-batch or token, with the same rows in the same order. The call
