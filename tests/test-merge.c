@@ -304,6 +304,60 @@ START_TEST(three_calls_hold_the_statistics_of_all_their_rows)
 }
 END_TEST
 
+/* Values near the ends of the double range merge like any others: calls
+ * of 2, 1 and 3 rows hold what one call with the 6 rows gives (FROB +Inf
+ * where the norms exceed the range, the moments of the norms then those of
+ * the RMS times sqrt(cols); scaled sums for the tiny ones, subnormal ones
+ * too). */
+START_TEST(extreme_values_merge_like_one_call)
+{
+    static const double scales[] = { 1e300, 1.7e308, 1e-300, 4e-320 };
+    for (size_t c = 0; c < sizeof scales / sizeof *scales; c++) {
+        double x[6 * D];
+        for (int i = 0; i < 6 * D; i++)
+            x[i] = scales[c] == 1.7e308 ? (i % 3 ? 1 : -1) * scales[c] * (1 - 0.01 * (i % 7))
+                                        : scales[c] * value(41 + (unsigned)c, i) / 4;
+        resdiag *r = open_run("extreme.h5", 0, 0);
+        ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
+        const int rows[3] = { 2, 1, 3 };
+        for (int k = 0, at = 0; k < 3; at += rows[k], k++)
+            ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_BRANCH_OUT,
+                                         resdiag_f64(x + at * D, rows[k], D)), RESDIAG_OK);
+        ck_assert_int_eq(RESDIAG_FWD(r, 1, 0, RESDIAG_BRANCH_OUT, resdiag_f64(x, 6, D)),
+                         RESDIAG_OK);
+        ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+        resdiag_destroy(r);
+        resdiag_reader *rd = read_run("extreme.h5");
+        double merged[RESDIAG_N_FIELDS], one[RESDIAG_N_FIELDS];
+        ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_BRANCH_OUT,
+                                             merged, NULL), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 1, 0, RESDIAG_BRANCH_OUT,
+                                             one, NULL), RESDIAG_OK);
+        char what[64];
+        snprintf(what, sizeof what, "values of %g", scales[c]);
+        for (int f = 0; f < RESDIAG_N_FIELDS; f++) {
+            if (f == RESDIAG_FIELD_CALL_SEQ)
+                continue;
+            double g = merged[f], w = one[f];
+            /* a subnormal result keeps only its absolute rounding (a few of
+             * the 2^-1074 steps, from the parts' own) */
+            ck_assert_msg(g == w || (isnan(g) && isnan(w)) ||
+                              fabs(g - w) <= 1e-12 * fmax(fabs(g), fabs(w)) + 0x1p-1068,
+                          "%s: field %s merged %.17g, one call %.17g", what,
+                          resdiag_field_name((resdiag_field)f), g, w);
+        }
+        if (scales[c] == 1.7e308)
+            ck_assert_msg(isinf(merged[RESDIAG_FIELD_FROB]) &&
+                              isfinite(merged[RESDIAG_FIELD_TOK_RMS_MEAN]),
+                          "frob %g, rms mean %g, norm max %g", merged[RESDIAG_FIELD_FROB],
+                          merged[RESDIAG_FIELD_TOK_RMS_MEAN], merged[RESDIAG_FIELD_TOK_NORM_MAX]);
+        resdiag_reader_close(rd);
+        remove_run("extreme.h5");
+    }
+}
+END_TEST
+
 /* one_call_per_site = 1: a second call for a site (or parameter) in a step
  * is a client bug, RESDIAG_E_STATE and logged; the step keeps the first
  * call's values and counts one call. */
@@ -555,6 +609,7 @@ int main(void)
     TCase *tc = tcase_create("merge");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, three_calls_hold_the_statistics_of_all_their_rows);
+    tcase_add_test(tc, extreme_values_merge_like_one_call);
     tcase_add_test(tc, one_call_per_site_refuses_a_second_call);
     tcase_add_test(tc, calls_of_another_width_are_refused);
     tcase_add_test(tc, update_ratio_pairs_the_kth_calls);
