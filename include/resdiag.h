@@ -332,6 +332,11 @@ typedef struct resdiag_options {
      * it (RESDIAG_E_EXISTS); 1 replaces it only if it is a resdiag run file
      * that no one is writing. Anything else is never replaced. 0 or 1. */
     int overwrite;          /* default 0 */
+    /* Several calls for one site (or parameter) in one step merge (see
+     * resdiag_observe_at). 1 makes a second call a client bug instead:
+     * RESDIAG_E_STATE, logged, and the step keeps the first call's values
+     * (for trainers that mean to call each hook once per step). 0 or 1. */
+    int one_call_per_site;  /* default 0 */
 } resdiag_options;
 
 /* Fills *options with the defaults above. options may not be NULL. */
@@ -396,8 +401,29 @@ RESDIAG_API resdiag_status resdiag_set_enabled(resdiag *r, int enabled);
  * site. For block sites 0 <= layer < n_layers and 0 <= sublayer <
  * n_sublayers; for model sites layer and sublayer are ignored. cols must be
  * d_model (or shard_cols) at block sites and at EMBED_OUT / FINAL_NORM_*;
- * any width at LOGITS. Observing the same site twice in a step keeps the
- * last call. file must be a string that lives as long as the run (as
+ * any width at LOGITS.
+ * Calls for the same site in one step merge: a decoder that computes one
+ * token per forward call, or a trainer that runs several micro-batches per
+ * optimizer step, calls each hook once per token or micro-batch, and the
+ * step records the statistics of all those rows as if they had come in one
+ * tensor (counts and sums add, extremes merge, means and standard
+ * deviations are those over all the tokens, the sketch is that of the
+ * rows one after the other), and the number of calls (doc/FORMAT.md,
+ * *_calls). The calls of a site must have the same width (else
+ * RESDIAG_E_SHAPE, the call is not recorded). The update ratio pairs the
+ * k-th STREAM_IN call of a sublayer with its k-th BRANCH_OUT call, which
+ * must have the same rows and come before the next call of either (as a
+ * forward pass makes them; else RATIO_TOK_MEAN is NaN for the step); its
+ * fields are over all the paired rows. The
+ * relations between sites (stream_out = stream_in + branch_out, ...) hold
+ * for the merged statistics when every site is called once per
+ * micro-batch or token, with the same rows in the same order. The call
+ * site and CALL_SEQ kept are those of the step's first call.
+ * options.one_call_per_site = 1 refuses a second call instead
+ * (RESDIAG_E_STATE). A parameter gradient is a tensor like any other:
+ * two calls merge as two tensors' elements, not as their sum, so call
+ * resdiag_param_grad_at once per step with the accumulated gradient.
+ * file must be a string that lives as long as the run (as
  * __FILE__ does); bytes of it that are not UTF-8, and control characters,
  * are recorded as '?' (a hook never fails over its call site). Returns OK without work for a NULL handle, a disabled run,
  * a step that is not recorded, or outside a step: a hook between
@@ -417,9 +443,11 @@ RESDIAG_API resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir,
 
 /* Observes the gradient of a named parameter: a per-layer one (0 <= layer <
  * n_layers, name in layer_param_names) or, with layer = RESDIAG_MODEL_LEVEL,
- * a model-level one (name in model_param_names). Any shape. Threads as
- * resdiag_observe_at: the same parameter from two threads at once gives
- * RESDIAG_E_BUSY. */
+ * a model-level one (name in model_param_names). Any shape. Several calls
+ * for one parameter in a step merge as in resdiag_observe_at (the elements
+ * of both, not their sum: give the accumulated gradient once per step).
+ * Threads as resdiag_observe_at: the same parameter from two threads at
+ * once gives RESDIAG_E_BUSY. */
 #define RESDIAG_MODEL_LEVEL (-1)
 RESDIAG_API resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name,
                                                  resdiag_tensor t,

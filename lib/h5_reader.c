@@ -1043,6 +1043,14 @@ static resdiag_status open_datasets(resdiag_reader *rd)
         hsize_t dims[RD_MAX_RANK];
         for (int k = 0; k < t->rank; k++)
             dims[k] = (hsize_t)t->dims[k];
+        if (t->kind == RD_KIND_CALLS) {
+            /* the call counts are optional: older writers did not count */
+            int ex = path_exists(rd->file, t->name);
+            if (ex < 0)
+                return h5fail(rd->path, t->name);
+            if (ex == 0)
+                continue;
+        }
         if ((st = open_checked(rd, t->name, H5T_FLOAT, 1, t->rank, dims, &rd->table_ds[i]))
             != RESDIAG_OK)
             return st;
@@ -1552,7 +1560,9 @@ static resdiag_status table_present(const resdiag_reader *rd, int table, const c
     if (rd->table_ds[table] < 0)
         return rfail(RESDIAG_E_NOT_FOUND, "%s: run file %s has no %s (%s)", fn, rd->path,
                      rd->lay.tables[table].name,
-                     rd->lay.tables[table].kind == RD_KIND_SKETCH ? "sketch size 0"
+                     rd->lay.tables[table].kind == RD_KIND_SKETCH  ? "sketch size 0"
+                     : rd->lay.tables[table].kind == RD_KIND_CALLS ? "written by a resdiag "
+                                                                     "that did not count calls"
                                                                    : "no such parameters");
     return RESDIAG_OK;
 }

@@ -1094,7 +1094,8 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
         if (w->callsite_ds[i] < 0
             || !describe(w->callsite_ds[i],
                          "\"file:line\" of the trainer code that called the hook at each slot of "
-                         "the table (\"\": never observed; the latest call wins)",
+                         "the table (\"\": never observed; the first call of the latest step "
+                         "that observed the slot)",
                          "text", strchr(axes, ',') ? strchr(axes, ',') + 1 : "", hdr, &e))
             goto cleanup;
     }

@@ -105,6 +105,31 @@ void rd_layout_init(rd_layout *lay, int n_layers, int n_sublayers, int n_layer_p
               "linear sketch of dLoss/d(activation) at model-level sites",
               "same units as the gradient", RD_KIND_SKETCH, 2, (int64_t[]){ M, K });
 
+    static const char *const calls_names[] = {
+        "forward/site_calls", "backward/site_calls", "forward/model_calls",
+        "backward/model_calls", "backward/param_calls", "backward/model_param_calls"
+    };
+    for (int i = RD_T_FWD_SITE; i <= RD_T_MODEL_PARAM; i++) {
+        /* the stats table's axes and dims without the last (field) */
+        static const char *const calls_axes[] = {
+            "step,layer,sublayer,site", "step,layer,sublayer,site", "step,model_site",
+            "step,model_site", "step,layer,param", "step,model_param"
+        };
+        static const char *const calls_desc[] = {
+            "hook calls merged into each row of forward/site_stats in the step (NaN: not observed)",
+            "hook calls merged into each row of backward/site_stats in the step (NaN: not observed)",
+            "hook calls merged into each row of forward/model_stats in the step (NaN: not observed)",
+            "hook calls merged into each row of backward/model_stats in the step (NaN: not "
+            "observed)",
+            "hook calls merged into each row of backward/param_stats in the step (NaN: not "
+            "observed)",
+            "hook calls merged into each row of backward/model_param_stats in the step (NaN: not "
+            "observed)"
+        };
+        set_table(&t[RD_T_FWD_SITE_CALLS + i], calls_names[i], NULL, calls_axes[i],
+                  calls_desc[i], "count", RD_KIND_CALLS, t[i].rank - 1, t[i].dims);
+    }
+
     size_t off = 0, slots = 0;
     for (int i = 0; i < RD_N_TABLES; i++) {
         t[i].offset = off;

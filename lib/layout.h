@@ -28,13 +28,23 @@ enum rd_table_id {
     RD_T_BWD_SITE_SKETCH,    /* backward/site_sketch  (L, S, B, K) */
     RD_T_FWD_MODEL_SKETCH,   /* forward/model_sketch  (M, K) */
     RD_T_BWD_MODEL_SKETCH,   /* backward/model_sketch (M, K) */
+    /* Hook calls merged into each slot of the STATS tables, in their order
+     * (RD_T_FWD_SITE_CALLS + i counts the calls of STATS table i). Files
+     * of resdiag before 0.2 lack them. */
+    RD_T_FWD_SITE_CALLS,     /* forward/site_calls    (L, S, B) */
+    RD_T_BWD_SITE_CALLS,     /* backward/site_calls   (L, S, B) */
+    RD_T_FWD_MODEL_CALLS,    /* forward/model_calls   (M) */
+    RD_T_BWD_MODEL_CALLS,    /* backward/model_calls  (M) */
+    RD_T_LAYER_PARAM_CALLS,  /* backward/param_calls  (L, P) */
+    RD_T_MODEL_PARAM_CALLS,  /* backward/model_param_calls (Q) */
     RD_N_TABLES
 };
 
 enum rd_table_kind {
     RD_KIND_STATS = 0,   /* last axis = fields; has a callsite dataset */
     RD_KIND_SKETCH = 1,  /* last axis = sketch */
-    RD_KIND_UPDATE = 2   /* last axis = update fields */
+    RD_KIND_UPDATE = 2,  /* last axis = update fields */
+    RD_KIND_CALLS = 3    /* one count per slot of a STATS table; optional in a file */
 };
 
 #define RD_MAX_RANK 4        /* axes after the step axis */
@@ -98,6 +108,13 @@ static inline size_t rd_layout_offset(const rd_layout *lay, int table, size_t sl
 {
     const rd_table *t = &lay->tables[table];
     return t->offset + slot * (size_t)t->dims[t->rank - 1];
+}
+
+/* Offset in the record of the call count of slot `slot` of STATS table
+ * `table` (RD_T_FWD_SITE..RD_T_MODEL_PARAM). */
+static inline size_t rd_layout_calls_offset(const rd_layout *lay, int table, size_t slot)
+{
+    return lay->tables[RD_T_FWD_SITE_CALLS + (table - RD_T_FWD_SITE)].offset + slot;
 }
 
 /* Fills out (lay->summary_len) with the summary of one step record: see

@@ -33,15 +33,22 @@
 #define MIN_TAU_LEN 4096
 
 /* Per (layer, sublayer): what the update ratio needs from the two tensors
- * of the add, whichever hook comes first. Only that layer's hooks touch it,
- * one at a time: busy is held by the STREAM_IN or BRANCH_OUT call that is
- * using it (see claim()). */
+ * of the add, whichever hook comes first. A step may call each of them
+ * several times (micro-batches, one token per call): the k-th STREAM_IN
+ * call pairs with the k-th BRANCH_OUT call, and the per-token ratios of
+ * every pair are summed. Only that layer's hooks touch it, one at a time:
+ * busy is held by the STREAM_IN or BRANCH_OUT call that is using it (see
+ * claim()). */
 typedef struct add_state {
-    double *in_norms;  /* (cap) per-token norms of STREAM_IN */
-    double *br_norms;  /* (cap) per-token norms of BRANCH_OUT */
+    double *in_norms;  /* (cap) per-token norms of the latest STREAM_IN call */
+    double *br_norms;  /* (cap) per-token norms of the latest BRANCH_OUT call */
     int64_t cap;
-    int64_t in_rows, br_rows;
-    uint64_t in_mark, br_mark; /* step serial when each was observed */
+    int64_t in_rows, br_rows;   /* rows of those calls; -1: their norms were not kept */
+    uint64_t mark;              /* step serial that the counts below belong to */
+    int64_t in_calls, br_calls; /* calls of each in that step */
+    double tok_sum;             /* sum of ||dx_i|| / ||x_i|| over the paired rows */
+    int64_t tok_n;              /* rows in tok_sum */
+    int tok_unpaired;           /* a call found no partner of the same rows: no per-token mean */
     atomic_uchar busy;
 } add_state;
 
@@ -349,6 +356,10 @@ static resdiag_status check_options(const open_ctx *c, const resdiag_options *o)
         return open_fail(c, RESDIAG_E_INVALID,
                          "client bug: resdiag_open: overwrite is %d, must be 0 or 1",
                          o->overwrite);
+    if (o->one_call_per_site != 0 && o->one_call_per_site != 1)
+        return open_fail(c, RESDIAG_E_INVALID,
+                         "client bug: resdiag_open: one_call_per_site is %d, must be 0 or 1",
+                         o->one_call_per_site);
     return RESDIAG_OK;
 }
 
@@ -841,9 +852,44 @@ static int add_reserve(add_state *a, int64_t rows)
     return 0;
 }
 
-/* Both tensors of the add are seen: r = ||dx||/||x|| in two forms. */
-static void add_update_ratio(resdiag *r, int layer, int sublayer, const add_state *a)
+/* One more call for the add of (layer, sublayer): notes its per-token
+ * norms, and when it completes a pair (as many STREAM_IN as BRANCH_OUT
+ * calls in the step) updates the step's ratios over every pair so far:
+ * ||dx||_F / ||x||_F from the merged fields, the mean per-token ratio from
+ * the paired rows. */
+static void add_observed(resdiag *r, int layer, int sublayer, add_state *a, int is_in,
+                         int64_t rows)
 {
+    if (a->mark != r->serial) {
+        a->mark = r->serial;
+        a->in_calls = a->br_calls = 0;
+        a->tok_sum = 0;
+        a->tok_n = 0;
+        a->tok_unpaired = 0;
+    }
+    /* a second call of one side before the other side's: the first one's
+     * norms are gone, so its rows cannot be paired */
+    if (is_in ? a->in_calls > a->br_calls : a->br_calls > a->in_calls)
+        a->tok_unpaired = 1;
+    if (is_in) {
+        a->in_rows = rows;
+        a->in_calls++;
+    } else {
+        a->br_rows = rows;
+        a->br_calls++;
+    }
+    if (a->in_calls != a->br_calls)
+        return;
+    if (a->in_rows == a->br_rows && a->in_rows >= 0) {
+        for (int64_t i = 0; i < a->in_rows; i++)
+            if (a->in_norms[i] > 0) {
+                a->tok_sum += a->br_norms[i] / a->in_norms[i];
+                a->tok_n++;
+            }
+    } else {
+        a->tok_unpaired = 1;
+    }
+
     const rd_layout *lay = &r->lay;
     size_t slot_in, slot_br;
     int table;
@@ -857,18 +903,70 @@ static void add_update_ratio(resdiag *r, int layer, int sublayer, const add_stat
                                           (size_t)layer * (size_t)r->model.n_sublayers +
                                               (size_t)sublayer);
     u[RESDIAG_UPDATE_RATIO_FROB] = x_frob > 0 ? dx_frob / x_frob : NAN;
-    u[RESDIAG_UPDATE_RATIO_TOK_MEAN] = NAN;
-    if (a->in_rows == a->br_rows && a->in_rows > 0) {
-        double sum = 0;
-        int64_t n = 0;
-        for (int64_t i = 0; i < a->in_rows; i++)
-            if (a->in_norms[i] > 0) {
-                sum += a->br_norms[i] / a->in_norms[i];
-                n++;
-            }
-        if (n > 0)
-            u[RESDIAG_UPDATE_RATIO_TOK_MEAN] = sum / (double)n;
+    u[RESDIAG_UPDATE_RATIO_TOK_MEAN] =
+        !a->tok_unpaired && a->tok_n > 0 ? a->tok_sum / (double)a->tok_n : NAN;
+}
+
+/* "forward stream_in of layer 3 sublayer 1" */
+static void site_label(char *out, size_t len, resdiag_direction dir, int layer, int sublayer,
+                       resdiag_site site)
+{
+    if (rd_model_site_index(site) >= 0)
+        snprintf(out, len, "%s %s", dir ? "backward" : "forward", resdiag_site_name(site));
+    else
+        snprintf(out, len, "%s %s of layer %d sublayer %d", dir ? "backward" : "forward",
+                 resdiag_site_name(site), layer, sublayer);
+}
+
+/* Whether a call may go into a slot that already holds calls of this step
+ * (*calls is not NaN): not with one_call_per_site, and only with the same
+ * width. Returns OK, or the client bug. The slot keeps what it has. */
+static resdiag_status check_repeat(resdiag *r, const char *fn, const char *what,
+                                   const double *fields, double calls, const resdiag_tensor *t,
+                                   const char *file, int line)
+{
+    if (isnan(calls))
+        return RESDIAG_OK;
+    if (r->opt.one_call_per_site)
+        return client_bug(r, RESDIAG_E_STATE,
+                          "%s: %s observed again in step %lld (call %.0f; one_call_per_site is "
+                          "set): this call is not recorded, the step keeps the first call's "
+                          "values (%s:%d)", fn, what, (long long)r->step, calls + 1,
+                          file ? file : "?", line);
+    if (fields[RESDIAG_FIELD_COLS] != (double)t->cols)
+        return client_bug(r, RESDIAG_E_SHAPE,
+                          "%s: %s has %lld columns, its earlier calls in step %lld had %.0f; "
+                          "calls of one step merge only tensors of one width: this call is "
+                          "not recorded (%s:%d)", fn, what, (long long)t->cols,
+                          (long long)r->step, fields[RESDIAG_FIELD_COLS], file ? file : "?",
+                          line);
+    return RESDIAG_OK;
+}
+
+/* The statistics of t into a slot (fields, sketch, *calls): the first call
+ * of the step computes them in place; a later one computes its own, with
+ * the sketch's rows numbered after the rows seen, and merges them in, so
+ * the slot holds the statistics of all the rows of the step's calls. The
+ * call site and CALL_SEQ are those of the first call. */
+static void observe_slot(resdiag *r, double *fields, double *sketch, double *calls,
+                         double *row_norms, const resdiag_tensor *t, const rd_sketch_params *sp,
+                         size_t cs, const char *file, int line)
+{
+    int seq = atomic_fetch_add(&r->seq, 1);
+    if (isnan(*calls)) {
+        rd_stats_compute_split(r->opt.hook_threads, fields, sketch, row_norms, t, sp);
+        fields[RESDIAG_FIELD_CALL_SEQ] = (double)seq;
+        *calls = 1;
+        note_callsite(r, cs, file, line);
+        return;
     }
+    double more[RESDIAG_N_FIELDS], more_sketch[RESDIAG_MAX_SKETCH];
+    rd_sketch_params later = *sp;
+    later.row0 = (int64_t)fields[RESDIAG_FIELD_ROWS];
+    rd_stats_compute_split(r->opt.hook_threads, more, sketch ? more_sketch : NULL, row_norms,
+                           t, &later);
+    rd_stats_merge(fields, sketch, more, more_sketch, sketch ? sp->k : 0);
+    *calls += 1;
 }
 
 resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, int sublayer,
@@ -915,6 +1013,7 @@ resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, 
     rd_layout_site_slot(lay, dir, layer, sublayer, site, 1, &sk_table, &sk_slot);
     double *fields = r->cur + rd_layout_offset(lay, table, slot);
     double *sketch = r->sp.k ? r->cur + rd_layout_offset(lay, sk_table, sk_slot) : NULL;
+    double *calls = r->cur + rd_layout_calls_offset(lay, table, slot);
     const size_t cs = lay->tables[table].slot_offset + slot;
 
     /* The add's two tensors keep their per-token norms for the update ratio;
@@ -928,15 +1027,20 @@ resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, 
         release(&r->slot_busy[cs]);
         claimed = 0;
     }
+    char what[96];
     if (!claimed) {
-        char what[96];
-        if (msite >= 0)
-            snprintf(what, sizeof what, "%s %s", dir ? "backward" : "forward",
-                     resdiag_site_name(site));
-        else
-            snprintf(what, sizeof what, "%s %s of layer %d sublayer %d",
-                     dir ? "backward" : "forward", resdiag_site_name(site), layer, sublayer);
+        site_label(what, sizeof what, dir, layer, sublayer, site);
         return busy_bug(r, fn, what, a != NULL, file, line);
+    }
+    if (!isnan(*calls)) {
+        site_label(what, sizeof what, dir, layer, sublayer, site);
+        st = check_repeat(r, fn, what, fields, *calls, &t, file, line);
+        if (st) {
+            if (a)
+                release(&a->busy);
+            release(&r->slot_busy[cs]);
+            return st;
+        }
     }
     double *row_norms = NULL;
     int have_norms = 0; /* rows == 0 needs no buffer */
@@ -944,20 +1048,11 @@ resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, 
         have_norms = 1;
         row_norms = site == RESDIAG_STREAM_IN ? a->in_norms : a->br_norms;
     }
-    rd_stats_compute_split(r->opt.hook_threads, fields, sketch, row_norms, &t, &r->sp);
-    fields[RESDIAG_FIELD_CALL_SEQ] = (double)atomic_fetch_add(&r->seq, 1);
-    note_callsite(r, cs, file, line);
+    observe_slot(r, fields, sketch, calls, row_norms, &t, &r->sp, cs, file, line);
 
     if (a) {
-        if (site == RESDIAG_STREAM_IN) {
-            a->in_rows = have_norms ? t.rows : -1;
-            a->in_mark = r->serial;
-        } else {
-            a->br_rows = have_norms ? t.rows : -1;
-            a->br_mark = r->serial;
-        }
-        if (a->in_mark == r->serial && a->br_mark == r->serial)
-            add_update_ratio(r, layer, sublayer, a);
+        add_observed(r, layer, sublayer, a, site == RESDIAG_STREAM_IN,
+                     have_norms ? t.rows : -1);
         release(&a->busy);
     }
     release(&r->slot_busy[cs]);
@@ -1003,19 +1098,21 @@ resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name, re
     int table = model_level ? RD_T_MODEL_PARAM : RD_T_LAYER_PARAM;
     size_t slot = model_level ? (size_t)p : (size_t)layer * (size_t)n + (size_t)p;
     double *fields = r->cur + rd_layout_offset(&r->lay, table, slot);
+    double *calls = r->cur + rd_layout_calls_offset(&r->lay, table, slot);
     const size_t cs = r->lay.tables[table].slot_offset + slot;
-    if (!claim(&r->slot_busy[cs])) {
-        char what[RESDIAG_MAX_NAME + 64];
-        if (model_level)
-            snprintf(what, sizeof what, "the gradient of model parameter '%s'", name);
-        else
-            snprintf(what, sizeof what, "the gradient of '%s' in layer %d", name, layer);
+    char what[RESDIAG_MAX_NAME + 64];
+    if (model_level)
+        snprintf(what, sizeof what, "the gradient of model parameter '%s'", name);
+    else
+        snprintf(what, sizeof what, "the gradient of '%s' in layer %d", name, layer);
+    if (!claim(&r->slot_busy[cs]))
         return busy_bug(r, fn, what, 0, file, line);
+    if ((st = check_repeat(r, fn, what, fields, *calls, &t, file, line))) {
+        release(&r->slot_busy[cs]);
+        return st;
     }
-    rd_sketch_params none = { 0, NULL, 0, 0 };
-    rd_stats_compute_split(r->opt.hook_threads, fields, NULL, NULL, &t, &none);
-    fields[RESDIAG_FIELD_CALL_SEQ] = (double)atomic_fetch_add(&r->seq, 1);
-    note_callsite(r, cs, file, line);
+    rd_sketch_params none = { 0, NULL, 0, 0, 0 };
+    observe_slot(r, fields, NULL, calls, NULL, &t, &none, cs, file, line);
     release(&r->slot_busy[cs]);
     return RESDIAG_OK;
 }

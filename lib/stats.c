@@ -838,7 +838,7 @@ static void compute_rows(partial *p, rd_fast_row_fn fast_row, rd_fast_rows_fn fa
                 k0 = k;
                 nr = nb - k < RD_ROWS_MAX ? nb - k : RD_ROWS_MAX;
                 for (int q = 0; q < nr; q++)
-                    sg[q] = K ? rd_row_sign(sp->seed, i + q) : 0.0;
+                    sg[q] = K ? rd_row_sign(sp->seed, sp->row0 + i + q) : 0.0;
                 if (!fast_rows(&ro, K ? p->sketch : NULL, sg, row, row_bytes, nr, t->dtype,
                                cols, sp, p->amax)) {
                     fast_rows = NULL; /* it depends on the shape only: not for this tensor */
@@ -858,7 +858,7 @@ static void compute_rows(partial *p, rd_fast_row_fn fast_row, rd_fast_rows_fn fa
                 sigma = sg[q];
                 got = 2;
             } else {
-                sigma = q < nr ? sg[q] : K ? rd_row_sign(sp->seed, i) : 0.0;
+                sigma = q < nr ? sg[q] : K ? rd_row_sign(sp->seed, sp->row0 + i) : 0.0;
                 got = fast_row(&rs, rb, row, t->dtype, cols, sp, p->amax,
                                K ? p->sketch : NULL, sigma);
                 if (!got)
@@ -963,38 +963,11 @@ static void *half_main(void *arg)
     return NULL;
 }
 
-/* Below this many bytes a second thread costs more than it saves. */
-#define SPLIT_MIN_BYTES (1u << 20)
-
-static void compute(rd_stats_path path, int threads, double *fields, double *sketch,
-                    double *row_norms, const resdiag_tensor *t, const rd_sketch_params *sp)
+/* The fields (and sketch) of the partial p of a whole tensor. */
+static void partial_fields(const partial *p_, int64_t rows, int64_t cols, size_t K,
+                           double *fields, double *sketch)
 {
-    const rd_fast_row_fn fast_row = path_kernel[path];
-    const rd_fast_rows_fn fast_rows = path_rows_kernel[path];
-    const int64_t rows = t->rows, cols = t->cols;
-    const size_t K = sp != NULL && sp->k > 0 ? (size_t)sp->k : 0;
-    partial p;
-
-    /* The split is fixed (rows [0, h) and [h, rows)) and merged in that
-     * order whichever thread finishes first, so results do not depend on
-     * timing; if the thread cannot start, this thread does both halves. */
-    int64_t h = rows / 2;
-    if (threads >= 2 && h > 0 &&
-        (double)rows * (double)cols * (double)dtype_size(t->dtype) >= SPLIT_MIN_BYTES) {
-        half_job hi = { .fast_row = fast_row, .fast_rows = fast_rows, .row_norms = row_norms, .t = t, .sp = sp,
-                        .r0 = h, .r1 = rows };
-        pthread_t th;
-        int started = pthread_create(&th, NULL, half_main, &hi) == 0;
-        compute_rows(&p, fast_row, fast_rows, row_norms, t, sp, 0, h);
-        if (started)
-            pthread_join(th, NULL);
-        else
-            half_main(&hi);
-        partial_merge(&p, &hi.p, K);
-    } else {
-        compute_rows(&p, fast_row, fast_rows, row_norms, t, sp, 0, rows);
-    }
-
+    const partial p = *p_;
     for (size_t m = 0; m < K; m++)
         sketch[m] = p.sketch[m];
     fields[RESDIAG_FIELD_ROWS] = (double)rows;
@@ -1027,3 +1000,108 @@ static void compute(rd_stats_path path, int threads, double *fields, double *ske
     fields[RESDIAG_FIELD_TOK_STD_MEAN] = any ? p.sdev.mean : NAN;
     fields[RESDIAG_FIELD_TOK_STD_STD] = any ? ssq_rms(&p.sdev.m2, r) : NAN;
 }
+
+/* The partial that the fields (and sketch) of a whole tensor stand for,
+ * within rounding: the moments' sums of squared deviations are n * std^2,
+ * kept as an ssq of scale std so that nothing overflows. */
+static ssq ssq_of(double scale, double sumsq)
+{
+    ssq a = { 0.0, 0.0, 0.0 };
+    if (scale > 0.0 && sumsq > 0.0) {
+        a.scale = scale;
+        a.sumsq = sumsq;
+        a.inv = scale > 0x1p-1000 && scale < 0x1p1000 ? 1.0 / scale : 0.0;
+    }
+    return a;
+}
+
+static void moments_of(moments *m, const double *fields, int mean_field, int std_field,
+                       double n)
+{
+    m->mean = fields[mean_field];
+    m->m2 = ssq_of(fields[std_field], n);
+}
+
+static void fields_partial(partial *p, const double *fields, const double *sketch, size_t K)
+{
+    memset(p, 0, sizeof *p);
+    const double n = fields[RESDIAG_FIELD_ROWS];
+    p->n = n;
+    p->frob = ssq_of(fields[RESDIAG_FIELD_FROB], 1.0);
+    p->norm_min = n > 0 ? fields[RESDIAG_FIELD_TOK_NORM_MIN] : INFINITY;
+    p->norm_max = n > 0 ? fields[RESDIAG_FIELD_TOK_NORM_MAX] : -INFINITY;
+    if (n > 0) {
+        moments_of(&p->norm, fields, RESDIAG_FIELD_TOK_NORM_MEAN, RESDIAG_FIELD_TOK_NORM_STD, n);
+        moments_of(&p->mean, fields, RESDIAG_FIELD_TOK_MEAN_MEAN, RESDIAG_FIELD_TOK_MEAN_STD, n);
+        moments_of(&p->rms, fields, RESDIAG_FIELD_TOK_RMS_MEAN, RESDIAG_FIELD_TOK_RMS_STD, n);
+        moments_of(&p->sdev, fields, RESDIAG_FIELD_TOK_STD_MEAN, RESDIAG_FIELD_TOK_STD_STD, n);
+    }
+    /* ABSMAX_COL NaN: no finite element */
+    p->amax = isnan(fields[RESDIAG_FIELD_ABSMAX_COL]) ? -1.0 : fields[RESDIAG_FIELD_ABSMAX];
+    p->amax_col = fields[RESDIAG_FIELD_ABSMAX_COL];
+    p->nan = (int64_t)fields[RESDIAG_FIELD_NAN_COUNT];
+    p->inf = (int64_t)fields[RESDIAG_FIELD_INF_COUNT];
+    for (size_t m = 0; m < K; m++)
+        p->sketch[m] = sketch[m];
+}
+
+void rd_stats_merge(double *fields, double *sketch, const double *more,
+                    const double *more_sketch, int k)
+{
+    const size_t K = k > 0 ? (size_t)k : 0;
+    partial a, b;
+    fields_partial(&a, fields, sketch, K);
+    fields_partial(&b, more, more_sketch, K);
+    /* counts and sketches add for empty parts too (partial_merge skips them) */
+    int64_t nan = a.nan + b.nan, inf = a.inf + b.inf;
+    double amax = a.amax, amax_col = a.amax_col;
+    if (b.amax > amax) {
+        amax = b.amax;
+        amax_col = b.amax_col;
+    }
+    partial_merge(&a, &b, K);
+    a.nan = nan;
+    a.inf = inf;
+    a.amax = amax;
+    a.amax_col = amax_col;
+    const int64_t rows = (int64_t)fields[RESDIAG_FIELD_ROWS] + (int64_t)more[RESDIAG_FIELD_ROWS];
+    double seq = fields[RESDIAG_FIELD_CALL_SEQ];
+    partial_fields(&a, rows, (int64_t)fields[RESDIAG_FIELD_COLS], K, fields, sketch);
+    fields[RESDIAG_FIELD_CALL_SEQ] = seq;
+}
+
+/* Below this many bytes a second thread costs more than it saves. */
+#define SPLIT_MIN_BYTES (1u << 20)
+
+static void compute(rd_stats_path path, int threads, double *fields, double *sketch,
+                    double *row_norms, const resdiag_tensor *t, const rd_sketch_params *sp)
+{
+    const rd_fast_row_fn fast_row = path_kernel[path];
+    const rd_fast_rows_fn fast_rows = path_rows_kernel[path];
+    const int64_t rows = t->rows, cols = t->cols;
+    const size_t K = sp != NULL && sp->k > 0 ? (size_t)sp->k : 0;
+    partial p;
+
+    /* The split is fixed (rows [0, h) and [h, rows)) and merged in that
+     * order whichever thread finishes first, so results do not depend on
+     * timing; if the thread cannot start, this thread does both halves. */
+    int64_t h = rows / 2;
+    if (threads >= 2 && h > 0 &&
+        (double)rows * (double)cols * (double)dtype_size(t->dtype) >= SPLIT_MIN_BYTES) {
+        half_job hi = { .fast_row = fast_row, .fast_rows = fast_rows, .row_norms = row_norms, .t = t, .sp = sp,
+                        .r0 = h, .r1 = rows };
+        pthread_t th;
+        int started = pthread_create(&th, NULL, half_main, &hi) == 0;
+        compute_rows(&p, fast_row, fast_rows, row_norms, t, sp, 0, h);
+        if (started)
+            pthread_join(th, NULL);
+        else
+            half_main(&hi);
+        partial_merge(&p, &hi.p, K);
+    } else {
+        compute_rows(&p, fast_row, fast_rows, row_norms, t, sp, 0, rows);
+    }
+
+    partial_fields(&p, rows, cols, K, fields, sketch);
+}
+

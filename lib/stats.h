@@ -25,6 +25,9 @@ typedef struct rd_sketch_params {
     const float *tau;    /* (tau_len) column signs, each -1.0f or +1.0f */
     size_t tau_len;      /* >= 1 when k > 0; columns beyond it wrap around */
     uint64_t seed;       /* seed of the row signs */
+    int64_t row0;        /* the tensor's first row is row row0 of the sketch: its rows get
+                            the signs sigma(row0), sigma(row0 + 1), ... (0 for a whole
+                            tensor; the rows seen before, for a later part of one) */
 } rd_sketch_params;
 
 /* Row sign sigma(i) in {-1.0, +1.0}: a hash of (seed, row). */
@@ -100,6 +103,18 @@ void rd_stats_compute_path(rd_stats_path path, double *fields, double *sketch,
  * rd_stats_compute. */
 void rd_stats_compute_split(int threads, double *fields, double *sketch, double *row_norms,
                             const resdiag_tensor *t, const rd_sketch_params *sp);
+
+/* Merges the statistics of two parts of one tensor into *fields, as if
+ * rd_stats_compute had seen the rows of `fields` followed by those of
+ * `more` (computed with sp->row0 = the first part's rows, so that the
+ * sketches add up to the whole tensor's): counts and sums add, extremes
+ * and ABSMAX (the first part wins ties) merge, the means and standard
+ * deviations over tokens combine by Chan et al.'s pairwise update, within
+ * rounding of one call over all the rows. Both parts must have the same
+ * COLS. sketch and more_sketch (k) may be NULL when k == 0. CALL_SEQ is
+ * left untouched. */
+void rd_stats_merge(double *fields, double *sketch, const double *more,
+                    const double *more_sketch, int k);
 
 /* f16 and bf16 to float, exact. */
 float rd_f16_to_f32(uint16_t h);

@@ -58,6 +58,11 @@ static const char usage[] =
     "\n"
     "training\n"
     "  --batch B         sequences per step [default=8]\n"
+    "  --grad-accum N    gradient accumulation: each step runs N micro-batches of\n"
+    "                    B/N sequences (N divides B), forward and backward each,\n"
+    "                    every hook once per micro-batch, the loss of each\n"
+    "                    scaled so that the gradients add up to the batch's;\n"
+    "                    one AdamW update per step [default=1]\n"
     "  --steps S         optimizer steps [default=200]\n"
     "  --lr X            AdamW learning rate, constant [default=0.001]\n"
     "  --weight-decay X  AdamW decoupled weight decay on matrices [default=0]\n"
@@ -163,6 +168,7 @@ typedef struct options {
     const char *step_times;
     int overwrite;      /* --overwrite: resdiag_options.overwrite */
     const char *declare; /* --declare: NULL, or the placement name to declare */
+    int grad_accum;     /* --grad-accum: micro-batches per step */
 } options;
 
 static void parse_args(options *o, int argc, char **argv)
@@ -209,7 +215,7 @@ static void parse_args(options *o, int argc, char **argv)
                     IS("--init") || IS("--out") || IS("--record") || IS("--record-every") ||
                     IS("--threads") || IS("--log-every") || IS("--weight-decay") ||
                     IS("--flush-steps") || IS("--flush-log") || IS("--handle-signals") ||
-                    IS("--step-times") || IS("--declare");
+                    IS("--step-times") || IS("--declare") || IS("--grad-accum");
         if (!known) die_usage("unknown option '%s'", arg);
         if (!val) die_usage("%s needs a value", flag);
         if (!eq) i++;
@@ -222,6 +228,7 @@ static void parse_args(options *o, int argc, char **argv)
         else if (IS("--heads")) c->n_heads = parse_int(flag, val, 1, 16384);
         else if (IS("--seq")) c->seq_len = parse_int(flag, val, 1, 65536);
         else if (IS("--batch")) c->batch = parse_int(flag, val, 1, 65536);
+        else if (IS("--grad-accum")) o->grad_accum = parse_int(flag, val, 1, 65536);
         else if (IS("--vocab")) c->vocab = parse_int(flag, val, 2, 1 << 20);
         else if (IS("--steps")) o->steps = parse_int(flag, val, 1, INT_MAX);
         else if (IS("--lr")) o->lr = parse_double(flag, val, 0, 10);
@@ -260,6 +267,8 @@ static void parse_args(options *o, int argc, char **argv)
     }
     const char *why = tg_config_check(c);
     if (why) die_usage("%s", why);
+    if (c->batch % o->grad_accum != 0)
+        die_usage("--grad-accum %d must divide --batch %d", o->grad_accum, c->batch);
 }
 
 static double now(void)
@@ -287,6 +296,7 @@ int main(int argc, char **argv)
                  .init = TG_INIT_GPT2 },
         .steps = 200, .lr = 1e-3, .weight_decay = 0, .seed = 1, .threads = 0,
         .log_every = 10, .out = "run.h5", .record = TG_RECORD_FULL, .record_every = 1,
+        .grad_accum = 1,
     };
     parse_args(&o, argc, argv);
     const tg_config *c = &o.cfg;
@@ -302,8 +312,12 @@ int main(int argc, char **argv)
                 o.threads);
 #endif
 
+    /* The model holds one micro-batch; a step runs grad_accum of them. */
+    const int accum = o.grad_accum;
+    tg_config micro = *c;
+    micro.batch = c->batch / accum;
     tg_model model;
-    if (tg_model_create(&model, c) != 0) {
+    if (tg_model_create(&model, &micro) != 0) {
         fprintf(stderr, "tinygpt: out of memory for the model\n");
         return 1;
     }
@@ -325,6 +339,9 @@ int main(int argc, char **argv)
            c->n_layers, c->d_model, c->n_heads, c->seq_len, c->batch, c->vocab,
            tg_placement_name(c->placement), mix, norm, c->final_norm ? "on" : "off", init,
            (double)model.n_params / 1e6);
+    if (accum > 1)
+        printf("gradient accumulation: %d micro-batches of %d sequences per step\n", accum,
+               micro.batch);
     printf("data: walks on a sparse Markov chain (%d successors per token); "
            "uniform guess %.4f, best possible %.4f nats/token\n",
            TG_DATA_SUCCESSORS, log((double)c->vocab), tg_data_loss_floor(&data, c->seq_len));
@@ -362,6 +379,16 @@ int main(int argc, char **argv)
     };
     int n_meta = (int)(sizeof meta / sizeof *meta) / 2;
     if (c->placement != TG_DEEPNORM) n_meta--;  /* alpha is meaningful for deepnorm only */
+    /* and the micro-batches, where there are any */
+    const char *meta_all[2 * (sizeof meta / sizeof *meta / 2 + 1)];
+    memcpy(meta_all, meta, (size_t)n_meta * 2 * sizeof *meta);
+    char accum_text[16];
+    if (accum > 1) {
+        snprintf(accum_text, sizeof accum_text, "%d", accum);
+        meta_all[2 * n_meta] = "tinygpt.grad_accum";
+        meta_all[2 * n_meta + 1] = accum_text;
+        n_meta++;
+    }
     char description[512];
     snprintf(description, sizeof description,
              "tinygpt (examples/tinygpt): GPT-style decoder, %d layers, d_model %d, %d heads, "
@@ -384,7 +411,7 @@ int main(int argc, char **argv)
 
     char err[512];
     if (o.record != TG_RECORD_OFF) {
-        tg_instr_settings s = { o.out, o.record, o.record_every, n_meta, meta, description,
+        tg_instr_settings s = { o.out, o.record, o.record_every, n_meta, meta_all, description,
                                 o.flush_steps, o.flush_log, o.signals, o.step_times != NULL,
                                 o.overwrite, o.declare };
         model.hooks = tg_instr_open(c, &s, err, sizeof err);
@@ -421,8 +448,22 @@ int main(int argc, char **argv)
         /* Recorded steps cover forward and backward, and end before the
          * update: step 0 is the model at initialization. */
         tg_instr_step_begin(model.hooks, step);
-        double loss = tg_forward(&model, inputs, targets);
-        tg_backward(&model);
+        double loss = 0;
+        /* Micro-batch k is sequences [k*B/N, (k+1)*B/N) of the batch. Each
+         * backward computes the gradient of the whole batch's mean loss
+         * restricted to its tokens (1/N of its own mean's), so its hooks
+         * see the batch's gradients row for row; the parameter gradients
+         * add up, and their hooks run in the last backward, on the sums. */
+        const size_t micro_tokens = (size_t)micro.batch * c->seq_len;
+        model.loss_tokens = accum > 1 ? (int)N : 0;
+        for (int k = 0; k < accum; k++) {
+            model.accumulate = k > 0;
+            model.param_hooks = k == accum - 1;
+            loss += tg_forward(&model, inputs + (size_t)k * micro_tokens,
+                               targets + (size_t)k * micro_tokens);
+            tg_backward(&model);
+        }
+        loss /= accum;
         stopped = tg_instr_step_end(model.hooks);
 
         opt.t++;

@@ -215,6 +215,7 @@ int tg_model_create(tg_model *m, const tg_config *cfg)
 {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
+    m->param_hooks = 1;
     int L = cfg->n_layers;
     size_t N = (size_t)cfg->batch * cfg->seq_len, C = (size_t)cfg->d_model;
     m->w.layer = calloc((size_t)L, sizeof *m->w.layer);
@@ -493,16 +494,16 @@ static void branch_backward(tg_model *m, int l, int s, real *din, const real *do
     tg_layer_acts *d = &m->da.layer[l];
     if (s == TG_ATTN) {
         matmul_backward(d->atty, g->wo, g->bo, dout, a->atty, w->wo, m->scratch, N, C, C);
-        HOOK_PARAM(h, l, "attn.wo", g->wo, C, C);
+        if (m->param_hooks) HOOK_PARAM(h, l, "attn.wo", g->wo, C, C);
         attention_backward(d->qkv, d->att, d->atty, a->qkv, a->att, B, T, C, NH);
         matmul_backward(din, g->wqkv, g->bqkv, d->qkv, in, w->wqkv, m->scratch, N, C, 3 * C);
-        HOOK_PARAM(h, l, "attn.wqkv", g->wqkv, C, 3 * C);
+        if (m->param_hooks) HOOK_PARAM(h, l, "attn.wqkv", g->wqkv, C, 3 * C);
     } else {
         matmul_backward(d->hg, g->w2, g->b2, dout, a->hg, w->w2, m->scratch, N, 4 * C, C);
-        HOOK_PARAM(h, l, "mlp.w2", g->w2, 4 * C, C);
+        if (m->param_hooks) HOOK_PARAM(h, l, "mlp.w2", g->w2, 4 * C, C);
         gelu_backward(d->h, a->h, d->hg, (size_t)N * 4 * C);
         matmul_backward(din, g->w1, g->b1, d->h, in, w->w1, m->scratch, N, C, 4 * C);
-        HOOK_PARAM(h, l, "mlp.w1", g->w1, C, 4 * C);
+        if (m->param_hooks) HOOK_PARAM(h, l, "mlp.w1", g->w1, C, 4 * C);
     }
 }
 
@@ -599,11 +600,14 @@ static void parallel_block_backward(tg_model *m, int l)
 void tg_backward(tg_model *m)
 {
     tg_instr *h = m->hooks;
-    /* Backward kernels accumulate: start from zero. */
-    memset(m->grads, 0, m->n_params * sizeof *m->grads);
+    /* Backward kernels accumulate: start from zero (the parameter
+     * gradients of earlier micro-batches stay with m->accumulate). */
+    if (!m->accumulate) memset(m->grads, 0, m->n_params * sizeof *m->grads);
     memset(m->dacts_mem, 0, m->n_acts * sizeof *m->dacts_mem);
 
-    crossentropy_softmax_backward(m->da.logits, m->a.probs, m->targets, (real)1 / N, N, V);
+    const int loss_tokens = m->loss_tokens > 0 ? m->loss_tokens : N;
+    crossentropy_softmax_backward(m->da.logits, m->a.probs, m->targets, (real)1 / loss_tokens,
+                                  N, V);
     HOOK_BWD(h, TG_MODEL_LEVEL, 0, TG_LOGITS, m->da.logits, N, V);
 
     real *xl = stream_at(&m->a, m, 2 * L);
@@ -612,7 +616,7 @@ void tg_backward(tg_model *m)
     real *dhead_in = m->cfg.final_norm ? m->da.lnf : dxl;
     matmul_backward(dhead_in, m->g.head, NULL, m->da.logits, head_in, m->w.head, m->scratch,
                     N, C, V);
-    HOOK_PARAM(h, TG_MODEL_LEVEL, "head.w", m->g.head, C, V);
+    if (m->param_hooks) HOOK_PARAM(h, TG_MODEL_LEVEL, "head.w", m->g.head, C, V);
     if (m->cfg.final_norm) {
         HOOK_BWD(h, TG_MODEL_LEVEL, 0, TG_FINAL_NORM_OUT, m->da.lnf, N, C);
         norm_backward(m, dxl, m->g.lnf_g, m->g.lnf_b, m->da.lnf, xl, m->w.lnf_g,
@@ -628,6 +632,6 @@ void tg_backward(tg_model *m)
     real *dx0 = stream_at(&m->da, m, 0);
     HOOK_BWD(h, TG_MODEL_LEVEL, 0, TG_EMBED_OUT, dx0, N, C);
     encoder_backward(m->g.wte, m->g.wpe, dx0, m->inputs, B, T, C);
-    HOOK_PARAM(h, TG_MODEL_LEVEL, "embed.wte", m->g.wte, V, C);
-    HOOK_PARAM(h, TG_MODEL_LEVEL, "embed.wpe", m->g.wpe, T, C);
+    if (m->param_hooks) HOOK_PARAM(h, TG_MODEL_LEVEL, "embed.wte", m->g.wte, V, C);
+    if (m->param_hooks) HOOK_PARAM(h, TG_MODEL_LEVEL, "embed.wpe", m->g.wpe, T, C);
 }

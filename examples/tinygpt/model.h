@@ -156,6 +156,19 @@ typedef struct tg_model {
     int *targets;          /* (B, T) */
     double loss;           /* mean cross-entropy of the last forward */
     struct tg_instr *hooks;
+    /* Gradient accumulation (tinygpt --grad-accum): the model runs one
+     * micro-batch (cfg.batch sequences) at a time. tg_backward computes the
+     * gradient of the loss summed over this micro-batch's tokens divided by
+     * loss_tokens (0: by the micro-batch's own N = B*T, the mean loss), so
+     * that with loss_tokens = the optimizer step's tokens every backward
+     * tensor is that of the whole step's mean loss; accumulate = 1 adds the
+     * parameter gradients to m->grads instead of overwriting them; and
+     * param_hooks = 0 skips the parameter-gradient hooks (on for the last
+     * micro-batch, whose backward completes each gradient). tg_model_create
+     * sets 0, 0, 1: one batch per step. */
+    int loss_tokens;
+    int accumulate;
+    int param_hooks;
 } tg_model;
 
 /* Allocates the model for cfg (which must pass tg_config_check). Returns 0,
@@ -167,7 +180,8 @@ void tg_model_init_params(tg_model *m, uint64_t seed);
 /* Mean cross-entropy of predicting targets from inputs, both (B, T). Keeps
  * the activations for tg_backward. */
 double tg_forward(tg_model *m, const int *inputs, const int *targets);
-/* Gradients of the last forward's loss into m->grads (overwritten). */
+/* Gradients of the last forward's loss into m->grads (overwritten, or
+ * added with m->accumulate; scaled per m->loss_tokens). */
 void tg_backward(tg_model *m);
 
 #endif /* TINYGPT_MODEL_H */

@@ -91,7 +91,7 @@ class Options(ctypes.Structure):
                 ("sketch_seed", ctypes.c_uint64), ("flush_steps", ctypes.c_int),
                 ("flush_seconds", ctypes.c_double), ("log_fn", ctypes.c_void_p),
                 ("log_user_data", ctypes.c_void_p), ("hook_threads", ctypes.c_int),
-                ("overwrite", ctypes.c_int)]
+                ("overwrite", ctypes.c_int), ("one_call_per_site", ctypes.c_int)]
 
 
 class RunInfo(ctypes.Structure):

@@ -6,7 +6,7 @@
  * flush, pause). The library must never crash, must refuse what the header
  * forbids with an error, and what it accepted must be in the file: after a
  * clean close the reader finds every recorded step and, at each observed
- * site, the rows and cols of the last accepted call.
+ * site, the rows of the step's accepted calls and their cols.
  *
  * Tensor pointers always point into the harness's buffer, and shapes the
  * header allows are clamped to fit it: reading past a caller's tensor is
@@ -200,7 +200,7 @@ static void check_file(int n_rec, int L, int S)
                             fail("a site's observed flag differs from the calls accepted");
                         if (obs && (out[RESDIAG_FIELD_ROWS] != (double)e->rows[d][l][s][k] ||
                                     out[RESDIAG_FIELD_COLS] != (double)e->cols[d][l][s][k]))
-                            fail("a site's rows or cols differ from the last accepted call");
+                            fail("a site's rows or cols differ from the step's accepted calls");
                     }
             for (int k = 0; k < RESDIAG_N_MODEL_SITES; k++) {
                 int obs = -1;
@@ -212,7 +212,7 @@ static void check_file(int n_rec, int L, int S)
                     fail("a model site's observed flag differs from the calls accepted");
                 if (obs && (out[RESDIAG_FIELD_ROWS] != (double)e->mrows[d][k] ||
                             out[RESDIAG_FIELD_COLS] != (double)e->mcols[d][k]))
-                    fail("a model site's rows or cols differ from the last accepted call");
+                    fail("a model site's rows or cols differ from the step's accepted calls");
             }
         }
     }
@@ -275,6 +275,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         unsigned fs = u8(&in);
         o.flush_seconds = fs < 200 ? 0.0 : fs < 250 ? 1e-9 : fs == 250 ? NAN : fs == 251 ? -1 : INFINITY;
         o.hook_threads = pick_int(&in, 1, 2);
+        o.one_call_per_site = (ok_ & 8) != 0;
     }
     if (ok_ == 0xff)
         o.struct_size = 7;
@@ -362,16 +363,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                        sub >= 0 && sub < S)) &&
                        (site == RESDIAG_LOGITS || t.cols == D ||
                         (m.shard_cols > 0 && t.cols == m.shard_cols));
+            /* a later call of the step merges, with the same width, unless
+             * one_call_per_site refuses it */
+            int64_t *prev_rows = NULL, *prev_cols = NULL;
+            if (good && cur) {
+                prev_rows = model_site ? &cur->mrows[dir][site - 16]
+                                       : &cur->rows[dir][layer][sub][site];
+                prev_cols = model_site ? &cur->mcols[dir][site - 16]
+                                       : &cur->cols[dir][layer][sub][site];
+                if (*prev_cols != 0 && (o.one_call_per_site || *prev_cols != t.cols))
+                    good = 0;
+            }
             if (trusted && good && st != RESDIAG_OK && !io_error(st))
                 fail("observe refused a call the header allows");
             if (trusted && !good && recording && st == RESDIAG_OK)
                 fail("observe accepted a call the header forbids");
-            if (trusted && good && st == RESDIAG_OK && cur) {
-                if (model_site)
-                    cur->mrows[dir][site - 16] = t.rows, cur->mcols[dir][site - 16] = t.cols;
-                else
-                    cur->rows[dir][layer][sub][site] = t.rows,
-                    cur->cols[dir][layer][sub][site] = t.cols;
+            if (trusted && good && st == RESDIAG_OK && prev_rows) {
+                *prev_rows += t.rows;
+                *prev_cols = t.cols;
             }
             if (io_error(st))
                 trusted = 0;

@@ -373,7 +373,7 @@ static void bench_kernels(int reps_small, int reps_large, int quick)
         return;
     }
     rd_fill_column_signs(tau, (size_t)bench_cols + 1, 0x5eed);
-    rd_sketch_params sp = { 16, tau, bench_cols + 1, 0x5eed };
+    rd_sketch_params sp = { 16, tau, bench_cols + 1, 0x5eed, 0 };
 
     printf("\n== kernels: GB/s of input (1e9 B/s), median [min-max] of %d (24 MiB) / %d "
            "(256 MiB) interleaved runs; ratio = median / median of the AVX2 sumsq ceiling "
@@ -597,7 +597,7 @@ static void bench_peer_pairs(int quick)
     }
     fill(buf, bytes, RESDIAG_DTYPE_F32);
     rd_fill_column_signs(tau, (size_t)bench_cols + 1, 0x5eed);
-    rd_sketch_params sp = { 16, tau, (size_t)bench_cols + 1, 0x5eed };
+    rd_sketch_params sp = { 16, tau, (size_t)bench_cols + 1, 0x5eed, 0 };
     resdiag_tensor t = resdiag_tensor_make(buf, RESDIAG_DTYPE_F32, rows, bench_cols, 0);
 
     FILE *to = NULL, *from = NULL;
