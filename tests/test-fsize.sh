@@ -13,9 +13,9 @@ tool=$2
 . "$(dirname "$0")/tool-test-lib.sh"
 
 steps=200
-# bash's ulimit -f counts KiB. 64, 1000: below creation; 1100: the first
+# bash's ulimit -f counts KiB. 64, 1000: below creation; 1300: the first
 # batch fits, not the second; 1600: early; 4000: about halfway.
-for kib in 64 1000 1100 1600 4000; do
+for kib in 64 1000 1300 1600 4000; do
     limit=$((kib * 1024))
     run="$dir/run-$kib.h5"
     flog="$dir/flushed-$kib.log"
