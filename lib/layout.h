@@ -28,14 +28,20 @@ enum rd_table_id {
     RD_T_BWD_SITE_SKETCH,    /* backward/site_sketch  (L, S, B, K) */
     RD_T_FWD_MODEL_SKETCH,   /* forward/model_sketch  (M, K) */
     RD_T_BWD_MODEL_SKETCH,   /* backward/model_sketch (M, K) */
+    RD_T_FWD_ALIAS,          /* forward/site_alias    (L, S, B), optional in a file */
+    RD_T_BWD_ALIAS,          /* backward/site_alias   (L, S, B), optional in a file */
     RD_N_TABLES
 };
 
 enum rd_table_kind {
     RD_KIND_STATS = 0,   /* last axis = fields; has a callsite dataset */
     RD_KIND_SKETCH = 1,  /* last axis = sketch */
-    RD_KIND_UPDATE = 2   /* last axis = update fields */
+    RD_KIND_UPDATE = 2,  /* last axis = update fields */
+    RD_KIND_ALIAS = 3    /* last axis = sites: which site's tensor each one is (NaN: its own) */
 };
+/* A table of this id may be missing from a file (written before it was
+ * added): the reader reads it as all NaN. */
+#define RD_TABLE_OPTIONAL(id) ((id) == RD_T_FWD_ALIAS || (id) == RD_T_BWD_ALIAS)
 
 #define RD_MAX_RANK 4        /* axes after the step axis */
 #define RD_CALLSITE_LEN 128  /* bytes of a "file:line" string, with the NUL */
