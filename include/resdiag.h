@@ -441,6 +441,28 @@ RESDIAG_API resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir,
                                               resdiag_site site, resdiag_tensor t,
                                               const char *file, int line);
 
+/* Declares that, in this step, the tensor recorded at block site `site`
+ * of (dir, layer, sublayer) is the very tensor recorded at `same_as` of the
+ * same sublayer: one tensor that the recorder takes for both sites (a
+ * binding with no hook where a sublayer begins takes the norm's input for
+ * stream_in, so stream_in and norm_in are one tensor by construction). A
+ * relation between the two then holds however the model is built, so the
+ * analysis prints it as "by construction" and counts it toward no verdict
+ * and no confidence. Do not declare what the model itself does: a norm
+ * that reads the tensor its own hook and the stream's hook both see (x
+ * passed to the norm, and observed as stream_in where the sublayer begins)
+ * is evidence that the norm reads the stream. Recorded per step (call it
+ * in every recorded step that records the pair; the order of this call and
+ * the two observations does not matter), in /forward/site_alias or
+ * /backward/site_alias (doc/FORMAT.md); a later call for the same site in
+ * the step replaces the earlier one. Both sites must be block sites,
+ * different, in range. A no-op where hooks are (NULL handle, disabled run,
+ * step not recorded). Threads: as resdiag_observe_at for `site` (two calls
+ * at once for one site: RESDIAG_E_BUSY). */
+RESDIAG_API resdiag_status resdiag_observe_alias(resdiag *r, resdiag_direction dir, int layer,
+                                                 int sublayer, resdiag_site site,
+                                                 resdiag_site same_as);
+
 /* Observes the gradient of a named parameter: a per-layer one (0 <= layer <
  * n_layers, name in layer_param_names) or, with layer = RESDIAG_MODEL_LEVEL,
  * a model-level one (name in model_param_names). Any shape. Several calls
@@ -586,6 +608,15 @@ RESDIAG_API resdiag_status resdiag_reader_param(const resdiag_reader *rd, int64_
 /* The update ratios of (layer, sublayer): out (RESDIAG_N_UPDATE_FIELDS). */
 RESDIAG_API resdiag_status resdiag_reader_update(const resdiag_reader *rd, int64_t step_index,
                                                  int layer, int sublayer, double *out);
+/* *same_as: the block site of the same (dir, layer, sublayer) whose tensor
+ * `site` was recorded from at recorded step step_index
+ * (resdiag_observe_alias), or -1: a tensor of its own, or nothing declared
+ * (also for files written before aliases). RESDIAG_E_FORMAT when the file
+ * holds something that is not another site's index there. */
+RESDIAG_API resdiag_status resdiag_reader_alias(const resdiag_reader *rd, int64_t step_index,
+                                                resdiag_direction dir, int layer,
+                                                int sublayer, resdiag_site site,
+                                                int *same_as);
 /* The trainer's "file:line" behind a site's hook ("" if never observed).
  * Static until the reader closes. */
 RESDIAG_API const char *resdiag_reader_callsite(const resdiag_reader *rd,

@@ -17,6 +17,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,22 @@
  * both "hold" within HOLD. The hypothesis that fits is then still SEP times
  * better than the other one whenever the branch is above the rounding
  * noise; when it is not, the sublayer is "cannot tell". */
-#define SEP 10.0
+#define SEP RD_SEP
+/* Confidence follows the strength of the evidence: the error of the best
+ * rival hypothesis over max(the winner's error, the rounding floor). From
+ * SEP the sublayer is decided ("medium"); from HIGH_SEP the rival misses by
+ * far more than any rounding or near-miss could explain ("high"). 25 puts a
+ * rival off by FAIL in bf16 (floor 2^-7, below) at "high". */
+#define HIGH_SEP RD_HIGH_SEP
+/* The rounding floor of a relation (rd_rounding_floor): ROUND_C times the
+ * unit roundoff u of the coarsest dtype among its tensors, plus the double
+ * rounding of the sketch's sums. A true relation's residual is the rounding
+ * of the one elementwise add (or copy) that made the tensor: independent
+ * errors of at most u/2 relative per element, whose sketch is ~u/sqrt(12)
+ * of the largest term and does not grow with the width (the sums are in
+ * double); measured 3e-8..1e-7 in f32 (0.5-1.7 u), ~2e-3 in bf16. ROUND_C
+ * = 2 leaves a factor 1.2..4 over that for the sketch's K-bucket spread. */
+#define ROUND_C 2.0
 /* DeepNorm's alpha must differ from 1 by more than this (tinygpt: alpha =
  * (2L)^(1/4) >= 1.19 for L >= 1); and the alpha = 1 fit must be SEP times
  * worse than the fitted alpha. */
@@ -133,6 +149,46 @@ int rd_signature(const double *f, double cv_unnorm)
     return RD_SIG_UNCLEAR;
 }
 
+/* Unit roundoff of the dtype a tensor was recorded in. resdiag does not
+ * store the dtype, but the largest |value| is one of the tensor's elements,
+ * stored exactly in double, and its bits show the format: an f32 value with
+ * the low 16 mantissa bits zero is a bf16 value (a real f32 tensor's
+ * maximum is that by chance with probability 2^-16), with the low 13 zero
+ * and an f16 exponent an f16 value; not an f32 value at all, f64. A tensor
+ * of zeros (no evidence either way) counts as f32. Errs coarse: an f32
+ * tensor whose maximum happens to be short (1.0) gets the bf16 floor. */
+static double unit_roundoff(const double *st)
+{
+    double m = st[RESDIAG_FIELD_ABSMAX];
+    if (!(m > 0) || !isfinite(m))
+        return 0x1p-24;
+    float f = (float)m;
+    if ((double)f != m)
+        return 0x1p-53;
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    if ((bits & 0xffffu) == 0)
+        return 0x1p-8;
+    int e = (int)(bits >> 23 & 0xffu) - 127;
+    if ((bits & 0x1fffu) == 0 && e >= -14 && e <= 15)
+        return 0x1p-11;
+    return 0x1p-24;
+}
+
+double rd_rounding_floor(const double *const *stats, int n)
+{
+    double u = 0, elems = 0;
+    for (int j = 0; j < n; j++) {
+        double uj = unit_roundoff(stats[j]);
+        double ej = stats[j][RESDIAG_FIELD_ROWS] * stats[j][RESDIAG_FIELD_COLS];
+        if (uj > u)
+            u = uj;
+        if (ej > elems)
+            elems = ej;
+    }
+    return ROUND_C * (u + 0x1p-53 * sqrt(elems > 0 ? elems : 1));
+}
+
 static double unnorm_cv(int cols)
 {
     double t = 0.3 / sqrt(2.0 * (cols > 0 ? cols : 1));
@@ -218,6 +274,7 @@ static int branch_is_normalized(const double *f, const double *x)
 
 typedef struct site_data {
     int obs;
+    int alias;       /* the site whose very tensor this one was recorded from, or -1 */
     int nonfinite;   /* NaN or Inf elements: no relation evidence */
     double st[RESDIAG_N_FIELDS];
     double *sk; /* (K) */
@@ -235,6 +292,10 @@ static resdiag_status load_site(const resdiag_reader *rd, int64_t si, resdiag_di
         if (st)
             return st;
     }
+    d->alias = -1;
+    if (d->obs && site < RESDIAG_N_BLOCK_SITES &&
+        (st = resdiag_reader_alias(rd, si, dir, l, s, site, &d->alias)))
+        return st;
     /* Non-finite elements count as 0 in the sketch: a relation between
      * such tensors proves nothing, so the site gives no evidence. */
     if (d->obs && (d->st[RESDIAG_FIELD_NAN_COUNT] > 0 || d->st[RESDIAG_FIELD_INF_COUNT] > 0))
@@ -243,6 +304,59 @@ static resdiag_status load_site(const resdiag_reader *rd, int64_t si, resdiag_di
 }
 
 /* ----------------------------------------------------- one sublayer */
+
+/* root[b]: one representative site per tensor, from the sites' aliases
+ * (chains and loops of them included): two sites have the same root
+ * exactly when they were recorded from one tensor. */
+static void site_roots(const site_data *sd, int *root)
+{
+    for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
+        root[b] = b;
+    for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++) {
+        int o = sd[b].alias;
+        if (o < 0 || o >= RESDIAG_N_BLOCK_SITES)
+            continue;
+        /* join the two groups under the smaller root */
+        int lo = root[b] < root[o] ? root[b] : root[o];
+        int hi = root[b] < root[o] ? root[o] : root[b];
+        for (int c = 0; c < RESDIAG_N_BLOCK_SITES; c++)
+            if (root[c] == hi)
+                root[c] = lo;
+    }
+}
+
+/* "error 1.2e-07", or "by construction" for a relation between one tensor's
+ * two records. */
+static const char *err_text(char *buf, size_t n, const rd_sub *r, int rel, double v,
+                            const char *fmt)
+{
+    if (r->constructed >> rel & 1u)
+        return "by construction, not counted";
+    snprintf(buf, n, fmt, v);
+    return buf;
+}
+
+/* Sets the confidence of a decided sublayer from the strength of its
+ * evidence, and says why when it is not high. */
+static void set_confidence(rd_sub *r, double best, double rival, const char *winner,
+                           const char *rival_name)
+{
+    double m = fmax(best, r->floor);
+    r->strength = rival / m;
+    r->conf_why[0] = 0;
+    if (r->strength >= HIGH_SEP) {
+        r->conf = RESDIAG_CONFIDENCE_HIGH;
+        return;
+    }
+    r->conf = RESDIAG_CONFIDENCE_MEDIUM;
+    if (best >= r->floor)
+        snprintf(r->conf_why, sizeof r->conf_why, "the %s relations also hold within %.3gx of "
+                 "the %s relations' error (%.2g against %.2g)", rival_name, r->strength, winner,
+                 rival, best);
+    else
+        snprintf(r->conf_why, sizeof r->conf_why, "the %s relations miss by only %.3gx the "
+                 "rounding floor %.2g (error %.2g)", rival_name, r->strength, r->floor, rival);
+}
 
 static void classify_sequential(const rd_analysis *a, rd_sub *r, site_data *sd, int k)
 {
@@ -254,6 +368,14 @@ static void classify_sequential(const rd_analysis *a, rd_sub *r, site_data *sd, 
                      resdiag_site_name((resdiag_site)b));
             return;
         }
+    {
+        const double *st[RESDIAG_N_BLOCK_SITES];
+        int n = 0;
+        for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
+            if (sd[b].obs)
+                st[n++] = sd[b].st;
+        r->floor = n ? rd_rounding_floor(st, n) : NAN;
+    }
     if (x->obs && f->obs && y->obs) {
         const double *v[3] = { y->sk, x->sk, f->sk };
         const double c[3] = { 1, -1, -1 };
@@ -275,25 +397,65 @@ static void classify_sequential(const rd_analysis *a, rd_sub *r, site_data *sd, 
         const double c[2] = { 1, -1 };
         r->e_yn = rd_rel_combo(v, c, 2, k);
     }
+    if (f->obs && no->obs) {
+        const double *v[2] = { f->sk, no->sk };
+        const double c[2] = { 1, -1 };
+        r->e_fn = rd_rel_combo(v, c, 2, k);
+    }
+    {
+        /* Relations with two terms from one tensor hold by construction:
+         * kept for the record, counted nowhere. */
+        static const struct { int rel; int s[3]; } terms[] = {
+            { RD_REL_ADD, { RESDIAG_STREAM_OUT, RESDIAG_STREAM_IN, RESDIAG_BRANCH_OUT } },
+            { RD_REL_NX, { RESDIAG_NORM_IN, RESDIAG_STREAM_IN, -1 } },
+            { RD_REL_NSUM, { RESDIAG_NORM_IN, RESDIAG_STREAM_IN, RESDIAG_BRANCH_OUT } },
+            { RD_REL_DEEP, { RESDIAG_NORM_IN, RESDIAG_STREAM_IN, RESDIAG_BRANCH_OUT } },
+            { RD_REL_YN, { RESDIAG_STREAM_OUT, RESDIAG_NORM_OUT, -1 } },
+            { RD_REL_FN, { RESDIAG_BRANCH_OUT, RESDIAG_NORM_OUT, -1 } },
+        };
+        double *e[RD_N_REL] = { &r->e_add, &r->e_nx, &r->e_nsum, &r->e_deep, &r->e_yn,
+                                &r->e_par, &r->e_fn };
+        int root[RESDIAG_N_BLOCK_SITES];
+        site_roots(sd, root);
+        for (size_t i = 0; i < sizeof terms / sizeof *terms; i++) {
+            const int *t = terms[i].s;
+            int one = root[t[0]] == root[t[1]] ||
+                      (t[2] >= 0 && (root[t[0]] == root[t[2]] || root[t[1]] == root[t[2]]));
+            if (!one || isnan(*e[terms[i].rel]))
+                continue;
+            r->constructed |= 1u << terms[i].rel;
+            r->e_constructed[terms[i].rel] = *e[terms[i].rel];
+            *e[terms[i].rel] = NAN;
+        }
+    }
     if (ni->obs && f->obs) {
         double qn = ni->st[RESDIAG_FIELD_CALL_SEQ], qf = f->st[RESDIAG_FIELD_CALL_SEQ];
         r->order = qn < qf ? 1 : qf < qn ? 2 : 0;
     }
 
+    char t1[40], t2[40];
     if (!ni->obs && !no->obs) {
         if (isnan(r->e_add)) {
-            snprintf(r->why, sizeof r->why, "no norm sites, and stream_in, branch_out and "
-                     "stream_out not all observed");
+            snprintf(r->why, sizeof r->why, "%s", r->constructed
+                     ? "no norm sites, and stream_out = stream_in + branch_out holds by "
+                       "construction (two of its tensors are one)"
+                     : "no norm sites, and stream_in, branch_out and stream_out not all "
+                       "observed");
             return;
         }
         if (r->e_add < HOLD) {
             r->v = RESDIAG_VERDICT_NONE;
             r->conf = r->e_add < HOLD / SEP ? RESDIAG_CONFIDENCE_HIGH : RESDIAG_CONFIDENCE_MEDIUM;
+            if (r->conf != RESDIAG_CONFIDENCE_HIGH)
+                snprintf(r->conf_why, sizeof r->conf_why, "stream_out = stream_in + branch_out "
+                         "holds only to %.2g", r->e_add);
             snprintf(r->why, sizeof r->why, "stream_out = stream_in + branch_out (error %.1e), "
                      "no norm observed", r->e_add);
         } else {
             r->v = RESDIAG_VERDICT_INCONSISTENT;
             r->conf = RESDIAG_CONFIDENCE_MEDIUM;
+            snprintf(r->conf_why, sizeof r->conf_why, "no norm observed: only the residual add "
+                     "was tested");
             snprintf(r->why, sizeof r->why, "no norm observed, but stream_out != stream_in + "
                      "branch_out (error %.2g)", r->e_add);
         }
@@ -301,20 +463,60 @@ static void classify_sequential(const rd_analysis *a, rd_sub *r, site_data *sd, 
     }
     /* pre-type: stream_out = stream_in + branch_out and the norm reads the
      * stream; post-type: the norm reads alpha*stream_in + branch_out and
-     * its output is the stream. */
+     * its output is the stream; a norm on the branch (sandwich recorded
+     * with the norm after the branch in the norm sites): stream_out =
+     * stream_in + branch_out and branch_out is the norm's output. */
     r->fit_pre = fmax(r->e_add, r->e_nx);
     r->fit_post = fmax(r->e_deep, r->e_yn);
+    r->fit_branch_norm = isnan(r->e_fn) || isnan(r->e_add) ? NAN : fmax(r->e_add, r->e_fn);
+    if (r->fit_branch_norm < HOLD && !(r->e_nx < HOLD)) {
+        /* What is added is the output of a norm that does not read the
+         * stream: a norm on the branch, decided by relations whatever the
+         * output's signature (at init its input can be small next to the
+         * norm's epsilon). Rivals: post-type, and pre-type when the norm's
+         * input was observed (it would read the stream). */
+        double best = r->fit_branch_norm;
+        double rival = isnan(r->e_nx) ? r->fit_post : fmin(r->fit_pre, r->fit_post);
+        if (isnan(rival) || !(rival > SEP * fmax(best, r->floor))) {
+            snprintf(r->why, sizeof r->why, "branch_out is the norm's output (error %.2g), but "
+                     "the other placements' relations (error %.2g) are too close to tell",
+                     r->e_fn, rival);
+            return;
+        }
+        r->v = RESDIAG_VERDICT_SANDWICH;
+        set_confidence(r, best, rival, "sandwich", r->fit_post <= rival ? "post-type"
+                                                                         : "pre-type");
+        snprintf(r->why, sizeof r->why, "stream_out = stream_in + branch_out (error %.1e), "
+                 "branch_out = norm_out (error %.1e): the norm sits on the branch; the norm "
+                 "does not read the stream (%s); post-type off by %.2g", r->e_add, r->e_fn,
+                 err_text(t1, sizeof t1, r, RD_REL_NX, r->e_nx, "error %.2g"), r->fit_post);
+        return;
+    }
     if (isnan(r->fit_pre) && isnan(r->fit_post)) {
-        snprintf(r->why, sizeof r->why, "too few sites observed to relate them");
+        snprintf(r->why, sizeof r->why, "%s", r->constructed
+                 ? "too few relations between distinct tensors (the others hold by "
+                   "construction)"
+                 : "too few sites observed to relate them");
         return;
     }
     double best = fmin(r->fit_pre, r->fit_post);  /* fmin ignores one NaN */
     double other = isnan(r->fit_pre) || isnan(r->fit_post) ? NAN : fmax(r->fit_pre, r->fit_post);
     int pre = !(r->fit_post < r->fit_pre); /* the pre-type fit is the better one (or the only) */
+    int pre_measured = isnan(other) ? !isnan(r->fit_pre) : pre; /* the family with an error */
+    if (!(best < HOLD) && isnan(other) && r->constructed) {
+        /* the other family's relations hold by construction: unmeasured */
+        snprintf(r->why, sizeof r->why, "%s-type relations fail (error %.2g), and the %s-type "
+                 "ones hold by construction only (two records of one tensor)",
+                 pre_measured ? "pre" : "post", best, pre_measured ? "post" : "pre");
+        return;
+    }
     /* The family that fits must have every one of its relations computed:
      * one that holds only by the relations that could be (norm_in =
-     * stream_in, with branch_out never observed) is no evidence. */
-    if (isnan(pre ? r->e_add : r->e_deep) || isnan(pre ? r->e_nx : r->e_yn)) {
+     * stream_in, with branch_out never observed) is no evidence. A relation
+     * set aside as holding by construction is judged below instead. */
+    unsigned rel_a = pre ? RD_REL_ADD : RD_REL_DEEP, rel_n = pre ? RD_REL_NX : RD_REL_YN;
+    if ((isnan(pre ? r->e_add : r->e_deep) && !(r->constructed & (1u << rel_a)))
+        || (isnan(pre ? r->e_nx : r->e_yn) && !(r->constructed & (1u << rel_n)))) {
         static const int need_pre[] = { RESDIAG_STREAM_IN, RESDIAG_BRANCH_OUT, RESDIAG_STREAM_OUT,
                                         RESDIAG_NORM_IN };
         static const int need_post[] = { RESDIAG_STREAM_IN, RESDIAG_BRANCH_OUT, RESDIAG_NORM_IN,
@@ -340,16 +542,26 @@ static void classify_sequential(const rd_analysis *a, rd_sub *r, site_data *sd, 
     if (!(best < HOLD)) {
         r->v = RESDIAG_VERDICT_INCONSISTENT;
         r->conf = best > FAIL ? RESDIAG_CONFIDENCE_HIGH : RESDIAG_CONFIDENCE_MEDIUM;
+        if (r->conf != RESDIAG_CONFIDENCE_HIGH)
+            snprintf(r->conf_why, sizeof r->conf_why, "the best relations miss by %.2g, "
+                     "between what holds (%g) and what plainly fails (%g)", best, HOLD, FAIL);
         snprintf(r->why, sizeof r->why, "neither pre-type relations (error %.2g) nor post-type "
                  "relations (error %.2g) hold", r->fit_pre, r->fit_post);
         return;
     }
-    if (isnan(other) || !(other > SEP * best)) {
-        snprintf(r->why, sizeof r->why, "pre-type error %.2g and post-type error %.2g are too "
-                 "close to tell (branch below the rounding noise?)", r->fit_pre, r->fit_post);
+    if (isnan(other) || !(other > SEP * fmax(best, r->floor))) {
+        if (isnan(other) && r->constructed)
+            snprintf(r->why, sizeof r->why, "%s-type error %.2g, and no %s-type relation "
+                     "between distinct tensors (the one observed holds by construction)",
+                     pre_measured ? "pre" : "post", best, pre_measured ? "post" : "pre");
+        else
+            snprintf(r->why, sizeof r->why, "pre-type error %.2g and post-type error %.2g are "
+                     "too close to tell (branch below the rounding noise?)", r->fit_pre,
+                     r->fit_post);
         return;
     }
-    r->conf = other > FAIL ? RESDIAG_CONFIDENCE_HIGH : RESDIAG_CONFIDENCE_MEDIUM;
+    set_confidence(r, best, other, pre ? "pre-type" : "post-type", pre ? "post-type"
+                                                                       : "pre-type");
     if (pre) {
         int nb = branch_is_normalized(f->st, x->st);
         /* The weak signature (token RMS in [0.3, 1]) fits an RMSNorm output
@@ -364,11 +576,15 @@ static void classify_sequential(const rd_analysis *a, rd_sub *r, site_data *sd, 
         } else if (nb == 1) {
             r->v = RESDIAG_VERDICT_PRE_OR_SANDWICH;
             r->conf = RESDIAG_CONFIDENCE_LOW;
+            snprintf(r->conf_why, sizeof r->conf_why, "branch_out may be an RMSNorm output: the "
+                     "norm after the branch, if any, is not in the norm sites");
         } else {
             r->v = RESDIAG_VERDICT_PRE;
         }
-        snprintf(r->why, sizeof r->why, "stream_out = stream_in + branch_out (error %.1e), "
-                 "norm reads stream_in (error %.1e); post-type off by %.2g%s", r->e_add, r->e_nx,
+        snprintf(r->why, sizeof r->why, "stream_out = stream_in + branch_out (%s), "
+                 "norm reads stream_in (%s); post-type off by %.2g%s",
+                 err_text(t1, sizeof t1, r, RD_REL_ADD, r->e_add, "error %.1e"),
+                 err_text(t2, sizeof t2, r, RD_REL_NX, r->e_nx, "error %.1e"),
                  r->fit_post, nb == 2   ? "; branch_out is a norm output"
                               : nb == 1 ? "; branch_out may be an RMSNorm output (token RMS in "
                                           "[0.3, 1]): pre-norm or sandwich"
@@ -378,12 +594,14 @@ static void classify_sequential(const rd_analysis *a, rd_sub *r, site_data *sd, 
         r->v = deep ? RESDIAG_VERDICT_DEEPNORM : RESDIAG_VERDICT_POST;
         if (deep)
             snprintf(r->why, sizeof r->why, "norm reads %.4g*stream_in + branch_out (error %.1e; "
-                     "with alpha = 1: %.2g), stream_out = norm_out (error %.1e); pre-type off by "
-                     "%.2g", r->alpha, r->e_deep, r->e_nsum, r->e_yn, r->fit_pre);
+                     "with alpha = 1: %.2g), stream_out = norm_out (%s); pre-type off by "
+                     "%.2g", r->alpha, r->e_deep, r->e_nsum,
+                     err_text(t1, sizeof t1, r, RD_REL_YN, r->e_yn, "error %.1e"), r->fit_pre);
         else
-            snprintf(r->why, sizeof r->why, "norm reads stream_in + branch_out (error %.1e), "
-                     "stream_out = norm_out (error %.1e); pre-type off by %.2g", r->e_nsum, r->e_yn,
-                     r->fit_pre);
+            snprintf(r->why, sizeof r->why, "norm reads stream_in + branch_out (%s), "
+                     "stream_out = norm_out (%s); pre-type off by %.2g",
+                     err_text(t1, sizeof t1, r, RD_REL_NSUM, r->e_nsum, "error %.1e"),
+                     err_text(t2, sizeof t2, r, RD_REL_YN, r->e_yn, "error %.1e"), r->fit_pre);
     }
 }
 
@@ -434,7 +652,17 @@ static int classify_parallel(rd_analysis *a, int l, site_data (*sd)[RESDIAG_N_BL
         e_sum = rd_rel_combo(v, c, S + 2, k);
     }
     free(sum);
-    if (!(e_same < HOLD) || !(branch > SEP * fmax(e_same, 1e-12)) ||
+    /* what rounding leaves in the relations, over every site of the block */
+    const double *stv[RESDIAG_MAX_SUBLAYERS * RESDIAG_N_BLOCK_SITES];
+    int nst = 0;
+    for (int s = 0; s < S; s++)
+        for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
+            if (sd[s][b].obs)
+                stv[nst++] = sd[s][b].st;
+    double floor_ = rd_rounding_floor(stv, nst);
+    /* the sequential rival: stream_in would differ by the branches before */
+    double best = y->obs ? fmax(e_same, e_sum) : e_same;
+    if (!(e_same < HOLD) || !(branch > SEP * fmax(e_same, floor_)) ||
         (y->obs && !(e_sum < HOLD)))
         return 0;
     for (int s = 0; s < S; s++) {
@@ -449,13 +677,20 @@ static int classify_parallel(rd_analysis *a, int l, site_data (*sd)[RESDIAG_N_BL
         }
         if (!ni->obs || r->e_nx < HOLD) {
             r->v = RESDIAG_VERDICT_PARALLEL;
-            r->conf = branch > FAIL && y->obs ? RESDIAG_CONFIDENCE_HIGH : RESDIAG_CONFIDENCE_MEDIUM;
+            r->floor = floor_;
+            set_confidence(r, best, branch, "parallel", "sequential");
+            if (!y->obs) {
+                r->conf = RESDIAG_CONFIDENCE_MEDIUM;
+                snprintf(r->conf_why, sizeof r->conf_why, "stream_out of the block not observed: "
+                         "the sum of the branches was not tested");
+            }
             snprintf(r->why, sizeof r->why, "all sublayers read the same stream_in (error %.1e, "
                      "branches %.2g); stream_out = stream_in + sum of branches (error %.1e)%s",
                      e_same, branch, e_sum, ni->obs ? "; norm reads stream_in" : "");
         } else {
             r->v = RESDIAG_VERDICT_INCONSISTENT;
             r->conf = RESDIAG_CONFIDENCE_MEDIUM;
+            snprintf(r->conf_why, sizeof r->conf_why, "one relation fails: the norm's input");
             snprintf(r->why, sizeof r->why, "parallel block whose norm does not read stream_in "
                      "(error %.2g)", r->e_nx);
         }
@@ -891,6 +1126,7 @@ static void decide_model_full(rd_analysis *a)
     resdiag_verdict first = RESDIAG_VERDICT_CANNOT_TELL;
     int same = 1;
     resdiag_confidence conf = RESDIAG_CONFIDENCE_HIGH;
+    int weak = -1, n_weak = 0; /* the sublayer that sets the confidence */
     for (int l = 0; l < L; l++) {
         resdiag_verdict v = a->layer_v[l];
         if (v == RESDIAG_VERDICT_CANNOT_TELL)
@@ -906,9 +1142,20 @@ static void decide_model_full(rd_analysis *a)
         n_pre += is_pre_family(v);
         for (int s = 0; s < a->n_sublayers; s++) {
             rd_sub *r = &a->sub[l * a->n_sublayers + s];
-            if (r->v != RESDIAG_VERDICT_CANNOT_TELL && r->conf < conf)
+            if (r->v != RESDIAG_VERDICT_CANNOT_TELL && r->conf < conf) {
                 conf = r->conf;
+                weak = l * a->n_sublayers + s;
+            }
+            if (r->v != RESDIAG_VERDICT_CANNOT_TELL && r->conf < RESDIAG_CONFIDENCE_HIGH)
+                n_weak++;
         }
+    }
+    if (weak >= 0) {
+        const rd_sub *r = &a->sub[weak];
+        snprintf(a->conf_why, sizeof a->conf_why, "layer %d %s%s: %s", weak / a->n_sublayers,
+                 a->sublayer_names[weak % a->n_sublayers],
+                 n_weak > 1 ? " (the weakest of the sublayers below high)" : "",
+                 r->conf_why[0] ? r->conf_why : "weaker evidence");
     }
     a->n_undecided = L - n_dec;
     if (n_dec == 0) {
@@ -941,6 +1188,9 @@ static void decide_model_full(rd_analysis *a)
                 snprintf(a->why, sizeof a->why, "pre-type relations in every layer; branch_out "
                          "is a norm output in %d of %d sublayers (trained gains blur the "
                          "signature)", nsw, L * a->n_sublayers);
+                snprintf(a->conf_why, sizeof a->conf_why, "pre-norm or sandwich: branch_out "
+                         "looks like a norm output in only %d of %d sublayers", nsw,
+                         L * a->n_sublayers);
             }
         }
         if (first == RESDIAG_VERDICT_PRE_OR_SANDWICH) {
@@ -953,6 +1203,9 @@ static void decide_model_full(rd_analysis *a)
             snprintf(a->why, sizeof a->why, "pre-type relations in every layer; branch_out is "
                      "clearly a norm output in %d sublayer(s), clearly not in %d, undecided in "
                      "%d", nsw, npre, L * a->n_sublayers - nsw - npre);
+            snprintf(a->conf_why, sizeof a->conf_why, "pre-norm or sandwich: whether "
+                     "branch_out is a norm output is told by its signature alone, which does "
+                     "not decide here");
         }
         if (first == RESDIAG_VERDICT_DEEPNORM) {
             double s = 0;
@@ -1006,6 +1259,8 @@ static void decide_model_signature(rd_analysis *a)
     }
     a->n_undecided = n_q;
     a->conf = RESDIAG_CONFIDENCE_LOW;
+    snprintf(a->conf_why, sizeof a->conf_why, "only the stream's normalization signature: the "
+             "relations between the sites were not observed");
     if (n_q) {
         a->verdict = RESDIAG_VERDICT_CANNOT_TELL;
         snprintf(a->why, sizeof a->why, "%d of %d layers' streams are neither clearly "
@@ -1221,8 +1476,9 @@ resdiag_status resdiag_analyze(const resdiag_reader *rd, const resdiag_analyze_o
     for (int l = 0; l < L; l++) {
         for (int s = 0; s < S; s++) {
             rd_sub *r = &a->sub[l * S + s];
-            r->e_add = r->e_nx = r->e_nsum = r->e_deep = r->e_yn = r->e_par = NAN;
-            r->alpha = r->fit_pre = r->fit_post = NAN;
+            r->e_add = r->e_nx = r->e_nsum = r->e_deep = r->e_yn = r->e_par = r->e_fn = NAN;
+            r->alpha = r->fit_pre = r->fit_post = r->fit_branch_norm = NAN;
+            r->floor = r->strength = NAN;
             r->v = RESDIAG_VERDICT_CANNOT_TELL;
             r->conf = RESDIAG_CONFIDENCE_NONE;
             for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)

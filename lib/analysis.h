@@ -18,6 +18,18 @@ enum { RD_SIG_UNKNOWN = 0, RD_SIG_NORMALIZED = 1, RD_SIG_NOT = 2, RD_SIG_UNCLEAR
 #define RD_MAX_WARNINGS 64
 #define RD_WARNING_LEN 200
 #define RD_MAX_RFIT RESDIAG_MAX_SUBLAYERS
+/* Strength of the evidence for a sublayer's verdict: the rival hypothesis's
+ * error over max(the winner's, the rounding floor). From RD_SEP it is
+ * decided (confidence medium), from RD_HIGH_SEP confidence high; lib/analysis.c
+ * says why. */
+#define RD_SEP 10.0
+#define RD_HIGH_SEP 25.0
+
+/* The relations between the sites of a sublayer (bits of rd_sub.constructed). */
+enum {
+    RD_REL_ADD = 0, RD_REL_NX, RD_REL_NSUM, RD_REL_DEEP, RD_REL_YN, RD_REL_PAR, RD_REL_FN,
+    RD_N_REL
+};
 
 /* One sublayer at the analysed step: relation errors (relative sketch
  * residuals, NaN = not computable) and the verdict. */
@@ -31,7 +43,17 @@ typedef struct rd_sub {
     double e_deep;    /* norm_in = alpha*stream_in + branch_out */
     double e_yn;      /* stream_out = norm_out */
     double e_par;     /* parallel: every sublayer's stream_in equal */
+    double e_fn;      /* branch_out = norm_out: what is added is the norm's output */
     double fit_pre, fit_post; /* worst relation of each family */
+    double fit_branch_norm;   /* worst of e_add, e_fn: a norm on the branch (sandwich) */
+    double floor;     /* what rounding alone can give a true relation (rd_rounding_floor) */
+    double strength;  /* the rival's error / max(the winner's, floor); NaN without a rival */
+    char conf_why[160]; /* why the confidence is not high ("" when it is) */
+    /* Relations between two sites recorded from one tensor (bit RD_REL_*):
+     * they hold by construction, so their e_* is NaN (no evidence) and
+     * e_constructed[] keeps what was measured, for the record. */
+    unsigned constructed;
+    double e_constructed[RD_N_REL];
     int order;        /* hook order: 1 norm_in before branch_out, 2 after, 0 unknown */
     unsigned missing; /* bit b: site b not observed, but the relations that fit need it */
     char why[256];
@@ -73,6 +95,7 @@ struct resdiag_analysis {
     char final_norm_why[160];
     int order_agree, order_disagree;
     char why[256];
+    char conf_why[256];          /* what makes the confidence less than high, or "" */
     int cs_layer, cs_sub, cs_layer2, cs_sub2;
     char *cs_norm_in, *cs_branch_out, *cs_stream_out, *cs_norm_in2;
 
@@ -121,6 +144,9 @@ double rd_fit_alpha(const double *ni, const double *x, const double *f, int k, d
 /* RD_SIG_* of a tensor's statistics (RESDIAG_N_FIELDS), with the token
  * norm spread above which it is "not normalized". */
 int rd_signature(const double *stats, double cv_unnorm);
+/* What rounding alone can leave in a true relation between tensors with
+ * these statistics (RESDIAG_N_FIELDS each), relative to its largest term. */
+double rd_rounding_floor(const double *const *stats, int n);
 /* Declared placement against the verdict: 1 agrees, 0 not, -1 cannot say. */
 int rd_declared_agrees(const rd_analysis *a);
 /* A verdict in words for people ("pre-norm", "post-norm family (post-norm

@@ -1040,17 +1040,16 @@ static resdiag_status open_datasets(resdiag_reader *rd)
         const rd_table *t = &rd->lay.tables[i];
         if (t->count == 0)
             continue;
-        hsize_t dims[RD_MAX_RANK];
-        for (int k = 0; k < t->rank; k++)
-            dims[k] = (hsize_t)t->dims[k];
-        if (t->kind == RD_KIND_CALLS) {
-            /* the call counts are optional: older writers did not count */
+        if (RD_TABLE_OPTIONAL(i)) { /* a file from before the table: it reads as NaN */
             int ex = path_exists(rd->file, t->name);
             if (ex < 0)
                 return h5fail(rd->path, t->name);
             if (ex == 0)
                 continue;
         }
+        hsize_t dims[RD_MAX_RANK];
+        for (int k = 0; k < t->rank; k++)
+            dims[k] = (hsize_t)t->dims[k];
         if ((st = open_checked(rd, t->name, H5T_FLOAT, 1, t->rank, dims, &rd->table_ds[i]))
             != RESDIAG_OK)
             return st;
@@ -1705,6 +1704,41 @@ resdiag_status resdiag_reader_update(const resdiag_reader *rd, int64_t step_inde
         return st;
     size_t slot = (size_t)layer * (size_t)rd->info.n_sublayers + (size_t)sublayer;
     return read_slot(rd, RD_T_UPDATE, slot, step_index, 1, 0, RESDIAG_N_UPDATE_FIELDS, out);
+}
+
+resdiag_status resdiag_reader_alias(const resdiag_reader *rd, int64_t step_index,
+                                    resdiag_direction dir, int layer, int sublayer,
+                                    resdiag_site site, int *same_as)
+{
+    static const char fn[] = "resdiag_reader_alias";
+    if (same_as)
+        *same_as = -1;
+    if (!rd || !same_as)
+        return rfail(RESDIAG_E_NULL, "client bug: %s: NULL argument", fn);
+    resdiag_status st;
+    if ((st = check_site(rd, dir, layer, sublayer, site, fn)) != RESDIAG_OK)
+        return st;
+    if (rd_model_site_index(site) >= 0)
+        return rfail(RESDIAG_E_RANGE, "client bug: %s: %s is a model site; aliases are "
+                     "between the block sites of one sublayer", fn, resdiag_site_name(site));
+    if ((st = check_step(rd, step_index, fn)) != RESDIAG_OK)
+        return st;
+    int table = dir == RESDIAG_FORWARD ? RD_T_FWD_ALIAS : RD_T_BWD_ALIAS;
+    if (rd->table_ds[table] < 0)
+        return RESDIAG_OK; /* a file from before aliases: none declared */
+    size_t slot = (size_t)layer * (size_t)rd->info.n_sublayers + (size_t)sublayer;
+    double v;
+    if ((st = read_slot(rd, table, slot, step_index, 1, (hsize_t)site, 1, &v)) != RESDIAG_OK)
+        return st;
+    if (isnan(v))
+        return RESDIAG_OK;
+    if (!(v >= 0 && v < RESDIAG_N_BLOCK_SITES) || v != floor(v) || (int)v == (int)site)
+        return rfail(RESDIAG_E_FORMAT, "run file %s: /%s holds %g at step index %lld, layer %d, "
+                     "sublayer %d, site %s: not the index of another block site", rd->path,
+                     rd->lay.tables[table].name, v, (long long)step_index, layer, sublayer,
+                     resdiag_site_name(site));
+    *same_as = (int)v;
+    return RESDIAG_OK;
 }
 
 const char *resdiag_reader_callsite(const resdiag_reader *rd, resdiag_direction dir, int layer,

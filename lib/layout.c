@@ -104,6 +104,14 @@ void rd_layout_init(rd_layout *lay, int n_layers, int n_sublayers, int n_layer_p
               "step,model_site,sketch",
               "linear sketch of dLoss/d(activation) at model-level sites",
               "same units as the gradient", RD_KIND_SKETCH, 2, (int64_t[]){ M, K });
+    set_table(&t[RD_T_FWD_ALIAS], "forward/site_alias", NULL, "step,layer,sublayer,site",
+              "the site of the same layer and sublayer whose tensor this site was recorded "
+              "from, the very same tensor (resdiag_observe_alias): a relation between the two "
+              "holds by construction; NaN: a tensor of its own",
+              "site index (site_names)", RD_KIND_ALIAS, 3, (int64_t[]){ L, S, B });
+    set_table(&t[RD_T_BWD_ALIAS], "backward/site_alias", NULL, "step,layer,sublayer,site",
+              "as forward/site_alias, for the gradients at the block sites",
+              "site index (site_names)", RD_KIND_ALIAS, 3, (int64_t[]){ L, S, B });
 
     static const char *const calls_names[] = {
         "forward/site_calls", "backward/site_calls", "forward/model_calls",

@@ -37,6 +37,8 @@ enum rd_table_id {
     RD_T_BWD_MODEL_CALLS,    /* backward/model_calls  (M) */
     RD_T_LAYER_PARAM_CALLS,  /* backward/param_calls  (L, P) */
     RD_T_MODEL_PARAM_CALLS,  /* backward/model_param_calls (Q) */
+    RD_T_FWD_ALIAS,          /* forward/site_alias    (L, S, B), optional in a file */
+    RD_T_BWD_ALIAS,          /* backward/site_alias   (L, S, B), optional in a file */
     RD_N_TABLES
 };
 
@@ -44,8 +46,14 @@ enum rd_table_kind {
     RD_KIND_STATS = 0,   /* last axis = fields; has a callsite dataset */
     RD_KIND_SKETCH = 1,  /* last axis = sketch */
     RD_KIND_UPDATE = 2,  /* last axis = update fields */
-    RD_KIND_CALLS = 3    /* one count per slot of a STATS table; optional in a file */
+    RD_KIND_CALLS = 3,   /* one count per slot of a STATS table; optional in a file */
+    RD_KIND_ALIAS = 4    /* last axis = sites: which site's tensor each one is (NaN: its own) */
 };
+/* A table of this id may be missing from a file (written before it was
+ * added): the reader reads it as all NaN. */
+#define RD_TABLE_OPTIONAL(id) \
+    (((id) >= RD_T_FWD_SITE_CALLS && (id) <= RD_T_MODEL_PARAM_CALLS) || (id) == RD_T_FWD_ALIAS \
+     || (id) == RD_T_BWD_ALIAS)
 
 #define RD_MAX_RANK 4        /* axes after the step axis */
 #define RD_CALLSITE_LEN 128  /* bytes of a "file:line" string, with the NUL */

@@ -157,9 +157,13 @@ static void text_placement(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     rd_strbuf_printf(b, "\n");
     if (a->why[0])
         rd_strbuf_printf(b, "  why: %s\n", E(a->why));
+    if (a->verdict != RESDIAG_VERDICT_CANNOT_TELL && a->conf < RESDIAG_CONFIDENCE_HIGH &&
+        a->conf_why[0])
+        rd_strbuf_printf(b, "  confidence %s: %s\n", resdiag_confidence_name(a->conf),
+                         E(a->conf_why));
     if (a->use_relations) {
         /* evidence: one line per run of layers with the same sublayer verdicts */
-        rd_strbuf_printf(b, "  evidence (sketch relations, relative error; true relations ~1e-6 in f32, "
+        rd_strbuf_printf(b, "  evidence (sketch relations, relative error; true relations ~1e-7 in f32, "
                      "<3e-2 in bf16):\n");
         int l = 0;
         while (l < L) {
@@ -185,6 +189,19 @@ static void text_placement(sb *b, rd_esc_ring *esc, const rd_analysis *a)
             }
             l = m;
         }
+        rd_strbuf_printf(b, "  confidence: the rival placement's error over max(the winner's "
+                     "error, the rounding floor): high from %gx, medium from %gx, below that "
+                     "cannot tell; rounding floor 2 (u + 2^-53 sqrt(elements)), u = 2^-24 f32, "
+                     "2^-11 f16, 2^-8 bf16 (read from each tensor's largest |value|)\n",
+                     RD_HIGH_SEP, RD_SEP);
+        int n_constructed = 0;
+        for (int i = 0; i < L * S; i++)
+            for (int j = 0; j < RD_N_REL; j++)
+                n_constructed += a->sub[i].constructed >> j & 1u;
+        if (n_constructed)
+            rd_strbuf_printf(b, "  by construction: %d relation(s) between two records of one "
+                             "tensor (declared with resdiag_observe_alias) hold whatever the "
+                             "model; shown, not counted\n", n_constructed);
         if (a->order_agree + a->order_disagree)
             rd_strbuf_printf(b, "  call order: %d of %d sublayers call the hooks in the order of the "
                          "verdict (pre: norm before branch; post: branch before norm)\n",
@@ -553,6 +570,9 @@ char *resdiag_analysis_to_json(const resdiag_analysis *a)
     rd_strbuf_printf(&b, "  \"placement\": {\"verdict\": \"%s\", \"confidence\": \"%s\", \"why\": ",
               resdiag_verdict_name(a->verdict), resdiag_confidence_name(a->conf));
     js_str(&b, a->why);
+    rd_strbuf_printf(&b, ", \"confidence_why\": ");
+    js_str(&b, a->verdict != RESDIAG_VERDICT_CANNOT_TELL && a->conf < RESDIAG_CONFIDENCE_HIGH
+                   ? a->conf_why : "");
     rd_strbuf_printf(&b, ", \"mix_layers\": %d, \"alpha\": ", resdiag_analysis_mix_layers(a));
     js_num(&b, resdiag_analysis_alpha(a));
     int agree = rd_declared_agrees(a);
@@ -586,12 +606,29 @@ char *resdiag_analysis_to_json(const resdiag_analysis *a)
             rd_strbuf_printf(&b, ", \"verdict\": \"%s\", \"confidence\": \"%s\", \"alpha\": ",
                       resdiag_verdict_name(r->v), resdiag_confidence_name(r->conf));
             js_num(&b, r->alpha);
-            const double e[6] = { r->e_add, r->e_nx, r->e_nsum, r->e_deep, r->e_yn, r->e_par };
-            static const char *const en[6] = { "add", "norm_reads_stream", "norm_reads_sum",
-                                               "norm_reads_alpha_sum", "out_is_norm",
-                                               "parallel_same_input" };
+            double e[RD_N_REL] = { r->e_add, r->e_nx, r->e_nsum, r->e_deep, r->e_yn, r->e_par,
+                                   r->e_fn };
+            static const char *const en[RD_N_REL] = { "add", "norm_reads_stream",
+                                                      "norm_reads_sum", "norm_reads_alpha_sum",
+                                                      "out_is_norm", "parallel_same_input",
+                                                      "branch_is_norm_out" };
+            /* as measured; by_construction says which of them count for nothing */
+            for (int i = 0; i < RD_N_REL; i++)
+                if (r->constructed >> i & 1u)
+                    e[i] = r->e_constructed[i];
+            rd_strbuf_printf(&b, ", \"by_construction\": [");
+            for (int i = 0, n = 0; i < RD_N_REL; i++)
+                if (r->constructed >> i & 1u)
+                    rd_strbuf_printf(&b, "%s\"%s\"", n++ ? ", " : "", en[i]);
+            rd_strbuf_printf(&b, "]");
+            rd_strbuf_printf(&b, ", \"rounding_floor\": ");
+            js_num(&b, r->floor);
+            rd_strbuf_printf(&b, ", \"evidence_strength\": ");
+            js_num(&b, r->strength);
+            rd_strbuf_printf(&b, ", \"confidence_why\": ");
+            js_str(&b, r->conf_why);
             rd_strbuf_printf(&b, ", \"relation_errors\": {");
-            for (int i = 0; i < 6; i++) {
+            for (int i = 0; i < RD_N_REL; i++) {
                 rd_strbuf_printf(&b, "%s\"%s\": ", i ? ", " : "", en[i]);
                 js_num(&b, e[i]);
             }

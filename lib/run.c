@@ -1064,6 +1064,48 @@ resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, 
     return RESDIAG_OK;
 }
 
+resdiag_status resdiag_observe_alias(resdiag *r, resdiag_direction dir, int layer, int sublayer,
+                                     resdiag_site site, resdiag_site same_as)
+{
+    static const char fn[] = "resdiag_observe_alias";
+    if (!r)
+        return RESDIAG_OK;
+    if (!r->recording) {
+        int go;
+        return hook_gate(r, fn, &go);
+    }
+    if ((unsigned)dir > RESDIAG_BACKWARD)
+        return client_bug(r, RESDIAG_E_INVALID, "%s: unknown direction %d", fn, (int)dir);
+    if ((unsigned)site >= RESDIAG_N_BLOCK_SITES || (unsigned)same_as >= RESDIAG_N_BLOCK_SITES)
+        return client_bug(r, RESDIAG_E_RANGE, "%s: sites %d and %d: both must be block sites "
+                          "(0..%d)", fn, (int)site, (int)same_as, RESDIAG_N_BLOCK_SITES - 1);
+    if (site == same_as)
+        return client_bug(r, RESDIAG_E_INVALID, "%s: %s cannot be an alias of itself", fn,
+                          resdiag_site_name(site));
+    if (layer < 0 || layer >= r->model.n_layers)
+        return client_bug(r, RESDIAG_E_RANGE, "%s: layer %d out of range 0..%d", fn, layer,
+                          r->model.n_layers - 1);
+    if (sublayer < 0 || sublayer >= r->model.n_sublayers)
+        return client_bug(r, RESDIAG_E_RANGE, "%s: sublayer %d out of range 0..%d", fn,
+                          sublayer, r->model.n_sublayers - 1);
+    const rd_layout *lay = &r->lay;
+    int table;
+    size_t slot;
+    rd_layout_site_slot(lay, dir, layer, sublayer, site, 0, &table, &slot);
+    const size_t cs = lay->tables[table].slot_offset + slot;
+    if (!claim(&r->slot_busy[cs])) {
+        char what[96];
+        snprintf(what, sizeof what, "%s %s of layer %d sublayer %d", dir ? "backward" : "forward",
+                 resdiag_site_name(site), layer, sublayer);
+        return busy_bug(r, fn, what, 0, NULL, 0);
+    }
+    int at = dir == RESDIAG_FORWARD ? RD_T_FWD_ALIAS : RD_T_BWD_ALIAS;
+    r->cur[rd_layout_offset(lay, at, (size_t)layer * (size_t)r->model.n_sublayers + sublayer)
+           + (size_t)site] = (double)same_as;
+    release(&r->slot_busy[cs]);
+    return RESDIAG_OK;
+}
+
 resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name, resdiag_tensor t,
                                      const char *file, int line)
 {

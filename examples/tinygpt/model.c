@@ -393,12 +393,17 @@ static void sublayer_forward(tg_model *m, int l, int s)
         FWD(TG_STREAM_OUT, y);  /* the norm's output is the stream */
         break;
     case TG_SANDWICH:  /* x + Norm2(F(Norm(x))) */
+        /* The norm sites hold Norm2, the norm on the branch: that what is
+         * added is a norm's output is then a relation between sites
+         * (branch_out = norm_out), which holds whatever Norm2's input;
+         * its output's signature does not when that input is small next
+         * to epsilon (gpt2 init). */
         norm_forward(m, a->norm_out, a->norm_mean, a->norm_rstd, x, w->norm_g[s], w->norm_b[s]);
-        FWD(TG_NORM_IN, x);
-        FWD(TG_NORM_OUT, a->norm_out);
         branch_forward(m, l, s, a->branch, a->norm_out);
         norm_forward(m, a->norm2_out, a->norm2_mean, a->norm2_rstd, a->branch,
                      w->norm2_g[s], w->norm2_b[s]);
+        FWD(TG_NORM_IN, a->branch);
+        FWD(TG_NORM_OUT, a->norm2_out);
         FWD(TG_BRANCH_OUT, a->norm2_out);  /* what is added to the stream */
         residual_forward(y, x, a->norm2_out, 1, NC);
         FWD(TG_STREAM_OUT, y);
@@ -547,13 +552,13 @@ static void sublayer_backward(tg_model *m, int l, int s)
     case TG_SANDWICH:
         residual_backward(dx, d->norm2_out, dy, 1, NC);
         BWD(TG_BRANCH_OUT, d->norm2_out);
+        BWD(TG_NORM_OUT, d->norm2_out);  /* the norm sites: Norm2, as forward */
         norm_backward(m, d->branch, g->norm2_g[s], g->norm2_b[s], d->norm2_out, a->branch,
                       w->norm2_g[s], a->norm2_mean, a->norm2_rstd);
+        BWD(TG_NORM_IN, d->branch);
         branch_backward(m, l, s, d->norm_out, d->branch, a->norm_out);
-        BWD(TG_NORM_OUT, d->norm_out);
         norm_backward(m, dx, g->norm_g[s], g->norm_b[s], d->norm_out, x, w->norm_g[s],
                       a->norm_mean, a->norm_rstd);
-        BWD(TG_NORM_IN, dx);
         break;
     case TG_NONE:
         residual_backward(dx, d->branch, dy, 1, NC);

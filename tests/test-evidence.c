@@ -1,0 +1,487 @@
+/*
+ * test-evidence.c - what counts as evidence for the placement verdict, and
+ * how much: the rounding floor read from each tensor's dtype; confidence
+ * "high" for decisive evidence at initialization (a branch 1e-3 of the
+ * stream in f32) and "medium", with the reason, when the rival relations
+ * miss by little more than rounding; a sandwich decided from the relations
+ * when its norm sites hold the norm on the branch (an RMSNorm whose input
+ * is small next to epsilon, so that its output does not look normalized);
+ * relations between two records of one tensor (resdiag_observe_alias)
+ * printed "by construction" and counted nowhere; the alias datasets in the
+ * file, their absence in older files and bad values in a stranger's file.
+ * Synthetic runs written through the real writer; every tensor computed
+ * here in double and stored as f32 (or bf16).
+ */
+#include <check.h>
+#include <hdf5.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "analysis.h"
+#include "resdiag.h"
+
+enum { D = 64, ROWS = 32, L = 2 };
+
+/* ------------------------------------------------------ rounding floor */
+
+START_TEST(rounding_floor_follows_the_dtype_of_the_largest_value)
+{
+    double st[RESDIAG_N_FIELDS] = { 0 };
+    const double *v[1] = { st };
+    st[RESDIAG_FIELD_ROWS] = 4;
+    st[RESDIAG_FIELD_COLS] = 16; /* 64 elements: sqrt = 8 */
+    const double sketch = 0x1p-53 * 8;
+    st[RESDIAG_FIELD_ABSMAX] = (double)0.7f; /* an f32 value, not a shorter one */
+    ck_assert_double_eq(rd_rounding_floor(v, 1), 2 * (0x1p-24 + sketch));
+    st[RESDIAG_FIELD_ABSMAX] = 0.75390625; /* 1 + 8 bits: bf16 */
+    ck_assert_double_eq(rd_rounding_floor(v, 1), 2 * (0x1p-8 + sketch));
+    st[RESDIAG_FIELD_ABSMAX] = 1.0009765625; /* 1 + 2^-10: f16, not bf16 */
+    ck_assert_double_eq(rd_rounding_floor(v, 1), 2 * (0x1p-11 + sketch));
+    st[RESDIAG_FIELD_ABSMAX] = 0.1; /* not an f32 value: f64 */
+    ck_assert_double_eq(rd_rounding_floor(v, 1), 2 * (0x1p-53 + sketch));
+    st[RESDIAG_FIELD_ABSMAX] = 0; /* all zeros: no evidence of a format, f32 */
+    ck_assert_double_eq(rd_rounding_floor(v, 1), 2 * (0x1p-24 + sketch));
+    /* a relation takes its coarsest tensor and its largest one */
+    double st2[RESDIAG_N_FIELDS] = { 0 };
+    st2[RESDIAG_FIELD_ROWS] = 16;
+    st2[RESDIAG_FIELD_COLS] = 16;
+    st2[RESDIAG_FIELD_ABSMAX] = 0.75390625;
+    st[RESDIAG_FIELD_ABSMAX] = (double)0.7f;
+    const double *w[2] = { st, st2 };
+    ck_assert_double_eq(rd_rounding_floor(w, 2), 2 * (0x1p-8 + 0x1p-53 * 16));
+}
+END_TEST
+
+/* ------------------------------------------------------ synthetic runs */
+
+static unsigned rng;
+static double gauss(void)
+{
+    double u = 0;
+    for (int i = 0; i < 12; i++) {
+        rng = rng * 1664525u + 1013904223u;
+        u += (rng >> 8) / 16777216.0;
+    }
+    return u - 6;
+}
+
+/* Per-token LayerNorm (gain 1, bias 0), or RMSNorm, with epsilon eps. */
+static void norm(float *out, const float *in, int rms, double eps)
+{
+    for (int i = 0; i < ROWS; i++) {
+        double m = 0, v = 0;
+        if (!rms) {
+            for (int j = 0; j < D; j++)
+                m += in[i * D + j];
+            m /= D;
+        }
+        for (int j = 0; j < D; j++)
+            v += (in[i * D + j] - m) * (in[i * D + j] - m);
+        v /= D;
+        for (int j = 0; j < D; j++)
+            out[i * D + j] = (float)((in[i * D + j] - m) / sqrt(v + eps));
+    }
+}
+
+/* out = in W, W (D, D) of entries N(0, scale^2 / D): a branch of RMS about
+ * scale times its input's. */
+static void branch(float *out, const float *in, double scale)
+{
+    static float w[D * D];
+    for (int i = 0; i < D * D; i++)
+        w[i] = (float)(gauss() * scale / sqrt(D));
+    for (int i = 0; i < ROWS; i++)
+        for (int j = 0; j < D; j++) {
+            double s = 0;
+            for (int k = 0; k < D; k++)
+                s += (double)in[i * D + k] * w[k * D + j];
+            out[i * D + j] = (float)s;
+        }
+}
+
+static void fwd(resdiag *r, int l, resdiag_site site, const float *t)
+{
+    ck_assert_int_eq(RESDIAG_FWD(r, l, 0, site, resdiag_f32(t, ROWS, D)), RESDIAG_OK);
+}
+
+enum kind {
+    PRE,          /* x + F(LN(x)) */
+    POST,         /* LN(x + F(x)), the stream normalized from the start */
+    BRANCH_NORM,  /* x + RMS(F(LN(x))): the norm sites hold the norm on the branch */
+    PRE_NO_BRANCH /* pre-norm whose branch_out is not observed */
+};
+
+/* Writes a run of L layers of one sublayer. alias: the recorder takes the
+ * norm's input for stream_in and says so (resdiag_observe_alias). */
+static void write_run(const char *path, enum kind kind, double scale, int alias)
+{
+    static const char *const names[1] = { "block" };
+    resdiag_model m;
+    resdiag_model_init(&m);
+    m.n_layers = L;
+    m.d_model = D;
+    m.n_sublayers = 1;
+    m.sublayer_names = names;
+    m.norm_kind = kind == BRANCH_NORM ? RESDIAG_NORM_RMSNORM : RESDIAG_NORM_LAYERNORM;
+    resdiag_options o;
+    resdiag_options_init(&o);
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
+    static float x[ROWS * D], ni[ROWS * D], no[ROWS * D], f[ROWS * D], y[ROWS * D];
+    rng = 11;
+    ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
+    for (int i = 0; i < ROWS * D; i++)
+        x[i] = (float)gauss();
+    if (kind == POST) { /* what a post-norm layer reads: a norm output */
+        memcpy(y, x, sizeof y);
+        norm(x, y, 0, 0);
+    }
+    for (int l = 0; l < L; l++) {
+        fwd(r, l, RESDIAG_STREAM_IN, x);
+        if (kind == POST) {
+            branch(f, x, scale);
+            for (int i = 0; i < ROWS * D; i++)
+                ni[i] = x[i] + f[i];
+            norm(y, ni, 0, 0);
+            fwd(r, l, RESDIAG_BRANCH_OUT, f);
+            fwd(r, l, RESDIAG_NORM_IN, ni);
+            fwd(r, l, RESDIAG_NORM_OUT, y);
+        } else if (kind == BRANCH_NORM) {
+            norm(no, x, 0, 1e-5);
+            branch(ni, no, scale);      /* what the norm on the branch reads */
+            norm(f, ni, 1, 1e-5);       /* its output is what is added */
+            fwd(r, l, RESDIAG_NORM_IN, ni);
+            fwd(r, l, RESDIAG_NORM_OUT, f);
+            fwd(r, l, RESDIAG_BRANCH_OUT, f);
+            for (int i = 0; i < ROWS * D; i++)
+                y[i] = x[i] + f[i];
+        } else {
+            norm(no, x, 0, 1e-5);
+            fwd(r, l, RESDIAG_NORM_IN, x);
+            if (alias)
+                ck_assert_int_eq(resdiag_observe_alias(r, RESDIAG_FORWARD, l, 0,
+                                                       RESDIAG_STREAM_IN, RESDIAG_NORM_IN),
+                                 RESDIAG_OK);
+            fwd(r, l, RESDIAG_NORM_OUT, no);
+            branch(f, no, scale);
+            if (kind == PRE)
+                fwd(r, l, RESDIAG_BRANCH_OUT, f);
+            for (int i = 0; i < ROWS * D; i++)
+                y[i] = x[i] + f[i];
+        }
+        fwd(r, l, RESDIAG_STREAM_OUT, y);
+        memcpy(x, y, sizeof x);
+    }
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    resdiag_destroy(r);
+}
+
+static char dir[64];
+static const char *path(const char *name)
+{
+    static char p[128];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return p;
+}
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/test-evidence-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static resdiag_analysis *analyse(const char *p)
+{
+    resdiag_reader *rd = NULL;
+    ck_assert_int_eq(resdiag_reader_open(&rd, p), RESDIAG_OK);
+    resdiag_analysis *a = NULL;
+    ck_assert_int_eq(resdiag_analyze(rd, NULL, &a), RESDIAG_OK);
+    resdiag_reader_close(rd);
+    return a;
+}
+
+static void expect_in(char *text, const char *want)
+{
+    ck_assert_ptr_nonnull(text);
+    ck_assert_msg(strstr(text, want), "'%s' not in:\n%s", want, text);
+    resdiag_free(text);
+}
+
+/* At initialization the branch is small: the relation of the rival
+ * placement misses by only ~1e-3, a thousand times less than a wrong
+ * relation usually does, but ten thousand times what f32 rounding leaves. */
+START_TEST(decisive_evidence_at_initialization_is_high)
+{
+    static const struct { enum kind kind; resdiag_verdict v; } c[] = {
+        { PRE, RESDIAG_VERDICT_PRE }, { POST, RESDIAG_VERDICT_POST } };
+    write_run(path("run.h5"), c[_i].kind, 1e-3, 0);
+    resdiag_analysis *a = analyse(path("run.h5"));
+    ck_assert_int_eq(resdiag_analysis_verdict(a), c[_i].v);
+    ck_assert_msg(resdiag_analysis_confidence(a) == RESDIAG_CONFIDENCE_HIGH, "%s: %s (%s)",
+                  resdiag_verdict_name(c[_i].v),
+                  resdiag_confidence_name(resdiag_analysis_confidence(a)), a->conf_why);
+    for (int l = 0; l < L; l++) {
+        const rd_sub *r = &a->sub[l];
+        double rival = c[_i].kind == PRE ? r->fit_post : r->fit_pre;
+        ck_assert_double_lt(rival, 0.2); /* the rival is near: what "medium" used to mean */
+        ck_assert_double_ge(r->strength, RD_HIGH_SEP);
+        ck_assert_double_eq_tol(r->strength, rival / fmax(fmin(r->fit_pre, r->fit_post),
+                                                          r->floor), 1e-12 * r->strength);
+    }
+    expect_in(resdiag_analysis_to_json(a), "\"confidence_why\": \"\"");
+    resdiag_analysis_free(a);
+}
+END_TEST
+
+/* A branch of 2e-6 of the stream: the pre-type relations miss by a few
+ * times 1e-6, between 10 and 25 times the f32 rounding floor. Decided, but
+ * "medium", and the report says what is ambiguous. */
+START_TEST(evidence_near_the_rounding_floor_is_medium_and_says_why)
+{
+    write_run(path("run.h5"), POST, 2e-6, 0);
+    resdiag_analysis *a = analyse(path("run.h5"));
+    ck_assert_int_eq(resdiag_analysis_verdict(a), RESDIAG_VERDICT_POST);
+    ck_assert_int_eq(resdiag_analysis_confidence(a), RESDIAG_CONFIDENCE_MEDIUM);
+    int medium = 0;
+    for (int l = 0; l < L; l++) {
+        const rd_sub *r = &a->sub[l];
+        ck_assert_double_lt(r->fit_post, r->floor); /* the winner is at rounding level */
+        ck_assert_double_eq_tol(r->strength, r->fit_pre / r->floor, 1e-12 * r->strength);
+        medium += r->conf == RESDIAG_CONFIDENCE_MEDIUM;
+    }
+    ck_assert_int_gt(medium, 0);
+    if (getenv("EVIDENCE_VERBOSE"))
+        fprintf(stderr, "medium: %s\n", a->conf_why);
+    ck_assert_ptr_nonnull(strstr(a->conf_why, "the pre-type relations miss by only"));
+    ck_assert_ptr_nonnull(strstr(a->conf_why, "rounding floor"));
+    expect_in(resdiag_analysis_to_text(a), "confidence medium: layer ");
+    expect_in(resdiag_analysis_to_json(a), "\"confidence_why\": \"layer ");
+    resdiag_analysis_free(a);
+}
+END_TEST
+
+/* Norm sites on the branch's norm, an RMSNorm reading a branch of RMS
+ * 1e-3 (epsilon 1e-5 dominates): its output's token norms spread like a
+ * plain branch's, yet what is added is a norm's output. */
+START_TEST(sandwich_from_the_norm_on_the_branch)
+{
+    write_run(path("run.h5"), BRANCH_NORM, 1e-3, 0);
+    resdiag_analysis *a = analyse(path("run.h5"));
+    ck_assert_msg(resdiag_analysis_verdict(a) == RESDIAG_VERDICT_SANDWICH, "%s: %s",
+                  resdiag_verdict_name(resdiag_analysis_verdict(a)), a->sub[0].why);
+    ck_assert_int_eq(resdiag_analysis_confidence(a), RESDIAG_CONFIDENCE_HIGH);
+    for (int l = 0; l < L; l++) {
+        const rd_sub *r = &a->sub[l];
+        ck_assert_int_eq(r->v, RESDIAG_VERDICT_SANDWICH);
+        ck_assert_double_eq(r->e_fn, 0); /* one buffer, two sites: norm_out is what is added */
+        ck_assert_double_lt(r->e_add, 1e-6);
+        ck_assert_double_gt(r->e_nx, 0.2); /* the norm does not read the stream */
+    }
+    /* the signature alone would not say it: the branch is not normalized */
+    double st[RESDIAG_N_FIELDS];
+    int obs;
+    resdiag_reader *rd = NULL;
+    ck_assert_int_eq(resdiag_reader_open(&rd, path("run.h5")), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_BRANCH_OUT, st,
+                                         &obs), RESDIAG_OK);
+    ck_assert_double_gt(st[RESDIAG_FIELD_TOK_NORM_STD] / st[RESDIAG_FIELD_TOK_NORM_MEAN], 1e-2);
+    resdiag_reader_close(rd);
+    resdiag_analysis_free(a);
+}
+END_TEST
+
+/* The only pre-type relation observed (branch_out not observed) is
+ * norm_in = stream_in, two records of one tensor: no evidence, so no
+ * pre-norm verdict; undeclared, the same data say pre-norm. */
+START_TEST(relations_by_construction_decide_nothing)
+{
+    write_run(path("plain.h5"), PRE_NO_BRANCH, 0.5, 0);
+    resdiag_analysis *a = analyse(path("plain.h5"));
+    ck_assert_int_eq(resdiag_analysis_verdict(a), RESDIAG_VERDICT_PRE);
+    resdiag_analysis_free(a);
+
+    write_run(path("alias.h5"), PRE_NO_BRANCH, 0.5, 1);
+    a = analyse(path("alias.h5"));
+    ck_assert_int_eq(resdiag_analysis_verdict(a), RESDIAG_VERDICT_CANNOT_TELL);
+    for (int l = 0; l < L; l++) {
+        const rd_sub *r = &a->sub[l];
+        ck_assert_int_eq(r->v, RESDIAG_VERDICT_CANNOT_TELL);
+        ck_assert_uint_eq(r->constructed, 1u << RD_REL_NX);
+        ck_assert_double_eq(r->e_constructed[RD_REL_NX], 0);
+        ck_assert(isnan(r->e_nx));
+        ck_assert_ptr_nonnull(strstr(r->why, "by construction"));
+    }
+    expect_in(resdiag_analysis_to_json(a), "\"by_construction\": [\"norm_reads_stream\"]");
+    resdiag_analysis_free(a);
+}
+END_TEST
+
+/* With branch_out observed the add decides pre-norm; the relations of the
+ * aliased pair are shown as such and left out of the fits. */
+START_TEST(relations_by_construction_are_shown_not_counted)
+{
+    write_run(path("run.h5"), PRE, 0.5, 1);
+    resdiag_analysis *a = analyse(path("run.h5"));
+    ck_assert_int_eq(resdiag_analysis_verdict(a), RESDIAG_VERDICT_PRE);
+    ck_assert_int_eq(resdiag_analysis_confidence(a), RESDIAG_CONFIDENCE_HIGH);
+    const unsigned want = 1u << RD_REL_NX | 1u << RD_REL_NSUM | 1u << RD_REL_DEEP;
+    for (int l = 0; l < L; l++) {
+        const rd_sub *r = &a->sub[l];
+        ck_assert_uint_eq(r->constructed, want);
+        ck_assert_double_eq(r->fit_pre, r->e_add); /* e_nx = 0 left out */
+        ck_assert_double_eq(r->fit_post, r->e_yn);
+    }
+    char *text = resdiag_analysis_to_text(a);
+    ck_assert_ptr_nonnull(strstr(text, "norm reads stream_in (by construction, not counted)"));
+    expect_in(text, "by construction: 6 relation(s)");
+    expect_in(resdiag_analysis_to_json(a), "\"by_construction\": [\"norm_reads_stream\", "
+                                           "\"norm_reads_sum\", \"norm_reads_alpha_sum\"]");
+    resdiag_analysis_free(a);
+}
+END_TEST
+
+/* ------------------------------------------------------- the alias API */
+
+START_TEST(alias_is_recorded_per_step_and_read_back)
+{
+    write_run(path("run.h5"), PRE, 0.5, 1);
+    resdiag_reader *rd = NULL;
+    ck_assert_int_eq(resdiag_reader_open(&rd, path("run.h5")), RESDIAG_OK);
+    for (int l = 0; l < L; l++)
+        for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++) {
+            int same = 99;
+            ck_assert_int_eq(resdiag_reader_alias(rd, 0, RESDIAG_FORWARD, l, 0,
+                                                  (resdiag_site)b, &same), RESDIAG_OK);
+            ck_assert_int_eq(same, b == RESDIAG_STREAM_IN ? RESDIAG_NORM_IN : -1);
+            ck_assert_int_eq(resdiag_reader_alias(rd, 0, RESDIAG_BACKWARD, l, 0,
+                                                  (resdiag_site)b, &same), RESDIAG_OK);
+            ck_assert_int_eq(same, -1);
+        }
+    int same;
+    resdiag_set_log_priority((resdiag_log_priority)(RESDIAG_LOG_ERROR + 1)); /* expected */
+    ck_assert_int_eq(resdiag_reader_alias(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_LOGITS, &same),
+                     RESDIAG_E_RANGE);
+    ck_assert_int_eq(resdiag_reader_alias(rd, 1, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,
+                                          &same), RESDIAG_E_NOT_FOUND);
+    resdiag_set_log_priority(RESDIAG_LOG_ERROR);
+    resdiag_reader_close(rd);
+}
+END_TEST
+
+START_TEST(alias_calls_that_are_client_bugs)
+{
+    static const char *const names[1] = { "block" };
+    resdiag_model m;
+    resdiag_model_init(&m);
+    m.n_layers = L;
+    m.d_model = D;
+    m.n_sublayers = 1;
+    m.sublayer_names = names;
+    resdiag_set_log_priority((resdiag_log_priority)(RESDIAG_LOG_ERROR + 1)); /* the bugs below are expected */
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_observe_alias(NULL, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,
+                                           RESDIAG_NORM_IN), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_open(&r, path("bugs.h5"), &m, NULL), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_observe_alias(r, RESDIAG_FORWARD, 0, 0, RESDIAG_NORM_IN,
+                                           RESDIAG_NORM_IN), RESDIAG_E_INVALID);
+    ck_assert_int_eq(resdiag_observe_alias(r, RESDIAG_FORWARD, 0, 0, RESDIAG_LOGITS,
+                                           RESDIAG_NORM_IN), RESDIAG_E_RANGE);
+    ck_assert_int_eq(resdiag_observe_alias(r, RESDIAG_FORWARD, L, 0, RESDIAG_STREAM_IN,
+                                           RESDIAG_NORM_IN), RESDIAG_E_RANGE);
+    ck_assert_int_eq(resdiag_observe_alias(r, RESDIAG_FORWARD, 0, 1, RESDIAG_STREAM_IN,
+                                           RESDIAG_NORM_IN), RESDIAG_E_RANGE);
+    ck_assert_int_eq(resdiag_observe_alias(r, (resdiag_direction)2, 0, 0, RESDIAG_STREAM_IN,
+                                           RESDIAG_NORM_IN), RESDIAG_E_INVALID);
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    resdiag_destroy(r);
+    resdiag_set_log_priority(RESDIAG_LOG_ERROR);
+}
+END_TEST
+
+/* Writes v at forward/site_alias[0, layer 0, sublayer 0, site stream_in],
+ * or deletes both alias datasets (v NaN): a stranger's file, an old one. */
+static void doctor(const char *p, double v)
+{
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    if (isnan(v)) {
+        ck_assert_int_ge(H5Ldelete(f, "forward/site_alias", H5P_DEFAULT), 0);
+        ck_assert_int_ge(H5Ldelete(f, "backward/site_alias", H5P_DEFAULT), 0);
+    } else {
+        hid_t ds = H5Dopen2(f, "forward/site_alias", H5P_DEFAULT);
+        hid_t fs = H5Dget_space(ds);
+        hsize_t start[4] = { 0, 0, 0, RESDIAG_STREAM_IN }, one[4] = { 1, 1, 1, 1 }, n = 1;
+        ck_assert_int_ge(H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, one, NULL), 0);
+        hid_t ms = H5Screate_simple(1, &n, NULL);
+        ck_assert_int_ge(H5Dwrite(ds, H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, &v), 0);
+        H5Sclose(ms);
+        H5Sclose(fs);
+        H5Dclose(ds);
+    }
+    H5Fclose(f);
+}
+
+START_TEST(files_without_aliases_and_files_with_bad_ones)
+{
+    write_run(path("old.h5"), PRE_NO_BRANCH, 0.5, 1);
+    doctor(path("old.h5"), NAN); /* as written before aliases: every tensor its own */
+    resdiag_analysis *a = analyse(path("old.h5"));
+    ck_assert_int_eq(resdiag_analysis_verdict(a), RESDIAG_VERDICT_PRE);
+    ck_assert_uint_eq(a->sub[0].constructed, 0);
+    resdiag_analysis_free(a);
+
+    static const double bad[] = { 7, 1.5, -1, RESDIAG_STREAM_IN };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        write_run(path("bad.h5"), PRE, 0.5, 1);
+        doctor(path("bad.h5"), bad[i]);
+        resdiag_reader *rd = NULL;
+        ck_assert_int_eq(resdiag_reader_open(&rd, path("bad.h5")), RESDIAG_OK);
+        int same = 0;
+        resdiag_set_log_priority((resdiag_log_priority)(RESDIAG_LOG_ERROR + 1));
+        ck_assert_int_eq(resdiag_reader_alias(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,
+                                              &same), RESDIAG_E_FORMAT);
+        ck_assert_int_eq(same, -1);
+        resdiag_analysis *b = NULL;
+        ck_assert_int_eq(resdiag_analyze(rd, NULL, &b), RESDIAG_E_FORMAT);
+        ck_assert_ptr_null(b);
+        resdiag_set_log_priority(RESDIAG_LOG_ERROR);
+        resdiag_reader_close(rd);
+        unlink(path("bad.h5"));
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("evidence");
+    TCase *t = tcase_create("evidence");
+    tcase_set_timeout(t, 120);
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_test(t, rounding_floor_follows_the_dtype_of_the_largest_value);
+    tcase_add_loop_test(t, decisive_evidence_at_initialization_is_high, 0, 2);
+    tcase_add_test(t, evidence_near_the_rounding_floor_is_medium_and_says_why);
+    tcase_add_test(t, sandwich_from_the_norm_on_the_branch);
+    tcase_add_test(t, relations_by_construction_decide_nothing);
+    tcase_add_test(t, relations_by_construction_are_shown_not_counted);
+    tcase_add_test(t, alias_is_recorded_per_step_and_read_back);
+    tcase_add_test(t, alias_calls_that_are_client_bugs);
+    tcase_add_test(t, files_without_aliases_and_files_with_bad_ones);
+    suite_add_tcase(s, t);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
