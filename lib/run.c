@@ -1072,7 +1072,7 @@ resdiag_status resdiag_observe_alias(resdiag *r, resdiag_direction dir, int laye
         return RESDIAG_OK;
     if (!r->recording) {
         int go;
-        return hook_gate(r, fn, &go);
+        return hook_gate(r, fn, NULL, 0, &go);
     }
     if ((unsigned)dir > RESDIAG_BACKWARD)
         return client_bug(r, RESDIAG_E_INVALID, "%s: unknown direction %d", fn, (int)dir);

@@ -302,12 +302,15 @@ END_TEST
 
 /* The only pre-type relation observed (branch_out not observed) is
  * norm_in = stream_in, two records of one tensor: no evidence, so no
- * pre-norm verdict; undeclared, the same data say pre-norm. */
+ * pre-norm verdict. Undeclared, the same data cannot tell either, for
+ * another reason: the add's relation needs branch_out. */
 START_TEST(relations_by_construction_decide_nothing)
 {
     write_run(path("plain.h5"), PRE_NO_BRANCH, 0.5, 0);
     resdiag_analysis *a = analyse(path("plain.h5"));
-    ck_assert_int_eq(resdiag_analysis_verdict(a), RESDIAG_VERDICT_PRE);
+    ck_assert_int_eq(resdiag_analysis_verdict(a), RESDIAG_VERDICT_CANNOT_TELL);
+    ck_assert_uint_eq(a->sub[0].constructed, 0);
+    ck_assert_ptr_nonnull(strstr(a->sub[0].why, "branch_out not observed"));
     resdiag_analysis_free(a);
 
     write_run(path("alias.h5"), PRE_NO_BRANCH, 0.5, 1);
@@ -435,7 +438,7 @@ static void doctor(const char *p, double v)
 
 START_TEST(files_without_aliases_and_files_with_bad_ones)
 {
-    write_run(path("old.h5"), PRE_NO_BRANCH, 0.5, 1);
+    write_run(path("old.h5"), PRE, 0.5, 1);
     doctor(path("old.h5"), NAN); /* as written before aliases: every tensor its own */
     resdiag_analysis *a = analyse(path("old.h5"));
     ck_assert_int_eq(resdiag_analysis_verdict(a), RESDIAG_VERDICT_PRE);
