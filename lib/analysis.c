@@ -503,13 +503,6 @@ static void classify_sequential(const rd_analysis *a, rd_sub *r, site_data *sd, 
     double other = isnan(r->fit_pre) || isnan(r->fit_post) ? NAN : fmax(r->fit_pre, r->fit_post);
     int pre = !(r->fit_post < r->fit_pre); /* the pre-type fit is the better one (or the only) */
     int pre_measured = isnan(other) ? !isnan(r->fit_pre) : pre; /* the family with an error */
-    if (!(best < HOLD) && isnan(other) && r->constructed) {
-        /* the other family's relations hold by construction: unmeasured */
-        snprintf(r->why, sizeof r->why, "%s-type relations fail (error %.2g), and the %s-type "
-                 "ones hold by construction only (two records of one tensor)",
-                 pre_measured ? "pre" : "post", best, pre_measured ? "post" : "pre");
-        return;
-    }
     /* The family that fits must have every one of its relations computed:
      * one that holds only by the relations that could be (norm_in =
      * stream_in, with branch_out never observed) is no evidence. A relation
@@ -537,6 +530,13 @@ static void classify_sequential(const rd_analysis *a, rd_sub *r, site_data *sd, 
         else
             snprintf(r->why, sizeof r->why, "the %s-type relations cannot be computed (zero "
                      "tensors); cannot tell", pre ? "pre" : "post");
+        return;
+    }
+    if (!(best < HOLD) && isnan(other) && r->constructed) {
+        /* the other family's relations hold by construction: unmeasured */
+        snprintf(r->why, sizeof r->why, "%s-type relations fail (error %.2g), and the %s-type "
+                 "ones hold by construction only (two records of one tensor)",
+                 pre_measured ? "pre" : "post", best, pre_measured ? "post" : "pre");
         return;
     }
     if (!(best < HOLD)) {

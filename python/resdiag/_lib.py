@@ -168,6 +168,7 @@ _PROTOS = {
     "resdiag_step_is_recorded": (_i, [_p]),
     "resdiag_set_enabled": (_i, [_p, _i]),
     "resdiag_observe_at": (_i, [_p, _i, _i, _i, _i, Tensor, _c, _i]),
+    "resdiag_observe_alias": (_i, [_p, _i, _i, _i, _i, _i]),
     "resdiag_param_grad_at": (_i, [_p, _i, _c, Tensor, _c, _i]),
     "resdiag_flush": (_i, [_p]),
     "resdiag_close": (_i, [_p]),

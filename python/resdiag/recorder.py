@@ -570,19 +570,35 @@ class Recorder:
                             "(a fused path?); only its input and output were recorded" % l)
 
     def _sub_entry(self, l, s, x, cs):
+        """Records x as the stream between sublayers s-1 and s, the first
+        time a hook of sublayer s >= 1 sees it. True when it did."""
         self._seen_sub[l] = True
         if s == 0 or self._parallel or self._entered[l] & (1 << s):
-            return
+            return False
         self._entered[l] |= 1 << s
         self._observe(x, l, s - 1, S_STREAM_OUT, cs)
         self._observe(x, l, s, S_STREAM_IN, cs)
+        return True
 
     def _norm_in(self, l, s, module, args):
         if not self._recording:
             return
         x = _first_tensor(args)
-        self._sub_entry(l, s, x, self._cs[(l, s, "norm_in")])
+        entered = self._sub_entry(l, s, x, self._cs[(l, s, "norm_in")])
         self._observe(x, l, s, S_NORM_IN, self._cs[(l, s, "norm_in")])
+        if entered and x is not None:
+            # stream_in of this sublayer was taken from the norm's input: the
+            # relation norm_in = stream_in holds by construction, no evidence.
+            self._alias(l, s, S_STREAM_IN, S_NORM_IN, x)
+
+    def _alias(self, l, s, site, same_as, t):
+        try:
+            self._note(lib.resdiag_observe_alias(self._rd, _lib.FORWARD, l, s, site, same_as))
+            if self._backward and t.requires_grad and torch.is_grad_enabled():
+                self._note(lib.resdiag_observe_alias(self._rd, _lib.BACKWARD, l, s, site,
+                                                     same_as))
+        except Exception as e:  # noqa: BLE001 - see _fail
+            self._fail(e)
 
     def _norm_out(self, l, s, module, args, output):
         if self._recording:

@@ -46,8 +46,17 @@ class EncoderConfidence(unittest.TestCase):
                         self.assertEqual((p["verdict"], p["confidence"]), (verdict, "high"))
                         self.assertEqual(p["confidence_why"], "")
                         for layer in p["layers"]:
-                            for sub in layer["sublayers"]:
+                            for s, sub in enumerate(layer["sublayers"]):
                                 self.assertGreaterEqual(sub["evidence_strength"], 25)
+                                # pre-norm: the second sublayer's stream_in is
+                                # taken from its norm's input, so norm_in =
+                                # stream_in holds by construction (declared by
+                                # the binding), and so do the relations with
+                                # both terms; the first's are two hooks.
+                                want = ["norm_reads_stream", "norm_reads_sum",
+                                        "norm_reads_alpha_sum"] if (norm_first == "true"
+                                                                    and s == 1) else []
+                                self.assertEqual(sub["by_construction"], want)
 
 
 if __name__ == "__main__":
