@@ -56,5 +56,8 @@ expect_text "$dir/report" "confidence medium: only the stream's normalization si
     "stream: the reason"
 "$tool" report --json "$f" >"$dir/json" 2>"$dir/err" || fail "stream: report --json"
 expect_text "$dir/json" '"confidence_why": "only the stream' "stream: JSON reason"
+"$tool" report --html "$dir/stream.html" "$f" >"$dir/out" 2>"$dir/err" || fail "stream: --html"
+expect_text "$dir/stream.html" "<tr><th>confidence medium</th><td>only the stream&#39;s" \
+    "stream: HTML reason"
 
 tool_test_finish

@@ -228,6 +228,12 @@ static void verdict_card(svg_buf *b, const rd_analysis *a)
         tx(b, a->why);
         svg_printf(b, "</td></tr>\n");
     }
+    if (a->conf_why[0] && a->verdict != RESDIAG_VERDICT_CANNOT_TELL) {
+        /* "medium" or "low" means a real ambiguity: say which */
+        svg_printf(b, "<tr><th>confidence %s</th><td>", resdiag_confidence_name(a->conf));
+        tx(b, a->conf_why);
+        svg_printf(b, "</td></tr>\n");
+    }
     svg_printf(b, "<tr><th>stream growth</th><td>‖x_L‖/‖x_1‖ = %s over %d layers</td></tr>\n",
                num(a->growth), a->n_layers);
     if (a->order_agree + a->order_disagree)
