@@ -13,8 +13,10 @@ into a resdiag run file, and read run files back, through libresdiag
     print(resdiag.open("run.h5").report())
 
 See doc/PYTHON.md. The library is found through $RESDIAG_LIBRARY, then
-build/libresdiag.so next to this source tree, then the system loader.
+where `meson install` put it, then build/libresdiag.so of the source tree,
+then the system loader, then pkg-config's libdir.
 """
+from ._version import __version__
 from ._lib import FIELDS, ResdiagError, SITES, path as library_path
 from ._lib import lib as _clib
 from .blocks import Block, Sublayer, DECODER_LAYER, ENCODER_LAYER, GPT2_BLOCK, MINGPT_BLOCK
@@ -25,4 +27,4 @@ library_version = _clib.resdiag_version_string().decode()
 
 __all__ = ["attach", "open", "Recorder", "Run", "Analysis", "Info", "Block", "Sublayer",
            "ENCODER_LAYER", "DECODER_LAYER", "GPT2_BLOCK", "MINGPT_BLOCK", "ResdiagError",
-           "FIELDS", "SITES", "library_path", "library_version"]
+           "FIELDS", "SITES", "library_path", "library_version", "__version__"]

@@ -9,9 +9,17 @@ import ctypes
 import ctypes.util
 import logging
 import os
+import subprocess
 
-# The library's major version this binding was written against.
-ABI_MAJOR = 0
+from ._version import __version__
+
+try:  # written by `meson install`: where it installed the library
+    from . import _config
+except ImportError:  # a source tree, or `pip install ./python`
+    _config = None
+
+# The library's file name as the loader knows it (its soname).
+_SONAME = "libresdiag.so.%d" % int(__version__.split(".")[0])
 
 # resdiag_status values (pinned in the header).
 OK = 0
@@ -119,17 +127,48 @@ class CheckOptions(ctypes.Structure):
                 ("require_final_norm", ctypes.c_int), ("max_growth", ctypes.c_double)]
 
 
+def _source_tree_build():
+    """build/libresdiag.so when this package is python/resdiag of a source
+    tree (the developer flow), else None."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    if not os.path.isfile(os.path.join(root, "meson.build")):
+        return None
+    return os.path.join(root, "build", "libresdiag.so")
+
+
+def _pkg_config_library():
+    """libresdiag.so.MAJOR in `pkg-config --variable=libdir resdiag`, for a
+    prefix that the loader does not search; None without pkg-config."""
+    try:
+        out = subprocess.run(["pkg-config", "--variable=libdir", "resdiag"],
+                             capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    libdir = out.stdout.strip()
+    if out.returncode != 0 or not libdir:
+        return None
+    return os.path.join(libdir, _SONAME)
+
+
 def _candidates():
-    """Where to look, in order: $RESDIAG_LIBRARY, the build folder next to
-    this source tree (python/resdiag -> ../../build), the system loader."""
+    """Where to look, in order: $RESDIAG_LIBRARY; the library that `meson
+    install` put next to this module (its _config.py); build/libresdiag.so
+    of the source tree this module is in; the system loader
+    (LD_LIBRARY_PATH, ld.so.conf). _load then asks pkg-config."""
     env = os.environ.get("RESDIAG_LIBRARY")
     if env:
         return [env]  # an explicit choice is never second-guessed
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.dirname(os.path.dirname(here))
-    out = [os.path.join(root, "build", "libresdiag.so")]
+    out = []
+    if _config is not None:
+        out.append(_config.LIBRARY)
+    in_tree = _source_tree_build()
+    if in_tree:
+        out.append(in_tree)
+    out.append(_SONAME)
     found = ctypes.util.find_library("resdiag")
-    out.append(found or "libresdiag.so.%d" % ABI_MAJOR)
+    if found and found != _SONAME:
+        out.append(found)
     return out
 
 
@@ -143,11 +182,66 @@ def _load():
             return ctypes.CDLL(path), path
         except OSError as e:
             tried.append("%s (%s)" % (path, e))
+    if not os.environ.get("RESDIAG_LIBRARY"):
+        # Last, as it runs a program: only when nothing else loaded.
+        path = _pkg_config_library()
+        if path:
+            try:
+                return ctypes.CDLL(path), path
+            except OSError as e:
+                tried.append("%s (%s, from pkg-config)" % (path, e))
     raise ImportError("resdiag: cannot load libresdiag; set RESDIAG_LIBRARY to the path of "
-                      "libresdiag.so (tried: %s)" % "; ".join(tried))
+                      "libresdiag.so, or put its directory in LD_LIBRARY_PATH or its "
+                      "resdiag.pc in PKG_CONFIG_PATH (tried: %s)" % "; ".join(tried))
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _file_of(lib, name):
+    """The file the loader took for a bare name like libresdiag.so.0 (glibc's
+    dladdr on one of its functions); the name itself where that fails."""
+    if os.sep in name:
+        return name
+    try:
+        dladdr = ctypes.CDLL(None).dladdr
+        dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+        info = _DlInfo()
+        addr = ctypes.cast(lib.resdiag_version_number, ctypes.c_void_p)
+        if dladdr(addr, ctypes.byref(info)) and info.dli_fname:
+            return os.fsdecode(info.dli_fname)
+    except (AttributeError, OSError):
+        pass
+    return name
+
+
+def _check_version(lib, path):
+    """The library must be the release line of this module: same major and
+    minor version (the structs and calls of the binding are those of that
+    header); the micro version may differ. Checked before any other symbol
+    is looked up, so an older library fails here and not on a missing name."""
+    try:
+        number_fn, string_fn = lib.resdiag_version_number, lib.resdiag_version_string
+    except AttributeError:
+        raise ImportError("resdiag: %s is not libresdiag (no resdiag_version_number); "
+                          "this module is resdiag %s" % (path, __version__)) from None
+    number_fn.restype, number_fn.argtypes = ctypes.c_uint, []
+    string_fn.restype, string_fn.argtypes = ctypes.c_char_p, []
+    number = number_fn()
+    text = (string_fn() or b"?").decode("utf-8", "replace")
+    want = tuple(int(part) for part in __version__.split(".")[:2])
+    have = (number // 10000, number // 100 % 100)
+    if have != want:
+        raise ImportError("resdiag: %s is libresdiag %s (version number %d); this resdiag "
+                          "Python module is %s and needs libresdiag %d.%d.x"
+                          % (path, text, number, __version__, want[0], want[1]))
 
 
 lib, path = _load()
+path = _file_of(lib, path)
+_check_version(lib, path)
 
 _c, _i, _i64, _d, _p = ctypes.c_char_p, ctypes.c_int, ctypes.c_int64, ctypes.c_double, ctypes.c_void_p
 _dp, _ip, _i64p = ctypes.POINTER(_d), ctypes.POINTER(_i), ctypes.POINTER(_i64)
@@ -211,14 +305,14 @@ _PROTOS = {
 }
 
 for _name, (_res, _args) in _PROTOS.items():
-    _fn = getattr(lib, _name)
+    try:
+        _fn = getattr(lib, _name)
+    except AttributeError:
+        raise ImportError("resdiag: %s (libresdiag %s) has no %s, which this module "
+                          "(resdiag %s) calls" % (path, lib.resdiag_version_string().decode(),
+                                                  _name, __version__)) from None
     _fn.restype = _res
     _fn.argtypes = _args
-
-if lib.resdiag_version_number() // 10000 != ABI_MAJOR:
-    raise ImportError("resdiag: %s is libresdiag %s; this binding needs major version %d"
-                      % (path, lib.resdiag_version_string().decode(), ABI_MAJOR))
-
 
 def _check_struct(init, cls):
     s = cls()
