@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # test-sanitizers.sh - the test suite again under the sanitizers (doc/TESTING.md):
 #   build-asan: every suite but 'python' (an ASan library cannot be loaded
-#               into a plain python) with AddressSanitizer + LeakSanitizer +
-#               UndefinedBehaviorSanitizer, any report fatal;
+#               into a plain python) and 'install' (a consumer built without
+#               the sanitizers cannot link an ASan library) with
+#               AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer,
+#               any report fatal;
 #   build-tsan: the 'threads' suite under ThreadSanitizer.
 # Ends with one line "N passed, N failed" over both.
 set -uo pipefail
@@ -25,7 +27,7 @@ if [ ! -f build-asan/build.ninja ]; then
         -Dc_args=-fno-sanitize-recover=all -Dcpp_args=-fno-sanitize-recover=all >/dev/null || exit 1
 fi
 meson compile -C build-asan >/dev/null || exit 1
-meson test -C build-asan --print-errorlogs --no-suite python --timeout-multiplier 3 \
+meson test -C build-asan --print-errorlogs --no-suite python --no-suite install --timeout-multiplier 3 \
     | tee build-asan/test-summary.txt
 rc_asan=${PIPESTATUS[0]}
 
