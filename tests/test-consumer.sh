@@ -104,6 +104,7 @@ if [ -z "$pc" ]; then
 else
     pcdir=$(dirname "$pc")
     libdir=$stage$(PKG_CONFIG_LIBDIR=$pcdir pkg-config --variable=libdir resdiag)
+    prefix=$(PKG_CONFIG_LIBDIR=$pcdir pkg-config --variable=prefix resdiag)
     # Only the staged .pc is visible: hdf5.pc is not, as without libhdf5-dev.
     export PKG_CONFIG_LIBDIR=$pcdir PKG_CONFIG_SYSROOT_DIR=$stage
     expect_exit 0 "installed: pkg-config --cflags --libs" -- pkg-config --cflags --libs resdiag
@@ -112,8 +113,17 @@ else
     grep -q hdf5 "$dir/out" && fail "installed: hdf5 is a public requirement" || pass
     expect_exit 0 "installed: --print-requires-private" -- pkg-config --print-requires-private resdiag
     grep -q hdf5 "$dir/out" && fail "installed: hdf5 is a private requirement (needs hdf5.pc)" || pass
-    expect_exit 0 "installed: --static --libs" -- pkg-config --static --libs resdiag
+    # Libs.private is all a link with libresdiag.a needs. (The staged
+    # prefix by --define-variable: the sysroot would move HDF5's -L too.)
+    expect_exit 0 "installed: --static --libs" -- env -u PKG_CONFIG_SYSROOT_DIR \
+        pkg-config --define-variable=prefix="$stage$prefix" --static --cflags --libs resdiag
     expect_text "$dir/out" "-lhdf5" "installed: static link"
+    read -r -a static_flags < <(sed 's/-lresdiag /-l:libresdiag.a /' "$dir/out")
+    expect_exit 0 "installed: static link" -- \
+        cc -o "$dir/consumer-static" "$dir/consumer/consumer.c" "${static_flags[@]}"
+    expect_exit 0 "installed: static consumer runs" -- "$dir/consumer-static" "$dir/static.h5"
+    check_run static "$dir/static.h5"
+    ldd "$dir/consumer-static" | grep -q libresdiag && fail "static: links libresdiag.so" || pass
     rm -rf "$dir/consumer/subprojects"
     expect_exit 0 "installed: meson setup" -- \
         meson setup --wrap-mode=nodownload "$dir/inst-build" "$dir/consumer"
