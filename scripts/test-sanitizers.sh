@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # test-sanitizers.sh - the test suite again under the sanitizers (doc/TESTING.md):
-#   build-asan: every suite but 'python' and 'install' (an ASan library
-#               cannot be loaded into a plain python) with AddressSanitizer + LeakSanitizer +
-#               UndefinedBehaviorSanitizer, any report fatal;
+#   build-asan: every suite but 'python' (an ASan library cannot be loaded
+#               into a plain python) and 'install' (a consumer built without
+#               the sanitizers cannot link an ASan library) with
+#               AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer,
+#               any report fatal;
 #   build-tsan: the 'threads' suite under ThreadSanitizer.
 # Ends with one line "N passed, N failed" over both.
 set -uo pipefail
