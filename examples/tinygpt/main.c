@@ -197,10 +197,12 @@ static void parse_args(options *o, int argc, char **argv)
         { "vocab", required_argument, NULL, 264 }, { "steps", required_argument, NULL, 265 },
         { "lr", required_argument, NULL, 266 }, { "seed", required_argument, NULL, 267 },
         { "init", required_argument, NULL, 268 }, { "out", required_argument, NULL, 269 },
-        { "record", required_argument, NULL, 270 }, { "record-every", required_argument, NULL, 271 },
+        { "record", required_argument, NULL, 270 },
+        { "record-every", required_argument, NULL, 271 },
         { "threads", required_argument, NULL, 272 }, { "log-every", required_argument, NULL, 273 },
         { "weight-decay", required_argument, NULL, 274 },
-        { "flush-steps", required_argument, NULL, 275 }, { "flush-log", required_argument, NULL, 276 },
+        { "flush-steps", required_argument, NULL, 275 },
+        { "flush-log", required_argument, NULL, 276 },
         { "handle-signals", required_argument, NULL, 277 },
         { "step-times", required_argument, NULL, 278 }, { "declare", required_argument, NULL, 279 },
         { "grad-accum", required_argument, NULL, 280 },
@@ -229,13 +231,9 @@ static void parse_args(options *o, int argc, char **argv)
             if (is_long) die_usage("unknown option '%s'", arg);
             die_usage("unknown option '-%c'", optopt ? optopt : '?');
         }
+        /* a missing value (the option came last): it is just before optind */
+        if (ch == ':') die_usage("%s needs a value", argv[optind - 1]);
         char flag[64];
-        if (ch == ':') {
-            /* a missing value: glibc leaves the option just before optind */
-            const char *arg = argv[optind - 1];
-            const char *eq = strchr(arg, '=');
-            die_usage("%.*s needs a value", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
-        }
         snprintf(flag, sizeof flag, "--%s", longs[li].name);
         const char *val = optarg;
 #define IS(name) (strcmp(flag, name) == 0)
