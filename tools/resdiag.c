@@ -160,7 +160,8 @@ static void print_overview(FILE *out)
     fprintf(out, "usage: resdiag <command> [args]\n\ncommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\n'resdiag help COMMAND' or 'resdiag COMMAND --help' for more.\n");
+    fprintf(out, "\n'resdiag help COMMAND' or 'resdiag COMMAND --help' for more. A value\n"
+                 "follows its option as the next word or after '=' (--step 3, --step=3).\n");
 }
 
 static int cmd_help(int argc, char **argv)
