@@ -206,8 +206,6 @@ typedef struct cli_args {
     const char *out;     /* plot -o FILE */
 } cli_args;
 
-typedef cli_args analysis_args;
-
 static int parse_int64(const char *s, long long *out)
 {
     char *end;
@@ -255,7 +253,7 @@ enum {
 
 /* Each command's options, as getopt_long(3) reads them: "--step 3" and
  * "--step=3" (or a unique abbreviation), before or after the file names;
- * "--" ends the options. tools/resdiag.bash-completion lists the same. */
+ * "--" ends the options. tools/resdiag-completion.bash completes the same. */
 static const struct option report_options[] = {
     OPT_HELP_ENTRY,
     { "step", required_argument, NULL, OPT_STEP },
@@ -707,7 +705,7 @@ static int cmd_dump(int argc, char **argv)
 /* ------------------------------------------------------ report / check */
 
 /* Opens and analyses the run; on failure prints one line and returns NULL. */
-static resdiag_analysis *open_analysis(const analysis_args *o, resdiag_reader **rdp)
+static resdiag_analysis *open_analysis(const cli_args *o, resdiag_reader **rdp)
 {
     resdiag_reader *rd = NULL;
     *rdp = NULL;
@@ -783,7 +781,7 @@ static int write_html(const char *path, char *text)
 
 static int cmd_report(int argc, char **argv)
 {
-    analysis_args o;
+    cli_args o;
     int rc = parse_cli_args("report", argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -818,7 +816,7 @@ static int cmd_report(int argc, char **argv)
 
 static int cmd_check(int argc, char **argv)
 {
-    analysis_args o;
+    cli_args o;
     int rc = parse_cli_args("check", argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -845,7 +843,7 @@ static int cmd_check(int argc, char **argv)
 
 static int cmd_diff(int argc, char **argv)
 {
-    analysis_args o[2];
+    cli_args o[2];
     int rc = parse_cli_args("diff", argc, argv, &o[0]);
     if (rc)
         return rc < 0 ? 0 : rc;
