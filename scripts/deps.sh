@@ -3,7 +3,7 @@
 # if any is missing. Needs root (or sudo) only when something is missing.
 set -euo pipefail
 
-packages=(gcc g++ meson ninja-build pkg-config libhdf5-dev hdf5-tools check python3-torch python3-numpy libxml2-utils)
+packages=(gcc g++ meson ninja-build pkg-config libhdf5-dev hdf5-tools check python3-torch python3-numpy libxml2-utils pandoc)
 
 missing=()
 for p in "${packages[@]}"; do

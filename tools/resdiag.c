@@ -5,6 +5,7 @@
  * input (one line on stderr says why).
  */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,7 +160,8 @@ static void print_overview(FILE *out)
     fprintf(out, "usage: resdiag <command> [args]\n\ncommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\n'resdiag help COMMAND' or 'resdiag COMMAND --help' for more.\n");
+    fprintf(out, "\n'resdiag help COMMAND' or 'resdiag COMMAND --help' for more. A value\n"
+                 "follows its option as the next word or after '=' (--step 3, --step=3).\n");
 }
 
 static int cmd_help(int argc, char **argv)
@@ -185,7 +187,24 @@ static int cmd_version(int argc, char **argv)
     return 0;
 }
 
-/* ----------------------------------------------------------------- dump */
+/* ---------------------------------------------------- the command line */
+
+/* What the commands' options say; each command reads the fields it has. */
+typedef struct cli_args {
+    const char *path;
+    const char *path2;   /* diff: the second run */
+    long long want_step; /* -1: none */
+    int last;
+    int all;             /* dump --all */
+    int json;
+    const char *html;    /* report/diff --html FILE, NULL: none */
+    double max_growth;
+    int have_growth;
+    resdiag_placement expect;
+    int final_norm;
+    int what;            /* plot --what, -1: none */
+    const char *out;     /* plot -o FILE */
+} cli_args;
 
 static int parse_int64(const char *s, long long *out)
 {
@@ -197,6 +216,259 @@ static int parse_int64(const char *s, long long *out)
     *out = v;
     return 0;
 }
+
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static resdiag_placement parse_placement(const char *s)
+{
+    static const struct { const char *name; resdiag_placement p; } t[] = {
+        { "pre-norm", RESDIAG_PLACEMENT_PRE },   { "pre", RESDIAG_PLACEMENT_PRE },
+        { "post-norm", RESDIAG_PLACEMENT_POST }, { "post", RESDIAG_PLACEMENT_POST },
+        { "sandwich", RESDIAG_PLACEMENT_SANDWICH }, { "peri-ln", RESDIAG_PLACEMENT_SANDWICH },
+        { "deepnorm", RESDIAG_PLACEMENT_DEEPNORM }, { "mixed", RESDIAG_PLACEMENT_MIXED },
+        { "parallel", RESDIAG_PLACEMENT_PARALLEL }, { "none", RESDIAG_PLACEMENT_NONE },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (strcmp(s, t[i].name) == 0)
+            return t[i].p;
+    return RESDIAG_PLACEMENT_UNDECLARED;
+}
+
+enum {
+    OPT_STEP = 256, OPT_LAST, OPT_ALL, OPT_JSON, OPT_HTML, OPT_MAX_GROWTH, OPT_EXPECT,
+    OPT_FINAL_NORM, OPT_WHAT,
+};
+
+#define OPT_HELP_ENTRY { "help", no_argument, NULL, 'h' }
+#define OPT_END { NULL, 0, NULL, 0 }
+
+/* Each command's options, as getopt_long(3) reads them: "--step 3" and
+ * "--step=3" (or a unique abbreviation), before or after the file names;
+ * "--" ends the options. tools/resdiag-completion.bash completes the same. */
+static const struct option report_options[] = {
+    OPT_HELP_ENTRY,
+    { "step", required_argument, NULL, OPT_STEP },
+    { "last", no_argument, NULL, OPT_LAST },
+    { "json", no_argument, NULL, OPT_JSON },
+    { "html", required_argument, NULL, OPT_HTML },
+    { "max-growth", required_argument, NULL, OPT_MAX_GROWTH },
+    OPT_END,
+};
+static const struct option check_options[] = {
+    OPT_HELP_ENTRY,
+    { "expect", required_argument, NULL, OPT_EXPECT },
+    { "final-norm", no_argument, NULL, OPT_FINAL_NORM },
+    { "max-growth", required_argument, NULL, OPT_MAX_GROWTH },
+    { "step", required_argument, NULL, OPT_STEP },
+    { "last", no_argument, NULL, OPT_LAST },
+    OPT_END,
+};
+static const struct option diff_options[] = {
+    OPT_HELP_ENTRY,
+    { "step", required_argument, NULL, OPT_STEP },
+    { "last", no_argument, NULL, OPT_LAST },
+    { "html", required_argument, NULL, OPT_HTML },
+    OPT_END,
+};
+static const struct option plot_options[] = {
+    OPT_HELP_ENTRY,
+    { "what", required_argument, NULL, OPT_WHAT },
+    { "output", required_argument, NULL, 'o' },
+    { "step", required_argument, NULL, OPT_STEP },
+    { "last", no_argument, NULL, OPT_LAST },
+    OPT_END,
+};
+static const struct option dump_options[] = {
+    OPT_HELP_ENTRY,
+    { "step", required_argument, NULL, OPT_STEP },
+    { "all", no_argument, NULL, OPT_ALL },
+    OPT_END,
+};
+
+/* The one line for an option getopt_long refused (opterr is 0, so it said
+ * nothing): unknown, ambiguous (an abbreviation of two), or a value given to
+ * a flag. arg is the argument it stopped at, NULL inside "-xyz". */
+static void say_bad_option(const char *cmd, const struct option *longs, const char *arg,
+                           int short_opt)
+{
+    if (arg && arg[0] == '-' && arg[1] == '-') {
+        const char *eq = strchr(arg + 2, '=');
+        size_t len = eq ? (size_t)(eq - (arg + 2)) : strlen(arg + 2);
+        int matches = 0, exact = 0;
+        for (const struct option *l = longs; l->name; l++)
+            if (strncmp(l->name, arg + 2, len) == 0) {
+                matches++;
+                exact |= strlen(l->name) == len;
+            }
+        if (eq && (exact || matches == 1)) {
+            fprintf(stderr, "resdiag %s: --%.*s takes no value (see resdiag %s --help)\n", cmd,
+                    (int)len, arg + 2, cmd);
+            return;
+        }
+        if (matches > 1 && !exact) {
+            fprintf(stderr, "resdiag %s: ambiguous option '%.*s' (see resdiag %s --help)\n", cmd,
+                    (int)len + 2, arg, cmd);
+            return;
+        }
+        fprintf(stderr, "resdiag %s: unknown option '%s' (see resdiag %s --help)\n", cmd, arg,
+                cmd);
+        return;
+    }
+    fprintf(stderr, "resdiag %s: unknown option '-%c' (see resdiag %s --help)\n", cmd,
+            short_opt > 0 && short_opt < 128 ? short_opt : '?', cmd);
+}
+
+/* Parses the options of report, check, diff, plot and dump, and checks
+ * what they need together. Returns -1 after printing help, EXIT_BAD after
+ * one line on stderr, 0 to go on. */
+static int parse_cli_args(const char *cmd, int argc, char **argv, cli_args *o)
+{
+    memset(o, 0, sizeof *o);
+    o->want_step = -1;
+    o->what = -1;
+    const struct option *longs = strcmp(cmd, "report") == 0 ? report_options
+                                 : strcmp(cmd, "check") == 0 ? check_options
+                                 : strcmp(cmd, "diff") == 0  ? diff_options
+                                 : strcmp(cmd, "plot") == 0  ? plot_options
+                                                             : dump_options;
+    /* ':' first: a missing value comes back as ':', not as '?' */
+    const char *shorts = longs == plot_options ? ":ho:" : ":h";
+    int is_check = longs == check_options, is_diff = longs == diff_options;
+    const char *files[2] = { NULL, NULL };
+    int n_files = 0;
+
+    opterr = 0;
+    optind = 0; /* glibc: start afresh */
+    for (;;) {
+        int at = optind ? optind : 1;
+        int c = getopt_long(argc, argv, shorts, longs, NULL);
+        if (c == -1)
+            break;
+        if (c == '?') {
+            /* the refused argument is just before optind, unless getopt
+             * stopped inside a cluster of short options */
+            say_bad_option(cmd, longs, optind > at ? argv[optind - 1] : NULL, optopt);
+            return EXIT_BAD;
+        }
+        const char *val = optarg;
+        if (c == ':') { /* a value is missing: the option's own line says what it needs */
+            c = optopt;
+            val = NULL;
+        }
+        switch (c) {
+        case 'h':
+            fputs(find_command(cmd)->usage, stdout);
+            return -1;
+        case OPT_LAST:
+            o->last = 1;
+            break;
+        case OPT_ALL:
+            o->all = 1;
+            break;
+        case OPT_JSON:
+            o->json = 1;
+            break;
+        case OPT_FINAL_NORM:
+            o->final_norm = 1;
+            break;
+        case OPT_HTML:
+            if (!val || !val[0]) {
+                fprintf(stderr, "resdiag %s: --html needs an output file name\n", cmd);
+                return EXIT_BAD;
+            }
+            o->html = val;
+            break;
+        case 'o':
+            if (!val || !val[0]) {
+                fprintf(stderr, "resdiag %s: -o needs an output file name\n", cmd);
+                return EXIT_BAD;
+            }
+            o->out = val;
+            break;
+        case OPT_STEP:
+            if (!val || parse_int64(val, &o->want_step) || o->want_step < 0) {
+                fprintf(stderr, "resdiag %s: --step needs a step number >= 0\n", cmd);
+                return EXIT_BAD;
+            }
+            break;
+        case OPT_MAX_GROWTH:
+            if (!val || parse_double(val, &o->max_growth) || o->max_growth <= 0) {
+                fprintf(stderr, "resdiag %s: --max-growth needs a number > 0\n", cmd);
+                return EXIT_BAD;
+            }
+            o->have_growth = 1;
+            break;
+        case OPT_EXPECT:
+            if (val && strcmp(val, "declared") == 0)
+                o->expect = RESDIAG_EXPECT_DECLARED;
+            else if (!val || (o->expect = parse_placement(val)) == RESDIAG_PLACEMENT_UNDECLARED) {
+                fprintf(stderr, "resdiag check: --expect needs pre-norm, post-norm, sandwich, "
+                                "deepnorm, parallel, mixed, none or declared\n");
+                return EXIT_BAD;
+            }
+            break;
+        case OPT_WHAT:
+            if (!val || (o->what = plot_what_parse(val)) < 0) {
+                fprintf(stderr, "resdiag plot: --what needs growth, updates or gradients\n");
+                return EXIT_BAD;
+            }
+            break;
+        default: /* not reached: the tables hold only the options above */
+            fprintf(stderr, "resdiag %s: cannot parse the options\n", cmd);
+            return EXIT_BAD;
+        }
+    }
+    for (int i = optind; i < argc; i++) {
+        if (n_files == (is_diff ? 2 : 1)) {
+            if (is_diff)
+                fprintf(stderr, "resdiag diff: two run files, not more\n");
+            else
+                fprintf(stderr, "resdiag %s: one run file at a time\n", cmd);
+            return EXIT_BAD;
+        }
+        files[n_files++] = argv[i];
+    }
+    o->path = files[0];
+    o->path2 = files[1];
+    if (longs == plot_options && (o->what < 0 || !o->out || !o->path)) {
+        fprintf(stderr, "resdiag plot: needs --what, -o FILE and a run file (see resdiag plot "
+                        "--help)\n");
+        return EXIT_BAD;
+    }
+    if (is_diff && n_files != 2) {
+        fprintf(stderr, "resdiag diff: needs two run files (see resdiag diff --help)\n");
+        return EXIT_BAD;
+    }
+    if (o->last && o->want_step >= 0) {
+        fprintf(stderr, "resdiag %s: --step and --last exclude each other\n", cmd);
+        return EXIT_BAD;
+    }
+    if (o->json && o->html) {
+        fprintf(stderr, "resdiag %s: --json and --html exclude each other\n", cmd);
+        return EXIT_BAD;
+    }
+    if (!o->path) {
+        fprintf(stderr, "resdiag %s: no run file given (see resdiag %s --help)\n", cmd, cmd);
+        return EXIT_BAD;
+    }
+    if (is_check && o->expect == RESDIAG_PLACEMENT_UNDECLARED) {
+        fprintf(stderr, "resdiag check: --expect PLACEMENT is required (see resdiag check "
+                        "--help)\n");
+        return EXIT_BAD;
+    }
+    return 0;
+}
+
+/* ----------------------------------------------------------------- dump */
 
 static void print_value(double v, int width)
 {
@@ -343,36 +615,13 @@ static void dump_header(rd_esc_ring *esc, const char *path, const resdiag_run_in
 
 static int cmd_dump(int argc, char **argv)
 {
-    const char *path = NULL;
-    long long want_step = -1;
-    int all = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(find_command("dump")->usage, stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--all") == 0) {
-            all = 1;
-        } else if (strcmp(argv[i], "--step") == 0) {
-            if (i + 1 >= argc || parse_int64(argv[i + 1], &want_step) || want_step < 0) {
-                fprintf(stderr, "resdiag dump: --step needs a step number >= 0\n");
-                return EXIT_BAD;
-            }
-            i++;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "resdiag dump: unknown option '%s' (see resdiag dump --help)\n",
-                    argv[i]);
-            return EXIT_BAD;
-        } else if (path) {
-            fprintf(stderr, "resdiag dump: one run file at a time\n");
-            return EXIT_BAD;
-        } else {
-            path = argv[i];
-        }
-    }
-    if (!path) {
-        fprintf(stderr, "resdiag dump: no run file given (see resdiag dump --help)\n");
-        return EXIT_BAD;
-    }
+    cli_args o;
+    int rc = parse_cli_args("dump", argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    const char *path = o.path;
+    long long want_step = o.want_step;
+    int all = o.all;
     resdiag_reader *rd = NULL;
     last_msg[0] = 0;
     if (resdiag_reader_open(&rd, path) != RESDIAG_OK) {
@@ -393,7 +642,7 @@ static int cmd_dump(int argc, char **argv)
     /* Find the step before printing anything: unusable input prints only
      * the one line on stderr. */
     int64_t first = 0, last = all ? n : (n > 0 ? 1 : 0);
-    int rc = 0;
+    rc = 0;
     if (want_step >= 0) {
         while (first < n && steps[first] != want_step)
             first++;
@@ -455,124 +704,8 @@ static int cmd_dump(int argc, char **argv)
 
 /* ------------------------------------------------------ report / check */
 
-typedef struct analysis_args {
-    const char *path;
-    long long want_step; /* -1: none */
-    int last;
-    int json;
-    const char *html; /* report --html FILE, NULL: none */
-    double max_growth;
-    int have_growth;
-    resdiag_placement expect;
-    int final_norm;
-} analysis_args;
-
-static int parse_double(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v))
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static resdiag_placement parse_placement(const char *s)
-{
-    static const struct { const char *name; resdiag_placement p; } t[] = {
-        { "pre-norm", RESDIAG_PLACEMENT_PRE },   { "pre", RESDIAG_PLACEMENT_PRE },
-        { "post-norm", RESDIAG_PLACEMENT_POST }, { "post", RESDIAG_PLACEMENT_POST },
-        { "sandwich", RESDIAG_PLACEMENT_SANDWICH }, { "peri-ln", RESDIAG_PLACEMENT_SANDWICH },
-        { "deepnorm", RESDIAG_PLACEMENT_DEEPNORM }, { "mixed", RESDIAG_PLACEMENT_MIXED },
-        { "parallel", RESDIAG_PLACEMENT_PARALLEL }, { "none", RESDIAG_PLACEMENT_NONE },
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (strcmp(s, t[i].name) == 0)
-            return t[i].p;
-    return RESDIAG_PLACEMENT_UNDECLARED;
-}
-
-/* Parses the options shared by report and check. Returns -1 after printing
- * help, EXIT_BAD after one line on stderr, 0 to go on. */
-static int parse_analysis_args(const char *cmd, int argc, char **argv, analysis_args *o)
-{
-    memset(o, 0, sizeof *o);
-    o->want_step = -1;
-    int is_check = strcmp(cmd, "check") == 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(find_command(cmd)->usage, stdout);
-            return -1;
-        } else if (strcmp(a, "--last") == 0) {
-            o->last = 1;
-        } else if (!is_check && strcmp(a, "--json") == 0) {
-            o->json = 1;
-        } else if (!is_check && strcmp(a, "--html") == 0) {
-            if (i + 1 >= argc || !argv[i + 1][0]) {
-                fprintf(stderr, "resdiag %s: --html needs an output file name\n", cmd);
-                return EXIT_BAD;
-            }
-            o->html = argv[++i];
-        } else if (is_check && strcmp(a, "--final-norm") == 0) {
-            o->final_norm = 1;
-        } else if (strcmp(a, "--step") == 0) {
-            if (i + 1 >= argc || parse_int64(argv[i + 1], &o->want_step) || o->want_step < 0) {
-                fprintf(stderr, "resdiag %s: --step needs a step number >= 0\n", cmd);
-                return EXIT_BAD;
-            }
-            i++;
-        } else if (strcmp(a, "--max-growth") == 0) {
-            if (i + 1 >= argc || parse_double(argv[i + 1], &o->max_growth) || o->max_growth <= 0) {
-                fprintf(stderr, "resdiag %s: --max-growth needs a number > 0\n", cmd);
-                return EXIT_BAD;
-            }
-            o->have_growth = 1;
-            i++;
-        } else if (is_check && strcmp(a, "--expect") == 0) {
-            if (i + 1 < argc && strcmp(argv[i + 1], "declared") == 0)
-                o->expect = RESDIAG_EXPECT_DECLARED;
-            else if (i + 1 >= argc ||
-                     (o->expect = parse_placement(argv[i + 1])) == RESDIAG_PLACEMENT_UNDECLARED) {
-                fprintf(stderr, "resdiag check: --expect needs pre-norm, post-norm, sandwich, "
-                                "deepnorm, parallel, mixed, none or declared\n");
-                return EXIT_BAD;
-            }
-            i++;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "resdiag %s: unknown option '%s' (see resdiag %s --help)\n", cmd, a,
-                    cmd);
-            return EXIT_BAD;
-        } else if (o->path) {
-            fprintf(stderr, "resdiag %s: one run file at a time\n", cmd);
-            return EXIT_BAD;
-        } else {
-            o->path = a;
-        }
-    }
-    if (o->last && o->want_step >= 0) {
-        fprintf(stderr, "resdiag %s: --step and --last exclude each other\n", cmd);
-        return EXIT_BAD;
-    }
-    if (o->json && o->html) {
-        fprintf(stderr, "resdiag %s: --json and --html exclude each other\n", cmd);
-        return EXIT_BAD;
-    }
-    if (!o->path) {
-        fprintf(stderr, "resdiag %s: no run file given (see resdiag %s --help)\n", cmd, cmd);
-        return EXIT_BAD;
-    }
-    if (is_check && o->expect == RESDIAG_PLACEMENT_UNDECLARED) {
-        fprintf(stderr, "resdiag check: --expect PLACEMENT is required (see resdiag check "
-                        "--help)\n");
-        return EXIT_BAD;
-    }
-    return 0;
-}
-
 /* Opens and analyses the run; on failure prints one line and returns NULL. */
-static resdiag_analysis *open_analysis(const analysis_args *o, resdiag_reader **rdp)
+static resdiag_analysis *open_analysis(const cli_args *o, resdiag_reader **rdp)
 {
     resdiag_reader *rd = NULL;
     *rdp = NULL;
@@ -648,8 +781,8 @@ static int write_html(const char *path, char *text)
 
 static int cmd_report(int argc, char **argv)
 {
-    analysis_args o;
-    int rc = parse_analysis_args("report", argc, argv, &o);
+    cli_args o;
+    int rc = parse_cli_args("report", argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
     resdiag_reader *rd;
@@ -683,8 +816,8 @@ static int cmd_report(int argc, char **argv)
 
 static int cmd_check(int argc, char **argv)
 {
-    analysis_args o;
-    int rc = parse_analysis_args("check", argc, argv, &o);
+    cli_args o;
+    int rc = parse_cli_args("check", argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
     resdiag_reader *rd;
@@ -710,63 +843,17 @@ static int cmd_check(int argc, char **argv)
 
 static int cmd_diff(int argc, char **argv)
 {
-    analysis_args o[2];
-    const char *paths[2] = { NULL, NULL };
-    int np = 0;
-    char *rest[8];
-    int nrest = 0;
-    const char *html = NULL;
-    /* split the two paths from the options, then parse like report */
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(find_command("diff")->usage, stdout);
-            return 0;
-        }
-        if (strcmp(argv[i], "--step") == 0 && i + 1 < argc) {
-            if (nrest + 2 > 8)
-                break;
-            rest[nrest++] = argv[i];
-            rest[nrest++] = argv[++i];
-        } else if (strcmp(argv[i], "--html") == 0) {
-            if (i + 1 >= argc || !argv[i + 1][0]) {
-                fprintf(stderr, "resdiag diff: --html needs an output file name\n");
-                return EXIT_BAD;
-            }
-            html = argv[++i];
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            if (strcmp(argv[i], "--last") != 0) {
-                fprintf(stderr, "resdiag diff: unknown option '%s' (see resdiag diff --help)\n",
-                        argv[i]);
-                return EXIT_BAD;
-            }
-            if (nrest < 8)
-                rest[nrest++] = argv[i];
-        } else if (np < 2) {
-            paths[np++] = argv[i];
-        } else {
-            fprintf(stderr, "resdiag diff: two run files, not more\n");
-            return EXIT_BAD;
-        }
-    }
-    if (np != 2) {
-        fprintf(stderr, "resdiag diff: needs two run files (see resdiag diff --help)\n");
-        return EXIT_BAD;
-    }
+    cli_args o[2];
+    int rc = parse_cli_args("diff", argc, argv, &o[0]);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    o[1] = o[0];
+    o[1].path = o[0].path2;
+    const char *paths[2] = { o[0].path, o[1].path };
+    const char *html = o[0].html;
     resdiag_reader *rd[2] = { NULL, NULL };
     resdiag_analysis *an[2] = { NULL, NULL };
-    int rc = 0;
     for (int k = 0; k < 2; k++) {
-        char *av[12];
-        int ac = 0;
-        av[ac++] = "report";
-        for (int i = 0; i < nrest; i++)
-            av[ac++] = rest[i];
-        av[ac++] = (char *)paths[k];
-        int r = parse_analysis_args("report", ac, av, &o[k]);
-        if (r) {
-            rc = r < 0 ? 0 : r;
-            goto out;
-        }
         if (!(an[k] = open_analysis(&o[k], &rd[k]))) {
             rc = EXIT_BAD;
             goto out;
@@ -798,62 +885,18 @@ out:
 
 static int cmd_plot(int argc, char **argv)
 {
-    analysis_args o;
-    memset(&o, 0, sizeof o);
-    o.want_step = -1;
-    int what = -1;
-    const char *out = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(find_command("plot")->usage, stdout);
-            return 0;
-        } else if (strcmp(a, "--what") == 0) {
-            if (i + 1 >= argc || (what = plot_what_parse(argv[i + 1])) < 0) {
-                fprintf(stderr, "resdiag plot: --what needs growth, updates or gradients\n");
-                return EXIT_BAD;
-            }
-            i++;
-        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-            if (i + 1 >= argc || !argv[i + 1][0]) {
-                fprintf(stderr, "resdiag plot: -o needs an output file name\n");
-                return EXIT_BAD;
-            }
-            out = argv[++i];
-        } else if (strcmp(a, "--last") == 0) {
-            o.last = 1;
-        } else if (strcmp(a, "--step") == 0) {
-            if (i + 1 >= argc || parse_int64(argv[i + 1], &o.want_step) || o.want_step < 0) {
-                fprintf(stderr, "resdiag plot: --step needs a step number >= 0\n");
-                return EXIT_BAD;
-            }
-            i++;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "resdiag plot: unknown option '%s' (see resdiag plot --help)\n", a);
-            return EXIT_BAD;
-        } else if (o.path) {
-            fprintf(stderr, "resdiag plot: one run file at a time\n");
-            return EXIT_BAD;
-        } else {
-            o.path = a;
-        }
-    }
-    if (what < 0 || !out || !o.path) {
-        fprintf(stderr, "resdiag plot: needs --what, -o FILE and a run file (see resdiag plot "
-                        "--help)\n");
-        return EXIT_BAD;
-    }
-    if (o.last && o.want_step >= 0) {
-        fprintf(stderr, "resdiag plot: --step and --last exclude each other\n");
-        return EXIT_BAD;
-    }
+    cli_args o;
+    int rc = parse_cli_args("plot", argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    int what = o.what;
+    const char *out = o.out;
     resdiag_reader *rd;
     resdiag_analysis *an = open_analysis(&o, &rd);
     if (!an)
         return EXIT_BAD;
     svg_buf b = { 0 };
     const resdiag_analysis *one[1] = { an };
-    int rc = 0;
     if (plot_figure(&b, (plot_what)what, one, NULL, 1) != 0 && !b.failed) {
         static const char *const names[PLOT_N] = { "growth", "updates", "gradients" };
         fprintf(stderr, "resdiag plot: %s: the run holds no data for the %s figure\n", o.path,

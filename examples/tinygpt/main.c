@@ -12,6 +12,7 @@
  * (--handle-signals stop).
  */
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -33,7 +34,8 @@ static const char usage[] =
     "\n"
     "Trains a small GPT-style model on a synthetic token stream and records\n"
     "residual-stream diagnostics with libresdiag (read them with\n"
-    "`resdiag report run.h5`).\n"
+    "`resdiag report run.h5`). A value follows its option as the next word or\n"
+    "after '=' (--layers 2, --layers=2); a unique beginning will do (--lay=2).\n"
     "\n"
     "model\n"
     "  --placement P     where the norms sit [default=pre]:\n"
@@ -183,43 +185,59 @@ static void parse_args(options *o, int argc, char **argv)
     const char *placement = "pre";
     tg_config *c = &o->cfg;
 
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+    /* getopt_long(3): "--flag value", "--flag=value" or a unique
+     * abbreviation; every flag but --overwrite takes a value. Distinct
+     * values, or glibc would take an abbreviation of two for the first. */
+    static const struct option longs[] = {
+        { "help", no_argument, NULL, 'h' },
+        { "overwrite", no_argument, NULL, 'w' },
+        { "placement", required_argument, NULL, 256 }, { "norm", required_argument, NULL, 257 },
+        { "final-norm", required_argument, NULL, 258 }, { "layers", required_argument, NULL, 259 },
+        { "d-model", required_argument, NULL, 260 }, { "heads", required_argument, NULL, 261 },
+        { "seq", required_argument, NULL, 262 }, { "batch", required_argument, NULL, 263 },
+        { "vocab", required_argument, NULL, 264 }, { "steps", required_argument, NULL, 265 },
+        { "lr", required_argument, NULL, 266 }, { "seed", required_argument, NULL, 267 },
+        { "init", required_argument, NULL, 268 }, { "out", required_argument, NULL, 269 },
+        { "record", required_argument, NULL, 270 },
+        { "record-every", required_argument, NULL, 271 },
+        { "threads", required_argument, NULL, 272 }, { "log-every", required_argument, NULL, 273 },
+        { "weight-decay", required_argument, NULL, 274 },
+        { "flush-steps", required_argument, NULL, 275 },
+        { "flush-log", required_argument, NULL, 276 },
+        { "handle-signals", required_argument, NULL, 277 },
+        { "step-times", required_argument, NULL, 278 }, { "declare", required_argument, NULL, 279 },
+        { "grad-accum", required_argument, NULL, 280 },
+        { NULL, 0, NULL, 0 },
+    };
+    opterr = 0; /* the messages below say what went wrong, in one line */
+    for (;;) {
+        int at = optind, li = -1;
+        int ch = getopt_long(argc, argv, ":h", longs, &li);
+        if (ch == -1) break;
+        if (ch == 'h') {
             fputs(usage, stdout);
             exit(0);
         }
-        if (strncmp(arg, "--", 2) != 0) die_usage("unexpected argument '%s'", arg);
-        if (strcmp(arg, "--overwrite") == 0) {  /* the one flag without a value */
+        if (ch == 'w') {
             o->overwrite = 1;
             continue;
         }
-        /* --flag value or --flag=value */
-        char flag[64];
-        const char *val;
-        const char *eq = strchr(arg, '=');
-        if (eq) {
-            size_t len = (size_t)(eq - arg);
-            if (len >= sizeof flag) die_usage("unknown option '%s'", arg);
-            memcpy(flag, arg, len);
-            flag[len] = 0;
-            val = eq + 1;
-        } else {
-            snprintf(flag, sizeof flag, "%s", arg);
-            val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (ch == '?') {
+            /* the refused argument is just before optind, unless getopt
+             * stopped inside a cluster of short options */
+            const char *arg = optind > at ? argv[optind - 1] : "";
+            int is_long = strncmp(arg, "--", 2) == 0;
+            if (is_long && optopt) /* a value given to --overwrite or --help */
+                die_usage("%.*s takes no value", (int)strcspn(arg, "="), arg);
+            if (is_long) die_usage("unknown option '%s'", arg);
+            die_usage("unknown option '-%c'", optopt ? optopt : '?');
         }
+        /* a missing value (the option came last): it is just before optind */
+        if (ch == ':') die_usage("%s needs a value", argv[optind - 1]);
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s", longs[li].name);
+        const char *val = optarg;
 #define IS(name) (strcmp(flag, name) == 0)
-        int known = IS("--placement") || IS("--norm") || IS("--final-norm") || IS("--layers") ||
-                    IS("--d-model") || IS("--heads") || IS("--seq") || IS("--batch") ||
-                    IS("--vocab") || IS("--steps") || IS("--lr") || IS("--seed") ||
-                    IS("--init") || IS("--out") || IS("--record") || IS("--record-every") ||
-                    IS("--threads") || IS("--log-every") || IS("--weight-decay") ||
-                    IS("--flush-steps") || IS("--flush-log") || IS("--handle-signals") ||
-                    IS("--step-times") || IS("--declare") || IS("--grad-accum");
-        if (!known) die_usage("unknown option '%s'", arg);
-        if (!val) die_usage("%s needs a value", flag);
-        if (!eq) i++;
-
         if (IS("--placement")) placement = val;
         else if (IS("--norm")) c->norm = (tg_norm)parse_choice(flag, val, norms);
         else if (IS("--final-norm")) c->final_norm = parse_choice(flag, val, onoff);
@@ -255,6 +273,7 @@ static void parse_args(options *o, int argc, char **argv)
         }
 #undef IS
     }
+    if (optind < argc) die_usage("unexpected argument '%s'", argv[optind]);
 
     /* mix:K is the only placement with an argument. */
     if (strncmp(placement, "mix:", 4) == 0) {
