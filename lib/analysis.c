@@ -1115,6 +1115,7 @@ void resdiag_analysis_free(resdiag_analysis *a)
     free(a->cs_stream_out);
     free(a->cs_branch_out);
     free(a->cs_norm_in2);
+    resdiag_analysis_free(a->at_last);
     free(a);
 }
 
@@ -1776,6 +1777,13 @@ resdiag_status resdiag_analyze(const resdiag_reader *rd, const resdiag_analyze_o
 
     free(sd);
     free(skbuf);
+    /* What training made of the run: the last step, analysed the same way.
+     * Its failure (a last step cut short, say) does not fail this one. */
+    if (si != a->n_steps - 1) {
+        resdiag_analyze_options lo = o;
+        lo.step_index = a->n_steps - 1;
+        a->at_last_status = resdiag_analyze(rd, &lo, &a->at_last);
+    }
     *out = a;
     return RESDIAG_OK;
 fail:

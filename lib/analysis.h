@@ -132,6 +132,11 @@ struct resdiag_analysis {
 
     int n_warnings;
     char warnings[RD_MAX_WARNINGS][RD_WARNING_LEN];
+
+    /* the same analysis at the last recorded step, shown beside this one;
+     * NULL when this is the last step, or with at_last_status when it failed */
+    struct resdiag_analysis *at_last;
+    resdiag_status at_last_status;
 };
 typedef struct resdiag_analysis rd_analysis;
 

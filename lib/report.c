@@ -406,6 +406,45 @@ static void text_nonfinite(sb *b, rd_esc_ring *esc, const rd_analysis *a)
               a->nan_total, a->inf_total);
 }
 
+/* Which step the verdict judges and why, then the last recorded step's
+ * verdict, stream growth and mean updates beside it: a user who trained
+ * 200 steps wants to see both. */
+static void text_judged_step(sb *b, rd_esc_ring *esc, const rd_analysis *a)
+{
+    const char *other = a->n_steps > 1 ? "; --step N or --last judges another" : "";
+    if (a->step_index == 0 && is_training(a))
+        rd_strbuf_printf(b, "  judged at step %lld, the first recorded: at initialization the "
+                     "branch updates are smallest against the stream, so the relations between "
+                     "sites are cleanest%s\n", (long long)a->step, other);
+    else if (a->step_index == 0)
+        rd_strbuf_printf(b, "  judged at step %lld, the first recorded (the default)%s\n",
+                         (long long)a->step, other);
+    else
+        rd_strbuf_printf(b, "  judged at step %lld, as chosen; the default is the first recorded "
+                     "step\n", (long long)a->step);
+    if (a->step_index == a->n_steps - 1)
+        return;
+    const rd_analysis *z = a->at_last;
+    rd_strbuf_printf(b, "  at the last recorded step %lld: ", (long long)a->steps[a->n_steps - 1]);
+    if (!z) {
+        rd_strbuf_printf(b, "cannot analyse it: %s\n", resdiag_strerror(a->at_last_status));
+        return;
+    }
+    rd_strbuf_printf(b, "%s", rd_verdict_human(z->verdict));
+    if (z->verdict == RESDIAG_VERDICT_DEEPNORM)
+        rd_strbuf_printf(b, ", alpha = %.4g", z->alpha);
+    if (z->verdict == RESDIAG_VERDICT_MIXED && z->mix_layers > 0)
+        rd_strbuf_printf(b, ": post-norm in layers 0..%d, pre-norm in layers %d..%d",
+                         z->mix_layers - 1, z->mix_layers, z->n_layers - 1);
+    if (z->verdict != RESDIAG_VERDICT_CANNOT_TELL)
+        rd_strbuf_printf(b, " (confidence %s)", resdiag_confidence_name(z->conf));
+    rd_strbuf_printf(b, "; stream growth %.4g; mean r", a->tr_growth[1]);
+    for (int s = 0; s < z->n_sublayers && s < RESDIAG_MAX_SUBLAYERS; s++)
+        rd_strbuf_printf(b, "%s %s %.4g", s ? "," : "", E(z->sublayer_names[s]),
+                         a->tr_mean_r[1][s]);
+    rd_strbuf_printf(b, "\n");
+}
+
 char *resdiag_analysis_to_text(const resdiag_analysis *a)
 {
     if (!a)
@@ -431,6 +470,7 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
               a->step_index != 0 ? ""
               : is_training(a)    ? ", the first: initialization"
                                   : ", the first recorded");
+    text_judged_step(&b, esc, a);
     rd_strbuf_printf(&b, "Observed: %s;", a->stream_only ? "stream only (less evidence)"
                                                   : "block sites");
     static const char *const nm[RESDIAG_N_BLOCK_SITES] = { "stream_in", "norm_in", "norm_out",
@@ -553,6 +593,28 @@ char *resdiag_analysis_to_json(const resdiag_analysis *a)
                   "\"analysed\": %lld, \"analysed_index\": %lld},\n",
               (long long)a->n_steps, (long long)a->steps[0], (long long)a->steps[a->n_steps - 1],
               (long long)a->step, (long long)a->step_index);
+    /* the last recorded step's verdict beside the judged one: null when the
+     * judged step is the last */
+    if (a->step_index == a->n_steps - 1) {
+        rd_strbuf_printf(&b, "  \"last_step\": null,\n");
+    } else {
+        const rd_analysis *z = a->at_last;
+        rd_strbuf_printf(&b, "  \"last_step\": {\"step\": %lld, \"index\": %lld, \"error\": ",
+                  (long long)a->steps[a->n_steps - 1], (long long)(a->n_steps - 1));
+        if (z)
+            rd_strbuf_printf(&b, "null, \"verdict\": \"%s\", \"confidence\": \"%s\", "
+                          "\"mix_layers\": %d, \"growth\": ", resdiag_verdict_name(z->verdict),
+                      resdiag_confidence_name(z->conf), resdiag_analysis_mix_layers(z));
+        else {
+            js_str(&b, resdiag_strerror(a->at_last_status));
+            rd_strbuf_printf(&b, ", \"verdict\": null, \"confidence\": null, \"mix_layers\": null, "
+                          "\"growth\": ");
+        }
+        js_num(&b, a->tr_growth[1]);
+        rd_strbuf_printf(&b, ", \"mean_r\": ");
+        js_array(&b, a->tr_mean_r[1], S < RESDIAG_MAX_SUBLAYERS ? S : RESDIAG_MAX_SUBLAYERS, 1);
+        rd_strbuf_printf(&b, "},\n");
+    }
     rd_strbuf_printf(&b, "  \"observed\": {\"stream_only\": %s, \"relations\": %s, \"forward\": {",
               a->stream_only ? "true" : "false", a->use_relations ? "true" : "false");
     for (int d = 0; d < 2; d++) {

@@ -64,6 +64,41 @@ expect_exit 0 "report --last" -- "$tool" report --last "$dir/mix.h5"
 expect_text "$dir/out" "analysed step 2 (record 3)" "--last"
 expect_exit 0 "report --step 1" -- "$tool" report --step 1 "$dir/mix.h5"
 expect_text "$dir/out" "analysed step 1 (record 2)" "--step"
+# Which step is judged and why; the last step beside it, when it is another.
+"$tool" report "$dir/mix.h5" >"$dir/out"
+expect_text "$dir/out" "judged at step 0, the first recorded: at initialization the branch updates are smallest" "the judged step and why"
+expect_text "$dir/out" "  at the last recorded step 2: mixed: post-norm in layers 0..1, pre-norm in layers 2..3 (confidence high); stream growth " "the last step's verdict beside it"
+"$tool" report --step 1 "$dir/mix.h5" >"$dir/out"
+expect_text "$dir/out" "judged at step 1, as chosen" "--step: judged as chosen"
+expect_text "$dir/out" "at the last recorded step 2:" "--step: the last step beside it"
+for args in "--last $dir/mix.h5" "$dir/pre.h5"; do
+    "$tool" report $args >"$dir/out"
+    grep -q "at the last recorded step" "$dir/out" && fail "report $args: a last-step line for the judged step itself" || pass
+done
+# The last-step line says what `report --last` says there, in text and JSON.
+"$tool" report --last "$dir/mix.h5" >"$dir/last.txt"
+"$tool" report "$dir/mix.h5" >"$dir/out"
+/usr/bin/python3 - "$dir/out" "$dir/last.txt" <<'PY' && pass || fail "the last-step line against report --last"
+import re, sys
+line = [l for l in open(sys.argv[1]) if l.startswith("  at the last recorded step ")][0]
+placement = [l for l in open(sys.argv[2]) if l.startswith("Placement: ")][0]
+assert line.split(": ", 1)[1].split("; stream growth")[0] == placement[len("Placement: "):].strip(), (line, placement)
+growth = [l for l in open(sys.argv[2]) if "growth over depth" in l][0].split(": ")[1].strip()
+assert "; stream growth %s;" % growth in line, (line, growth)
+PY
+"$tool" report --json "$dir/mix.h5" >"$dir/a.json"
+"$tool" report --json --last "$dir/mix.h5" >"$dir/b.json"
+/usr/bin/python3 - "$dir/a.json" "$dir/b.json" <<'PY' && pass || fail "JSON last_step against report --last --json"
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+z = a["last_step"]
+assert b["last_step"] is None
+assert z["step"] == b["steps"]["analysed"] and z["index"] == b["steps"]["analysed_index"] and z["error"] is None
+assert (z["verdict"], z["confidence"], z["mix_layers"]) == (b["placement"]["verdict"], b["placement"]["confidence"], b["placement"]["mix_layers"]), z
+assert abs(z["growth"] - b["stream"]["growth"]) < 1e-6 * b["stream"]["growth"], (z, b["stream"]["growth"])
+assert len(z["mean_r"]) == 2
+PY
+"$tool" report --json "$dir/pre.h5" | /usr/bin/python3 -c 'import json, sys; assert json.load(sys.stdin)["last_step"] is None' && pass || fail "one step: last_step null"
 expect_exit 2 "report --step 7 (not recorded)" -- "$tool" report --step 7 "$dir/mix.h5"
 expect_exit 2 "--step with --last" -- "$tool" report --step 1 --last "$dir/mix.h5"
 expect_exit 0 "check --last" -- "$tool" check --last --expect mixed "$dir/mix.h5"
