@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # deps.sh - installs the Debian 12 packages resdiag needs to build and test,
 # if any is missing. Needs root (or sudo) only when something is missing.
+# Waits up to 10 minutes for another apt or dpkg (unattended-upgrades on a
+# fresh machine) to release the dpkg lock instead of failing at once.
 set -euo pipefail
 
 packages=(gcc g++ meson ninja-build pkg-config libhdf5-dev hdf5-tools check python3-torch python3-numpy libxml2-utils pandoc)
@@ -13,7 +15,7 @@ for p in "${packages[@]}"; do
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-echo "deps: installing ${missing[*]}" >&2
+echo "installing: ${missing[*]}" >&2
 if [ "$(id -u)" -eq 0 ]; then
     sudo=()
 elif command -v sudo >/dev/null; then
@@ -23,5 +25,7 @@ else
     exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+apt_get=(apt-get -o DPkg::Lock::Timeout=600)
+# -q: one line per package and no progress bars, readable in CI logs too.
+"${sudo[@]}" "${apt_get[@]}" update -q
+"${sudo[@]}" "${apt_get[@]}" install -y -q --no-install-recommends "${missing[@]}"
