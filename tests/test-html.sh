@@ -90,6 +90,16 @@ expect_text "$dir/post12.html" "Placement: post-norm" "post verdict card"
 expect_text "$dir/many.html" "Layers over training" "heat maps of a many-step run"
 grep -q 'class="heatmap"' "$dir/pre12.html" && fail "heat map for one step" || pass
 
+# ||x_k||^2 = a + b k: the page says what the text report says (one rule
+# for "flat", the same numbers), for a flat (post) and a growing (pre) run.
+for run in post12 pre12; do
+    "$tool" report "$dir/$run.h5" >"$dir/$run.txt" || fail "report $run"
+    law=$(sed -n 's/^  ||x_k||^2 = \([^;]*\);.*/\1/p' "$dir/$run.txt" | sed 's/R^2/R²/')
+    [ -n "$law" ] || { fail "$run: no ||x_k||^2 line in the text report"; continue; }
+    expect_text "$dir/$run.html" "‖x_k‖² = $law" "$run: the page's ||x_k||^2 law is the text's"
+done
+grep -q "at every layer (flat to 1e-4" "$dir/post12.txt" || fail "post12: the stream energy is not flat"
+
 # diff --html: both runs on the same axes; the text still on stdout
 expect_exit 0 "diff --html" -- "$tool" diff "$dir/pre12.h5" "$dir/post12.h5" --html "$dir/diff.html"
 expect_text "$dir/out" "Differences that matter" "diff text with --html"
