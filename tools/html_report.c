@@ -335,7 +335,8 @@ static void figure(svg_buf *b, plot_what w, const rd_analysis *const *a, const c
                     svg_printf(b, ": parameter gradients were zero or not available. ");
             }
             svg_printf(b, "Xiong et al. 2020: pre-norm gradients flat or falling with depth like "
-                          "1/‖x_k‖ (dotted); post-norm gradients larger near the output.");
+                          "1/‖x_k‖%s; post-norm gradients larger near the output.",
+                       plot_draws_prenorm_reference(r) ? " (dotted)" : "");
         }
     } else {
         svg_printf(b, "Both runs on the same axes: A solid with circles, B dashed with squares.");
