@@ -711,6 +711,8 @@ char *resdiag_analysis_to_json(const resdiag_analysis *a)
         }
         rd_strbuf_printf(&b, "],\n    \"stream\": ");
         js_array(&b, a->sgrad, L, 1);
+        rd_strbuf_printf(&b, ", \"stream_embed\": ");
+        js_num(&b, a->sgrad_embed);
         rd_strbuf_printf(&b, ", \"stream_last_over_first\": ");
         js_num(&b, a->sgrad[0] > 0 ? a->sgrad[L - 1] / a->sgrad[0] : NAN);
         rd_strbuf_printf(&b, ", \"stream_loglog_fit\": ");

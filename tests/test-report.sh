@@ -75,6 +75,9 @@ for k in 0 1 4; do
     if [ -n "$want" ] && [ "$got" = "$want" ]; then pass
     else fail "per-layer row k=$k: ||dL/dx|| '$got', dump's Frobenius norm '$want'"; fi
 done
+js=$("$tool" report --json "$dir/pre.h5" | sed -n 's/.*"stream_embed": \([^,]*\),.*/\1/p')
+[ -n "$js" ] && [ "$(printf '%.4g' "$js")" = "$(dump_frob model embed_out)" ] && pass ||
+    fail "JSON gradients.stream_embed '$js', dump's Frobenius norm '$(dump_frob model embed_out)'"
 
 # Step selection.
 expect_exit 0 "report --last" -- "$tool" report --last "$dir/mix.h5"
