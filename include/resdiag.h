@@ -193,8 +193,18 @@ typedef enum resdiag_direction {
  * of every *_stats dataset). NaN and Inf elements are left out (they count
  * as 0, and a token's mean, RMS and std still divide by cols); the NaN and
  * Inf counts say how many there were. Per-token values and ABSMAX_COL are
- * NaN when rows == 0, ABSMAX_COL also when no element is finite. Sums are
- * in double, scaled where f64 input would overflow or underflow, so no
+ * NaN when rows == 0, ABSMAX_COL also when no element is finite.
+ * Precision: f64 input, and any input on the portable path
+ * (RESDIAG_FORCE_PORTABLE=1), is summed in double. The vector paths (AVX2,
+ * AVX-512) sum each f32, f16 or bf16 row in float lanes over blocks of at
+ * most 256 (AVX2) or 1024 (AVX-512) columns, at most 16 terms per lane per
+ * block, and in double across blocks and tokens: each row sum is within
+ * G = 24 * 2^-24 (about 1.4e-6) of the sum of its |terms|, so per-token norm
+ * and RMS are within G/2 of themselves, the per-token mean within G * RMS,
+ * the per-token std within 6 G. Rows where float lanes could not keep that
+ * (mean^2 > 3 var, |x| > ~1.8e19, sum x^2 < 2^-70, NaN or Inf) are summed
+ * in double. ABSMAX, its column and the counts are exact on every path.
+ * Sums are scaled where f64 input would overflow or underflow, so no
  * other field is NaN, and one is +Inf only where its value is beyond the
  * double range: FROB and the per-token norms (sqrt(cols) times the RMS) of
  * f64 values near DBL_MAX. The sketch is not scaled: Inf or NaN where its

@@ -1401,6 +1401,7 @@ resdiag_status resdiag_analyze(const resdiag_reader *rd, const resdiag_analyze_o
     a->mix_layers = -1;
     a->growth = NAN;
     a->head_grad = NAN;
+    a->sgrad_embed = NAN;
     a->grad_step = -1;
     a->n_layer_params = in->n_layer_params;
     a->description = dupstr(in->description);
@@ -1674,6 +1675,14 @@ resdiag_status resdiag_analyze(const resdiag_reader *rd, const resdiag_analyze_o
         }
         double f[RESDIAG_N_FIELDS];
         int obs = 0;
+        /* dL/dx_0: at embed_out, else where layer 0 reads it (the same tensor) */
+        if ((st = resdiag_reader_site(rd, gs, RESDIAG_BACKWARD, 0, 0, RESDIAG_EMBED_OUT, f, &obs)))
+            goto fail;
+        if (!obs && (st = resdiag_reader_site(rd, gs, RESDIAG_BACKWARD, 0, 0, RESDIAG_STREAM_IN,
+                                              f, &obs)))
+            goto fail;
+        a->sgrad_embed = obs ? f[RESDIAG_FIELD_FROB] : NAN;
+        obs = 0;
         for (int q = 0; q < in->n_model_params && !obs; q++)
             if (strcmp(in->model_param_names[q], "head.w") == 0) {
                 if ((st = resdiag_reader_param(rd, gs, RESDIAG_MODEL_LEVEL, "head.w", f, &obs)))

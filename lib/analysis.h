@@ -113,6 +113,7 @@ struct resdiag_analysis {
     int64_t grad_step;   /* step index used, -1 none */
     double *grad;        /* (L, P) ||dL/dW||_F */
     double *sgrad;       /* (L) ||dL/dx|| of the stream leaving each layer */
+    double sgrad_embed;  /* ||dL/dx_0|| of the embedding (embed_out backward); NaN if not recorded */
     double head_grad;
     int head_is_param;
     rd_fit fit_grad[RESDIAG_MAX_PARAMS], fit_sgrad;
@@ -157,5 +158,11 @@ int rd_declared_agrees(const rd_analysis *a);
 /* A verdict in words for people ("pre-norm", "post-norm family (post-norm
  * or deepnorm)", ...): the report's and the HTML page's. Static storage. */
 const char *rd_verdict_human(resdiag_verdict v);
+
+/* ||x_k||^2 = a + b k as the text report and the HTML page both say it
+ * (one rule for "flat": the values agree to 1e-4 of their mean), into out
+ * (cap bytes): "||x_k||^2 = ..." in ASCII, or with unicode = 1 "‖x_k‖² = ..."
+ * (the HTML page's notation), the same numbers in the same formats. */
+void rd_energy_sentence(char *out, size_t cap, const rd_fit *e, int unicode);
 
 #endif

@@ -57,14 +57,18 @@ static const char *short_v(resdiag_verdict v)
     }
 }
 
+/* Values that agree to this part of their mean are called flat. */
+#define FLAT_SPREAD 1e-4
+#define FLAT_SPREAD_TEXT "1e-4"
+
 static void fit_text(sb *b, const rd_fit *f, const char *what)
 {
     if (f->n < 2 || isnan(f->b)) {
         rd_strbuf_printf(b, "%s: too few points (%d)", what, f->n);
         return;
     }
-    if (f->y_spread < 1e-4) {
-        rd_strbuf_printf(b, "%s: flat (the %d values agree to %.0e)", what, f->n, 1e-4);
+    if (f->y_spread < FLAT_SPREAD) {
+        rd_strbuf_printf(b, "%s: flat (the %d values agree to %.0e)", what, f->n, FLAT_SPREAD);
         return;
     }
     if (!f->ok) {
@@ -79,6 +83,20 @@ static void fit_text(sb *b, const rd_fit *f, const char *what)
         rd_strbuf_printf(b, " - flat (slope within +-0.1)");
     else if (!(f->r2 >= 0.5))
         rd_strbuf_printf(b, " - poor fit");
+}
+
+void rd_energy_sentence(char *out, size_t cap, const rd_fit *e, int unicode)
+{
+    const char *lhs = unicode ? "\u2016x_k\u2016\u00b2" : "||x_k||^2";
+    const char *r2 = unicode ? "R\u00b2" : "R^2";
+    if (e->n >= 2 && e->y_spread < FLAT_SPREAD)
+        snprintf(out, cap, "%s = %.4g at every layer (flat to " FLAT_SPREAD_TEXT ", n = %d)", lhs,
+                 e->a, e->n);
+    else if (e->n >= 2 && !isnan(e->b))
+        snprintf(out, cap, "%s = %.4g %c %.4g k over k = 1..L (%s %.4f, n = %d)", lhs, e->a,
+                 e->b < 0 ? '-' : '+', fabs(e->b), r2, e->r2, e->n);
+    else
+        snprintf(out, cap, "%s = a + b k: too few layers observed", lhs);
 }
 
 /* A table cell: the number, or "-" when there is none. */
@@ -254,8 +272,15 @@ static void text_layers(sb *b, const rd_analysis *a)
 {
     int L = a->n_layers, S = a->n_sublayers, P = a->n_layer_params;
     int gp = a->grad_step >= 0 && a->n_order > 0 ? a->param_order[0] : -1;
+    /* The gradient columns stay Frobenius norms: parameters have no tokens,
+     * and the Gradients section, its fits and the JSON use the same numbers. */
     rd_strbuf_printf(b, "\nPer layer (x_k = stream leaving layer k-1, x_0 = the embedding; "
-                 "||x|| = mean per-token L2 norm):\n");
+                 "||x_k||, rms: mean over tokens of the per-token L2 norm, RMS; "
+                 "r = ||dx||/||x||");
+    if (a->grad_step >= 0)
+        rd_strbuf_printf(b, ";\n  gradient columns (%s||dL/dx||): Frobenius norm of the whole "
+                            "tensor", gp >= 0 ? "parameter, " : "");
+    rd_strbuf_printf(b, "):\n");
     rd_strbuf_printf(b, "   k  layer  %10s %9s", "||x_k||", "rms");
     for (int s = 0; s < S && s < 4; s++) {
         char h[200];
@@ -274,6 +299,13 @@ static void text_layers(sb *b, const rd_analysis *a)
             rd_strbuf_printf(b, "  %2d  embed ", k);
             cell(b, " %10.4g", 10, a->xnorm[0]);
             cell(b, " %9.4g", 9, a->xrms[0]);
+            if (a->grad_step >= 0) { /* the embedding has no r and no layer parameters */
+                for (int s = 0; s < S && s < 4; s++)
+                    rd_strbuf_printf(b, " %9s", "");
+                if (gp >= 0)
+                    rd_strbuf_printf(b, " %11s", "");
+                cell(b, " %11.4g", 11, a->sgrad_embed);
+            }
             rd_strbuf_printf(b, "\n");
         }
         else {
@@ -296,17 +328,12 @@ static void text_stream(sb *b, rd_esc_ring *esc, const rd_analysis *a)
 {
     int L = a->n_layers, S = a->n_sublayers;
     rd_strbuf_printf(b, "\nResidual stream:\n");
-    const rd_fit *e = &a->fit_energy;
-    if (e->n >= 2 && e->y_spread < 1e-4)
-        rd_strbuf_printf(b, "  ||x_k||^2 = %.4g at every layer (flat to 1e-4, n = %d); pre-norm theory: "
-                     "linear in k, post-norm: constant\n", e->a, e->n);
-    else if (e->n >= 2 && !isnan(e->b))
-        rd_strbuf_printf(b, "  ||x_k||^2 = %.4g %c %.4g k over k = 1..L (R^2 %.4f, n = %d); "
-                     "pre-norm theory: linear in k, post-norm: constant\n", e->a,
-                  e->b < 0 ? '-' : '+', fabs(e->b),
-                  e->r2, e->n);
+    char energy[256];
+    rd_energy_sentence(energy, sizeof energy, &a->fit_energy, 0);
+    if (a->fit_energy.n >= 2 && !isnan(a->fit_energy.b))
+        rd_strbuf_printf(b, "  %s; pre-norm theory: linear in k, post-norm: constant\n", energy);
     else
-        rd_strbuf_printf(b, "  ||x_k||^2 = a + b k: too few layers observed\n");
+        rd_strbuf_printf(b, "  %s\n", energy);
     rd_strbuf_printf(b, "  ");
     fit_text(b, &a->fit_xlog, "log-log slope of ||x_k|| (k = 1..L)");
     rd_strbuf_printf(b, "\n  growth over depth ||x_L|| / ||x_1||: %.4g\n", a->growth);
@@ -746,6 +773,8 @@ char *resdiag_analysis_to_json(const resdiag_analysis *a)
         }
         rd_strbuf_printf(&b, "],\n    \"stream\": ");
         js_array(&b, a->sgrad, L, 1);
+        rd_strbuf_printf(&b, ", \"stream_embed\": ");
+        js_num(&b, a->sgrad_embed);
         rd_strbuf_printf(&b, ", \"stream_last_over_first\": ");
         js_num(&b, a->sgrad[0] > 0 ? a->sgrad[L - 1] / a->sgrad[0] : NAN);
         rd_strbuf_printf(&b, ", \"stream_loglog_fit\": ");

@@ -20,16 +20,16 @@ small=(--layers 3 --d-model 32 --heads 2 --seq 16 --batch 2 --steps 1 --log-ever
     >/dev/null || fail "tinygpt post --declare undeclared"
 
 # the gate
-expect_exit 0 "check --expect declared, post declared post" -- \
+expect_verdict 0 "check --expect declared, post declared post" -- \
     "$tool" check --expect declared "$dir/post.h5"
 expect_text "$dir/out" "holds: post, as declared" "holding check's line"
-expect_exit 1 "check --expect declared, post declared pre" -- \
+expect_verdict 1 "check --expect declared, post declared pre" -- \
     "$tool" check --expect declared "$dir/post-as-pre.h5"
-expect_text "$dir/err" "not pre (as declared): observed post" "failing check's line"
-expect_exit 2 "check --expect declared, nothing declared" -- \
+expect_text "$dir/out" "not pre (as declared): observed post" "failing check's line"
+expect_verdict 2 "check --expect declared, nothing declared" -- \
     "$tool" check --expect declared "$dir/post-undeclared.h5"
-expect_text "$dir/err" "the run declares none" "undeclared check's line"
-expect_exit 1 "check --expect pre on the post run" -- \
+expect_text "$dir/out" "the run declares none" "undeclared check's line"
+expect_verdict 1 "check --expect pre on the post run" -- \
     "$tool" check --expect pre "$dir/post.h5"
 expect_exit 2 "check --expect with a bad name" -- \
     "$tool" check --expect declarde "$dir/post.h5"

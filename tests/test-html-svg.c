@@ -117,6 +117,36 @@ START_TEST(svg_axis_range_covers_data_with_tick_values)
 }
 END_TEST
 
+/* A line at the data's max or min (a head gradient of exactly 1, a
+ * stream norm on a tick) is drawn inside the frame, not under its edge. */
+START_TEST(svg_axis_range_keeps_edge_values_inside_the_frame)
+{
+    const double dec[] = { 0.1, 0.5, 1.0 }, on_ticks[] = { 2, 6, 10 }, inside[] = { 0.013, 7.5 };
+    struct {
+        const double *v;
+        size_t n;
+        int log, zero_based;
+    } cases[] = { { dec, 3, 1, 0 }, { on_ticks, 3, 0, 0 }, { on_ticks, 3, 0, 1 }, { dec + 2, 1, 1, 0 },
+                  { inside, 2, 1, 0 } };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        svg_axis a;
+        svg_axis_range(&a, cases[c].v, cases[c].n, cases[c].log, cases[c].zero_based);
+        a.p0 = 300; /* a y axis: lo at the bottom */
+        a.p1 = 0;
+        for (size_t i = 0; i < cases[c].n; i++) {
+            double y = svg_axis_map(&a, cases[c].v[i]);
+            ck_assert_msg(y > 0.01 * 300 && y < 0.99 * 300,
+                          "case %zu: %g at pixel %g of 0..300 (range %g..%g): on the frame", c,
+                          cases[c].v[i], y, a.lo, a.hi);
+        }
+    }
+    /* data clear of the edges keep the tick range they had */
+    svg_axis a;
+    svg_axis_range(&a, inside, 2, 1, 0);
+    ck_assert(fabs(a.lo - 0.01) < 1e-15 && fabs(a.hi - 10) < 1e-12);
+}
+END_TEST
+
 /* Heat maps over 1 .. 100,000 steps and 2 .. 96 layers. */
 START_TEST(svg_heatmap_ticks_readable_for_any_length)
 {
@@ -258,6 +288,7 @@ int main(void)
     tcase_add_test(tc, svg_escape_makes_text_safe);
     tcase_add_test(tc, svg_axis_map_is_linear_or_log10);
     tcase_add_test(tc, svg_axis_range_covers_data_with_tick_values);
+    tcase_add_test(tc, svg_axis_range_keeps_edge_values_inside_the_frame);
     tcase_add_test(tc, svg_heatmap_ticks_readable_for_any_length);
     tcase_add_test(tc, svg_plot_ticks_readable_linear_and_log);
     tcase_add_test(tc, svg_legend_labels_are_cut_whole);

@@ -90,6 +90,23 @@ expect_text "$dir/post12.html" "Placement: post-norm" "post verdict card"
 expect_text "$dir/many.html" "Layers over training" "heat maps of a many-step run"
 grep -q 'class="heatmap"' "$dir/pre12.html" && fail "heat map for one step" || pass
 
+# ||x_k||^2 = a + b k: the page says what the text report says (one rule
+# for "flat", the same numbers), for a flat (post) and a growing (pre) run.
+for run in post12 pre12; do
+    "$tool" report "$dir/$run.h5" >"$dir/$run.txt" || fail "report $run"
+    law=$(sed -n 's/^  ||x_k||^2 = \([^;]*\);.*/\1/p' "$dir/$run.txt" | sed 's/R^2/R²/')
+    [ -n "$law" ] || { fail "$run: no ||x_k||^2 line in the text report"; continue; }
+    expect_text "$dir/$run.html" "‖x_k‖² = $law" "$run: the page's ||x_k||^2 law is the text's"
+done
+grep -q "at every layer (flat to 1e-4" "$dir/post12.txt" || fail "post12: the stream energy is not flat"
+
+# The pre-norm 1/||x_k|| reference (Xiong et al.) only where the verdict is pre-norm.
+expect_text "$dir/pre12-gradients.svg" 'data-key="ref.inv_xnorm"' "pre-norm run: the 1/||x_k|| reference"
+grep -q 'ref.inv_xnorm' "$dir/post12-gradients.svg" &&
+    fail "post-norm run: the pre-norm 1/||x_k|| reference is drawn" || pass
+grep -q '1/‖x_k‖ (dotted)' "$dir/post12.html" &&
+    fail "post-norm page: the caption names a dotted reference that is not drawn" || pass
+
 # diff --html: both runs on the same axes; the text still on stdout
 expect_exit 0 "diff --html" -- "$tool" diff "$dir/pre12.h5" "$dir/post12.h5" --html "$dir/diff.html"
 expect_text "$dir/out" "Differences that matter" "diff text with --html"

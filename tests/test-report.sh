@@ -59,6 +59,26 @@ expect_text "$dir/out" "post-norm in layers 0..1, pre-norm in layers 2..3" "mix 
 expect_text "$dir/out" "without a final norm" "pre-norm without a final norm warned"
 expect_text "$dir/out" "Over training" "several steps summarised"
 
+# The per-layer table says which norm each column is, and the numbers are
+# those norms: the gradient columns the Frobenius norm `dump` prints
+# (||x||_F), the embedding's row too (dL/dx_0 at embed_out's backward).
+"$tool" report "$dir/pre.h5" >"$dir/out"
+expect_text "$dir/out" "||x_k||, rms: mean over tokens of the per-token L2 norm, RMS" "table header: ||x_k||"
+expect_text "$dir/out" "gradient columns (parameter, ||dL/dx||): Frobenius norm of the whole tensor" \
+    "table header: the gradient columns"
+"$tool" dump "$dir/pre.h5" >"$dir/dump"
+row_grad() { awk -v k="$1" '$1 == k && ($2 == "embed" || $2 == k - 1) { print $NF; exit }' "$dir/out"; }
+dump_frob() { awk -v w="$1" -v s="$2" '$0 ~ "^  grad " w " " && $(NF-12) == s { printf "%.4g", $(NF-10); exit }' "$dir/dump"; }
+for k in 0 1 4; do
+    if [ "$k" = 0 ]; then want=$(dump_frob "model" embed_out); else want=$(dump_frob "L$((k - 1)) mlp" stream_out); fi
+    got=$(row_grad "$k")
+    if [ -n "$want" ] && [ "$got" = "$want" ]; then pass
+    else fail "per-layer row k=$k: ||dL/dx|| '$got', dump's Frobenius norm '$want'"; fi
+done
+js=$("$tool" report --json "$dir/pre.h5" | sed -n 's/.*"stream_embed": \([^,]*\),.*/\1/p')
+[ -n "$js" ] && [ "$(printf '%.4g' "$js")" = "$(dump_frob model embed_out)" ] && pass ||
+    fail "JSON gradients.stream_embed '$js', dump's Frobenius norm '$(dump_frob model embed_out)'"
+
 # Step selection.
 expect_exit 0 "report --last" -- "$tool" report --last "$dir/mix.h5"
 expect_text "$dir/out" "analysed step 2 (record 3)" "--last"
@@ -101,7 +121,7 @@ PY
 "$tool" report --json "$dir/pre.h5" | /usr/bin/python3 -c 'import json, sys; assert json.load(sys.stdin)["last_step"] is None' && pass || fail "one step: last_step null"
 expect_exit 2 "report --step 7 (not recorded)" -- "$tool" report --step 7 "$dir/mix.h5"
 expect_exit 2 "--step with --last" -- "$tool" report --step 1 --last "$dir/mix.h5"
-expect_exit 0 "check --last" -- "$tool" check --last --expect mixed "$dir/mix.h5"
+expect_verdict 0 "check --last" -- "$tool" check --last --expect mixed "$dir/mix.h5"
 
 # JSON: valid, and exactly the documented keys.
 for name in pre post-stream mix; do
@@ -201,7 +221,7 @@ expect_text "$dir/out" "Steps: 3 recorded" "killed run: its flushed steps"
 expect_exit 0 "report of a NaN run" -- "$tool" report "$dir/nan.h5"
 expect_text "$dir/out" "Non-finite values: first at step 0, layer 0 mlp stream_in, forward" "NaN located"
 expect_text "$dir/out" "Placement: cannot tell" "NaN run: no verdict"
-expect_exit 2 "check of a NaN run" -- "$tool" check --expect pre-norm "$dir/nan.h5"
+expect_verdict 2 "check of a NaN run" -- "$tool" check --expect pre-norm "$dir/nan.h5"
 # Bad usage.
 expect_exit 2 "check without --expect" -- "$tool" check "$dir/pre.h5"
 expect_exit 2 "check --expect bogus" -- "$tool" check --expect bogus "$dir/pre.h5"
@@ -210,11 +230,11 @@ expect_exit 2 "report without a file" -- "$tool" report
 expect_exit 2 "report of two files" -- "$tool" report "$dir/pre.h5" "$dir/post.h5"
 expect_exit 2 "--max-growth 0" -- "$tool" check --expect pre-norm --max-growth 0 "$dir/pre.h5"
 # check's requirements
-expect_exit 0 "check pre --final-norm" -- "$tool" check --expect pre-norm --final-norm "$dir/pre.h5"
-expect_exit 1 "check mix --final-norm (off)" -- "$tool" check --expect mixed --final-norm "$dir/mix.h5"
-expect_exit 2 "check stream --final-norm" -- "$tool" check --expect post-norm --final-norm "$dir/post-stream.h5"
-expect_exit 1 "check pre --max-growth 0.5" -- "$tool" check --expect pre-norm --max-growth 0.5 "$dir/pre.h5"
-expect_exit 1 "check post --expect pre-norm" -- "$tool" check --expect pre-norm "$dir/post.h5"
-expect_text "$dir/err" "not pre: observed post" "why line"
+expect_verdict 0 "check pre --final-norm" -- "$tool" check --expect pre-norm --final-norm "$dir/pre.h5"
+expect_verdict 1 "check mix --final-norm (off)" -- "$tool" check --expect mixed --final-norm "$dir/mix.h5"
+expect_verdict 2 "check stream --final-norm" -- "$tool" check --expect post-norm --final-norm "$dir/post-stream.h5"
+expect_verdict 1 "check pre --max-growth 0.5" -- "$tool" check --expect pre-norm --max-growth 0.5 "$dir/pre.h5"
+expect_verdict 1 "check post --expect pre-norm" -- "$tool" check --expect pre-norm "$dir/post.h5"
+expect_text "$dir/out" "not pre: observed post" "why line"
 
 tool_test_finish

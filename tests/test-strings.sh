@@ -92,10 +92,10 @@ expect_text "$dir/out" '  innocent\nPlacement: pre-norm (confidence high)\n\x1b[
 expect_text "$dir/out" 'created 2025\r\x1b[8m by /bin/\x1b[2Jprog\xc0\xaf' "report provenance"
 expect_text "$dir/out" 'norm_in at x.c\x1b]0;title\x07\xff:1\nPlacement: pre-norm (confidence high)\n,' "report call site"
 
-expect_exit 0 "check holds" -- "$tool" check --expect pre-norm "$a"
+expect_verdict 0 "check holds" -- "$tool" check --expect pre-norm "$a"
 check text "$dir/out" 0 "check stdout"
-expect_exit 1 "check fails" -- "$tool" check --expect post-norm "$a"
-check text "$dir/err" 0 "check stderr"
+expect_verdict 1 "check fails" -- "$tool" check --expect post-norm "$a"
+check text "$dir/out" 0 "check's failing line"
 
 expect_exit 0 "diff" -- "$tool" diff "$a" "$b"
 check text "$dir/out" 0 "diff stdout"

@@ -30,6 +30,26 @@ expect_exit() {
     pass
 }
 
+# expect_verdict CODE DESCRIPTION -- COMMAND...: for `resdiag check`: the
+# exit code, and the one line saying why on stdout, nothing on stderr
+# (whatever the verdict; stderr is for errors and usage only).
+expect_verdict() {
+    local want=$1 what=$2
+    shift 3
+    "$@" >"$dir/out" 2>"$dir/err"
+    local got=$?
+    if [ "$got" -ne "$want" ]; then
+        fail "$what: exit $got, expected $want"; cat "$dir/err"; return
+    fi
+    if [ "$(wc -l <"$dir/out")" -ne 1 ] || ! grep -q '^resdiag check: ' "$dir/out"; then
+        fail "$what: stdout is not the one verdict line:"; cat "$dir/out"; return
+    fi
+    if [ -s "$dir/err" ]; then
+        fail "$what: wrote to stderr:"; cat "$dir/err"; return
+    fi
+    pass
+}
+
 expect_text() { # FILE TEXT DESCRIPTION
     if grep -qF -- "$2" "$1"; then pass; else fail "$3: '$2' not in output"; cat "$1"; fi
 }

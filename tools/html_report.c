@@ -307,10 +307,9 @@ static void figure(svg_buf *b, plot_what w, const rd_analysis *const *a, const c
     if (n == 1) {
         const rd_analysis *r = a[0];
         if (w == PLOT_GROWTH) {
-            const rd_fit *e = &r->fit_energy;
-            if (e->n >= 2 && isfinite(e->b))
-                svg_printf(b, "‖x_k‖² = %.4g %c %.4g·k over k = 1..L (R² %.4f). ", e->a,
-                           e->b < 0 ? '-' : '+', fabs(e->b), e->r2);
+            char energy[256];
+            rd_energy_sentence(energy, sizeof energy, &r->fit_energy, 1);
+            svg_printf(b, "%s. ", energy);
             fit_caption(b, &r->fit_xlog, "Log-log slope of ‖x_k‖");
             svg_printf(b, "Pre-norm theory: ‖x_k‖² linear in k; post-norm: constant at √d.");
         } else if (w == PLOT_UPDATES) {
@@ -336,7 +335,8 @@ static void figure(svg_buf *b, plot_what w, const rd_analysis *const *a, const c
                     svg_printf(b, ": parameter gradients were zero or not available. ");
             }
             svg_printf(b, "Xiong et al. 2020: pre-norm gradients flat or falling with depth like "
-                          "1/‖x_k‖ (dotted); post-norm gradients larger near the output.");
+                          "1/‖x_k‖%s; post-norm gradients larger near the output.",
+                       plot_draws_prenorm_reference(r) ? " (dotted)" : "");
         }
     } else {
         svg_printf(b, "Both runs on the same axes: A solid with circles, B dashed with squares.");

@@ -278,18 +278,49 @@ static int fig_updates(svg_buf *b, const rd_analysis *const *a, const char *cons
 
 /* ------------------------------------------------------------- gradients */
 
+int plot_draws_prenorm_reference(const rd_analysis *a)
+{
+    return a->verdict == RESDIAG_VERDICT_PRE || a->verdict == RESDIAG_VERDICT_SANDWICH ||
+           a->verdict == RESDIAG_VERDICT_PRE_OR_SANDWICH;
+}
+
+/* The pre-norm reference into col (L): the first layer's gradient of
+ * parameter pi scaled by ||x_1|| / ||x_k||; 0 when there is none. */
+static int prenorm_reference(const rd_analysis *r, int pi, double *col)
+{
+    int L = r->n_layers;
+    if (!plot_draws_prenorm_reference(r) || !(r->grad[pi] > 0) || !(r->xnorm[1] > 0))
+        return 0;
+    for (int l = 0; l < L; l++)
+        col[l] = r->grad[pi] * r->xnorm[1] / r->xnorm[l + 1];
+    return 1;
+}
+
 static int fig_gradients(svg_buf *b, const rd_analysis *const *a, const char *const *names,
                          int n)
 {
-    int kmax = 1, any = 0;
+    int kmax = 1, any = 0, ref_n = 0;
     size_t m = 0, cap = 0;
+    double *ref_v = NULL;
     for (int i = 0; i < n; i++) {
         kmax = a[i]->n_layers > kmax ? a[i]->n_layers : kmax;
         cap += 3 * (size_t)a[i]->n_layers + 1;
     }
-    double *all = malloc((cap + 1) * sizeof *all);
-    if (!all)
+    if (n == 1 && a[0]->grad_step >= 0 && a[0]->n_order > 0) { /* the reference inside the frame */
+        double *ref = malloc((size_t)a[0]->n_layers * sizeof *ref);
+        if (!ref)
+            return -1;
+        ref_n = prenorm_reference(a[0], a[0]->param_order[0], ref) ? a[0]->n_layers : 0;
+        ref_v = ref;
+    }
+    double *all = malloc((cap + 1 + (size_t)ref_n) * sizeof *all);
+    if (!all) {
+        free(ref_v);
         return -1;
+    }
+    for (int l = 0; l < ref_n; l++)
+        all[m++] = ref_v[l];
+    free(ref_v);
     for (int i = 0; i < n; i++) {
         const rd_analysis *r = a[i];
         if (r->grad_step < 0)
@@ -338,10 +369,9 @@ static int fig_gradients(svg_buf *b, const rd_analysis *const *a, const char *co
             snprintf(what, sizeof what, "gradients.%s", r->param_names[pi]);
             svg_series(&p, k, col, (size_t)L, &st, key_of(key, sizeof key, names, n, i, what),
                        label);
-            /* Xiong et al.: pre-norm gradients fall like 1/||x_k|| from the first layer */
-            if (n == 1 && col[0] > 0 && r->xnorm[1] > 0) {
-                for (int l = 0; l < L; l++)
-                    col[l] = r->grad[pi] * r->xnorm[1] / r->xnorm[l + 1];
+            /* Xiong et al.: pre-norm gradients fall like 1/||x_k|| from the
+             * first layer; drawn for the placements that theory is about */
+            if (n == 1 && prenorm_reference(r, pi, col)) {
                 svg_style rs = { REF_COLOR, 2, 0, 1.4 };
                 svg_series(&p, k, col, (size_t)L, &rs, "ref.inv_xnorm",
                            "pre-norm: ∝ 1/‖x_k‖ (Xiong)");

@@ -25,6 +25,12 @@ int plot_what_parse(const char *name);
 int plot_figure(svg_buf *b, plot_what what, const struct resdiag_analysis *const *a,
                 const char *const *names, int n);
 
+/* 1 when the gradient figure of this run draws the pre-norm reference of
+ * Xiong et al. 2020 (gradients like 1/||x_k||): only for a verdict it is
+ * the theory of (pre-norm, sandwich, or one of the two), never for a
+ * post-norm, mixed or undecided run. */
+int plot_draws_prenorm_reference(const struct resdiag_analysis *a);
+
 /* Layer x step maps of a run with several recorded steps, read from the
  * file at no more than max_cols evenly spaced steps. */
 typedef struct plot_heat {

@@ -83,7 +83,8 @@ static const command commands[] = {
       "\n"
       "Exit 0 it holds, 1 it does not, 2 cannot tell (e.g. stream-only evidence\n"
       "that does not separate the placements; with --expect declared, a run that\n"
-      "declares nothing) or unusable input.\n" },
+      "declares nothing) or unusable input. The line saying why is on stdout in\n"
+      "every case; only unusable input and bad usage write (one line) to stderr.\n" },
     { "diff", cmd_diff, "two runs side by side, the differences that matter first",
       "usage: resdiag diff [--step N | --last] [--html FILE] A.h5 B.h5\n"
       "\n"
@@ -831,9 +832,10 @@ static int cmd_check(int argc, char **argv)
     c.max_growth = o.have_growth ? o.max_growth : 0;
     char why[512];
     resdiag_check_result r = resdiag_analysis_check(an, &c, why, sizeof why);
-    /* holds goes to stdout; does not hold and cannot tell to stderr, one line */
+    /* the verdict is the command's output: one line on stdout whatever it
+     * says (holds, does not, cannot tell); stderr is for errors and usage */
     rd_esc_ring esc = { 0 };
-    fprintf(r == RESDIAG_CHECK_HOLDS ? stdout : stderr, "resdiag check: %s: %s\n",
+    fprintf(stdout, "resdiag check: %s: %s\n",
             rd_esc_text(&esc, o.path), why); /* why comes escaped */
     rd_esc_ring_free(&esc);
     resdiag_analysis_free(an);

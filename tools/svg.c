@@ -59,6 +59,10 @@ static double nice_next(double s)
     return (f < 1.5 ? 2 : f < 3.5 ? 5 : 10) * e;
 }
 
+/* Data closer to an edge of the range than this part of it are drawn on
+ * (under) the frame: the range grows by one tick step there. */
+#define EDGE_MARGIN 0.02
+
 void svg_axis_range(svg_axis *ax, const double *v, size_t n, int log, int zero_based)
 {
     double lo = INFINITY, hi = -INFINITY;
@@ -78,6 +82,12 @@ void svg_axis_range(svg_axis *ax, const double *v, size_t n, int log, int zero_b
         ax->hi = pow(10, ceil(log10(hi) - 1e-9));
         if (ax->hi <= ax->lo)
             ax->hi = ax->lo * 10;
+        /* a line on the frame's edge hides under the frame: a decade more */
+        double span = log10(ax->hi) - log10(ax->lo);
+        if (log10(ax->hi) - log10(hi) < EDGE_MARGIN * span)
+            ax->hi *= 10;
+        if (log10(lo) - log10(ax->lo) < EDGE_MARGIN * span)
+            ax->lo /= 10;
         return;
     }
     if (zero_based && lo >= 0)
@@ -91,6 +101,12 @@ void svg_axis_range(svg_axis *ax, const double *v, size_t n, int log, int zero_b
     double step = nice_ceil((hi - lo) / 5);
     ax->lo = floor(lo / step + 1e-9) * step;
     ax->hi = ceil(hi / step - 1e-9) * step;
+    /* likewise a step more, except below a zero base (the axis itself) */
+    double span = ax->hi - ax->lo;
+    if (ax->hi - hi < EDGE_MARGIN * span)
+        ax->hi += step;
+    if (!(zero_based && ax->lo == 0) && lo - ax->lo < EDGE_MARGIN * span)
+        ax->lo -= step;
 }
 
 double svg_axis_map(const svg_axis *ax, double v)
