@@ -79,6 +79,35 @@ js=$("$tool" report --json "$dir/pre.h5" | sed -n 's/.*"stream_embed": \([^,]*\)
 [ -n "$js" ] && [ "$(printf '%.4g' "$js")" = "$(dump_frob model embed_out)" ] && pass ||
     fail "JSON gradients.stream_embed '$js', dump's Frobenius norm '$(dump_frob model embed_out)'"
 
+# The report's own terms: each one the body uses has a line in the Legend
+# block at its end that starts with the term; the table's gradient column
+# says it is a gradient norm instead of a bare parameter name.
+for name in pre post post-stream; do
+    "$tool" report "$dir/$name.h5" >"$dir/out"
+    /usr/bin/python3 - "$dir/out" <<'PY' && pass || fail "report $name: a private term unexplained"
+import re, sys
+text = open(sys.argv[1]).read()
+body, sep, legend = text.partition("\nLegend:\n")
+assert sep, "no Legend block"
+keys = [l.strip() for l in legend.splitlines() if l.strip()]
+# (what the body prints, the term a Legend line must start with)
+terms = [(r"sketch relations", "sketch relations"), (r"; sketch \d+", "sketch N"),
+         (r"pre-type", "pre-type"), (r"post-type", "post-type"),
+         (r"\(first of these\)", "(first of these)"), (r"deciding hooks", "deciding hooks"),
+         (r"\(record \d+\)", "record N"), (r"(?m)^ +k +layer .* rms ", "rms"),
+         (r"\br_attn\b", "r_attn"), (r"by construction", "by construction"),
+         (r"rounding floor", "rounding floor"), (r"growth", "stream growth"),
+         (r"call order", "call order"), (r"\|\|grad ", "||grad P||")]
+used = [key for pattern, key in terms if re.search(pattern, body)]
+assert "rms" in used and "record N" in used, used  # the table and the steps line are always there
+missing = [key for key in used if not any(k.startswith(key) for k in keys)]
+assert not missing, "used but not in the Legend: %s" % missing
+assert len(keys) == len(set(keys)), keys
+head = [l for l in body.splitlines() if re.match(r" +k +layer ", l)][0]
+assert not re.search(r" (mlp|attn)\.\w+ ", head + " "), head  # a bare parameter name
+PY
+done
+
 # Step selection.
 expect_exit 0 "report --last" -- "$tool" report --last "$dir/mix.h5"
 expect_text "$dir/out" "analysed step 2 (record 3)" "--last"
