@@ -4,7 +4,7 @@
  * went non-finite. Shared by every front end (resdiag report/check, JSON,
  * bindings); lib/report.c renders it as text and JSON.
  *
- * Evidence (DESIGN.md, "Evidence for the placement verdict"):
+ * Evidence (doc/ARCHITECTURE.md, "Evidence for the placement verdict"):
  *  1. relations between the sketches of the sites of a sublayer (sketches
  *     are linear, so sk(x + f) = sk(x) + sk(f) up to rounding);
  *  2. the normalization signature of a tensor (per-token norm spread);

@@ -1,7 +1,7 @@
 /*
  * test-tinygpt-run.c - the real tinygpt binary (argv[1]) end to end: its
  * run files read back through the resdiag reader reproduce the reference
- * behaviour of DESIGN.md (issue 3, requirement 3), the loss falls, runs are
+ * behaviour at initialization (doc/ARCHITECTURE.md), the loss falls, runs are
  * deterministic, --record off/stream/every work, bad flags exit 2, and the
  * hooks' call sites point at the model code (argv[2] = model.c).
  *
@@ -282,7 +282,7 @@ static void print_table(const char *name, resdiag_reader *rd)
     }
 }
 
-/* DESIGN.md: pre-norm ||x_k||^2 = a + b k at initialisation. */
+/* doc/ARCHITECTURE.md: pre-norm ||x_k||^2 = a + b k at initialisation. */
 START_TEST(pre_norm_stream_energy_is_linear_in_depth)
 {
     resdiag_reader *rd = open_reader(tmp("pre.h5"));
@@ -302,7 +302,7 @@ START_TEST(pre_norm_stream_energy_is_linear_in_depth)
 }
 END_TEST
 
-/* DESIGN.md: pre-norm weight gradients fall with depth like 1/||x_k||. */
+/* doc/ARCHITECTURE.md: pre-norm weight gradients fall with depth like 1/||x_k||. */
 START_TEST(pre_norm_w2_gradient_falls_with_depth)
 {
     resdiag_reader *rd = open_reader(tmp("pre.h5"));
