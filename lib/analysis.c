@@ -1344,8 +1344,12 @@ static resdiag_status training_point(const resdiag_reader *rd, rd_analysis *a, i
     return RESDIAG_OK;
 }
 
-resdiag_status resdiag_analyze(const resdiag_reader *rd, const resdiag_analyze_options *opt,
-                               resdiag_analysis **out)
+/* whole_run 0: only what one step says (the verdict of the last step that
+ * the report shows beside the judged one); the phases over the whole run
+ * (the first and last step's growth, the non-finite scan) are the outer
+ * analysis's, and a second pass over every step would only repeat them. */
+static resdiag_status analyze(const resdiag_reader *rd, const resdiag_analyze_options *opt,
+                              resdiag_analysis **out, int whole_run)
 {
     static const char fn[] = "resdiag_analyze";
     if (out)
@@ -1729,11 +1733,12 @@ resdiag_status resdiag_analyze(const resdiag_reader *rd, const resdiag_analyze_o
             if (p != w2)
                 a->param_order[a->n_order++] = p;
     }
-    if ((st = training_point(rd, a, 0, 0)) || (st = training_point(rd, a, in->n_steps - 1, 1)))
+    if (whole_run && ((st = training_point(rd, a, 0, 0))
+                      || (st = training_point(rd, a, in->n_steps - 1, 1))))
         goto fail;
 
     /* --- non-finite values over all steps */
-    if ((st = scan_nonfinite(rd, a)))
+    if (whole_run && (st = scan_nonfinite(rd, a)))
         goto fail;
 
     /* --- warnings */
@@ -1788,10 +1793,10 @@ resdiag_status resdiag_analyze(const resdiag_reader *rd, const resdiag_analyze_o
     free(skbuf);
     /* What training made of the run: the last step, analysed the same way.
      * Its failure (a last step cut short, say) does not fail this one. */
-    if (si != a->n_steps - 1) {
+    if (whole_run && si != a->n_steps - 1) {
         resdiag_analyze_options lo = o;
         lo.step_index = a->n_steps - 1;
-        a->at_last_status = resdiag_analyze(rd, &lo, &a->at_last);
+        a->at_last_status = analyze(rd, &lo, &a->at_last, 0);
     }
     *out = a;
     return RESDIAG_OK;
@@ -1802,6 +1807,12 @@ fail:
     rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "%s: cannot analyse the run: %s", fn,
            resdiag_strerror(st));
     return st;
+}
+
+resdiag_status resdiag_analyze(const resdiag_reader *rd, const resdiag_analyze_options *opt,
+                               resdiag_analysis **out)
+{
+    return analyze(rd, opt, out, 1);
 }
 
 /* 1 agrees, 0 disagrees, -1 cannot compare (undeclared, or the data do not
