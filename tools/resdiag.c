@@ -471,12 +471,12 @@ static int parse_cli_args(const char *cmd, int argc, char **argv, cli_args *o)
 
 /* ----------------------------------------------------------------- dump */
 
-static void print_value(double v, int width)
+static void print_value(FILE *out, double v, int width)
 {
     if (isnan(v))
-        printf(" %*s", width, "-");
+        fprintf(out, " %*s", width, "-");
     else
-        printf(" %*.*g", width, width > 9 ? 6 : 5, v);
+        fprintf(out, " %*.*g", width, width > 9 ? 6 : 5, v);
 }
 
 /* dump prints the run file's strings (names, description, metadata, call
@@ -484,7 +484,7 @@ static void print_value(double v, int width)
  * write lines or terminal controls of its own. print_site_row gives 1 with
  * a row printed, 0 for a site not observed, -1 when it cannot be read
  * (logged). */
-static int print_site_row(rd_esc_ring *esc, const resdiag_reader *rd, int64_t si,
+static int print_site_row(FILE *out, rd_esc_ring *esc, const resdiag_reader *rd, int64_t si,
                           resdiag_direction dir, int layer, int sub, resdiag_site site,
                           const char *label)
 {
@@ -494,32 +494,32 @@ static int print_site_row(rd_esc_ring *esc, const resdiag_reader *rd, int64_t si
         return -1;
     if (!observed)
         return 0;
-    printf("  %-22s %-14s", rd_esc_text(esc, label), resdiag_site_name(site));
-    printf(" %7.0f", f[RESDIAG_FIELD_ROWS]);
-    print_value(f[RESDIAG_FIELD_FROB], 11);
-    print_value(f[RESDIAG_FIELD_TOK_NORM_MEAN], 11);
-    print_value(f[RESDIAG_FIELD_TOK_NORM_STD], 10);
-    print_value(f[RESDIAG_FIELD_TOK_RMS_MEAN], 10);
-    print_value(f[RESDIAG_FIELD_TOK_MEAN_MEAN], 10);
-    print_value(f[RESDIAG_FIELD_ABSMAX], 10);
-    printf(" %5.0f", isnan(f[RESDIAG_FIELD_ABSMAX_COL]) ? -1 : f[RESDIAG_FIELD_ABSMAX_COL]);
-    printf(" %5.0f %5.0f %4.0f  %s\n", f[RESDIAG_FIELD_NAN_COUNT], f[RESDIAG_FIELD_INF_COUNT],
-           f[RESDIAG_FIELD_CALL_SEQ],
-           rd_esc_text(esc, resdiag_reader_callsite(rd, dir, layer, sub, site)));
+    fprintf(out, "  %-22s %-14s", rd_esc_text(esc, label), resdiag_site_name(site));
+    fprintf(out, " %7.0f", f[RESDIAG_FIELD_ROWS]);
+    print_value(out, f[RESDIAG_FIELD_FROB], 11);
+    print_value(out, f[RESDIAG_FIELD_TOK_NORM_MEAN], 11);
+    print_value(out, f[RESDIAG_FIELD_TOK_NORM_STD], 10);
+    print_value(out, f[RESDIAG_FIELD_TOK_RMS_MEAN], 10);
+    print_value(out, f[RESDIAG_FIELD_TOK_MEAN_MEAN], 10);
+    print_value(out, f[RESDIAG_FIELD_ABSMAX], 10);
+    fprintf(out, " %5.0f", isnan(f[RESDIAG_FIELD_ABSMAX_COL]) ? -1 : f[RESDIAG_FIELD_ABSMAX_COL]);
+    fprintf(out, " %5.0f %5.0f %4.0f  %s\n", f[RESDIAG_FIELD_NAN_COUNT], f[RESDIAG_FIELD_INF_COUNT],
+            f[RESDIAG_FIELD_CALL_SEQ],
+            rd_esc_text(esc, resdiag_reader_callsite(rd, dir, layer, sub, site)));
     return 1;
 }
 
 /* 0, or -1 at the first value that cannot be read (logged). stored 0: no
  * table stores anything of the step (only the headers are printed). */
-static int dump_step(rd_esc_ring *esc, const resdiag_reader *rd, int64_t si, int64_t step,
-                     int stored)
+static int dump_step(FILE *out, rd_esc_ring *esc, const resdiag_reader *rd, int64_t si,
+                     int64_t step, int stored)
 {
     const resdiag_run_info *in = resdiag_reader_info(rd);
-    printf("\nstep %lld (record %lld of %lld)\n", (long long)step, (long long)si + 1,
-           (long long)in->n_steps);
-    printf("  %-22s %-14s %7s %11s %11s %10s %10s %10s %10s %5s %5s %5s %4s  %s\n", "where",
-           "site", "tokens", "||x||_F", "tok_norm", "tok_sd", "tok_rms", "tok_mean", "absmax",
-           "col", "nan", "inf", "seq", "call site");
+    fprintf(out, "\nstep %lld (record %lld of %lld)\n", (long long)step, (long long)si + 1,
+            (long long)in->n_steps);
+    fprintf(out, "  %-22s %-14s %7s %11s %11s %10s %10s %10s %10s %5s %5s %5s %4s  %s\n", "where",
+            "site", "tokens", "||x||_F", "tok_norm", "tok_sd", "tok_rms", "tok_mean", "absmax",
+            "col", "nan", "inf", "seq", "call site");
     if (!stored)
         return 0;
     for (int dir = 0; dir < 2; dir++) {
@@ -527,7 +527,7 @@ static int dump_step(rd_esc_ring *esc, const resdiag_reader *rd, int64_t si, int
         char label[96];
         for (int m = 0; m < RESDIAG_N_MODEL_SITES; m++) {
             snprintf(label, sizeof label, "%s model", dname);
-            if (print_site_row(esc, rd, si, (resdiag_direction)dir, 0, 0,
+            if (print_site_row(out, esc, rd, si, (resdiag_direction)dir, 0, 0,
                                (resdiag_site)(RESDIAG_EMBED_OUT + m), label) < 0)
                 return -1;
         }
@@ -535,7 +535,7 @@ static int dump_step(rd_esc_ring *esc, const resdiag_reader *rd, int64_t si, int
             for (int s = 0; s < in->n_sublayers; s++)
                 for (int site = 0; site < RESDIAG_N_BLOCK_SITES; site++) {
                     snprintf(label, sizeof label, "%s L%d %s", dname, l, in->sublayer_names[s]);
-                    if (print_site_row(esc, rd, si, (resdiag_direction)dir, l, s,
+                    if (print_site_row(out, esc, rd, si, (resdiag_direction)dir, l, s,
                                        (resdiag_site)site, label) < 0)
                         return -1;
                 }
@@ -549,10 +549,10 @@ static int dump_step(rd_esc_ring *esc, const resdiag_reader *rd, int64_t si, int
             if (isnan(u[0]))
                 continue;
             if (!header++)
-                printf("  update ratio r = ||dx||/||x||:  %-16s %12s %14s\n", "where",
-                       "frobenius", "mean per token");
-            printf("  %32s  L%-3d %-11s %12.6g %14.6g\n", "", l,
-                   rd_esc_text(esc, in->sublayer_names[s]), u[0], u[1]);
+                fprintf(out, "  update ratio r = ||dx||/||x||:  %-16s %12s %14s\n", "where",
+                        "frobenius", "mean per token");
+            fprintf(out, "  %32s  L%-3d %-11s %12.6g %14.6g\n", "", l,
+                    rd_esc_text(esc, in->sublayer_names[s]), u[0], u[1]);
         }
     header = 0;
     for (int l = -1; l < in->n_layers; l++) {
@@ -567,51 +567,51 @@ static int dump_step(rd_esc_ring *esc, const resdiag_reader *rd, int64_t si, int
             if (!observed)
                 continue;
             if (!header++)
-                printf("  parameter gradients:  %-20s %12s %12s %6s %6s\n", "where", "||g||_F",
-                       "absmax", "nan", "inf");
+                fprintf(out, "  parameter gradients:  %-20s %12s %12s %6s %6s\n", "where",
+                        "||g||_F", "absmax", "nan", "inf");
             char where[96];
             if (l < 0)
                 snprintf(where, sizeof where, "model %s", names[p]);
             else
                 snprintf(where, sizeof where, "L%d %s", l, names[p]);
-            printf("  %22s %-20s %12.6g %12.6g %6.0f %6.0f\n", "", rd_esc_text(esc, where),
-                   f[RESDIAG_FIELD_FROB], f[RESDIAG_FIELD_ABSMAX], f[RESDIAG_FIELD_NAN_COUNT],
-                   f[RESDIAG_FIELD_INF_COUNT]);
+            fprintf(out, "  %22s %-20s %12.6g %12.6g %6.0f %6.0f\n", "", rd_esc_text(esc, where),
+                    f[RESDIAG_FIELD_FROB], f[RESDIAG_FIELD_ABSMAX], f[RESDIAG_FIELD_NAN_COUNT],
+                    f[RESDIAG_FIELD_INF_COUNT]);
         }
     }
     return 0;
 }
 
-static void dump_header(rd_esc_ring *esc, const char *path, const resdiag_run_info *in,
-                        const int64_t *steps)
+static void dump_header(FILE *out, rd_esc_ring *esc, const char *path,
+                        const resdiag_run_info *in, const int64_t *steps)
 {
-    printf("%s: resdiag run file, schema %d, written by resdiag %s with HDF5 %s\n",
-           rd_esc_text(esc, path), in->schema_version, rd_esc_text(esc, in->resdiag_version),
-           rd_esc_text(esc, in->hdf5_version));
-    printf("  created %s by %s\n", rd_esc_text(esc, in->created_utc),
-           rd_esc_text(esc, in->program));
+    fprintf(out, "%s: resdiag run file, schema %d, written by resdiag %s with HDF5 %s\n",
+            rd_esc_text(esc, path), in->schema_version, rd_esc_text(esc, in->resdiag_version),
+            rd_esc_text(esc, in->hdf5_version));
+    fprintf(out, "  created %s by %s\n", rd_esc_text(esc, in->created_utc),
+            rd_esc_text(esc, in->program));
     if (in->description[0])
-        printf("  description: %s\n", rd_esc_text(esc, in->description));
-    printf("  model: %d layers, d_model %d, %s block of", in->n_layers, in->d_model,
-           in->block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential");
+        fprintf(out, "  description: %s\n", rd_esc_text(esc, in->description));
+    fprintf(out, "  model: %d layers, d_model %d, %s block of", in->n_layers, in->d_model,
+            in->block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential");
     for (int s = 0; s < in->n_sublayers; s++)
-        printf(" %s", rd_esc_text(esc, in->sublayer_names[s]));
-    printf("\n  declared: placement %s", resdiag_placement_name(in->declared_placement));
+        fprintf(out, " %s", rd_esc_text(esc, in->sublayer_names[s]));
+    fprintf(out, "\n  declared: placement %s", resdiag_placement_name(in->declared_placement));
     if (in->declared_placement == RESDIAG_PLACEMENT_MIXED)
-        printf(" (post-norm in layers 0..%d)", in->declared_mix_layers - 1);
-    printf(", norm %s", resdiag_norm_kind_name(in->norm_kind));
+        fprintf(out, " (post-norm in layers 0..%d)", in->declared_mix_layers - 1);
+    fprintf(out, ", norm %s", resdiag_norm_kind_name(in->norm_kind));
     if (in->shard_cols)
-        printf(", shard width %d", in->shard_cols);
-    printf("\n  sketch: %d projections (seed %llu)\n", in->sketch_size,
-           (unsigned long long)in->sketch_seed);
+        fprintf(out, ", shard width %d", in->shard_cols);
+    fprintf(out, "\n  sketch: %d projections (seed %llu)\n", in->sketch_size,
+            (unsigned long long)in->sketch_seed);
     for (int i = 0; i < in->n_meta; i++)
-        printf("  meta %s = %s\n", rd_esc_text(esc, in->meta[2 * i]),
-               rd_esc_text(esc, in->meta[2 * i + 1]));
+        fprintf(out, "  meta %s = %s\n", rd_esc_text(esc, in->meta[2 * i]),
+                rd_esc_text(esc, in->meta[2 * i + 1]));
     if (in->n_steps > 0)
-        printf("  recorded: %lld steps, step %lld .. %lld\n", (long long)in->n_steps,
-               (long long)steps[0], (long long)steps[in->n_steps - 1]);
+        fprintf(out, "  recorded: %lld steps, step %lld .. %lld\n", (long long)in->n_steps,
+                (long long)steps[0], (long long)steps[in->n_steps - 1]);
     else
-        printf("  recorded: no steps\n");
+        fprintf(out, "  recorded: no steps\n");
 }
 
 static int cmd_dump(int argc, char **argv)
@@ -658,12 +658,11 @@ static int cmd_dump(int argc, char **argv)
          * makes the file unusable, and then only the one line is printed. */
         char *text = NULL;
         size_t len = 0;
-        FILE *mem = open_memstream(&text, &len), *out = stdout;
+        FILE *mem = open_memstream(&text, &len);
         if (!mem) {
             fprintf(stderr, "resdiag: out of memory\n");
             rc = EXIT_BAD;
         } else {
-            stdout = mem;
             /* the tables dump_step reads: a step none of them stores
              * costs no reads (a run can declare far more than it holds) */
             static const char *const tables[] = {
@@ -676,22 +675,22 @@ static int cmd_dump(int argc, char **argv)
                 rd_stored_init(rd, &cur[t], tables[t]);
             last_msg[0] = 0;
             rd_esc_ring esc = { 0 };
-            dump_header(&esc, path, in, steps);
+            dump_header(mem, &esc, path, in, steps);
             for (int64_t si = first; si < last && rc == 0; si++) {
                 int stored = 0;
                 int64_t next;
                 for (int t = 0; t < N_TABLES; t++)
                     stored |= rd_stored_at(rd, &cur[t], si, &next);
-                if (dump_step(&esc, rd, si, steps[si], stored) != 0)
+                if (dump_step(mem, &esc, rd, si, steps[si], stored) != 0)
                     rc = EXIT_BAD;
             }
             rd_esc_ring_free(&esc);
-            stdout = out;
             if (fclose(mem) != 0 && rc == 0) {
                 fprintf(stderr, "resdiag: out of memory\n");
                 rc = EXIT_BAD;
             } else if (rc != 0) {
-                fprintf(stderr, "resdiag: %s\n", last_msg[0] ? last_msg : "cannot read the run file");
+                fprintf(stderr, "resdiag: %s\n",
+                        last_msg[0] ? last_msg : "cannot read the run file");
             } else {
                 fwrite(text, 1, len, stdout);
             }
