@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "analysis.h"
-#include "fit.h"
+#include "analysis/analysis.h"
+#include "analysis/fit.h"
 #include "resdiag.h"
 
 /* ------------------------------------------------------------- fits */

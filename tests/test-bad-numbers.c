@@ -36,7 +36,7 @@
 
 #include "check-one.h"
 #include "resdiag.h"
-#include "stats.h"
+#include "stats/stats.h"
 
 #define COLS 601  /* past one 512-column chunk, not a multiple of any lane count */
 #define ROWS 6

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "analysis.h"
+#include "analysis/analysis.h"
 #include "resdiag.h"
 
 enum { D = 64, ROWS = 32, L = 2 };

@@ -25,10 +25,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "analysis.h"
-#include "h5_common.h"
-#include "h5_writer.h"
-#include "layout.h"
+#include "analysis/analysis.h"
+#include "h5/common.h"
+#include "h5/writer.h"
+#include "format/tables.h"
 #include "resdiag.h"
 
 #define F RESDIAG_N_FIELDS

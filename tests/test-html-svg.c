@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "svg.h"
+#include "render/svg.h"
 
 #define CHAR_W 6.6 /* the writer's width estimate of a character */
 

@@ -33,8 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "h5_writer.h"
-#include "layout.h"
+#include "h5/writer.h"
+#include "format/tables.h"
 #include "resdiag.h"
 
 #ifndef N_ROUNDS

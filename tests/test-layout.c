@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layout.h"
+#include "format/tables.h"
 
 START_TEST(layout_tables_tile_the_record_without_gaps)
 {

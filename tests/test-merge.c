@@ -17,7 +17,7 @@
 
 #include "check-one.h"
 #include "resdiag.h"
-#include "stats.h"
+#include "stats/stats.h"
 
 static char dir[256];
 static int log_count;

@@ -26,8 +26,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "h5_writer.h"
-#include "layout.h"
+#include "h5/writer.h"
+#include "format/tables.h"
 #include "resdiag.h"
 
 /* ------------------------------------------------------------- helpers */

@@ -46,7 +46,7 @@
 #include <string.h>
 
 #include "resdiag.h"
-#include "stats.h"
+#include "stats/stats.h"
 
 #define REL_TOL 1e-12L
 #define G_F (24.0L * 0x1p-24L)      /* one float-lane row sum, see above */

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "escape.h"
+#include "common/escape.h"
 #include "resdiag.h"
-#include "utf8.h"
+#include "common/utf8.h"
 
 /* ------------------------------------------------------------- UTF-8 */
 

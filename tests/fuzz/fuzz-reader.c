@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "resdiag.h"
-#include "utf8.h"
+#include "common/utf8.h"
 
 /* Loops over what the file declares are cut here, so that a file claiming
  * a million layers costs time once in the reader, not per site here. */

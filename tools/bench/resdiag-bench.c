@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "resdiag.h"
-#include "stats.h"
+#include "stats/stats.h"
 
 #ifdef RD_BENCH_OPENBLAS
 #include <cblas.h>

@@ -1,0 +1,168 @@
+/*
+ * analysis.h - the analysis behind resdiag_analyze(): what lib/analysis.c
+ * computes and lib/report.c prints. Internal: the public API is the opaque
+ * resdiag_analysis with its accessors in resdiag.h.
+ */
+#ifndef RESDIAG_ANALYSIS_H
+#define RESDIAG_ANALYSIS_H
+
+#include <stdarg.h>
+#include <stdint.h>
+
+#include "analysis/fit.h"
+#include "resdiag.h"
+
+/* Normalization signature of a tensor (rd_signature). */
+enum { RD_SIG_UNKNOWN = 0, RD_SIG_NORMALIZED = 1, RD_SIG_NOT = 2, RD_SIG_UNCLEAR = 3 };
+
+#define RD_MAX_WARNINGS 64
+#define RD_WARNING_LEN 200
+#define RD_MAX_RFIT RESDIAG_MAX_SUBLAYERS
+/* Strength of the evidence for a sublayer's verdict: the rival hypothesis's
+ * error over max(the winner's, the rounding floor). From RD_SEP it is
+ * decided (confidence medium), from RD_HIGH_SEP confidence high; lib/analysis.c
+ * says why. */
+#define RD_SEP 10.0
+#define RD_HIGH_SEP 25.0
+
+/* The relations between the sites of a sublayer (bits of rd_sub.constructed). */
+enum {
+    RD_REL_ADD = 0, RD_REL_NX, RD_REL_NSUM, RD_REL_DEEP, RD_REL_YN, RD_REL_PAR, RD_REL_FN,
+    RD_N_REL
+};
+
+/* One sublayer at the analysed step: relation errors (relative sketch
+ * residuals, NaN = not computable) and the verdict. */
+typedef struct rd_sub {
+    resdiag_verdict v;
+    resdiag_confidence conf;
+    double alpha;     /* least-squares alpha of norm_in = alpha*stream_in + branch_out */
+    double e_add;     /* stream_out = stream_in + branch_out (parallel: + all branches) */
+    double e_nx;      /* norm_in = stream_in */
+    double e_nsum;    /* norm_in = stream_in + branch_out */
+    double e_deep;    /* norm_in = alpha*stream_in + branch_out */
+    double e_yn;      /* stream_out = norm_out */
+    double e_par;     /* parallel: every sublayer's stream_in equal */
+    double e_fn;      /* branch_out = norm_out: what is added is the norm's output */
+    double fit_pre, fit_post; /* worst relation of each family */
+    double fit_branch_norm;   /* worst of e_add, e_fn: a norm on the branch (sandwich) */
+    double floor;     /* what rounding alone can give a true relation (rd_rounding_floor) */
+    double strength;  /* the rival's error / max(the winner's, floor); NaN without a rival */
+    char conf_why[160]; /* why the confidence is not high ("" when it is) */
+    /* Relations between two sites recorded from one tensor (bit RD_REL_*):
+     * they hold by construction, so their e_* is NaN (no evidence) and
+     * e_constructed[] keeps what was measured, for the record. */
+    unsigned constructed;
+    double e_constructed[RD_N_REL];
+    int order;        /* hook order: 1 norm_in before branch_out, 2 after, 0 unknown */
+    unsigned missing; /* bit b: site b not observed, but the relations that fit need it */
+    char why[256];
+} rd_sub;
+
+struct resdiag_analysis {
+    /* the run */
+    int n_layers, n_sublayers, d_model, sketch_size, schema_version;
+    char **sublayer_names;
+    int n_layer_params;
+    char **param_names;
+    resdiag_block_kind block;
+    resdiag_placement declared;
+    int declared_mix;
+    resdiag_norm_kind norm_kind;
+    resdiag_run_kind run_kind;
+    char *description, *writer_version, *created, *program;
+    int64_t n_steps, *steps, step_index, step;
+    double max_growth;
+
+    /* what was observed at the step: n_obs[dir][block site] over all
+     * (layer, sublayer); model_obs[dir][model site 0..3] */
+    int n_obs[2][RESDIAG_N_BLOCK_SITES];
+    int model_obs[2][RESDIAG_N_MODEL_SITES];
+    int stream_only;     /* no norm or branch site observed forward */
+    int use_relations;   /* sketch relations decide (not stream-only, K > 0) */
+
+    /* the verdict */
+    rd_sub *sub;                 /* (L, S) */
+    resdiag_verdict *layer_v;    /* (L) from relations */
+    int *layer_sig;              /* (L) signature of the stream leaving each layer */
+    double *layer_cv;            /* (L) its token-norm spread */
+    resdiag_verdict verdict;
+    resdiag_confidence conf;
+    int mix_layers;
+    double alpha;
+    int n_undecided;
+    int final_norm;      /* 1 the head reads a norm's output, 0 it does not, -1 not observed */
+    char final_norm_why[160];
+    int order_agree, order_disagree;
+    char why[256];
+    char conf_why[256];          /* what makes the confidence less than high, or "" */
+    int cs_layer, cs_sub, cs_layer2, cs_sub2;
+    char *cs_norm_in, *cs_branch_out, *cs_stream_out, *cs_norm_in2;
+
+    /* the stream: k = 0..L */
+    double *xnorm, *xrms, *xenergy; /* (L+1) */
+    rd_fit fit_energy, fit_xlog;
+    double growth;
+
+    /* relative updates r = ||dx||/||x|| */
+    double *r;           /* (L, S) at the step */
+    double *r_last;      /* (L, S) at the last recorded step */
+    rd_fit fit_r[RD_MAX_RFIT], fit_r_deep[RD_MAX_RFIT];
+
+    /* gradients */
+    int64_t grad_step;   /* step index used, -1 none */
+    double *grad;        /* (L, P) ||dL/dW||_F */
+    double *sgrad;       /* (L) ||dL/dx|| of the stream leaving each layer */
+    double sgrad_embed;  /* ||dL/dx_0|| of the embedding (embed_out backward); NaN if not recorded */
+    double head_grad;
+    int head_is_param;
+    rd_fit fit_grad[RESDIAG_MAX_PARAMS], fit_sgrad;
+    int param_order[RESDIAG_MAX_PARAMS], n_order;
+
+    /* non-finite values */
+    int nf_found;
+    int64_t nf_step, nf_step_index, nf_steps;
+    int nf_layer, nf_sub, nf_site, nf_param;
+    resdiag_direction nf_dir;
+    double nf_nan, nf_inf, nan_total, inf_total;
+
+    /* over training: the first and the last recorded step (index 0, 1) */
+    double tr_growth[2];                       /* ||x_L|| / ||x_1|| */
+    double tr_mean_r[2][RESDIAG_MAX_SUBLAYERS]; /* mean r over layers per sublayer */
+    double tr_grad_ratio[2];                   /* first parameter's last/first layer gradient */
+
+    int n_warnings;
+    char warnings[RD_MAX_WARNINGS][RD_WARNING_LEN];
+
+    /* the same analysis at the last recorded step, shown beside this one;
+     * NULL when this is the last step, or with at_last_status when it failed */
+    struct resdiag_analysis *at_last;
+    resdiag_status at_last_status;
+};
+typedef struct resdiag_analysis rd_analysis;
+
+/* ||sum_j c[j] v[j]|| / max_j ||c[j] v[j]|| over sketches of length k:
+ * the relative residual of the relation sum_j c[j] v[j] = 0. NaN when a
+ * term is not finite; 0 when every term is 0. */
+double rd_rel_combo(const double *const *v, const double *c, int n, int k);
+/* alpha minimising ||ni - alpha x - f||; *err the relative residual. */
+double rd_fit_alpha(const double *ni, const double *x, const double *f, int k, double *err);
+/* RD_SIG_* of a tensor's statistics (RESDIAG_N_FIELDS), with the token
+ * norm spread above which it is "not normalized". */
+int rd_signature(const double *stats, double cv_unnorm);
+/* What rounding alone can leave in a true relation between tensors with
+ * these statistics (RESDIAG_N_FIELDS each), relative to its largest term. */
+double rd_rounding_floor(const double *const *stats, int n);
+/* Declared placement against the verdict: 1 agrees, 0 not, -1 cannot say. */
+int rd_declared_agrees(const rd_analysis *a);
+/* A verdict in words for people ("pre-norm", "post-norm family (post-norm
+ * or deepnorm)", ...): the report's and the HTML page's. Static storage. */
+const char *rd_verdict_human(resdiag_verdict v);
+
+/* ||x_k||^2 = a + b k as the text report and the HTML page both say it
+ * (one rule for "flat": the values agree to 1e-4 of their mean), into out
+ * (cap bytes): "||x_k||^2 = ..." in ASCII, or with unicode = 1 "‖x_k‖² = ..."
+ * (the HTML page's notation), the same numbers in the same formats. */
+void rd_energy_sentence(char *out, size_t cap, const rd_fit *e, int unicode);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * format.h - the names of everything in a run file, in one place: the
+ * schema version, the HDF5 path of each dataset and group, and the series
+ * that are not tables. The writer, the reader, the analysis and the plots
+ * all name the file's parts through these (doc/FORMAT.md describes them).
+ * The shape of each table is in tables.h.
+ */
+#ifndef RESDIAG_FORMAT_H
+#define RESDIAG_FORMAT_H
+
+/* Version of the file layout; a reader refuses a newer one. */
+#define RD_SCHEMA_VERSION 1
+
+/* The statistics tables (last axis: the fields). */
+#define RD_DS_FWD_SITE_STATS "forward/site_stats"
+#define RD_DS_BWD_SITE_STATS "backward/site_stats"
+#define RD_DS_FWD_MODEL_STATS "forward/model_stats"
+#define RD_DS_BWD_MODEL_STATS "backward/model_stats"
+#define RD_DS_LAYER_PARAM_STATS "backward/param_stats"
+#define RD_DS_MODEL_PARAM_STATS "backward/model_param_stats"
+/* Where each row of a statistics table was observed ("file:line"). */
+#define RD_DS_FWD_SITE_CALLSITE "forward/site_callsite"
+#define RD_DS_BWD_SITE_CALLSITE "backward/site_callsite"
+#define RD_DS_FWD_MODEL_CALLSITE "forward/model_callsite"
+#define RD_DS_BWD_MODEL_CALLSITE "backward/model_callsite"
+#define RD_DS_LAYER_PARAM_CALLSITE "backward/param_callsite"
+#define RD_DS_MODEL_PARAM_CALLSITE "backward/model_param_callsite"
+/* The relative update of the stream by each sublayer. */
+#define RD_DS_UPDATE "forward/update"
+/* Linear sketches. */
+#define RD_DS_FWD_SITE_SKETCH "forward/site_sketch"
+#define RD_DS_BWD_SITE_SKETCH "backward/site_sketch"
+#define RD_DS_FWD_MODEL_SKETCH "forward/model_sketch"
+#define RD_DS_BWD_MODEL_SKETCH "backward/model_sketch"
+/* Hook calls merged into each row of a statistics table (optional). */
+#define RD_DS_FWD_SITE_CALLS "forward/site_calls"
+#define RD_DS_BWD_SITE_CALLS "backward/site_calls"
+#define RD_DS_FWD_MODEL_CALLS "forward/model_calls"
+#define RD_DS_BWD_MODEL_CALLS "backward/model_calls"
+#define RD_DS_LAYER_PARAM_CALLS "backward/param_calls"
+#define RD_DS_MODEL_PARAM_CALLS "backward/model_param_calls"
+/* Which site's tensor each site is, when declared one (optional). */
+#define RD_DS_FWD_SITE_ALIAS "forward/site_alias"
+#define RD_DS_BWD_SITE_ALIAS "backward/site_alias"
+
+/* The per-step summary the writer derives from each record. */
+#define RD_SUMMARY_GROUP "summary"
+#define RD_DS_SUMMARY_NONFINITE "summary/nonfinite"
+#define RD_DS_SUMMARY_OBSERVED "summary/observed"
+#define RD_DS_SUMMARY_STREAM_NORM "summary/stream_norm"
+#define RD_DS_SUMMARY_UPDATE_RATIO "summary/update_ratio"
+
+/* The series that are not tables: the step number of each record, its
+ * wall-clock time, and the trainer's key/value metadata group. */
+#define RD_STEPS_NAME "steps"
+#define RD_STEP_TIME_NAME "step_time"
+#define RD_META_GROUP "meta"
+
+/* Fill value of /steps: step numbers are >= 0, so -1 marks a step whose
+ * number never reached the disk. */
+#define RD_STEP_FILL (-1)
+
+#endif

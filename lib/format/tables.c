@@ -1,0 +1,244 @@
+/*
+ * layout.c - where each table sits in a step record. The writer, the reader
+ * and the run all derive offsets from here, so they cannot disagree.
+ */
+#include "format/format.h"
+#include "format/tables.h"
+
+#include <math.h>
+#include <string.h>
+
+int rd_model_site_index(resdiag_site site)
+{
+    if (site >= RESDIAG_EMBED_OUT && site < RESDIAG_EMBED_OUT + RESDIAG_N_MODEL_SITES)
+        return (int)site - (int)RESDIAG_EMBED_OUT;
+    return -1;
+}
+
+const char *rd_update_label(int field)
+{
+    static const char *const labels[RESDIAG_N_UPDATE_FIELDS] = { "ratio_frob",
+                                                                 "ratio_tok_mean" };
+    return field >= 0 && field < RESDIAG_N_UPDATE_FIELDS ? labels[field] : "?";
+}
+
+static void set_table(rd_table *t, const char *name, const char *callsite_name,
+                      const char *axes, const char *description, const char *units,
+                      enum rd_table_kind kind, int rank, const int64_t *dims)
+{
+    t->name = name;
+    t->callsite_name = callsite_name;
+    t->axes = axes;
+    t->description = description;
+    t->units = units;
+    t->kind = kind;
+    t->rank = rank;
+    t->count = 1;
+    for (int i = 0; i < rank; i++) {
+        t->dims[i] = dims[i];
+        t->count *= (size_t)dims[i];
+    }
+}
+
+void rd_layout_init(rd_layout *lay, int n_layers, int n_sublayers, int n_layer_params,
+                    int n_model_params, int sketch_size)
+{
+    const int64_t L = n_layers, S = n_sublayers, B = RESDIAG_N_BLOCK_SITES,
+                  M = RESDIAG_N_MODEL_SITES, P = n_layer_params, Q = n_model_params,
+                  F = RESDIAG_N_FIELDS, U = RESDIAG_N_UPDATE_FIELDS, K = sketch_size;
+    memset(lay, 0, sizeof *lay);
+    lay->n_layers = n_layers;
+    lay->n_sublayers = n_sublayers;
+    lay->n_layer_params = n_layer_params;
+    lay->n_model_params = n_model_params;
+    lay->sketch_size = sketch_size;
+
+    rd_table *t = lay->tables;
+    set_table(&t[RD_T_FWD_SITE], RD_DS_FWD_SITE_STATS, RD_DS_FWD_SITE_CALLSITE,
+              "step,layer,sublayer,site,field",
+              "statistics of the activation observed at each block site",
+              "field-dependent: see the field_units attribute", RD_KIND_STATS, 4,
+              (int64_t[]){ L, S, B, F });
+    set_table(&t[RD_T_BWD_SITE], RD_DS_BWD_SITE_STATS, RD_DS_BWD_SITE_CALLSITE,
+              "step,layer,sublayer,site,field",
+              "statistics of dLoss/d(activation) at each block site",
+              "field-dependent: see the field_units attribute", RD_KIND_STATS, 4,
+              (int64_t[]){ L, S, B, F });
+    set_table(&t[RD_T_FWD_MODEL], RD_DS_FWD_MODEL_STATS, RD_DS_FWD_MODEL_CALLSITE,
+              "step,model_site,field",
+              "statistics of the activation at the model-level sites",
+              "field-dependent: see the field_units attribute", RD_KIND_STATS, 2,
+              (int64_t[]){ M, F });
+    set_table(&t[RD_T_BWD_MODEL], RD_DS_BWD_MODEL_STATS, RD_DS_BWD_MODEL_CALLSITE,
+              "step,model_site,field",
+              "statistics of dLoss/d(activation) at the model-level sites",
+              "field-dependent: see the field_units attribute", RD_KIND_STATS, 2,
+              (int64_t[]){ M, F });
+    set_table(&t[RD_T_LAYER_PARAM], RD_DS_LAYER_PARAM_STATS, RD_DS_LAYER_PARAM_CALLSITE,
+              "step,layer,param,field",
+              "statistics of the gradient of each named per-layer parameter",
+              "field-dependent: see the field_units attribute", RD_KIND_STATS, 3,
+              (int64_t[]){ L, P, F });
+    set_table(&t[RD_T_MODEL_PARAM], RD_DS_MODEL_PARAM_STATS,
+              RD_DS_MODEL_PARAM_CALLSITE, "step,model_param,field",
+              "statistics of the gradient of each named model-level parameter",
+              "field-dependent: see the field_units attribute", RD_KIND_STATS, 2,
+              (int64_t[]){ Q, F });
+    set_table(&t[RD_T_UPDATE], RD_DS_UPDATE, NULL, "step,layer,sublayer,update_field",
+              "relative update of the residual stream by each sublayer: "
+              "ratio_frob = ||dx||_F/||x||_F, ratio_tok_mean = mean over tokens of "
+              "||dx_i||/||x_i||, with x = stream_in and dx = branch_out",
+              "1 (dimensionless ratio)", RD_KIND_UPDATE, 3, (int64_t[]){ L, S, U });
+    set_table(&t[RD_T_FWD_SITE_SKETCH], RD_DS_FWD_SITE_SKETCH, NULL,
+              "step,layer,sublayer,site,sketch",
+              "linear sketch (signed count-sketch projection) of the activation at each "
+              "block site: sketch(a+b) = sketch(a)+sketch(b)",
+              "same units as the activation", RD_KIND_SKETCH, 4, (int64_t[]){ L, S, B, K });
+    set_table(&t[RD_T_BWD_SITE_SKETCH], RD_DS_BWD_SITE_SKETCH, NULL,
+              "step,layer,sublayer,site,sketch",
+              "linear sketch of dLoss/d(activation) at each block site",
+              "same units as the gradient", RD_KIND_SKETCH, 4, (int64_t[]){ L, S, B, K });
+    set_table(&t[RD_T_FWD_MODEL_SKETCH], RD_DS_FWD_MODEL_SKETCH, NULL,
+              "step,model_site,sketch", "linear sketch of the activation at model-level sites",
+              "same units as the activation", RD_KIND_SKETCH, 2, (int64_t[]){ M, K });
+    set_table(&t[RD_T_BWD_MODEL_SKETCH], RD_DS_BWD_MODEL_SKETCH, NULL,
+              "step,model_site,sketch",
+              "linear sketch of dLoss/d(activation) at model-level sites",
+              "same units as the gradient", RD_KIND_SKETCH, 2, (int64_t[]){ M, K });
+    set_table(&t[RD_T_FWD_ALIAS], RD_DS_FWD_SITE_ALIAS, NULL, "step,layer,sublayer,site",
+              "the site of the same layer and sublayer whose tensor this site was recorded "
+              "from, the very same tensor (resdiag_observe_alias): a relation between the two "
+              "holds by construction; NaN: a tensor of its own",
+              "site index (site_names)", RD_KIND_ALIAS, 3, (int64_t[]){ L, S, B });
+    set_table(&t[RD_T_BWD_ALIAS], RD_DS_BWD_SITE_ALIAS, NULL, "step,layer,sublayer,site",
+              "as forward/site_alias, for the gradients at the block sites",
+              "site index (site_names)", RD_KIND_ALIAS, 3, (int64_t[]){ L, S, B });
+
+    static const char *const calls_names[] = {
+        RD_DS_FWD_SITE_CALLS, RD_DS_BWD_SITE_CALLS, RD_DS_FWD_MODEL_CALLS,
+        RD_DS_BWD_MODEL_CALLS, RD_DS_LAYER_PARAM_CALLS, RD_DS_MODEL_PARAM_CALLS
+    };
+    for (int i = RD_T_FWD_SITE; i <= RD_T_MODEL_PARAM; i++) {
+        /* the stats table's axes and dims without the last (field) */
+        static const char *const calls_axes[] = {
+            "step,layer,sublayer,site", "step,layer,sublayer,site", "step,model_site",
+            "step,model_site", "step,layer,param", "step,model_param"
+        };
+        static const char *const calls_desc[] = {
+            "hook calls merged into each row of forward/site_stats in the step (NaN: not observed)",
+            "hook calls merged into each row of backward/site_stats in the step (NaN: not observed)",
+            "hook calls merged into each row of forward/model_stats in the step (NaN: not observed)",
+            "hook calls merged into each row of backward/model_stats in the step (NaN: not "
+            "observed)",
+            "hook calls merged into each row of backward/param_stats in the step (NaN: not "
+            "observed)",
+            "hook calls merged into each row of backward/model_param_stats in the step (NaN: not "
+            "observed)"
+        };
+        set_table(&t[RD_T_FWD_SITE_CALLS + i], calls_names[i], NULL, calls_axes[i],
+                  calls_desc[i], "count", RD_KIND_CALLS, t[i].rank - 1, t[i].dims);
+    }
+
+    size_t off = 0, slots = 0;
+    for (int i = 0; i < RD_N_TABLES; i++) {
+        t[i].offset = off;
+        off += t[i].count;
+        if (t[i].kind == RD_KIND_STATS) {
+            t[i].slot_offset = slots;
+            slots += t[i].count / (size_t)F;
+        }
+    }
+    lay->record_len = off;
+    lay->n_slots = slots;
+
+    rd_table *u = lay->summary;
+    set_table(&u[RD_S_NONFINITE], RD_DS_SUMMARY_NONFINITE, NULL, "step,nonfinite_field",
+              "non-finite values of the step over every statistics table: nan_count and "
+              "inf_count summed over all observed tensors, records = tensors with any",
+              "count", RD_KIND_UPDATE, 1, (int64_t[]){ RD_SUM_NF_COLS });
+    set_table(&u[RD_S_OBSERVED], RD_DS_SUMMARY_OBSERVED, NULL, "step,stats_table",
+              "observed tensors (rows whose rows field is not NaN) in each statistics table "
+              "at the step", "count", RD_KIND_UPDATE, 1, (int64_t[]){ RD_SUM_OBS_COLS });
+    set_table(&u[RD_S_STREAM_NORM], RD_DS_SUMMARY_STREAM_NORM, NULL, "step,layer",
+              "tok_norm_mean of the forward stream_out of each layer's last sublayer "
+              "(copy of forward/site_stats; NaN: not observed)",
+              "same units as the activation", RD_KIND_UPDATE, 1, (int64_t[]){ L });
+    set_table(&u[RD_S_UPDATE_RATIO], RD_DS_SUMMARY_UPDATE_RATIO, NULL, "step,layer,sublayer",
+              "ratio_frob = ||dx||_F/||x||_F of each sublayer (copy of forward/update; NaN: "
+              "not observed)", "1 (dimensionless ratio)", RD_KIND_UPDATE, 2,
+              (int64_t[]){ L, S });
+    off = 0;
+    for (int i = 0; i < RD_N_SUMMARY; i++) {
+        u[i].offset = off;
+        off += u[i].count;
+    }
+    lay->summary_len = off;
+}
+
+const char *rd_summary_nonfinite_label(int col)
+{
+    static const char *const labels[RD_SUM_NF_COLS] = { "nan_count", "inf_count", "records" };
+    return col >= 0 && col < RD_SUM_NF_COLS ? labels[col] : "?";
+}
+
+const char *rd_summary_observed_label(int col)
+{
+    /* the STATS tables, in table order */
+    static const char *const labels[RD_SUM_OBS_COLS] = {
+        RD_DS_FWD_SITE_STATS, RD_DS_BWD_SITE_STATS, RD_DS_FWD_MODEL_STATS,
+        RD_DS_BWD_MODEL_STATS, RD_DS_LAYER_PARAM_STATS, RD_DS_MODEL_PARAM_STATS
+    };
+    return col >= 0 && col < RD_SUM_OBS_COLS ? labels[col] : "?";
+}
+
+void rd_layout_summarize(const rd_layout *lay, const double *record, double *out)
+{
+    const int F = RESDIAG_N_FIELDS, L = lay->n_layers, S = lay->n_sublayers;
+    double *nf = out + lay->summary[RD_S_NONFINITE].offset;
+    double *obs = out + lay->summary[RD_S_OBSERVED].offset;
+    nf[RD_SUM_NAN] = nf[RD_SUM_INF] = nf[RD_SUM_RECORDS] = 0;
+    for (int i = 0; i < RD_SUM_OBS_COLS; i++) {
+        const rd_table *t = &lay->tables[RD_T_FWD_SITE + i];
+        size_t rows = t->count / (size_t)F, seen = 0;
+        const double *f = record + t->offset;
+        for (size_t r = 0; r < rows; r++, f += F) {
+            double nn = f[RESDIAG_FIELD_NAN_COUNT], ni = f[RESDIAG_FIELD_INF_COUNT];
+            seen += !isnan(f[RESDIAG_FIELD_ROWS]);
+            /* as the analysis counts them: NaN (unobserved) counts nothing */
+            if (nn > 0)
+                nf[RD_SUM_NAN] += nn;
+            if (ni > 0)
+                nf[RD_SUM_INF] += ni;
+            if (nn > 0 || ni > 0)
+                nf[RD_SUM_RECORDS] += 1;
+        }
+        obs[i] = (double)seen;
+    }
+    double *xn = out + lay->summary[RD_S_STREAM_NORM].offset;
+    double *ur = out + lay->summary[RD_S_UPDATE_RATIO].offset;
+    for (int l = 0; l < L; l++) {
+        size_t slot = ((size_t)l * (size_t)S + (size_t)(S - 1)) * RESDIAG_N_BLOCK_SITES
+                      + RESDIAG_STREAM_OUT;
+        xn[l] = record[rd_layout_offset(lay, RD_T_FWD_SITE, slot) + RESDIAG_FIELD_TOK_NORM_MEAN];
+        for (int s = 0; s < S; s++)
+            ur[l * S + s] = record[rd_layout_offset(lay, RD_T_UPDATE, (size_t)l * S + s)
+                                   + RESDIAG_UPDATE_RATIO_FROB];
+    }
+}
+
+void rd_layout_site_slot(const rd_layout *lay, resdiag_direction dir, int layer, int sublayer,
+                         resdiag_site site, int sketch, int *table, size_t *slot)
+{
+    int m = rd_model_site_index(site);
+    int fwd = dir == RESDIAG_FORWARD;
+    if (m >= 0) {
+        *table = sketch ? (fwd ? RD_T_FWD_MODEL_SKETCH : RD_T_BWD_MODEL_SKETCH)
+                        : (fwd ? RD_T_FWD_MODEL : RD_T_BWD_MODEL);
+        *slot = (size_t)m;
+        return;
+    }
+    *table = sketch ? (fwd ? RD_T_FWD_SITE_SKETCH : RD_T_BWD_SITE_SKETCH)
+                    : (fwd ? RD_T_FWD_SITE : RD_T_BWD_SITE);
+    *slot = ((size_t)layer * (size_t)lay->n_sublayers + (size_t)sublayer) * RESDIAG_N_BLOCK_SITES
+            + (size_t)site;
+}

@@ -1,0 +1,97 @@
+/*
+ * h5_common.h - what the HDF5 writer and reader share: the names that make
+ * up the file format (doc/FORMAT.md), turning HDF5's error stack into one
+ * line of text, and keeping HDF5 from printing on its own.
+ *
+ * Only h5_writer.c, h5_reader.c, h5_common.c and run_file_guard.c (which
+ * opens an existing file read-only, to tell a run file) include this: they
+ * are the only files that call HDF5.
+ */
+#ifndef RESDIAG_H5_COMMON_H
+#define RESDIAG_H5_COMMON_H
+
+#include <hdf5.h>
+#include <stddef.h>
+
+#include "format/format.h"
+#include "resdiag.h"
+
+/* The 8 bytes every HDF5 file starts with, at offset 0 or at 512, 1024,
+ * 2048, ... after a user block. */
+#define RD_H5_SIGNATURE "\211HDF\r\n\032\n"
+#define RD_H5_SIGNATURE_LEN 8
+
+/* 1 (the default): the writer reserves disk space before HDF5 writes (see
+ * h5_writer.c). Tests set it to 0 to reach the path where HDF5 itself
+ * runs out of space. */
+extern int rd_h5_writer_reserve;
+
+/* 1 (the default): before each write phase the writer checks that the file
+ * stays within the file size limit (RLIMIT_FSIZE, see h5_writer.c). Tests
+ * set it to 0, with SIGXFSZ ignored, to make HDF5 itself meet the limit:
+ * a disk that fills up where fallocate is not supported. */
+extern int rd_h5_writer_size_limit;
+
+/* 1 (the default): the writer adds the per-step summary (group /summary).
+ * Tests set it to 0 to write a file as resdiag 0.1.0 did, without it. */
+extern int rd_h5_writer_summary;
+
+/* 1 (the default): the reader uses /summary where the file has one. 0, or
+ * the environment variable RESDIAG_IGNORE_SUMMARY=1 when the reader opens
+ * a file, makes it read the file as if it had none (the analysis then
+ * takes the slow path over the full tables). */
+extern int rd_h5_reader_summary;
+
+/* Block kind as stored in the "block" attribute; NULL when out of range. */
+const char *rd_h5_block_name(resdiag_block_kind kind);
+
+/* Units of each statistics field, stored as the "field_units" attribute. */
+const char *rd_h5_field_unit(int field);
+
+/* HDF5 error stack, captured before anything else can clear it. */
+typedef struct rd_h5_error {
+    int captured;      /* 1 once a failure was captured; later captures are ignored */
+    int sys_errno;     /* errno of a failed system call in the stack (or at capture), else 0 */
+    char msg[512];     /* HDF5's innermost message, one line */
+} rd_h5_error;
+
+/* Captures the current thread's HDF5 error stack into *e (if nothing was
+ * captured yet). Call it right after the failing HDF5 call: any later HDF5
+ * API call clears the stack. errno_at_call is errno read right after the
+ * failing call (0 if unknown). */
+void rd_h5_capture(rd_h5_error *e, int errno_at_call);
+
+/* 1 if the captured failure was the disk or a size limit running out
+ * (ENOSPC, EFBIG, EDQUOT). */
+int rd_h5_error_is_nospace(const rd_h5_error *e);
+
+/* Keeps HDF5 from printing its error stack during a resdiag call, and gives
+ * the caller's own setting back afterwards (a trainer may use HDF5 itself). */
+typedef struct rd_h5_quiet {
+    H5E_auto2_t fn;
+    void *data;
+} rd_h5_quiet;
+
+static inline void rd_h5_quiet_begin(rd_h5_quiet *q)
+{
+    q->fn = NULL;
+    q->data = NULL;
+    if (H5Eget_auto2(H5E_DEFAULT, &q->fn, &q->data) < 0) {
+        q->fn = NULL;
+        q->data = NULL;
+    }
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+static inline void rd_h5_quiet_end(const rd_h5_quiet *q)
+{
+    H5Eset_auto2(H5E_DEFAULT, q->fn, q->data);
+}
+
+/* A new variable-length, UTF-8, NUL-terminated string type (close it). */
+hid_t rd_h5_vlen_string_type(void);
+
+/* A new fixed-length string type of len bytes, NUL-terminated (close it). */
+hid_t rd_h5_fixed_string_type(size_t len);
+
+#endif

@@ -1,0 +1,1598 @@
+/*
+ * h5_writer.c - creates a run file (doc/FORMAT.md), then appends batches of
+ * step records to it under HDF5 SWMR, so that readers can follow the run and
+ * a killed trainer leaves every flushed step readable.
+ *
+ * Commit order. Each append is committed in two flushes: first every table,
+ * the summary, step_time and the call sites are extended, written and
+ * flushed; only then is /steps extended, written and flushed. A reader
+ * trusts a step only once its step number is on disk (and never reads past
+ * the shortest first axis), so a step is either wholly there or not at all,
+ * whenever the writer dies.
+ *
+ * Disk full. HDF5 1.10 does not survive a failed write: a file whose cache
+ * cannot be flushed cannot be closed, the failed H5Fclose leaves a dangling
+ * identifier, and the library then crashes the process at exit (in
+ * H5_term_library), whether or not H5Fclose was called. So HDF5 must never
+ * see a full disk:
+ *   1. Before each write phase the writer reserves, with fallocate(2), more
+ *      file space past HDF5's end of file than the phase can allocate (new
+ *      chunks plus a margin for metadata). If the reservation fails with
+ *      ENOSPC / EFBIG / EDQUOT the append returns RESDIAG_E_NOSPACE before
+ *      HDF5 writes anything: the file stays consistent and closes cleanly
+ *      with every step appended before.
+ *   2. The file size limit (RLIMIT_FSIZE) is treated as the end of the
+ *      disk, with or without fallocate: before each phase (and before the
+ *      file is created) the writer checks that the same estimate stays
+ *      within it, and fails the same way if not. A write, fallocate or
+ *      ftruncate past the limit would raise SIGXFSZ, which kills the
+ *      trainer, and the library leaves signal dispositions alone.
+ *   3. Where fallocate is not supported (or the estimate was short) and an
+ *      HDF5 write fails anyway, the writer "detaches" at once: it points
+ *      HDF5's file descriptor at /dev/null (dup2), so that everything HDF5
+ *      still writes, at close or at exit, is discarded and succeeds, and
+ *      flushes once there, which HDF5's cache needs after a failed
+ *      metadata write before it can close the file (see detach()). The run
+ *      file stays as the failed flush left it, still marked as being written
+ *      for SWMR, which is how a reader opens it (like a killed writer's).
+ * Either way the writer then returns the first error to every later call.
+ *
+ * Torn writes. Linux copies a write() into the page cache one 4 KiB page at
+ * a time and checks for a fatal signal between pages, so a SIGKILL can
+ * leave a metadata block that spans a page boundary half new, half old:
+ * its checksum then fails and the dataset cannot be read. Where space is
+ * reserved (above), the file therefore uses HDF5's paged aggregation with
+ * 4 KiB pages, which keeps every metadata block smaller than a page inside
+ * one page; the tables index their chunks with a v2 B-tree (two unlimited
+ * axes; its nodes are 2 KiB), not an extensible array, whose data blocks
+ * outgrow a page in long runs; and the call-site datasets are allocated
+ * when created, so that writing them changes no metadata. Without
+ * reservation the file keeps the default layout (paged aggregation cannot
+ * close after a failed write) and every growing dataset's header is moved
+ * inside one page instead (keep_header_in_one_page). tests/test-kill.c
+ * checks that no metadata write crosses a page, and tears a sample of the
+ * page-crossing writes and reads each file back.
+ */
+#include "h5/writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "h5/common.h"
+#include "h5/run_file_guard.h"
+#include "common/utf8.h"
+
+/* Steps per chunk of the 1-D series /steps and /step_time: they are tiny,
+ * so a chunk of record_chunk_steps would make a needlessly long index. */
+#define SERIES_CHUNK_MIN 256
+/* Bound on the bytes of one table chunk (see table_chunk_steps). */
+#define TABLE_CHUNK_BYTES ((size_t)1 << 20)
+/* Bound on the chunk cache asked for per dataset. */
+#define CHUNK_CACHE_MAX ((size_t)64 << 20)
+/* Space reserved for the metadata that one write phase may allocate (index
+ * blocks, aggregator blocks): a base plus a share per dataset. Measured:
+ * at most ~1.2 KiB per dataset and phase (23 KiB for 19 datasets, over
+ * chunk sizes 1..64 and batches 1..70); the margin covers the larger
+ * index blocks of long runs. */
+#define RESERVE_BASE ((off_t)64 << 10)
+#define RESERVE_PER_DATASET ((off_t)24 << 10)
+/* What creating the objects may write. */
+#define RESERVE_CREATE ((off_t)1 << 20)
+/* The page size of paged aggregation: the kernel's page-cache page. */
+#define FILE_PAGE 4096
+
+int rd_h5_writer_reserve = 1;
+int rd_h5_writer_size_limit = 1;
+int rd_h5_writer_summary = 1;
+void (*rd_h5_writer_before_create)(const char *path) = NULL;
+
+/* Steps and bytes per chunk of one time series, to bound what an append
+ * allocates. */
+typedef struct chunk_info {
+    hsize_t steps;
+    off_t bytes;
+} chunk_info;
+
+struct rd_writer {
+    hid_t file;
+    hid_t steps_ds;                    /* (step) int64 */
+    hid_t time_ds;                     /* (step) float64 */
+    hid_t table_ds[RD_N_TABLES];       /* (step, dims...) float64, or invalid if count == 0 */
+    hid_t callsite_ds[RD_N_TABLES];    /* (dims without the last) strings, STATS tables */
+    hid_t callsite_type;               /* fixed RD_CALLSITE_LEN string (memory) */
+    rd_layout lay;
+    hsize_t n_written;                 /* steps committed */
+    char *callsite_buf;                /* (n_slots, RD_CALLSITE_LEN) */
+    void *pack;                        /* one table's columns of a batch, packed */
+    size_t pack_cap;                   /* bytes */
+    char *path;
+    resdiag_status failed;             /* sticky: the first error of an append */
+    char failed_msg[1024];
+
+    int fd;                            /* HDF5's descriptor of the file (sec2), or -1 */
+    int reserve;                       /* fallocate works here */
+    int paged;                         /* paged aggregation (see the top) */
+    int detached;                      /* fd now points at a scratch file */
+    chunk_info table_chunk[RD_N_TABLES];
+    chunk_info series_chunk;           /* /steps and /step_time */
+    hid_t summary_ds[RD_N_SUMMARY];    /* (step, dims...) float64, or invalid: no /summary */
+    chunk_info summary_chunk[RD_N_SUMMARY];
+    double *summary_buf;               /* (n, lay.summary_len) of a batch */
+    size_t summary_cap;                /* steps */
+    off_t callsite_bytes;              /* what the call-site datasets allocate */
+    int n_datasets;
+    int lock_fd;                       /* the claimed file, holding the writers' lock
+                                          (run_file_guard.h) until the run is closed */
+};
+
+/* ---------------------------------------------------------------- errors */
+
+static resdiag_status set_err(char *err, size_t errlen, resdiag_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+static resdiag_status set_err(char *err, size_t errlen, resdiag_status st, const char *fmt, ...)
+{
+    if (err && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+/* Records the HDF5 failure of the call just made, naming the object. */
+#define H5FAIL(e, obj)                      \
+    do {                                    \
+        int saved_errno_ = errno;           \
+        rd_h5_capture(&(e)->h5, saved_errno_); \
+        (e)->object = (obj);                \
+        goto cleanup;                       \
+    } while (0)
+
+typedef struct werr {
+    rd_h5_error h5;
+    const char *object; /* what was being created or written */
+    resdiag_status st;  /* a status other than IO/NOSPACE, if the failure was not HDF5's */
+    int before_hdf5;    /* failed before HDF5 wrote anything (the file is consistent) */
+    long long size_limit; /* > 0: the file size limit (bytes) that stopped the write */
+} werr;
+
+#define CHECK(call, e, obj)       \
+    do {                          \
+        if ((call) < 0)           \
+            H5FAIL((e), obj);     \
+    } while (0)
+
+/* ------------------------------------------------- headers and SIGKILL */
+
+/* 1 if the object header of ds crosses a 4 KiB page boundary, 0 if not,
+ * -1 on error. HDF5 rewrites a growing dataset's header in place at every
+ * append (its dataspace), and Linux checks for a fatal signal between the
+ * pages of one write(): a SIGKILL there leaves the header half new, half
+ * old, and the file unreadable for ever (seen in test-kill, about once in
+ * 350 kills under ASan). A header inside one page is written whole. */
+static int header_crosses_page(hid_t ds)
+{
+#if H5_VERSION_GE(1, 12, 0)
+    (void)ds;
+    return 0; /* addresses are tokens there: not checked */
+#else
+    H5O_info_t info;
+    if (H5Oget_info2(ds, &info, H5O_INFO_BASIC | H5O_INFO_HDR) < 0)
+        return -1;
+    /* all chunks together: an upper bound of the first one's size, which
+     * holds the dataspace */
+    haddr_t first = info.addr, last = info.addr + info.hdr.space.total - 1;
+    return first / 4096 != last / 4096;
+#endif
+}
+
+/* Moves dataset *ds (at path name, not yet written) until its header lies
+ * inside one page, reopening *ds: each try copies it to a new name while
+ * the earlier copies stay, so that the copy cannot land in their space;
+ * the original and the copies that crossed are deleted at the end. Gives
+ * up quietly after a few tries (the file is as good as before). */
+static int keep_header_in_one_page(hid_t file, hid_t *ds, const char *name, werr *e)
+{
+    enum { TRIES = 6 };
+    char tmp[TRIES][128]; /* table paths are short literals (layout.c) */
+    int n_tmp = 0, found = -1;
+    hid_t dapl = H5I_INVALID_HID;
+    int c = header_crosses_page(*ds);
+    if (c <= 0)
+        return c == 0;
+    for (int t = 0; t < TRIES && found < 0; t++) {
+        snprintf(tmp[t], sizeof tmp[t], "%s.moving%d", name, t);
+        CHECK(H5Ocopy(file, name, file, tmp[t], H5P_DEFAULT, H5P_DEFAULT), e, name);
+        n_tmp = t + 1;
+        hid_t copy = H5Dopen2(file, tmp[t], H5P_DEFAULT);
+        if (copy < 0)
+            H5FAIL(e, name);
+        c = header_crosses_page(copy);
+        H5Dclose(copy);
+        if (c < 0)
+            H5FAIL(e, name);
+        if (c == 0)
+            found = t;
+    }
+    if (found >= 0) {
+        if ((dapl = H5Dget_access_plist(*ds)) < 0)
+            H5FAIL(e, name);
+        H5Dclose(*ds);
+        *ds = H5I_INVALID_HID;
+        CHECK(H5Ldelete(file, name, H5P_DEFAULT), e, name);
+        CHECK(H5Lmove(file, tmp[found], file, name, H5P_DEFAULT, H5P_DEFAULT), e, name);
+        if ((*ds = H5Dopen2(file, name, dapl)) < 0)
+            H5FAIL(e, name);
+        H5Pclose(dapl);
+        dapl = H5I_INVALID_HID;
+    }
+    for (int t = 0; t < n_tmp; t++)
+        if (t != found)
+            CHECK(H5Ldelete(file, tmp[t], H5P_DEFAULT), e, name);
+    return 1;
+cleanup:
+    if (dapl >= 0)
+        H5Pclose(dapl);
+    return 0;
+}
+
+/* ------------------------------------------------------------ attributes */
+
+static int attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, hid_t space,
+                      const void *buf, werr *e)
+{
+    hid_t a = H5I_INVALID_HID, acpl = H5I_INVALID_HID;
+    int ok = 0;
+    e->object = name;
+    if ((acpl = H5Pcreate(H5P_ATTRIBUTE_CREATE)) < 0)
+        H5FAIL(e, name);
+    /* Strings are UTF-8 (keys of /meta may be any text). */
+    CHECK(H5Pset_char_encoding(acpl, H5T_CSET_UTF8), e, name);
+    if ((a = H5Acreate2(obj, name, ftype, space, acpl, H5P_DEFAULT)) < 0)
+        H5FAIL(e, name);
+    if (buf)
+        CHECK(H5Awrite(a, mtype, buf), e, name);
+    ok = 1;
+cleanup:
+    if (a >= 0 && H5Aclose(a) < 0 && ok) {
+        rd_h5_capture(&e->h5, errno);
+        ok = 0;
+    }
+    if (acpl >= 0)
+        H5Pclose(acpl);
+    return ok;
+}
+
+static int attr_scalar(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *v,
+                       werr *e)
+{
+    hid_t sp = H5Screate(H5S_SCALAR);
+    if (sp < 0) {
+        rd_h5_capture(&e->h5, errno);
+        e->object = name;
+        return 0;
+    }
+    int ok = attr_write(obj, name, ftype, mtype, sp, v, e);
+    H5Sclose(sp);
+    return ok;
+}
+
+static int attr_int(hid_t obj, const char *name, int v, werr *e)
+{
+    return attr_scalar(obj, name, H5T_STD_I32LE, H5T_NATIVE_INT, &v, e);
+}
+
+static int attr_u64(hid_t obj, const char *name, uint64_t v, werr *e)
+{
+    unsigned long long u = v;
+    return attr_scalar(obj, name, H5T_STD_U64LE, H5T_NATIVE_ULLONG, &u, e);
+}
+
+static int attr_str(hid_t obj, const char *name, const char *v, werr *e)
+{
+    hid_t t = rd_h5_vlen_string_type();
+    if (t < 0) {
+        rd_h5_capture(&e->h5, errno);
+        e->object = name;
+        return 0;
+    }
+    const char *s = v ? v : "";
+    int ok = attr_scalar(obj, name, t, t, &s, e);
+    H5Tclose(t);
+    return ok;
+}
+
+/* A 1-D array of n strings; n == 0 gives a zero-length 1-D dataspace. */
+static int attr_strs(hid_t obj, const char *name, const char *const *v, size_t n, werr *e)
+{
+    hid_t t = H5I_INVALID_HID, sp = H5I_INVALID_HID;
+    const char **tmp = NULL;
+    int ok = 0;
+    e->object = name;
+    hsize_t dims[1] = { n };
+    if ((t = rd_h5_vlen_string_type()) < 0)
+        H5FAIL(e, name);
+    if ((sp = H5Screate_simple(1, dims, NULL)) < 0)
+        H5FAIL(e, name);
+    if (n > 0) {
+        tmp = malloc(n * sizeof *tmp);
+        if (!tmp) {
+            snprintf(e->h5.msg, sizeof e->h5.msg, "out of memory");
+            e->h5.captured = 1;
+            e->st = RESDIAG_E_NOMEM;
+            goto cleanup;
+        }
+        for (size_t i = 0; i < n; i++)
+            tmp[i] = v && v[i] ? v[i] : "";
+    }
+    ok = attr_write(obj, name, t, t, sp, n > 0 ? (const void *)tmp : NULL, e);
+cleanup:
+    free(tmp);
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (t >= 0)
+        H5Tclose(t);
+    return ok;
+}
+
+/* ------------------------------------------------------------ provenance */
+
+static void utc_now(char *buf, size_t len)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    if (now == (time_t)-1 || !gmtime_r(&now, &tm) || !strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(buf, len, "%s", "");
+}
+
+/* A path and a host name are bytes, not text: scrubbed to UTF-8 without
+ * control characters, as every string in the file must be. */
+static void program_path(char *buf, size_t len)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+    buf[n > 0 ? (size_t)n : 0] = '\0';
+    rd_utf8_scrub(buf);
+}
+
+static void host_name(char *buf, size_t len)
+{
+    if (gethostname(buf, len - 1) != 0)
+        buf[0] = '\0';
+    buf[len - 1] = '\0';
+    rd_utf8_scrub(buf);
+}
+
+/* -------------------------------------------------------------- creation */
+
+static int write_root_attrs(hid_t file, const rd_file_header *hdr, werr *e)
+{
+    const resdiag_model *m = hdr->model;
+    const char *site_names[RESDIAG_N_BLOCK_SITES];
+    const char *model_site_names[RESDIAG_N_MODEL_SITES];
+    const char *field_names[RESDIAG_N_FIELDS], *field_units[RESDIAG_N_FIELDS];
+    for (int i = 0; i < RESDIAG_N_BLOCK_SITES; i++)
+        site_names[i] = resdiag_site_name((resdiag_site)i);
+    for (int i = 0; i < RESDIAG_N_MODEL_SITES; i++)
+        model_site_names[i] = resdiag_site_name((resdiag_site)(RESDIAG_EMBED_OUT + i));
+    for (int i = 0; i < RESDIAG_N_FIELDS; i++) {
+        field_names[i] = resdiag_field_name((resdiag_field)i);
+        field_units[i] = rd_h5_field_unit(i);
+    }
+    char created[64], program[PATH_MAX], host[256], h5ver[64];
+    unsigned maj = 0, min = 0, rel = 0;
+    utc_now(created, sizeof created);
+    program_path(program, sizeof program);
+    host_name(host, sizeof host);
+    H5get_libversion(&maj, &min, &rel);
+    snprintf(h5ver, sizeof h5ver, "%u.%u.%u", maj, min, rel);
+    const char *block = rd_h5_block_name(m->block);
+
+    return attr_int(file, "schema_version", RD_SCHEMA_VERSION, e)
+           && attr_str(file, "resdiag_version", RESDIAG_VERSION_STRING, e)
+           && attr_int(file, "n_layers", m->n_layers, e)
+           && attr_int(file, "d_model", m->d_model, e)
+           && attr_int(file, "n_sublayers", m->n_sublayers, e)
+           && attr_strs(file, "sublayer_names", m->sublayer_names, (size_t)m->n_sublayers, e)
+           && attr_str(file, "block", block ? block : "?", e)
+           && attr_str(file, "declared_placement", resdiag_placement_name(m->declared_placement), e)
+           && attr_int(file, "declared_mix_layers", m->declared_mix_layers, e)
+           && attr_str(file, "norm_kind", resdiag_norm_kind_name(m->norm_kind), e)
+           && attr_int(file, "shard_cols", m->shard_cols, e)
+           && attr_strs(file, "layer_param_names", m->layer_param_names,
+                        (size_t)(m->n_layer_params > 0 ? m->n_layer_params : 0), e)
+           && attr_strs(file, "model_param_names", m->model_param_names,
+                        (size_t)(m->n_model_params > 0 ? m->n_model_params : 0), e)
+           && attr_int(file, "sketch_size", hdr->sketch_size, e)
+           && attr_u64(file, "sketch_seed", hdr->sketch_seed, e)
+           && attr_strs(file, "site_names", site_names, RESDIAG_N_BLOCK_SITES, e)
+           && attr_strs(file, "model_site_names", model_site_names, RESDIAG_N_MODEL_SITES, e)
+           && attr_strs(file, "field_names", field_names, RESDIAG_N_FIELDS, e)
+           && attr_strs(file, "field_units", field_units, RESDIAG_N_FIELDS, e)
+           && attr_str(file, "description", m->description ? m->description : "", e)
+           && attr_str(file, "created_utc", created, e)
+           && attr_str(file, "program", program, e)
+           && attr_str(file, "hdf5_version", h5ver, e)
+           && attr_str(file, "host", host, e)
+           && attr_str(file, "run_kind", resdiag_run_kind_name(m->run_kind), e);
+}
+
+static int write_meta(hid_t file, const resdiag_model *m, werr *e)
+{
+    hid_t gcpl = H5I_INVALID_HID, g = H5I_INVALID_HID;
+    int ok = 0;
+    if ((gcpl = H5Pcreate(H5P_GROUP_CREATE)) < 0)
+        H5FAIL(e, RD_META_GROUP);
+    CHECK(H5Pset_obj_track_times(gcpl, 0), e, RD_META_GROUP);
+    /* So that a reader gets the pairs back in the trainer's order. */
+    CHECK(H5Pset_attr_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), e,
+          RD_META_GROUP);
+    if ((g = H5Gcreate2(file, RD_META_GROUP, H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0)
+        H5FAIL(e, RD_META_GROUP);
+    for (int i = 0; i < m->n_meta; i++) {
+        const char *key = m->meta ? m->meta[2 * i] : NULL;
+        const char *val = m->meta ? m->meta[2 * i + 1] : NULL;
+        if (!key || !key[0]) {
+            snprintf(e->h5.msg, sizeof e->h5.msg, "metadata key %d is %s", i,
+                     key ? "empty" : "NULL");
+            e->h5.captured = 1;
+            e->st = RESDIAG_E_INVALID;
+            e->object = RD_META_GROUP;
+            goto cleanup;
+        }
+        if (!attr_str(g, key, val, e))
+            goto cleanup;
+    }
+    ok = 1;
+cleanup:
+    if (g >= 0)
+        H5Gclose(g);
+    if (gcpl >= 0)
+        H5Pclose(gcpl);
+    return ok;
+}
+
+/* Creates the groups above a dataset path ("forward/x" -> "forward"). */
+static int ensure_parent(hid_t file, const char *path, werr *e)
+{
+    char group[128];
+    const char *slash = strchr(path, '/');
+    if (!slash)
+        return 1;
+    size_t n = (size_t)(slash - path);
+    if (n >= sizeof group)
+        n = sizeof group - 1;
+    memcpy(group, path, n);
+    group[n] = '\0';
+    htri_t ex = H5Lexists(file, group, H5P_DEFAULT);
+    if (ex < 0) {
+        rd_h5_capture(&e->h5, errno);
+        e->object = path;
+        return 0;
+    }
+    if (ex > 0)
+        return 1;
+    hid_t gcpl = H5I_INVALID_HID, g = H5I_INVALID_HID;
+    int ok = 0;
+    if ((gcpl = H5Pcreate(H5P_GROUP_CREATE)) < 0)
+        H5FAIL(e, path);
+    CHECK(H5Pset_obj_track_times(gcpl, 0), e, path);
+    if ((g = H5Gcreate2(file, group, H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0)
+        H5FAIL(e, path);
+    ok = 1;
+cleanup:
+    if (g >= 0)
+        H5Gclose(g);
+    if (gcpl >= 0)
+        H5Pclose(gcpl);
+    return ok;
+}
+
+/* Label attribute for the axis `axis` of a table, if it has labels. */
+static int axis_labels(hid_t ds, const char *axis, const rd_file_header *hdr, werr *e)
+{
+    const resdiag_model *m = hdr->model;
+    if (strcmp(axis, "sublayer") == 0)
+        return attr_strs(ds, "sublayer_names", m->sublayer_names, (size_t)m->n_sublayers, e);
+    if (strcmp(axis, "site") == 0) {
+        const char *n[RESDIAG_N_BLOCK_SITES];
+        for (int i = 0; i < RESDIAG_N_BLOCK_SITES; i++)
+            n[i] = resdiag_site_name((resdiag_site)i);
+        return attr_strs(ds, "site_names", n, RESDIAG_N_BLOCK_SITES, e);
+    }
+    if (strcmp(axis, "model_site") == 0) {
+        const char *n[RESDIAG_N_MODEL_SITES];
+        for (int i = 0; i < RESDIAG_N_MODEL_SITES; i++)
+            n[i] = resdiag_site_name((resdiag_site)(RESDIAG_EMBED_OUT + i));
+        return attr_strs(ds, "model_site_names", n, RESDIAG_N_MODEL_SITES, e);
+    }
+    if (strcmp(axis, "param") == 0)
+        return attr_strs(ds, "param_names", m->layer_param_names, (size_t)m->n_layer_params, e);
+    if (strcmp(axis, "model_param") == 0)
+        return attr_strs(ds, "model_param_names", m->model_param_names,
+                         (size_t)m->n_model_params, e);
+    if (strcmp(axis, "field") == 0) {
+        const char *n[RESDIAG_N_FIELDS], *u[RESDIAG_N_FIELDS];
+        for (int i = 0; i < RESDIAG_N_FIELDS; i++) {
+            n[i] = resdiag_field_name((resdiag_field)i);
+            u[i] = rd_h5_field_unit(i);
+        }
+        return attr_strs(ds, "field_names", n, RESDIAG_N_FIELDS, e)
+               && attr_strs(ds, "field_units", u, RESDIAG_N_FIELDS, e);
+    }
+    if (strcmp(axis, "nonfinite_field") == 0) {
+        const char *n[RD_SUM_NF_COLS];
+        for (int i = 0; i < RD_SUM_NF_COLS; i++)
+            n[i] = rd_summary_nonfinite_label(i);
+        return attr_strs(ds, "nonfinite_field_names", n, RD_SUM_NF_COLS, e);
+    }
+    if (strcmp(axis, "stats_table") == 0) {
+        const char *n[RD_SUM_OBS_COLS];
+        for (int i = 0; i < RD_SUM_OBS_COLS; i++)
+            n[i] = rd_summary_observed_label(i);
+        return attr_strs(ds, "stats_table_names", n, RD_SUM_OBS_COLS, e);
+    }
+    if (strcmp(axis, "update_field") == 0) {
+        const char *n[RESDIAG_N_UPDATE_FIELDS];
+        for (int i = 0; i < RESDIAG_N_UPDATE_FIELDS; i++)
+            n[i] = rd_update_label(i);
+        return attr_strs(ds, "update_field_names", n, RESDIAG_N_UPDATE_FIELDS, e);
+    }
+    return 1;
+}
+
+/* description, units, axes, and the labels of every labelled axis. */
+static int describe(hid_t ds, const char *description, const char *units, const char *axes,
+                    const rd_file_header *hdr, werr *e)
+{
+    if (!attr_str(ds, "description", description, e) || !attr_str(ds, "units", units, e)
+        || !attr_str(ds, "axes", axes, e))
+        return 0;
+    const char *p = axes;
+    while (*p) {
+        char axis[32];
+        size_t n = strcspn(p, ",");
+        if (n < sizeof axis) {
+            memcpy(axis, p, n);
+            axis[n] = '\0';
+            if (!axis_labels(ds, axis, hdr, e))
+                return 0;
+        }
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return 1;
+}
+
+/* Creates an extendible dataset (0, dims...) / (unlimited, dims...); with
+ * split_axis >= 0 each chunk holds one index of that axis of dims. With
+ * btree (and dims), the last axis is declared unlimited too (it never
+ * grows), which makes HDF5 index the chunks with a v2 B-tree (see the
+ * top); else a single unlimited axis gets an extensible array. */
+static hid_t create_series(hid_t file, const char *name, hid_t ftype, hid_t fill_type,
+                           const void *fill, int rank, const int64_t *dims, int split_axis,
+                           int btree, hsize_t chunk_steps, size_t elem_size, werr *e)
+{
+    hid_t sp = H5I_INVALID_HID, dcpl = H5I_INVALID_HID, dapl = H5I_INVALID_HID;
+    hid_t ds = H5I_INVALID_HID;
+    hsize_t cur[RD_MAX_RANK + 1], max[RD_MAX_RANK + 1], chunk[RD_MAX_RANK + 1];
+    cur[0] = 0;
+    max[0] = H5S_UNLIMITED;
+    chunk[0] = chunk_steps;
+    size_t chunk_bytes = (size_t)chunk_steps * elem_size;
+    for (int i = 0; i < rank; i++) {
+        cur[i + 1] = max[i + 1] = chunk[i + 1] = (hsize_t)dims[i];
+        if (i == split_axis)
+            chunk[i + 1] = 1;
+        chunk_bytes *= (size_t)chunk[i + 1];
+    }
+    if (btree && rank > 0)
+        max[rank] = H5S_UNLIMITED;
+    if (!ensure_parent(file, name, e))
+        return H5I_INVALID_HID;
+    if ((sp = H5Screate_simple(rank + 1, cur, max)) < 0)
+        H5FAIL(e, name);
+    if ((dcpl = H5Pcreate(H5P_DATASET_CREATE)) < 0)
+        H5FAIL(e, name);
+    CHECK(H5Pset_chunk(dcpl, rank + 1, chunk), e, name);
+    CHECK(H5Pset_fill_value(dcpl, fill_type, fill), e, name);
+    CHECK(H5Pset_obj_track_times(dcpl, 0), e, name);
+    if ((dapl = H5Pcreate(H5P_DATASET_ACCESS)) < 0)
+        H5FAIL(e, name);
+    /* Keep the chunk being filled in memory across appends. */
+    size_t cache = 2 * chunk_bytes + ((size_t)1 << 20);
+    if (cache > CHUNK_CACHE_MAX)
+        cache = CHUNK_CACHE_MAX;
+    CHECK(H5Pset_chunk_cache(dapl, 521, cache, 1.0), e, name);
+    if ((ds = H5Dcreate2(file, name, ftype, sp, H5P_DEFAULT, dcpl, dapl)) < 0)
+        H5FAIL(e, name);
+cleanup:
+    if (dapl >= 0)
+        H5Pclose(dapl);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (sp >= 0)
+        H5Sclose(sp);
+    return ds;
+}
+
+/* The call sites of a STATS table: fixed strings, shape = table dims
+ * without the field axis, chunked because SWMR writing requires it. */
+static hid_t create_callsites(hid_t file, const rd_table *t, hid_t stype, off_t *bytes,
+                              werr *e)
+{
+    hid_t sp = H5I_INVALID_HID, dcpl = H5I_INVALID_HID, ds = H5I_INVALID_HID;
+    int rank = t->rank - 1;
+    hsize_t dims[RD_MAX_RANK], chunk[RD_MAX_RANK];
+    size_t inner = RD_CALLSITE_LEN;
+    for (int i = 0; i < rank; i++) {
+        dims[i] = chunk[i] = (hsize_t)t->dims[i];
+        if (i > 0)
+            inner *= (size_t)t->dims[i];
+    }
+    /* At most about 1 MiB per chunk: cut the first axis. */
+    hsize_t rows = (hsize_t)(((size_t)1 << 20) / inner);
+    if (rows < 1)
+        rows = 1;
+    if (chunk[0] > rows)
+        chunk[0] = rows;
+    *bytes = (off_t)((dims[0] + chunk[0] - 1) / chunk[0] * chunk[0]) * (off_t)inner;
+    char empty[RD_CALLSITE_LEN] = { 0 };
+    if (!ensure_parent(file, t->callsite_name, e))
+        return H5I_INVALID_HID;
+    if ((sp = H5Screate_simple(rank, dims, NULL)) < 0)
+        H5FAIL(e, t->callsite_name);
+    if ((dcpl = H5Pcreate(H5P_DATASET_CREATE)) < 0)
+        H5FAIL(e, t->callsite_name);
+    CHECK(H5Pset_chunk(dcpl, rank, chunk), e, t->callsite_name);
+    CHECK(H5Pset_fill_value(dcpl, stype, empty), e, t->callsite_name);
+    CHECK(H5Pset_obj_track_times(dcpl, 0), e, t->callsite_name);
+    /* allocated now, so that the first write changes no metadata */
+    CHECK(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), e, t->callsite_name);
+    if ((ds = H5Dcreate2(file, t->callsite_name, stype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0)
+        H5FAIL(e, t->callsite_name);
+cleanup:
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (sp >= 0)
+        H5Sclose(sp);
+    return ds;
+}
+
+/* The axis of a table's dims that is the block site, or -1: tables with
+ * one are chunked and written one site at a time, so that a site never
+ * observed costs no disk space (see append_table). */
+static int site_axis(int table)
+{
+    return table == RD_T_FWD_SITE || table == RD_T_BWD_SITE || table == RD_T_FWD_SITE_SKETCH
+                   || table == RD_T_BWD_SITE_SKETCH
+               ? 2
+               : -1;
+}
+
+/* Steps per chunk of a table: a quarter of a batch, and at most about
+ * TABLE_CHUNK_BYTES. A batch rarely starts on a chunk boundary (the first
+ * step is flushed alone), and each flush writes every chunk it touched in
+ * full: small chunks keep that rewrite small. Measured (resdiag-bench,
+ * flush_steps=64): chunks of a whole batch cost 2-3x more per step. */
+static hsize_t table_chunk_steps(int record_chunk_steps, size_t count)
+{
+    hsize_t cs = ((hsize_t)record_chunk_steps + 3) / 4;
+    hsize_t cap = (hsize_t)(TABLE_CHUNK_BYTES / (count * sizeof(double) + 1));
+    if (cs > cap)
+        cs = cap;
+    return cs < 1 ? 1 : cs;
+}
+
+/* ------------------------------------------------------------ disk space */
+
+/* The soft file size limit (RLIMIT_FSIZE) in bytes, or -1 if there is
+ * none. Read anew for every phase (a getrlimit is cheap): the trainer may
+ * change it while it runs. */
+static off_t file_size_limit(void)
+{
+    struct rlimit rl;
+    if (!rd_h5_writer_size_limit || getrlimit(RLIMIT_FSIZE, &rl) != 0
+        || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)INT64_MAX)
+        return -1;
+    return (off_t)rl.rlim_cur;
+}
+
+/* 0 (and e filled) if a phase that starts at HDF5's end of file `size` and
+ * may allocate `need` bytes could take the file past the file size limit.
+ * Any write, fallocate or ftruncate past it raises SIGXFSZ, which kills the
+ * trainer (the library leaves signal dispositions alone): so the writer
+ * treats the limit like the end of the disk and stops before. */
+static int within_size_limit(off_t size, off_t need, werr *e)
+{
+    off_t limit = file_size_limit();
+    if (limit < 0 || (size <= limit && need <= limit - size))
+        return 1;
+    e->h5.captured = 1;
+    e->h5.sys_errno = EFBIG;
+    e->size_limit = (long long)limit;
+    snprintf(e->h5.msg, sizeof e->h5.msg,
+             "file size limit (ulimit -f) of %lld bytes reached: the file (%lld bytes) could "
+             "grow by %lld bytes",
+             (long long)limit, (long long)size, (long long)need);
+    e->object = "file (reserving space)";
+    e->before_hdf5 = 1;
+    return 0;
+}
+
+/* HDF5's descriptor of the file, when it uses the default (sec2) driver. */
+static int file_fd(hid_t file)
+{
+    hid_t fapl = H5Fget_access_plist(file);
+    int fd = -1;
+    if (fapl < 0)
+        return -1;
+    void *h = NULL;
+    if (H5Pget_driver(fapl) == H5FD_SEC2 && H5Fget_vfd_handle(file, fapl, &h) >= 0 && h)
+        fd = *(int *)h;
+    H5Pclose(fapl);
+    return fd;
+}
+
+/* Whether the directory of path gives files space with fallocate: asked
+ * of an unnamed file there (O_TMPFILE), before the run file exists. */
+static int dir_can_fallocate(const char *path)
+{
+    off_t limit = file_size_limit();
+    if (limit >= 0 && limit < FILE_PAGE)
+        return 0; /* the probe itself would cross the file size limit */
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return 0;
+    int r;
+    do
+        r = fallocate(fd, 0, 0, FILE_PAGE);
+    while (r != 0 && errno == EINTR);
+    close(fd);
+    return r == 0;
+}
+
+/* Makes sure that HDF5's next writes, which may allocate `need` bytes past
+ * its end of file, can neither cross the file size limit nor run out of
+ * disk space: checks the limit, then allocates the bytes on disk. Returns
+ * 0 (and fills e) only when there is no room; where fallocate is not
+ * supported it checks the limit only. */
+static int reserve(rd_writer *w, off_t need, werr *e)
+{
+    if (w->detached)
+        return 1;
+    hsize_t size = 0;
+    if (H5Fget_filesize(w->file, &size) < 0)
+        return 1;
+    if (!within_size_limit((off_t)size, need, e))
+        return 0;
+    if (!w->reserve || w->fd < 0 || !rd_h5_writer_reserve)
+        return 1;
+    int r;
+    do
+        r = fallocate(w->fd, 0, (off_t)size, need);
+    while (r != 0 && errno == EINTR);
+    if (r == 0)
+        return 1;
+    int err = errno;
+    if (err == ENOSPC || err == EFBIG
+#ifdef EDQUOT
+        || err == EDQUOT
+#endif
+    ) {
+        e->h5.captured = 1;
+        e->h5.sys_errno = err;
+        snprintf(e->h5.msg, sizeof e->h5.msg, "cannot reserve %lld bytes at offset %llu: %s",
+                 (long long)need, (unsigned long long)size, strerror(err));
+        e->object = "file (reserving space)";
+        e->before_hdf5 = 1;
+        return 0;
+    }
+    w->reserve = 0; /* EOPNOTSUPP and the like: carry on without */
+    return 1;
+}
+
+/* Gives back what a phase did not use: the file ends where HDF5's does.
+ * It only ever shrinks the file, which the file size limit allows. */
+static void release(rd_writer *w)
+{
+    if (!w->reserve || w->detached || w->fd < 0 || !rd_h5_writer_reserve)
+        return;
+    hsize_t size = 0;
+    struct stat sb;
+    if (H5Fget_filesize(w->file, &size) < 0 || fstat(w->fd, &sb) != 0
+        || (hsize_t)sb.st_size <= size)
+        return;
+    while (ftruncate(w->fd, (off_t)size) != 0 && errno == EINTR)
+        ;
+}
+
+/* After HDF5 failed to write: let everything it still writes go to
+ * /dev/null, so that closing the file (now or at exit) succeeds.
+ *
+ * Closing a paged file also sets its size with ftruncate, which /dev/null
+ * refuses: that goes to an anonymous file in memory instead. RLIMIT_FSIZE
+ * limits that one too, but HDF5 only writes below its end of allocation
+ * there (and truncates to it), which every phase has kept within the limit;
+ * should it be past the limit already, /dev/null it is (a write there would
+ * raise SIGXFSZ).
+ *
+ * Then the metadata cache has to be settled. HDF5 1.10.8 keeps a list of
+ * the dirty entries (its "slist") only during a flush: the flush turns it
+ * on, writes every entry and turns it off, which it refuses while an entry
+ * is still dirty. When the write that failed was a metadata entry's, the
+ * entry stays dirty and the list stays on, and every later flush, the one
+ * in H5Fclose included, fails at its start ("slist already enabled?")
+ * wherever the descriptor points: the file identifier can never be closed,
+ * and H5_term_library crashes on it at exit (SIGSEGV in H5F__close_cb).
+ * When only raw data failed, the list was turned off and closing worked,
+ * so the crash came and went with where in the file the space ran out.
+ * One flush after detaching writes the dirty entries to /dev/null and
+ * turns the list off (it still reports the stale list); the next one then
+ * has nothing left to fail on. */
+static void detach(rd_writer *w)
+{
+    if (w->detached || w->fd < 0)
+        return;
+    int nfd = -1;
+    if (w->paged) {
+        hsize_t size = 0;
+        off_t limit = file_size_limit();
+        if (limit < 0 || (H5Fget_filesize(w->file, &size) >= 0 && (off_t)size <= limit))
+            nfd = memfd_create("resdiag-detached", MFD_CLOEXEC);
+    }
+    if (nfd < 0)
+        nfd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (nfd < 0)
+        return;
+    if (dup3(nfd, w->fd, O_CLOEXEC) >= 0)
+        w->detached = 1;
+    close(nfd);
+    if (w->detached && H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
+        H5Fflush(w->file, H5F_SCOPE_GLOBAL);
+}
+
+/* Bytes of new chunks that appending n steps after n_old allocates (a
+ * chunk already written is rewritten in place). */
+static off_t new_chunk_bytes(const chunk_info *c, hsize_t n_old, hsize_t n)
+{
+    if (n == 0 || c->steps == 0)
+        return 0;
+    hsize_t first = n_old / c->steps, last = (n_old + n - 1) / c->steps;
+    hsize_t chunks = last - first + 1 - (n_old % c->steps ? 1 : 0);
+    return (off_t)chunks * c->bytes;
+}
+
+static off_t metadata_margin(const rd_writer *w)
+{
+    return RESERVE_BASE + RESERVE_PER_DATASET * (off_t)w->n_datasets;
+}
+
+/* What the tables' chunks cost beyond their bytes when n steps are
+ * appended: each new chunk adds a record to the table's v2 B-tree (at most
+ * ~60 B; 256 B covers the nodes' slack), a split can add a node at each
+ * level (a page each, for a tree of up to four levels), and on a paged
+ * file a chunk can round up to a whole page. Reserved on top of
+ * metadata_margin. */
+static off_t index_margin(const rd_writer *w, hsize_t n)
+{
+    off_t m = 0;
+    for (int i = 0; i < RD_N_TABLES; i++) {
+        const rd_table *t = &w->lay.tables[i];
+        const chunk_info *c = &w->table_chunk[i];
+        if (t->count == 0 || c->steps == 0 || n == 0)
+            continue;
+        int ax = site_axis(i);
+        hsize_t per_step = ax < 0 ? 1 : (hsize_t)t->dims[ax];
+        hsize_t first = w->n_written / c->steps, last = (w->n_written + n - 1) / c->steps;
+        hsize_t pieces = (last - first + 1) * per_step;
+        m += (off_t)pieces * (256 + (w->paged ? FILE_PAGE : 0)) + 4 * FILE_PAGE;
+    }
+    return m;
+}
+
+static void writer_free(rd_writer *w)
+{
+    if (!w)
+        return;
+    for (int i = 0; i < RD_N_TABLES; i++) {
+        if (w->table_ds[i] >= 0)
+            H5Dclose(w->table_ds[i]);
+        if (w->callsite_ds[i] >= 0)
+            H5Dclose(w->callsite_ds[i]);
+    }
+    for (int i = 0; i < RD_N_SUMMARY; i++)
+        if (w->summary_ds[i] >= 0)
+            H5Dclose(w->summary_ds[i]);
+    if (w->steps_ds >= 0)
+        H5Dclose(w->steps_ds);
+    if (w->time_ds >= 0)
+        H5Dclose(w->time_ds);
+    if (w->callsite_type >= 0)
+        H5Tclose(w->callsite_type);
+    free(w->callsite_buf);
+    free(w->summary_buf);
+    free(w->pack);
+    free(w->path);
+    if (w->lock_fd >= 0)
+        close(w->lock_fd);
+    free(w);
+}
+
+static resdiag_status h5_status(const werr *e)
+{
+    if (e->st != RESDIAG_OK)
+        return e->st;
+    return rd_h5_error_is_nospace(&e->h5) ? RESDIAG_E_NOSPACE : RESDIAG_E_IO;
+}
+
+resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file_header *hdr,
+                                char *err, size_t errlen)
+{
+    if (out)
+        *out = NULL;
+    if (!out || !path || !hdr || !hdr->model || !hdr->layout)
+        return set_err(err, errlen, RESDIAG_E_NULL,
+                       "client bug: rd_writer_create: NULL argument");
+    if (hdr->record_chunk_steps < 1)
+        return set_err(err, errlen, RESDIAG_E_INVALID,
+                       "client bug: rd_writer_create: record_chunk_steps %d < 1",
+                       hdr->record_chunk_steps);
+
+    rd_h5_quiet q;
+    werr e;
+    memset(&e, 0, sizeof e);
+    resdiag_status st = RESDIAG_OK;
+    hid_t fapl = H5I_INVALID_HID, fcpl = H5I_INVALID_HID, file = H5I_INVALID_HID;
+    rd_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return set_err(err, errlen, RESDIAG_E_NOMEM, "out of memory creating run file %s", path);
+    w->file = w->steps_ds = w->time_ds = w->callsite_type = H5I_INVALID_HID;
+    w->fd = w->lock_fd = -1;
+    for (int i = 0; i < RD_N_TABLES; i++)
+        w->table_ds[i] = w->callsite_ds[i] = H5I_INVALID_HID;
+    for (int i = 0; i < RD_N_SUMMARY; i++)
+        w->summary_ds[i] = H5I_INVALID_HID;
+    w->lay = *hdr->layout;
+    w->path = strdup(path);
+    w->callsite_buf = calloc(w->lay.n_slots ? w->lay.n_slots : 1, RD_CALLSITE_LEN);
+    if (!w->path || !w->callsite_buf) {
+        writer_free(w);
+        return set_err(err, errlen, RESDIAG_E_NOMEM, "out of memory creating run file %s", path);
+    }
+
+    /* Nothing at path is given to HDF5 before it is claimed: a new file,
+     * or with overwrite a run file, locked against other writers. */
+    rd_run_claim claim;
+    st = rd_run_claim_path(&claim, path, hdr->overwrite, err, errlen);
+    if (st != RESDIAG_OK) {
+        writer_free(w);
+        return st;
+    }
+    if (rd_h5_writer_before_create)
+        rd_h5_writer_before_create(path);
+
+    rd_h5_quiet_begin(&q);
+    e.object = "file";
+    if ((fapl = H5Pcreate(H5P_FILE_ACCESS)) < 0)
+        H5FAIL(&e, "file");
+    /* SWMR needs the latest format (superblock v3). */
+    CHECK(H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), &e, "file");
+#if H5_VERSION_GE(1, 10, 7)
+    /* HDF5's own flock guards the creation against a second writer. The
+     * claim's lock does that already, for the whole run; and where flock
+     * is emulated with byte-range locks (NFS) the two would conflict. So
+     * HDF5 locks only where the claim could not. Locking is only a guard
+     * against misuse; file systems without it are fine. */
+    CHECK(H5Pset_file_locking(fapl, claim.locked ? 0 : 1, 1), &e, "file");
+#endif
+    if ((fcpl = H5Pcreate(H5P_FILE_CREATE)) < 0)
+        H5FAIL(&e, "file");
+    CHECK(H5Pset_obj_track_times(fcpl, 0), &e, "file");
+    w->paged = rd_h5_writer_reserve && dir_can_fallocate(path);
+    if (w->paged) {
+        CHECK(H5Pset_file_space_strategy(fcpl, H5F_FSPACE_STRATEGY_PAGE, 0, 1), &e, "file");
+        CHECK(H5Pset_file_space_page_size(fcpl, FILE_PAGE), &e, "file");
+    }
+    /* Not even creating a file that the size limit would cut short. */
+    if (!within_size_limit(0, RESERVE_CREATE, &e))
+        goto cleanup;
+    errno = 0;
+    /* TRUNC: the claimed file is new and empty, or a run file to replace. */
+    if ((file = H5Fcreate(claim.h5_path[0] ? claim.h5_path : path, H5F_ACC_TRUNC, fcpl, fapl))
+        < 0)
+        H5FAIL(&e, "file");
+    w->file = file;
+    w->fd = file_fd(file);
+    if (!rd_run_claim_check(&claim, path, w->fd, e.h5.msg, sizeof e.h5.msg)) {
+        e.st = RESDIAG_E_EXISTS;
+        e.h5.captured = 1;
+        goto cleanup;
+    }
+    w->reserve = 1;
+    if (!reserve(w, RESERVE_CREATE, &e))
+        goto cleanup;
+
+    if (!write_root_attrs(file, hdr, &e) || !write_meta(file, hdr->model, &e))
+        goto cleanup;
+
+    double nan = NAN;
+    long long step_fill = RD_STEP_FILL;
+    hsize_t series_chunk = (hsize_t)hdr->record_chunk_steps;
+    if (series_chunk < SERIES_CHUNK_MIN)
+        series_chunk = SERIES_CHUNK_MIN;
+    w->series_chunk.steps = series_chunk;
+    w->series_chunk.bytes = (off_t)series_chunk * 8;
+    w->n_datasets = 2;
+    w->steps_ds = create_series(file, RD_STEPS_NAME, H5T_STD_I64LE, H5T_NATIVE_LLONG,
+                                &step_fill, 0, NULL, -1, 0, series_chunk, 8, &e);
+    if (w->steps_ds < 0
+        || !describe(w->steps_ds,
+                     "the trainer's step number of each recorded step (-1: never written)",
+                     "step", "step", hdr, &e))
+        goto cleanup;
+    w->time_ds = create_series(file, RD_STEP_TIME_NAME, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
+                               0, NULL, -1, 0, series_chunk, 8, &e);
+    if (w->time_ds < 0
+        || !describe(w->time_ds, "time of the end of each recorded step since the run was opened",
+                     "s", "step", hdr, &e))
+        goto cleanup;
+
+    if ((w->callsite_type = rd_h5_fixed_string_type(RD_CALLSITE_LEN)) < 0)
+        H5FAIL(&e, "callsite type");
+    for (int i = 0; i < RD_N_TABLES; i++) {
+        const rd_table *t = &w->lay.tables[i];
+        if (t->count == 0)
+            continue;
+        int split = site_axis(i);
+        hsize_t cs = table_chunk_steps(hdr->record_chunk_steps,
+                                       split < 0 ? t->count : t->count / (size_t)t->dims[split]);
+        w->table_ds[i] = create_series(file, t->name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
+                                       t->rank, t->dims, split, w->paged, cs, 8, &e);
+        w->table_chunk[i].steps = cs;
+        w->table_chunk[i].bytes = (off_t)cs * (off_t)t->count * 8;
+        w->n_datasets++;
+        if (w->table_ds[i] < 0 || !describe(w->table_ds[i], t->description, t->units, t->axes,
+                                            hdr, &e))
+            goto cleanup;
+        if (t->kind != RD_KIND_STATS || !t->callsite_name)
+            continue;
+        off_t cs_bytes = 0;
+        w->callsite_ds[i] = create_callsites(file, t, w->callsite_type, &cs_bytes, &e);
+        w->callsite_bytes += cs_bytes;
+        w->n_datasets++;
+        char axes[128];
+        /* The table's axes without the last (field). */
+        snprintf(axes, sizeof axes, "%s", t->axes);
+        char *comma = strrchr(axes, ',');
+        if (comma)
+            *comma = '\0';
+        if (w->callsite_ds[i] < 0
+            || !describe(w->callsite_ds[i],
+                         "\"file:line\" of the trainer code that called the hook at each slot of "
+                         "the table (\"\": never observed; the first call of the latest step "
+                         "that observed the slot)",
+                         "text", strchr(axes, ',') ? strchr(axes, ',') + 1 : "", hdr, &e))
+            goto cleanup;
+    }
+
+    /* The per-step summary: rows of a few doubles, chunked like /steps. */
+    for (int i = 0; i < RD_N_SUMMARY && rd_h5_writer_summary; i++) {
+        const rd_table *t = &w->lay.summary[i];
+        w->summary_ds[i] = create_series(file, t->name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
+                                         t->rank, t->dims, -1, w->paged, series_chunk, 8, &e);
+        w->summary_chunk[i].steps = series_chunk;
+        w->summary_chunk[i].bytes = (off_t)series_chunk * (off_t)t->count * 8;
+        w->n_datasets++;
+        if (w->summary_ds[i] < 0
+            || !describe(w->summary_ds[i], t->description, t->units, t->axes, hdr, &e))
+            goto cleanup;
+    }
+
+    /* Every growing dataset's header inside one page (see
+     * header_crosses_page), before readers may look. */
+    for (int i = 0; i < RD_N_TABLES; i++)
+        if (w->table_ds[i] >= 0
+            && !keep_header_in_one_page(file, &w->table_ds[i], w->lay.tables[i].name, &e))
+            goto cleanup;
+    for (int i = 0; i < RD_N_SUMMARY; i++)
+        if (w->summary_ds[i] >= 0
+            && !keep_header_in_one_page(file, &w->summary_ds[i], w->lay.summary[i].name, &e))
+            goto cleanup;
+    if (!keep_header_in_one_page(file, &w->time_ds, RD_STEP_TIME_NAME, &e)
+        || !keep_header_in_one_page(file, &w->steps_ds, RD_STEPS_NAME, &e))
+        goto cleanup;
+
+    /* Every object exists: from now on readers may open the file. */
+    errno = 0;
+    CHECK(H5Fstart_swmr_write(file), &e, "file (starting SWMR writing)");
+    release(w);
+
+    H5Pclose(fapl);
+    H5Pclose(fcpl);
+    rd_h5_quiet_end(&q);
+    w->lock_fd = claim.fd; /* the lock lives as long as the run */
+    *out = w;
+    return RESDIAG_OK;
+
+cleanup:
+    st = h5_status(&e);
+    set_err(err, errlen, st, "cannot create run file %s: %s: %s", path,
+            e.object ? e.object : "?", e.h5.captured ? e.h5.msg : "unknown error");
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    if (fcpl >= 0)
+        H5Pclose(fcpl);
+    /* A file that cannot be flushed cannot be closed (see the top). */
+    if (file >= 0 && H5Fflush(file, H5F_SCOPE_GLOBAL) < 0)
+        detach(w);
+    writer_free(w); /* closes the datasets */
+    if (file >= 0)
+        H5Fclose(file);
+    /* Half a run file helps nobody; but only a file this call created
+     * (and still at path) is removed. A replaced run stays as it is. */
+    rd_run_claim_abandon(&claim, path);
+    rd_h5_quiet_end(&q);
+    return st;
+}
+
+/* ---------------------------------------------------------------- append */
+
+/* Copies "file:line" into dst (RD_CALLSITE_LEN bytes, zero padded); a path
+ * too long keeps its end: ".../tools/x.c:12". __FILE__ is a path, any
+ * bytes: what is not UTF-8, and control characters, become '?' (a hook
+ * never fails over its call site). */
+static void format_callsite(char *dst, const char *file, int line)
+{
+    memset(dst, 0, RD_CALLSITE_LEN);
+    if (!file)
+        return;
+    char tail[24];
+    int tl = snprintf(tail, sizeof tail, ":%d", line);
+    size_t fl = strlen(file), room = RD_CALLSITE_LEN - 1 - (size_t)tl;
+    if (fl <= room) {
+        memcpy(dst, file, fl);
+        memcpy(dst + fl, tail, (size_t)tl);
+        rd_utf8_scrub(dst);
+        return;
+    }
+    const char *p = file + fl - (room - 3);
+    while ((*p & 0xC0) == 0x80) /* do not start inside a UTF-8 character */
+        p++;
+    size_t n = strlen(p);
+    memcpy(dst, "...", 3);
+    memcpy(dst + 3, p, n);
+    memcpy(dst + 3 + n, tail, (size_t)tl);
+    rd_utf8_scrub(dst);
+}
+
+/* w->pack with room for `bytes`; 0 (and e filled) when out of memory. */
+static int pack_room(rd_writer *w, size_t bytes, const char *name, werr *e)
+{
+    if (bytes <= w->pack_cap)
+        return 1;
+    void *p = realloc(w->pack, bytes);
+    if (!p) {
+        snprintf(e->h5.msg, sizeof e->h5.msg, "out of memory packing %zu bytes", bytes);
+        e->h5.captured = 1;
+        e->st = RESDIAG_E_NOMEM;
+        e->object = name;
+        e->before_hdf5 = 1;
+        return 0;
+    }
+    w->pack = p;
+    w->pack_cap = bytes;
+    return 1;
+}
+
+/* Extends ds to n_old + n steps (rank axes after the step). */
+static int extend(hid_t ds, const char *name, int rank, const int64_t *dims, hsize_t n_total,
+                  werr *e)
+{
+    hsize_t size[RD_MAX_RANK + 1];
+    size[0] = n_total;
+    for (int i = 0; i < rank; i++)
+        size[i + 1] = (hsize_t)dims[i];
+    errno = 0;
+    CHECK(H5Dset_extent(ds, size), e, name);
+    return 1;
+cleanup:
+    return 0;
+}
+
+/* Writes buf, laid out as the block (count...) of the file, at start. The
+ * memory selection has the shape of the file selection, so that HDF5 maps
+ * whole blocks to chunks instead of iterating element by element (which
+ * took most of an append's time). */
+static int write_block(hid_t ds, const char *name, hid_t mtype, int rank1, const hsize_t *start,
+                       const hsize_t *count, const void *buf, werr *e)
+{
+    hid_t fs = H5I_INVALID_HID, ms = H5I_INVALID_HID;
+    int ok = 0;
+    if ((fs = H5Dget_space(ds)) < 0)
+        H5FAIL(e, name);
+    CHECK(H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL), e, name);
+    if ((ms = H5Screate_simple(rank1, count, NULL)) < 0)
+        H5FAIL(e, name);
+    errno = 0;
+    CHECK(H5Dwrite(ds, mtype, ms, fs, H5P_DEFAULT, buf), e, name);
+    ok = 1;
+cleanup:
+    if (ms >= 0)
+        H5Sclose(ms);
+    if (fs >= 0)
+        H5Sclose(fs);
+    return ok;
+}
+
+/* Extends a series (/steps, /step_time, a summary dataset) by n steps and
+ * writes them from buf: n rows of the dataset's other dims, contiguous. */
+static int append_rows(hid_t ds, const char *name, hid_t mtype, int rank, const int64_t *dims,
+                       hsize_t n_old, hsize_t n, const void *buf, werr *e)
+{
+    hsize_t start[RD_MAX_RANK + 1] = { 0 }, count[RD_MAX_RANK + 1];
+    start[0] = n_old;
+    count[0] = n;
+    for (int i = 0; i < rank; i++)
+        count[i + 1] = (hsize_t)dims[i];
+    return extend(ds, name, rank, dims, n_old + n, e)
+           && write_block(ds, name, mtype, rank + 1, start, count, buf, e);
+}
+
+/* 1 if any value of site block b of table t, steps [r0, r1) of records,
+ * is not NaN. */
+static int block_has_data(const rd_writer *w, const rd_table *t, const double *records,
+                          hsize_t r0, hsize_t r1, size_t b, size_t nb, size_t inner,
+                          size_t outer)
+{
+    for (hsize_t r = r0; r < r1; r++) {
+        const double *row = records + (size_t)r * w->lay.record_len + t->offset + b * inner;
+        for (size_t o = 0; o < outer; o++) {
+            const double *v = row + o * nb * inner;
+            for (size_t k = 0; k < inner; k++)
+                if (!isnan(v[k]))
+                    return 1;
+        }
+    }
+    return 0;
+}
+
+/* Packs site block b of steps [r0, r1) of table i into w->pack, laid out as
+ * the file's block (steps, dims... with 1 at the site axis); *bytes its size. */
+static int pack_rows(rd_writer *w, int i, const double *records, hsize_t r0, hsize_t r1,
+                     size_t b, size_t *bytes, werr *e)
+{
+    const rd_table *t = &w->lay.tables[i];
+    int ax = site_axis(i);
+    size_t nb = ax < 0 ? 1 : (size_t)t->dims[ax];
+    size_t inner = ax < 0 ? t->count : (size_t)t->dims[t->rank - 1];
+    size_t outer = t->count / (nb * inner);
+    *bytes = (size_t)(r1 - r0) * outer * inner * sizeof(double);
+    if (!pack_room(w, *bytes, t->name, e))
+        return 0;
+    double *to = w->pack;
+    for (hsize_t r = r0; r < r1; r++) {
+        const double *row = records + (size_t)r * w->lay.record_len + t->offset + b * inner;
+        for (size_t o = 0; o < outer; o++, to += inner)
+            memcpy(to, row + o * nb * inner, inner * sizeof(double));
+    }
+    return 1;
+}
+
+/* Writes site block b of steps [r0, r1) at step n_written + r0. (Not with
+ * H5Dwrite_chunk for whole chunks: it was hardly faster, and HDF5 1.10.8
+ * crashes when such a write meets a full disk.) */
+static int write_rows(rd_writer *w, int i, const double *records, hsize_t r0, hsize_t r1,
+                      size_t b, werr *e)
+{
+    const rd_table *t = &w->lay.tables[i];
+    int ax = site_axis(i);
+    size_t bytes = 0;
+    if (!pack_rows(w, i, records, r0, r1, b, &bytes, e))
+        return 0;
+    hsize_t start[RD_MAX_RANK + 1] = { 0 }, count[RD_MAX_RANK + 1];
+    start[0] = w->n_written + r0;
+    count[0] = r1 - r0;
+    for (int k = 0; k < t->rank; k++)
+        count[k + 1] = (hsize_t)t->dims[k];
+    if (ax >= 0) {
+        start[ax + 1] = b;
+        count[ax + 1] = 1;
+    }
+    return write_block(w->table_ds[i], t->name, H5T_NATIVE_DOUBLE, t->rank + 1, start, count,
+                       w->pack, e);
+}
+
+/* Extends table i by n steps and writes their rows from records (n,
+ * record_len): per site for tables with a site axis, and per chunk of
+ * steps. A chunk's worth of rows that is all NaN is not written: NaN is
+ * the fill value, so it reads the same, and the chunks of what was never
+ * observed are never allocated (a run that observes the norm and branch
+ * sites at a few steps stores them for those steps only). Runs of chunks
+ * with data are written with one call. */
+static int append_table(rd_writer *w, int i, const double *records, hsize_t n, werr *e)
+{
+    const rd_table *t = &w->lay.tables[i];
+    if (!extend(w->table_ds[i], t->name, t->rank, t->dims, w->n_written + n, e))
+        return 0;
+    int ax = site_axis(i);
+    size_t nb = ax < 0 ? 1 : (size_t)t->dims[ax];
+    size_t inner = ax < 0 ? t->count : (size_t)t->dims[t->rank - 1];
+    size_t outer = t->count / (nb * inner);
+    hsize_t cs = w->table_chunk[i].steps;
+    for (size_t b = 0; b < nb; b++) {
+        hsize_t run0 = 0, c1;
+        int in_run = 0;
+        for (hsize_t c0 = 0; c0 < n; c0 = c1) {
+            c1 = c0 + (cs - (w->n_written + c0) % cs);
+            if (c1 > n)
+                c1 = n;
+            int any = block_has_data(w, t, records, c0, c1, b, nb, inner, outer);
+            if (any && !in_run) {
+                run0 = c0;
+                in_run = 1;
+            } else if (!any && in_run) {
+                if (!write_rows(w, i, records, run0, c0, b, e))
+                    return 0;
+                in_run = 0;
+            }
+        }
+        if (in_run && !write_rows(w, i, records, run0, n, b, e))
+            return 0;
+    }
+    return 1;
+}
+
+/* The summary rows of n records into w->summary_buf. */
+static int summarize(rd_writer *w, const double *records, size_t n, werr *e)
+{
+    size_t len = w->lay.summary_len;
+    if (n > w->summary_cap) {
+        double *p = realloc(w->summary_buf, n * len * sizeof *p);
+        if (!p) {
+            snprintf(e->h5.msg, sizeof e->h5.msg, "out of memory for the summary");
+            e->h5.captured = 1;
+            e->st = RESDIAG_E_NOMEM;
+            e->object = RD_SUMMARY_GROUP;
+            e->before_hdf5 = 1;
+            return 0;
+        }
+        w->summary_buf = p;
+        w->summary_cap = n;
+    }
+    for (size_t r = 0; r < n; r++)
+        rd_layout_summarize(&w->lay, records + r * w->lay.record_len, w->summary_buf + r * len);
+    return 1;
+}
+
+static int flush_file(rd_writer *w, werr *e)
+{
+    errno = 0;
+    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
+        rd_h5_capture(&e->h5, errno);
+        e->object = "file (flush)";
+        return 0;
+    }
+    return 1;
+}
+
+resdiag_status rd_writer_append(rd_writer *w, const int64_t *steps, const double *times,
+                                const double *records, size_t n,
+                                const rd_callsite *callsites, int callsites_changed,
+                                char *err, size_t errlen)
+{
+    if (!w)
+        return set_err(err, errlen, RESDIAG_E_NULL, "client bug: rd_writer_append: no writer");
+    if (w->failed)
+        return set_err(err, errlen, w->failed,
+                       "run file %s: not written since an earlier error (%s)", w->path,
+                       w->failed_msg);
+    if (n > 0 && (!steps || !times || !records))
+        return set_err(err, errlen, RESDIAG_E_NULL,
+                       "client bug: rd_writer_append: NULL steps, times or records");
+    if (callsites_changed && !callsites && w->lay.n_slots > 0)
+        return set_err(err, errlen, RESDIAG_E_NULL,
+                       "client bug: rd_writer_append: callsites changed but NULL");
+    if (n == 0 && !callsites_changed)
+        return RESDIAG_OK;
+
+    rd_h5_quiet q;
+    werr e;
+    memset(&e, 0, sizeof e);
+    rd_h5_quiet_begin(&q);
+    const rd_layout *lay = &w->lay;
+
+    /* Phase 1: everything but the step numbers, then flush. */
+    off_t need = metadata_margin(w) + index_margin(w, n)
+                 + new_chunk_bytes(&w->series_chunk, w->n_written, n)
+                 + (callsites_changed ? w->callsite_bytes : 0);
+    for (int i = 0; i < RD_N_TABLES; i++)
+        if (lay->tables[i].count > 0)
+            need += new_chunk_bytes(&w->table_chunk[i], w->n_written, n);
+    for (int i = 0; i < RD_N_SUMMARY; i++)
+        if (w->summary_ds[i] >= 0)
+            need += new_chunk_bytes(&w->summary_chunk[i], w->n_written, n);
+    if (!reserve(w, need, &e))
+        goto cleanup;
+    for (int i = 0; n > 0 && i < RD_N_TABLES; i++)
+        if (lay->tables[i].count > 0 && !append_table(w, i, records, n, &e))
+            goto cleanup;
+    if (n > 0 && w->summary_ds[0] >= 0) {
+        if (!summarize(w, records, n, &e))
+            goto cleanup;
+        for (int i = 0; i < RD_N_SUMMARY; i++) {
+            const rd_table *t = &lay->summary[i];
+            /* (n, summary_len) -> (n, count) of this dataset */
+            if (!pack_room(w, n * t->count * sizeof(double), t->name, &e))
+                goto cleanup;
+            double *to = w->pack;
+            for (size_t r = 0; r < n; r++, to += t->count)
+                memcpy(to, w->summary_buf + r * lay->summary_len + t->offset,
+                       t->count * sizeof(double));
+            if (!append_rows(w->summary_ds[i], t->name, H5T_NATIVE_DOUBLE, t->rank, t->dims,
+                             w->n_written, n, w->pack, &e))
+                goto cleanup;
+        }
+    }
+    if (n > 0 && !append_rows(w->time_ds, RD_STEP_TIME_NAME, H5T_NATIVE_DOUBLE, 0, NULL,
+                              w->n_written, n, times, &e))
+        goto cleanup;
+    if (callsites_changed && lay->n_slots > 0) {
+        for (size_t s = 0; s < lay->n_slots; s++)
+            format_callsite(w->callsite_buf + s * RD_CALLSITE_LEN, callsites[s].file,
+                            callsites[s].line);
+        for (int i = 0; i < RD_N_TABLES; i++) {
+            const rd_table *t = &lay->tables[i];
+            if (w->callsite_ds[i] < 0)
+                continue;
+            errno = 0;
+            CHECK(H5Dwrite(w->callsite_ds[i], w->callsite_type, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                           w->callsite_buf + t->slot_offset * RD_CALLSITE_LEN),
+                  &e, t->callsite_name);
+        }
+    }
+    if (!flush_file(w, &e))
+        goto cleanup;
+    release(w);
+
+    /* Phase 2: the step numbers commit the steps. */
+    if (n > 0) {
+        need = metadata_margin(w) + new_chunk_bytes(&w->series_chunk, w->n_written, n);
+        if (!reserve(w, need, &e)) {
+            /* Phase 1 is on disk, but without step numbers those steps
+             * do not count; the file is consistent. */
+            goto cleanup;
+        }
+        if (!append_rows(w->steps_ds, RD_STEPS_NAME, H5T_NATIVE_INT64, 0, NULL, w->n_written, n,
+                         steps, &e)
+            || !flush_file(w, &e))
+            goto cleanup;
+        release(w);
+    }
+    w->n_written += n;
+    rd_h5_quiet_end(&q);
+    return RESDIAG_OK;
+
+cleanup:
+    if (!e.before_hdf5)
+        detach(w);
+    rd_h5_quiet_end(&q);
+    w->failed = h5_status(&e);
+    if (e.size_limit > 0)
+        set_err(w->failed_msg, sizeof w->failed_msg, w->failed,
+                "%s; run file %s keeps its %llu step(s), the %zu of this append are not "
+                "written", e.h5.msg, w->path, (unsigned long long)w->n_written, n);
+    else if (w->failed == RESDIAG_E_NOSPACE)
+        set_err(w->failed_msg, sizeof w->failed_msg, w->failed,
+                 "no space left for run file %s (%s) while appending %zu step(s) after %llu: "
+                 "%s: %s",
+                 w->path, strerror(e.h5.sys_errno), n, (unsigned long long)w->n_written,
+                 e.object ? e.object : "?", e.h5.msg);
+    else
+        set_err(w->failed_msg, sizeof w->failed_msg, w->failed,
+                 "cannot write run file %s while appending %zu step(s) after %llu: %s: %s",
+                 w->path, n, (unsigned long long)w->n_written, e.object ? e.object : "?",
+                 e.h5.msg);
+    return set_err(err, errlen, w->failed, "%s", w->failed_msg);
+}
+
+/* ----------------------------------------------------------------- close */
+
+/* Returns the first error of an earlier append if there was one (the file
+ * then holds every step appended before it), else the close's own. */
+resdiag_status rd_writer_close(rd_writer *w, char *err, size_t errlen)
+{
+    if (!w)
+        return RESDIAG_OK;
+    rd_h5_quiet q;
+    werr e;
+    memset(&e, 0, sizeof e);
+    resdiag_status st = RESDIAG_OK;
+    rd_h5_quiet_begin(&q);
+    if (w->file >= 0 && !w->detached) {
+        /* Every append ended with a flush, so this one has little or
+         * nothing to write; reserve for it anyway (where the margin would
+         * cross the file size limit, reserve() allocates nothing, and the
+         * flush writes only inside what HDF5 has allocated, which the
+         * appends kept within the limit). If it fails, close detached.
+         * After a successful flush, closing only rewrites the superblock
+         * in place (it allocates nothing). */
+        werr ignored;
+        memset(&ignored, 0, sizeof ignored);
+        reserve(w, metadata_margin(w), &ignored);
+        errno = 0;
+        if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
+            rd_h5_capture(&e.h5, errno);
+            e.object = "file (final flush)";
+            detach(w);
+        }
+        release(w);
+    }
+    /* Datasets before the file: the file is only really closed with its
+     * last object. */
+    hid_t *ids[2 * RD_N_TABLES + RD_N_SUMMARY + 3];
+    int n_ids = 0;
+    for (int i = 0; i < RD_N_TABLES; i++) {
+        ids[n_ids++] = &w->table_ds[i];
+        ids[n_ids++] = &w->callsite_ds[i];
+    }
+    for (int i = 0; i < RD_N_SUMMARY; i++)
+        ids[n_ids++] = &w->summary_ds[i];
+    ids[n_ids++] = &w->time_ds;
+    ids[n_ids++] = &w->steps_ds;
+    ids[n_ids++] = &w->callsite_type;
+    for (int i = 0; i < n_ids; i++) {
+        if (*ids[i] < 0)
+            continue;
+        errno = 0;
+        herr_t r = i == n_ids - 1 ? H5Tclose(*ids[i]) : H5Dclose(*ids[i]);
+        if (r < 0) {
+            rd_h5_capture(&e.h5, errno);
+            e.object = "dataset (close)";
+        }
+        *ids[i] = H5I_INVALID_HID;
+    }
+    if (w->file >= 0) {
+        errno = 0;
+        if (H5Fclose(w->file) < 0) {
+            rd_h5_capture(&e.h5, errno);
+            e.object = "file (close)";
+        }
+        w->file = H5I_INVALID_HID;
+    }
+    if (w->failed) {
+        st = set_err(err, errlen, w->failed, "%s", w->failed_msg);
+    } else if (e.h5.captured) {
+        st = h5_status(&e);
+        set_err(err, errlen, st, "closing run file %s %s: %s: %s", w->path,
+                w->detached ? "left it as a killed writer would" : "failed", e.object,
+                e.h5.msg);
+    }
+    writer_free(w);
+    rd_h5_quiet_end(&q);
+    return st;
+}

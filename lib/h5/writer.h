@@ -1,0 +1,66 @@
+/*
+ * h5_writer.h - the only writer of run files (with h5_reader.c and
+ * run_file_guard.c, the only files that call HDF5). It creates every
+ * object up front (in a path that run_file_guard.c claimed), starts SWMR
+ * writing, and then appends batches of step records. Hooks never call it:
+ * the run calls it from step_end / flush / close, in the trainer's thread.
+ */
+#ifndef RESDIAG_H5_WRITER_H
+#define RESDIAG_H5_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format/tables.h"
+#include "resdiag.h"
+
+typedef struct rd_writer rd_writer;
+
+/* Everything that goes into the root attributes (strings are copied), and
+ * what creating the file may replace. */
+typedef struct rd_file_header {
+    const resdiag_model *model;   /* validated */
+    const rd_layout *layout;
+    int sketch_size;
+    uint64_t sketch_seed;
+    int record_chunk_steps;       /* steps per append (flush_steps), >= 1: the tables'
+                                     chunks hold a quarter of it, /steps at least 256 */
+    int overwrite;                /* 1: an existing resdiag run file at the path is replaced */
+} rd_file_header;
+
+/* Where an observed tensor's hook was called: one per stats slot
+ * (layout->n_slots). file == NULL: never observed. */
+typedef struct rd_callsite {
+    const char *file;
+    int line;
+} rd_callsite;
+
+/* Creates path, writes the header and every dataset, and starts SWMR
+ * writing. The path must not exist, or with hdr->overwrite be a resdiag
+ * run file that no other writer has open (run_file_guard.h: anything else
+ * is RESDIAG_E_EXISTS or RESDIAG_E_LOCKED); the writer keeps it locked
+ * until rd_writer_close. On error returns a status and writes a one-line
+ * reason (with HDF5's own message where there is one) into err; a file
+ * this call created is removed again, nothing else is. */
+/* Tests only: when set, called after the path is claimed and before HDF5
+ * creates the file (to change the path under the writer). */
+extern void (*rd_h5_writer_before_create)(const char *path);
+
+resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file_header *hdr,
+                                char *err, size_t errlen);
+
+/* Appends n step records: steps (n) the trainer's step numbers, times (n)
+ * seconds since the run was opened, records (n, layout->record_len), and
+ * their summary (/summary, computed here with rd_layout_summarize).
+ * callsites (layout->n_slots) is written too when callsites_changed.
+ * Then flushes the file so that a reader (or a crash) sees all of it. */
+resdiag_status rd_writer_append(rd_writer *w, const int64_t *steps, const double *times,
+                                const double *records, size_t n,
+                                const rd_callsite *callsites, int callsites_changed,
+                                char *err, size_t errlen);
+
+/* Closes the file. NULL is a no-op. Returns an error if the final close
+ * failed (the appended steps are on disk regardless). */
+resdiag_status rd_writer_close(rd_writer *w, char *err, size_t errlen);
+
+#endif

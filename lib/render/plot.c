@@ -1,0 +1,542 @@
+/*
+ * plot.c - the figures of a run (plot.h): what the analysis computed, drawn
+ * with the SVG writer. Depth k counts the stream: x_0 is the embedding,
+ * x_k (k = 1..L) leaves layer k-1; per-layer quantities sit at k = layer+1,
+ * the x the analysis fits against.
+ */
+#include "render/plot.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/analysis.h"
+#include "format/format.h"
+
+/* Figure geometry: the plot area, then the legend column to its right. */
+#define FIG_W 780.0
+#define FIG_H 380.0
+#define AREA_X 84.0
+#define AREA_Y 40.0
+#define LEGEND_W svg_legend_width(SVG_LEGEND_CHARS)
+#define AREA_W (FIG_W - AREA_X - LEGEND_W - 20)
+#define AREA_H (FIG_H - AREA_Y - 62)
+
+static const char *const palette[] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd",
+                                       "#8c564b", "#e377c2", "#17becf", "#bcbd22" };
+#define N_PALETTE (sizeof palette / sizeof palette[0])
+#define REF_COLOR "#555555"
+
+int plot_what_parse(const char *name)
+{
+    static const char *const names[PLOT_N] = { "growth", "updates", "gradients" };
+    for (int i = 0; i < PLOT_N; i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* The style of run i of n for a series of colour c: the first run solid
+ * with circles, the second dashed with squares, ... */
+static svg_style run_style(int i, int c)
+{
+    svg_style st = { palette[c % N_PALETTE], i % 3, 1 + i % 3, 0 };
+    return st;
+}
+
+static void label_of(char *out, size_t n, const char *const *names, int nrun, int i,
+                     const char *what)
+{
+    if (nrun > 1 && names && names[i])
+        snprintf(out, n, "%s: %s", names[i], what);
+    else
+        snprintf(out, n, "%s", what);
+}
+
+/* data-key of run i: the run's name first when there are several ("A/..."). */
+static const char *key_of(char *out, size_t n, const char *const *names, int nrun, int i,
+                          const char *key)
+{
+    if (nrun > 1 && names && names[i])
+        snprintf(out, n, "%s/%s", names[i], key);
+    else
+        snprintf(out, n, "%s", key);
+    return out;
+}
+
+/* A depth axis spans exactly the layers drawn: padding to a tick value
+ * would leave empty room right of the last layer. */
+static void depth_axis(svg_axis *ax, double lo, double hi, int log)
+{
+    ax->log = log;
+    ax->lo = lo;
+    ax->hi = hi > lo ? hi : lo + 1;
+}
+
+static void begin_doc(svg_buf *b, const char *title)
+{
+    svg_doc_begin(b, FIG_W, FIG_H, title);
+}
+
+/* ------------------------------------------------------------- growth */
+
+static int fig_growth(svg_buf *b, const rd_analysis *const *a, const char *const *names, int n)
+{
+    int kmax = 0, any = 0;
+    svg_axis ax, ay;
+    double *all = NULL;
+    size_t m = 0;
+    for (int i = 0; i < n; i++)
+        kmax = a[i]->n_layers > kmax ? a[i]->n_layers : kmax;
+    all = malloc(((size_t)kmax + 3) * n * sizeof *all);
+    if (!all)
+        return -1;
+    double dmax = 0;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k <= a[i]->n_layers; k++) {
+            all[m++] = a[i]->xnorm[k];
+            any |= isfinite(a[i]->xnorm[k]);
+            if (isfinite(a[i]->xnorm[k]))
+                dmax = fmax(dmax, a[i]->xnorm[k]);
+        }
+    if (!any) {
+        free(all);
+        return -1;
+    }
+    /* the sqrt(d) level joins the axis when it is near the data; far
+     * above, it would flatten the curves, and the legend says so instead */
+    for (int i = 0; i < n; i++)
+        if (sqrt((double)a[i]->d_model) <= 3 * dmax)
+            all[m++] = sqrt((double)a[i]->d_model);
+    depth_axis(&ax, 0, kmax, 0);
+    svg_axis_range(&ay, all, m, 0, 1);
+    free(all);
+    begin_doc(b, "Residual stream norm over depth");
+    svg_plot p;
+    svg_plot_begin(&p, b, AREA_X, AREA_Y, AREA_W, AREA_H, &ax, &ay, 1,
+                   "Residual stream norm over depth",
+                   "depth k (x₀ = embedding, x_k leaves layer k−1)",
+                   "‖x_k‖, mean per-token L2 norm");
+    char label[96];
+    for (int i = 0; i < n; i++) {
+        const rd_analysis *r = a[i];
+        int L = r->n_layers;
+        double *k = malloc(((size_t)L + 1) * sizeof *k);
+        if (!k)
+            break;
+        for (int j = 0; j <= L; j++)
+            k[j] = j;
+        svg_style st = run_style(i, i);
+        label_of(label, sizeof label, names, n, i, "‖x_k‖ measured");
+        char key[200];
+        svg_series(&p, k, r->xnorm, (size_t)L + 1, &st,
+                   key_of(key, sizeof key, names, n, i, "stream.norm"), label);
+        free(k);
+        /* ||x_k||^2 = a + b k fitted to the mean squared token norm */
+        const rd_fit *f = &r->fit_energy;
+        if (n == 1 && f->n >= 2 && isfinite(f->a) && isfinite(f->b)) {
+            enum { NS = 64 };
+            double fx[NS], fy[NS];
+            for (int j = 0; j < NS; j++) {
+                fx[j] = 1 + (L - 1) * (double)j / (NS - 1);
+                double e = f->a + f->b * fx[j];
+                fy[j] = e > 0 ? sqrt(e) : NAN;
+            }
+            svg_style fs = { palette[i % N_PALETTE], 1, 0, 1.4 };
+            snprintf(label, sizeof label, "fit √(a + b·k), b = %.3g", f->b);
+            svg_series(&p, fx, fy, NS, &fs, "fit.energy", label);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        int same = 0;
+        for (int j = 0; j < i; j++)
+            same |= a[j]->d_model == a[i]->d_model;
+        if (same)
+            continue;
+        svg_style rs = { REF_COLOR, 2, 0, 1.4 };
+        double sd = sqrt((double)a[i]->d_model);
+        snprintf(label, sizeof label, "√d = %.3g: post-norm%s", sd,
+                 svg_axis_map(&p.ay, sd) < p.y - 1e-6 ? " (above)" : "");
+        svg_hline(&p, sqrt((double)a[i]->d_model), &rs, "ref.sqrt_d", label);
+    }
+    for (int i = 0; i < n; i++) {
+        const rd_analysis *r = a[i];
+        if (r->nf_found && r->nf_step == r->step && r->nf_layer >= 0 && r->nf_site >= 0) {
+            label_of(label, sizeof label, names, n, i, "first non-finite value");
+            svg_highlight(&p, r->nf_layer + 1, r->xnorm[r->nf_layer + 1], label);
+        }
+    }
+    svg_plot_end(&p, AREA_X + AREA_W + 16);
+    svg_doc_end(b);
+    return 0;
+}
+
+
+/* The layer numbers k = 1..L of a per-layer curve in *k, and room for one
+ * curve's values in *col; 0 (nothing allocated) when memory is short. */
+static int layer_columns(int L, double **k, double **col)
+{
+    *k = malloc((size_t)L * sizeof **k);
+    *col = malloc((size_t)L * sizeof **col);
+    if (!*k || !*col) {
+        free(*k);
+        free(*col);
+        return 0;
+    }
+    for (int l = 0; l < L; l++)
+        (*k)[l] = l + 1;
+    return 1;
+}
+/* ------------------------------------------------------------- updates */
+
+static int fig_updates(svg_buf *b, const rd_analysis *const *a, const char *const *names, int n)
+{
+    int kmax = 1, any = 0;
+    size_t m = 0, cap = 0;
+    for (int i = 0; i < n; i++) {
+        kmax = a[i]->n_layers > kmax ? a[i]->n_layers : kmax;
+        cap += (size_t)a[i]->n_layers * a[i]->n_sublayers;
+    }
+    double *all = malloc((cap + 3) * sizeof *all);
+    if (!all)
+        return -1;
+    for (int i = 0; i < n; i++)
+        for (size_t j = 0; j < (size_t)a[i]->n_layers * a[i]->n_sublayers; j++) {
+            all[m++] = a[i]->r[j];
+            any |= a[i]->r[j] > 0 && isfinite(a[i]->r[j]);
+        }
+    if (!any) {
+        free(all);
+        return -1;
+    }
+    /* the 1/sqrt(k) reference through the centre (in log-log) of the first
+     * sublayer's points, kept inside the axes: a slope to compare with */
+    double slr = 0, slk = 0, ref_c = NAN;
+    int nr = 0, S0 = a[0]->n_sublayers;
+    for (int l = 0; l < a[0]->n_layers; l++) {
+        double v = a[0]->r[(size_t)l * S0];
+        if (v > 0 && isfinite(v)) {
+            slr += log(v);
+            slk += log(l + 1.0);
+            nr++;
+        }
+    }
+    if (nr > 0) {
+        ref_c = exp(slr / nr + 0.5 * slk / nr);
+        all[m++] = ref_c;
+        all[m++] = ref_c / sqrt(kmax);
+    }
+    svg_axis ax, ay;
+    depth_axis(&ax, 1, kmax, 1);
+    svg_axis_range(&ay, all, m, 1, 0);
+    begin_doc(b, "Relative updates per layer");
+    svg_plot p;
+    svg_plot_begin(&p, b, AREA_X, AREA_Y, AREA_W, AREA_H, &ax, &ay, 1,
+                   "Relative updates r_k = ‖Δx‖/‖x‖ per sublayer (log-log)",
+                   "layer k = layer index + 1 (log scale)", "r_k (ratio, log scale)");
+    char label[96], key[200];
+    for (int i = 0; i < n; i++) {
+        const rd_analysis *r = a[i];
+        int L = r->n_layers, S = r->n_sublayers;
+        double *k, *col;
+        if (!layer_columns(L, &k, &col))
+            break;
+        for (int s = 0; s < S; s++) {
+            for (int l = 0; l < L; l++)
+                col[l] = r->r[(size_t)l * S + s];
+            svg_style st = run_style(i, s);
+            label_of(label, sizeof label, names, n, i, r->sublayer_names[s]);
+            char what[96];
+            snprintf(what, sizeof what, "updates.%s", r->sublayer_names[s]);
+            svg_series(&p, k, col, (size_t)L, &st, key_of(key, sizeof key, names, n, i, what),
+                       label);
+            /* the fitted power law r = e^a k^b: a straight line here */
+            const rd_fit *f = s < RD_MAX_RFIT ? &r->fit_r[s] : NULL;
+            if (n == 1 && f && f->n >= 2 && isfinite(f->a) && isfinite(f->b)) {
+                double fx[2] = { 1, L }, fy[2] = { exp(f->a), exp(f->a) * pow(L, f->b) };
+                svg_style fs = { palette[s % N_PALETTE], 1, 0, 1.3 };
+                snprintf(label, sizeof label, "%.12s fit, slope %+.2f", r->sublayer_names[s],
+                         f->b);
+                snprintf(key, sizeof key, "fit.%s", r->sublayer_names[s]);
+                svg_series(&p, fx, fy, 2, &fs, key, label);
+            }
+        }
+        free(k);
+        free(col);
+    }
+    if (isfinite(ref_c)) {
+        enum { NS = 2 };
+        double fx[NS] = { 1, kmax }, fy[NS] = { ref_c, ref_c / sqrt(kmax) };
+        svg_style rs = { REF_COLOR, 2, 0, 1.4 };
+        svg_series(&p, fx, fy, NS, &rs, "ref.inv_sqrt_k", "1/√k: slope −½ (pre-norm)");
+    }
+    free(all);
+    svg_plot_end(&p, AREA_X + AREA_W + 16);
+    svg_doc_end(b);
+    return 0;
+}
+
+/* ------------------------------------------------------------- gradients */
+
+int plot_draws_prenorm_reference(const rd_analysis *a)
+{
+    return a->verdict == RESDIAG_VERDICT_PRE || a->verdict == RESDIAG_VERDICT_SANDWICH ||
+           a->verdict == RESDIAG_VERDICT_PRE_OR_SANDWICH;
+}
+
+/* The pre-norm reference into col (L): the first layer's gradient of
+ * parameter pi scaled by ||x_1|| / ||x_k||; 0 when there is none. */
+static int prenorm_reference(const rd_analysis *r, int pi, double *col)
+{
+    int L = r->n_layers;
+    if (!plot_draws_prenorm_reference(r) || !(r->grad[pi] > 0) || !(r->xnorm[1] > 0))
+        return 0;
+    for (int l = 0; l < L; l++)
+        col[l] = r->grad[pi] * r->xnorm[1] / r->xnorm[l + 1];
+    return 1;
+}
+
+static int fig_gradients(svg_buf *b, const rd_analysis *const *a, const char *const *names,
+                         int n)
+{
+    int kmax = 1, any = 0, ref_n = 0;
+    size_t m = 0, cap = 0;
+    double *ref_v = NULL;
+    for (int i = 0; i < n; i++) {
+        kmax = a[i]->n_layers > kmax ? a[i]->n_layers : kmax;
+        cap += 3 * (size_t)a[i]->n_layers + 1;
+    }
+    if (n == 1 && a[0]->grad_step >= 0 && a[0]->n_order > 0) { /* the reference inside the frame */
+        double *ref = malloc((size_t)a[0]->n_layers * sizeof *ref);
+        if (!ref)
+            return -1;
+        ref_n = prenorm_reference(a[0], a[0]->param_order[0], ref) ? a[0]->n_layers : 0;
+        ref_v = ref;
+    }
+    double *all = malloc((cap + 1 + (size_t)ref_n) * sizeof *all);
+    if (!all) {
+        free(ref_v);
+        return -1;
+    }
+    for (int l = 0; l < ref_n; l++)
+        all[m++] = ref_v[l];
+    free(ref_v);
+    for (int i = 0; i < n; i++) {
+        const rd_analysis *r = a[i];
+        if (r->grad_step < 0)
+            continue;
+        int L = r->n_layers, P = r->n_layer_params;
+        for (int l = 0; l < L; l++) {
+            if (r->n_order > 0)
+                all[m++] = r->grad[(size_t)l * P + r->param_order[0]];
+            all[m++] = r->sgrad[l];
+        }
+        all[m++] = r->head_grad;
+    }
+    for (size_t j = 0; j < m; j++)
+        any |= all[j] > 0 && isfinite(all[j]);
+    if (!any) {
+        free(all);
+        return -1;
+    }
+    svg_axis ax, ay;
+    depth_axis(&ax, 1, kmax, 1);
+    svg_axis_range(&ay, all, m, 1, 0);
+    free(all);
+    begin_doc(b, "Gradients per layer");
+    svg_plot p;
+    svg_plot_begin(&p, b, AREA_X, AREA_Y, AREA_W, AREA_H, &ax, &ay, 1,
+                   "Gradients per layer at the first recorded backward (log-log)",
+                   "layer k = layer index + 1 (log scale)",
+                   "gradient norm (Frobenius, log scale)");
+    char label[96], key[200];
+    for (int i = 0; i < n; i++) {
+        const rd_analysis *r = a[i];
+        if (r->grad_step < 0)
+            continue;
+        int L = r->n_layers, P = r->n_layer_params;
+        double *k, *col;
+        if (!layer_columns(L, &k, &col))
+            break;
+        if (r->n_order > 0) {
+            int pi = r->param_order[0];
+            for (int l = 0; l < L; l++)
+                col[l] = r->grad[(size_t)l * P + pi];
+            svg_style st = run_style(i, 0);
+            char what[80];
+            snprintf(what, sizeof what, "‖∇%.24s‖", r->param_names[pi]);
+            label_of(label, sizeof label, names, n, i, what);
+            snprintf(what, sizeof what, "gradients.%s", r->param_names[pi]);
+            svg_series(&p, k, col, (size_t)L, &st, key_of(key, sizeof key, names, n, i, what),
+                       label);
+            /* Xiong et al.: pre-norm gradients fall like 1/||x_k|| from the
+             * first layer; drawn for the placements that theory is about */
+            if (n == 1 && prenorm_reference(r, pi, col)) {
+                svg_style rs = { REF_COLOR, 2, 0, 1.4 };
+                svg_series(&p, k, col, (size_t)L, &rs, "ref.inv_xnorm",
+                           "pre-norm: ∝ 1/‖x_k‖ (Xiong)");
+            }
+        }
+        svg_style st = run_style(i, 2);
+        label_of(label, sizeof label, names, n, i, "‖∂L/∂x_k‖ stream");
+        svg_series(&p, k, r->sgrad, (size_t)L, &st,
+                   key_of(key, sizeof key, names, n, i, "gradients.stream"), label);
+        if (isfinite(r->head_grad) && r->head_grad > 0) {
+            svg_style hs = { palette[3], i % 2 ? 1 : 2, 0, 1.4 };
+            label_of(label, sizeof label, names, n, i,
+                     r->head_is_param ? "‖∇head.w‖" : "‖∂L/∂logits‖");
+            svg_hline(&p, r->head_grad, &hs, key_of(key, sizeof key, names, n, i, "gradients.head"),
+                      label);
+        }
+        free(k);
+        free(col);
+    }
+    svg_plot_end(&p, AREA_X + AREA_W + 16);
+    svg_doc_end(b);
+    return 0;
+}
+
+int plot_figure(svg_buf *b, plot_what what, const struct resdiag_analysis *const *a,
+                const char *const *names, int n)
+{
+    /* draw into a scratch buffer: a figure without data leaves nothing */
+    svg_buf t = { 0 };
+    int rc = what == PLOT_GROWTH      ? fig_growth(&t, a, names, n)
+             : what == PLOT_UPDATES   ? fig_updates(&t, a, names, n)
+             : what == PLOT_GRADIENTS ? fig_gradients(&t, a, names, n)
+                                      : -1;
+    if (rc == 0 && !t.failed)
+        svg_printf(b, "%s", t.s);
+    else if (t.failed)
+        b->failed = 1;
+    free(t.s);
+    return rc;
+}
+
+/* ------------------------------------------------------------- heat maps */
+
+void plot_heat_free(plot_heat *h)
+{
+    if (h->sub_names)
+        for (int s = 0; s < h->n_sub; s++)
+            free(h->sub_names[s]);
+    free(h->sub_names);
+    free(h->col_x);
+    free(h->col_step);
+    free(h->r);
+    free(h->growth);
+    memset(h, 0, sizeof *h);
+}
+
+int plot_heat_read(const resdiag_reader *rd, int max_cols, int max_cells, plot_heat *h)
+{
+    const resdiag_run_info *in = resdiag_reader_info(rd);
+    int L = in->n_layers, S = in->n_sublayers, B = RESDIAG_N_BLOCK_SITES, F = RESDIAG_N_FIELDS;
+    int64_t N = in->n_steps;
+    memset(h, 0, sizeof *h);
+    if (N < 1 || L < 1)
+        return RESDIAG_E_INVALID;
+    int64_t C = N < max_cols ? N : max_cols;
+    if (C > max_cells / L)
+        C = max_cells / L > 0 ? max_cells / L : 1;
+    h->rows = L;
+    h->cols = (int)C;
+    h->n_sub = S;
+    h->training = in->run_kind == RESDIAG_RUN_TRAINING;
+    int64_t *steps = malloc((size_t)N * sizeof *steps);
+    double *site = malloc((size_t)L * S * B * F * sizeof *site);
+    double *upd = malloc((size_t)L * S * RESDIAG_N_UPDATE_FIELDS * sizeof *upd);
+    double *model = malloc((size_t)RESDIAG_N_MODEL_SITES * F * sizeof *model);
+    double *x = malloc((size_t)L * sizeof *x);
+    h->sub_names = calloc((size_t)S, sizeof *h->sub_names);
+    h->col_x = malloc(((size_t)C + 1) * sizeof *h->col_x);
+    h->col_step = malloc((size_t)C * sizeof *h->col_step);
+    h->r = malloc((size_t)S * L * C * sizeof *h->r);
+    h->growth = malloc((size_t)L * C * sizeof *h->growth);
+    int rc = RESDIAG_E_NOMEM;
+    if (!steps || !site || !upd || !model || !x || !h->sub_names || !h->col_x || !h->col_step ||
+        !h->r || !h->growth)
+        goto out;
+    for (int s = 0; s < S; s++)
+        if (!(h->sub_names[s] = strdup(in->sublayer_names[s])))
+            goto out;
+    if ((rc = resdiag_reader_steps(rd, steps, N)))
+        goto out;
+    for (int64_t c = 0; c < C; c++) {
+        /* evenly spaced over the records, first and last included */
+        int64_t si = C > 1 ? (int64_t)llround((double)c * (N - 1) / (C - 1)) : 0;
+        h->col_step[c] = steps[si];
+        h->col_x[c] = (double)steps[si];
+        if ((rc = resdiag_reader_read(rd, RD_DS_FWD_SITE_STATS, si, 1, site,
+                                      (size_t)L * S * B * F)) ||
+            (rc = resdiag_reader_read(rd, RD_DS_UPDATE, si, 1, upd,
+                                      (size_t)L * S * RESDIAG_N_UPDATE_FIELDS)) ||
+            (rc = resdiag_reader_read(rd, RD_DS_FWD_MODEL_STATS, si, 1, model,
+                                      (size_t)RESDIAG_N_MODEL_SITES * F)))
+            goto out;
+        for (int l = 0; l < L; l++)
+            for (int s = 0; s < S; s++)
+                h->r[((size_t)s * L + l) * C + c] =
+                    upd[((size_t)l * S + s) * RESDIAG_N_UPDATE_FIELDS + RESDIAG_UPDATE_RATIO_FROB];
+        /* the stream leaving layer l, where the analysis looks for it */
+        for (int l = 0; l < L; l++) {
+            x[l] = site[(((size_t)l * S + S - 1) * B + RESDIAG_STREAM_OUT) * F +
+                        RESDIAG_FIELD_TOK_NORM_MEAN];
+            if (isnan(x[l]) && l + 1 < L)
+                x[l] = site[(((size_t)(l + 1) * S) * B + RESDIAG_STREAM_IN) * F +
+                            RESDIAG_FIELD_TOK_NORM_MEAN];
+            if (isnan(x[l]) && l + 1 == L)
+                x[l] = model[(RESDIAG_FINAL_NORM_IN - RESDIAG_EMBED_OUT) * F +
+                             RESDIAG_FIELD_TOK_NORM_MEAN];
+        }
+        double x1 = NAN;
+        for (int l = 0; l < L && isnan(x1); l++)
+            if (x[l] > 0 && isfinite(x[l]))
+                x1 = x[l];
+        for (int l = 0; l < L; l++)
+            h->growth[(size_t)l * C + c] = x[l] / x1;
+    }
+    /* the last column is as wide as the mean spacing (one step when alone) */
+    double last = h->col_x[C - 1];
+    h->col_x[C] = last + (C > 1 ? (last - h->col_x[0]) / (double)(C - 1) : 1);
+    rc = 0;
+out:
+    free(steps);
+    free(site);
+    free(upd);
+    free(model);
+    free(x);
+    if (rc)
+        plot_heat_free(h);
+    return rc;
+}
+
+void plot_heat_figure(svg_buf *b, const plot_heat *h, int64_t mark_step)
+{
+    int maps = h->n_sub + 1;
+    double mh = h->rows <= 24 ? 150 : h->rows <= 48 ? 220 : 300; /* map height */
+    double gap = 90, top = 40;
+    double H = top + maps * (mh + gap) - 20;
+    double mx = AREA_X, mw = FIG_W - AREA_X - 150;
+    svg_doc_begin(b, FIG_W, H, "Layer x step heat maps");
+    double mark = mark_step >= 0 ? (double)mark_step : NAN;
+    char title[128], key[96];
+    for (int s = 0; s < maps; s++) {
+        double y = top + s * (mh + gap);
+        const double *v = s < h->n_sub ? h->r + (size_t)s * h->rows * h->cols : h->growth;
+        if (s < h->n_sub) {
+            snprintf(title, sizeof title, "Relative update r of %.40s per layer over %s",
+                     h->sub_names[s], h->training ? "training" : "the recorded steps");
+            snprintf(key, sizeof key, "heat.updates.%s", h->sub_names[s]);
+        } else {
+            snprintf(title, sizeof title, "Stream growth ‖x_k‖/‖x_1‖ per layer over %s",
+                     h->training ? "training" : "the recorded steps");
+            snprintf(key, sizeof key, "heat.growth");
+        }
+        svg_heatmap(b, mx, y, mw, mh, v, h->rows, h->cols, h->col_x, 1, mx + mw + 14, title,
+                    h->training ? "training step" : "step", "layer", s < h->n_sub ? "r (log colour)" : "growth (log)",
+                    mark, key);
+    }
+    svg_doc_end(b);
+}

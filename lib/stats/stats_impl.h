@@ -1,0 +1,86 @@
+/*
+ * stats_impl.h - what lib/stats.c shares with its vector kernels
+ * (lib/stats_simd.c, compiled once per instruction set). Not API, not part
+ * of the stats contract: the contract is lib/stats.h.
+ *
+ * A "fast row" kernel reads one row once, trusting it to be finite and in
+ * range, and returns its sums; stats.c checks them, rescans the rare rows
+ * that need it with its careful scalar loop, and combines rows. So every
+ * path shares the rare-row handling, the per-token formulas and the
+ * combination over tokens, and differs only in the order of the additions
+ * inside a row.
+ */
+#ifndef RESDIAG_STATS_IMPL_H
+#define RESDIAG_STATS_IMPL_H
+
+#include <stdint.h>
+
+#include "stats/stats.h"
+
+/* Sums of one row, in units of 2^e. Shifting by the row's first value y0
+ * before squaring keeps std_i accurate when |mean_i| >> std_i (and exactly
+ * 0 for a constant row). */
+typedef struct rd_row_sums {
+    int e;            /* scale exponent: values below are x * 2^-e */
+    double y0;        /* shift: first value of the row (0 if non-finite) */
+    double sd, sd2;   /* sum (y - y0), sum (y - y0)^2 */
+    double sq;        /* sum y^2 */
+    double amax;      /* largest finite |x| (unscaled); -1 if none */
+    int64_t amax_col; /* its first column, -1 if not located (fast path) */
+    int64_t nan, inf;
+} rd_row_sums;
+
+/* One read of a row (cols) of dtype, assuming finite values: fills rs with
+ * e = 0, y0 = x[0], amax_col = -1, nan = inf = 0, and adds the row's sketch
+ * buckets tau(j mod tau_len) * x[j] into rb[j mod K] (rb (K), zeroed by the
+ * caller; untouched when sp->k == 0). rs->amax is the row's largest |x|, or
+ * -1 when that is not above amax_floor (a kernel may skip reducing it then;
+ * the caller only wants to know whether the row raises ABSMAX). With acc
+ * not NULL a kernel may instead add sigma * the buckets straight into acc
+ * (K), the tensor's sketch, for a row whose sums are finite (so that the
+ * caller does not rescan it). Returns 0 without reading anything if the
+ * kernel does not handle this sketch size (the caller then uses the
+ * portable kernel), 1 when the buckets are in rb, 2 when they went into
+ * acc. */
+typedef int (*rd_fast_row_fn)(rd_row_sums *rs, double *rb /* (K) */, const void *row,
+                              resdiag_dtype dtype, int64_t cols, const rd_sketch_params *sp,
+                              double amax_floor, double *acc /* (K) */, double sigma);
+
+/* Up to RD_ROWS_MAX rows at once: what a fast-row kernel gives for each,
+ * with the horizontal reductions of all the rows done together (at 768
+ * columns they cost as much as the row's loop). Out of the call: */
+#define RD_ROWS_MAX 16
+typedef struct rd_rows_out {
+    double sx[RD_ROWS_MAX], sq[RD_ROWS_MAX]; /* sum x, sum x^2 of each row */
+    uint32_t redo;    /* bit r set: row r needs the one-row path (its sketch is not in acc) */
+    double amax;      /* largest |x| above amax_floor over the other rows, else -1 */
+    int amax_row;     /* the first of those rows holding it, else -1 */
+} rd_rows_out;
+
+/* Rows row0 + r * row_bytes (r < n <= RD_ROWS_MAX) of dtype, each read
+ * once as by rd_fast_row_fn with y0 = 0 (sum d = sum x): for a row whose
+ * sums pass the fast row's checks, its sketch buckets times sigma[r] (n)
+ * go into acc (K); the other rows are marked in redo and left to the
+ * caller. Returns 0 without reading anything if it does not handle this
+ * dtype, width or sketch (the caller then goes row by row), else 1. */
+typedef int (*rd_fast_rows_fn)(rd_rows_out *o, double *acc /* (K) */,
+                               const double *sigma /* (n) */, const void *row0,
+                               size_t row_bytes, int n, resdiag_dtype dtype, int64_t cols,
+                               const rd_sketch_params *sp, double amax_floor);
+
+/* Vector kernels, present when meson defines RD_HAVE_AVX2 / RD_HAVE_AVX512
+ * (x86-64 with a compiler that knows the instructions). Call them only when
+ * the CPU has AVX2+FMA+F16C (resp. AVX-512F as well). */
+int rd_fast_row_avx2(rd_row_sums *rs, double *rb, const void *row, resdiag_dtype dtype,
+                     int64_t cols, const rd_sketch_params *sp, double amax_floor,
+                     double *acc, double sigma);
+int rd_fast_row_avx512(rd_row_sums *rs, double *rb, const void *row, resdiag_dtype dtype,
+                       int64_t cols, const rd_sketch_params *sp, double amax_floor,
+                       double *acc, double sigma);
+/* AVX-512 only: f32, f16, bf16; K = 0, or K = 16 with tau_len >= cols;
+ * cols a multiple of 64, at most 1024 (one float block). */
+int rd_fast_rows_avx512(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
+                        size_t row_bytes, int n, resdiag_dtype dtype, int64_t cols,
+                        const rd_sketch_params *sp, double amax_floor);
+
+#endif

@@ -1,0 +1,870 @@
+/*
+ * stats_simd.c - the fast-row kernels of lib/stats.c (see stats_impl.h) in
+ * x86 vector intrinsics.
+ *
+ * meson compiles this file twice, each time alone in a static library with
+ * its own flags, so that no other object of the library can contain these
+ * instructions:
+ *   -DRD_SIMD_AVX512=0 -mavx2 -mfma -mf16c                   -> rd_fast_row_avx2
+ *   -DRD_SIMD_AVX512=1 -mavx512f -mavx512dq -mavx2 -mfma -mf16c -> rd_fast_row_avx512
+ *                                                  and rd_fast_rows_avx512
+ * stats.c calls a kernel only after __builtin_cpu_supports said yes.
+ *
+ * Dimension names: cols = width of the row, K = sketch size.
+ *
+ * Two kernels. f32, f16 (F16C, exact) and bf16 (a shift, exact) rows go
+ * through row_kernel_f: floats all the way, per element one add (sum x),
+ * two FMAs (sum x^2, and tau(j mod tau_len) * x into the sketch bucket,
+ * exact products since tau is +-1) and a share of a max |x|, in float
+ * lanes over blocks of at most BLOCK columns and in double across blocks.
+ * That is what lets one core keep up with memory; its error bound (about
+ * 1.4e-6 of each row sum's |terms|) and the rows it hands to the double
+ * kernel are described above it. f64 rows, and rows handed over, go
+ * through row_kernel: converted to double, shifted by the row's first
+ * value x0 (d = x - x0 into sum d and sum d^2, x^2 into sum x^2), double
+ * accumulation throughout, within rounding of the portable kernel.
+ *
+ * The sketch: with 16 columns per step, column j + u of a step falls in
+ * bucket (j + u) mod K = u mod K when K divides 16, so for the usual K (1,
+ * 2, 4, 8, 16) the buckets live in registers as 16 "virtual" buckets folded
+ * at the end of the block; when K is a multiple of 16 (row_kernel only) a
+ * step covers 16 consecutive buckets in memory; other K return 0 (the
+ * portable kernel then does the row). The last columns that do not fill a
+ * step are done by a scalar loop in double. Accumulators are split into
+ * chains to shorten the dependency chains; the loops prefetch PREFETCH
+ * bytes ahead. The exact quantities (ABSMAX, counts) are identical on
+ * every path.
+ *
+ * AVX-512 also has rows_kernel, row_kernel_f for up to 16 rows of one
+ * block each (the hooks' usual d_model: 768 columns = 12 steps): at that
+ * width a row's horizontal sums, checks and call cost as much as its
+ * loop, so it reduces the 16 rows' sums together (vf_hsum16) and leaves
+ * the rows that fail row_kernel_f's checks to the caller.
+ */
+#include "stats/stats_impl.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#ifndef RD_SIMD_AVX512
+#error "define RD_SIMD_AVX512 to 0 or 1"
+#endif
+
+#if RD_SIMD_AVX512
+/* ---------------------------------------------------------- AVX-512F */
+typedef __m512d vd;
+#define VD_W 8 /* doubles per vector */
+#define vd_zero() _mm512_setzero_pd()
+#define vd_set1(x) _mm512_set1_pd(x)
+#define vd_loadu(p) _mm512_loadu_pd(p)
+#define vd_storeu(p, v) _mm512_storeu_pd((p), (v))
+#define vd_add(a, b) _mm512_add_pd((a), (b))
+#define vd_sub(a, b) _mm512_sub_pd((a), (b))
+#define vd_fmadd(a, b, c) _mm512_fmadd_pd((a), (b), (c))
+#define vd_max(a, b) _mm512_max_pd((a), (b))
+#define vd_abs(a) _mm512_abs_pd(a)
+#define FAST_ROW rd_fast_row_avx512
+
+static inline double vd_hsum(vd v) { return _mm512_reduce_add_pd(v); }
+static inline double vd_hmax(vd v) { return _mm512_reduce_max_pd(v); }
+
+/* 16 floats -> 2 vectors of doubles, in column order */
+static inline void f16x_to_vd(vd x[2], __m512 f)
+{
+    x[0] = _mm512_cvtps_pd(_mm512_castps512_ps256(f));
+    x[1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)));
+}
+
+typedef __m512 vf; /* running max of |x| in float, for the float dtypes */
+#define vf_zero() _mm512_setzero_ps()
+static inline double vf_hmax(vf v) { return _mm512_reduce_max_ps(v); }
+
+/* 16 columns from j on: x as doubles; for the float dtypes *am takes the
+ * max of |x| (exact in float, half the work of doing it in double). */
+static inline void load16(vd x[2], vf *am, const void *row, int64_t j, const int dt)
+{
+    __m512 f;
+    switch (dt) {
+    case RESDIAG_DTYPE_F64: {
+        const double *p = (const double *)row + j;
+        x[0] = _mm512_loadu_pd(p);
+        x[1] = _mm512_loadu_pd(p + 8);
+        return;
+    }
+    case RESDIAG_DTYPE_F32:
+        f = _mm512_loadu_ps((const float *)row + j);
+        break;
+    case RESDIAG_DTYPE_F16:
+        f = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + j)));
+        break;
+    default: { /* bf16: the upper half of an f32 */
+        __m512i w = _mm512_cvtepu16_epi32(
+            _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + j)));
+        f = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+        break;
+    }
+    }
+    *am = _mm512_max_ps(*am, _mm512_abs_ps(f));
+    f16x_to_vd(x, f);
+}
+
+/* kb += tau * x for 16 columns, tau = +-1: x with its sign flipped where
+ * tau < 0 (exact, like the product), without converting tau to double. */
+static inline void sketch16(vd kb[2], const vd x[2], const float *tp)
+{
+    __mmask16 neg = _mm512_cmp_ps_mask(_mm512_loadu_ps(tp), _mm512_setzero_ps(), _CMP_LT_OQ);
+    const vd z = _mm512_setzero_pd();
+    kb[0] = _mm512_add_pd(kb[0], _mm512_mask_sub_pd(x[0], (__mmask8)neg, z, x[0]));
+    kb[1] = _mm512_add_pd(kb[1], _mm512_mask_sub_pd(x[1], (__mmask8)(neg >> 8), z, x[1]));
+}
+
+static inline void load_tau16(vd t[2], const float *tp)
+{
+    t[0] = _mm512_cvtps_pd(_mm256_loadu_ps(tp));
+    t[1] = _mm512_cvtps_pd(_mm256_loadu_ps(tp + 8));
+}
+
+/* The float kernel's vectors: 16 floats, 4 chains of 16 columns each per
+ * step of 64 columns. */
+#define VF_W 16
+#define CH 4
+#define vf_loadu(p) _mm512_loadu_ps(p)
+#define vf_add(a, b) _mm512_add_ps((a), (b))
+#define vf_sub(a, b) _mm512_sub_ps((a), (b))
+#define vf_fmadd(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define vf_max(a, b) _mm512_max_ps((a), (b))
+#define vf_abs(a) _mm512_abs_ps(a)
+#define vf_set1(x) _mm512_set1_ps(x)
+
+/* 16 columns from j on, as floats (exact for every float dtype) */
+static inline vf loadf(const void *row, int64_t j, const int dt)
+{
+    const uint16_t *h = (const uint16_t *)row + j;
+    switch (dt) {
+    case RESDIAG_DTYPE_F32: return _mm512_loadu_ps((const float *)row + j);
+    case RESDIAG_DTYPE_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+    default: /* bf16: the upper half of an f32 */
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)h)), 16));
+    }
+}
+
+/* 1 if some lane of a is above b */
+static inline int vf_any_gt(vf a, float b)
+{
+    return _mm512_cmp_ps_mask(a, _mm512_set1_ps(b), _CMP_GT_OQ) != 0;
+}
+
+/* max(|a|, |b|) lane by lane in one instruction (AVX-512DQ vrangeps: imm
+ * bits 1:0 = 3 the larger magnitude, bits 3:2 = 2 sign cleared) */
+static inline vf vf_absmax(vf a, vf b)
+{
+    return _mm512_range_ps(a, b, 0x0b);
+}
+
+/* The lane sums of a, b and c in one shuffle tree (the 512-bit halves,
+ * then the 128-bit quarters of the three, then within 128 bits). */
+static inline void vf_hsum3(float out[3], vf a, vf b, vf c)
+{
+    const vf z = _mm512_setzero_ps();
+    vf ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
+    vf cz = _mm512_add_ps(_mm512_shuffle_f32x4(c, z, 0x44), _mm512_shuffle_f32x4(c, z, 0xee));
+    vf s = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cz, 0x88), _mm512_shuffle_f32x4(ab, cz, 0xdd));
+    s = _mm512_add_ps(s, _mm512_permute_ps(s, 0x4e));
+    s = _mm512_add_ps(s, _mm512_permute_ps(s, 0xb1));
+    float v[16];
+    _mm512_storeu_ps(v, s);
+    out[0] = v[0];
+    out[1] = v[4];
+    out[2] = v[8];
+}
+
+/* rb[u mod K] += the buckets of the CH chains, lane u = column mod 16
+ * (K divides 16). */
+static inline vf vf_tree(const vf a[CH]);
+
+static inline void kb_fold(double *rb, const vf kb[CH], size_t K)
+{
+    vf s = vf_tree(kb);
+    if (K == 16) {
+        __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(s));
+        __m512d hi = _mm512_cvtps_pd(
+            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+        _mm512_storeu_pd(rb, _mm512_add_pd(_mm512_loadu_pd(rb), lo));
+        _mm512_storeu_pd(rb + 8, _mm512_add_pd(_mm512_loadu_pd(rb + 8), hi));
+        return;
+    }
+    float v[16];
+    _mm512_storeu_ps(v, s);
+    for (size_t u = 0; u < 16; u++)
+        rb[u & (K - 1)] += v[u];
+}
+
+/* acc[u] += sigma * the buckets of the CH chains (K = 16) */
+static inline void kb_fold_signed(double *acc, const vf kb[CH], double sigma)
+{
+    vf s = vf_tree(kb);
+    __m512d sg = _mm512_set1_pd(sigma);
+    __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(s));
+    __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+    _mm512_storeu_pd(acc, _mm512_fmadd_pd(sg, lo, _mm512_loadu_pd(acc)));
+    _mm512_storeu_pd(acc + 8, _mm512_fmadd_pd(sg, hi, _mm512_loadu_pd(acc + 8)));
+}
+
+#else
+/* ---------------------------------------------------- AVX2+FMA+F16C */
+typedef __m256d vd;
+#define VD_W 4
+#define vd_zero() _mm256_setzero_pd()
+#define vd_set1(x) _mm256_set1_pd(x)
+#define vd_loadu(p) _mm256_loadu_pd(p)
+#define vd_storeu(p, v) _mm256_storeu_pd((p), (v))
+#define vd_add(a, b) _mm256_add_pd((a), (b))
+#define vd_sub(a, b) _mm256_sub_pd((a), (b))
+#define vd_fmadd(a, b, c) _mm256_fmadd_pd((a), (b), (c))
+#define vd_max(a, b) _mm256_max_pd((a), (b))
+#define vd_abs(a) _mm256_andnot_pd(_mm256_set1_pd(-0.0), (a))
+#define FAST_ROW rd_fast_row_avx2
+
+static inline double vd_hsum(vd v)
+{
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+static inline double vd_hmax(vd v)
+{
+    __m128d s = _mm_max_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_max_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+/* 8 floats -> 2 vectors of doubles, in column order */
+static inline void f8_to_vd(vd x[2], __m256 f)
+{
+    x[0] = _mm256_cvtps_pd(_mm256_castps256_ps128(f));
+    x[1] = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
+}
+
+static inline __m256 bf16x8(const uint16_t *p)
+{
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+typedef __m256 vf; /* running max of |x| in float, for the float dtypes */
+#define vf_zero() _mm256_setzero_ps()
+static inline double vf_hmax(vf v)
+{
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+}
+
+/* 16 columns from j on: x as doubles; for the float dtypes *am takes the
+ * max of |x| (exact in float, half the work of doing it in double). */
+static inline void load16(vd x[4], vf *am, const void *row, int64_t j, const int dt)
+{
+    __m256 f0, f1;
+    const uint16_t *h = (const uint16_t *)row + j;
+    switch (dt) {
+    case RESDIAG_DTYPE_F64: {
+        const double *p = (const double *)row + j;
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++)
+            x[i] = _mm256_loadu_pd(p + 4 * i);
+        return;
+    }
+    case RESDIAG_DTYPE_F32:
+        f0 = _mm256_loadu_ps((const float *)row + j);
+        f1 = _mm256_loadu_ps((const float *)row + j + 8);
+        break;
+    case RESDIAG_DTYPE_F16:
+        f0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+        f1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + 8)));
+        break;
+    default:
+        f0 = bf16x8(h);
+        f1 = bf16x8(h + 8);
+        break;
+    }
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    *am = _mm256_max_ps(*am, _mm256_max_ps(_mm256_andnot_ps(sign, f0),
+                                           _mm256_andnot_ps(sign, f1)));
+    f8_to_vd(x, f0);
+    f8_to_vd(x + 2, f1);
+}
+
+static inline void load_tau16(vd t[4], const float *tp)
+{
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+        t[i] = _mm256_cvtps_pd(_mm_loadu_ps(tp + 4 * i));
+}
+
+/* The float kernel's vectors: 8 floats, 2 chains (columns 0-7 and 8-15 of
+ * each step of 16 columns). */
+#define VF_W 8
+#define CH 2
+#define vf_loadu(p) _mm256_loadu_ps(p)
+#define vf_add(a, b) _mm256_add_ps((a), (b))
+#define vf_sub(a, b) _mm256_sub_ps((a), (b))
+#define vf_fmadd(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define vf_max(a, b) _mm256_max_ps((a), (b))
+#define vf_abs(a) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), (a))
+#define vf_set1(x) _mm256_set1_ps(x)
+
+/* 8 columns from j on, as floats (exact for every float dtype) */
+static inline vf loadf(const void *row, int64_t j, const int dt)
+{
+    const uint16_t *h = (const uint16_t *)row + j;
+    switch (dt) {
+    case RESDIAG_DTYPE_F32: return _mm256_loadu_ps((const float *)row + j);
+    case RESDIAG_DTYPE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    default: return bf16x8(h);
+    }
+}
+
+/* 1 if some lane of a is above b */
+static inline int vf_any_gt(vf a, float b)
+{
+    return _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(b), _CMP_GT_OQ)) != 0;
+}
+
+/* max(|a|, |b|) lane by lane */
+static inline vf vf_absmax(vf a, vf b)
+{
+    return _mm256_max_ps(vf_abs(a), vf_abs(b));
+}
+
+static inline float vf_hsum(vf v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+static inline void vf_hsum3(float out[3], vf a, vf b, vf c)
+{
+    out[0] = vf_hsum(a);
+    out[1] = vf_hsum(b);
+    out[2] = vf_hsum(c);
+}
+
+/* rb[u mod K] += the buckets, chain c lane l = column 8c + l mod 16 (K
+ * divides 16). */
+static inline void kb_fold(double *rb, const vf kb[CH], size_t K)
+{
+    if (K == 16) {
+        for (int c = 0; c < 2; c++) {
+            __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(kb[c]));
+            __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(kb[c], 1));
+            _mm256_storeu_pd(rb + 8 * c, _mm256_add_pd(_mm256_loadu_pd(rb + 8 * c), lo));
+            _mm256_storeu_pd(rb + 8 * c + 4, _mm256_add_pd(_mm256_loadu_pd(rb + 8 * c + 4), hi));
+        }
+        return;
+    }
+    float v[16];
+    _mm256_storeu_ps(v, kb[0]);
+    _mm256_storeu_ps(v + 8, kb[1]);
+    for (size_t u = 0; u < 16; u++)
+        rb[u & (K - 1)] += v[u];
+}
+
+/* acc[u] += sigma * the buckets (K = 16) */
+static inline void kb_fold_signed(double *acc, const vf kb[CH], double sigma)
+{
+    __m256d sg = _mm256_set1_pd(sigma);
+    for (int c = 0; c < 2; c++) {
+        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(kb[c]));
+        __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(kb[c], 1));
+        _mm256_storeu_pd(acc + 8 * c, _mm256_fmadd_pd(sg, lo, _mm256_loadu_pd(acc + 8 * c)));
+        _mm256_storeu_pd(acc + 8 * c + 4,
+                         _mm256_fmadd_pd(sg, hi, _mm256_loadu_pd(acc + 8 * c + 4)));
+    }
+}
+#endif
+
+#define NV (16 / VD_W) /* double vectors per 16 columns */
+#ifndef PREFETCH
+#define PREFETCH 2048 /* bytes ahead */
+#endif
+
+static inline double load1(const void *row, const int dt, int64_t j)
+{
+    /* the row may start at any byte: memcpy loads assume no alignment */
+    const char *p = (const char *)row;
+    float f;
+    double d;
+    uint16_t h;
+    switch (dt) {
+    case RESDIAG_DTYPE_F32: memcpy(&f, p + (size_t)j * 4, 4); return f;
+    case RESDIAG_DTYPE_F64: memcpy(&d, p + (size_t)j * 8, 8); return d;
+    case RESDIAG_DTYPE_F16: memcpy(&h, p + (size_t)j * 2, 2); return rd_f16_to_f32(h);
+    default: memcpy(&h, p + (size_t)j * 2, 2); return rd_bf16_to_f32(h);
+    }
+}
+
+/* kmode: 0 no sketch, 1 K divides 16 (register buckets), 2 K multiple of
+ * 16 (memory buckets). dt and kmode are constants at every call, so each
+ * combination is compiled on its own. */
+static inline __attribute__((always_inline)) void
+row_kernel(rd_row_sums *rs, double *rb /* (K) */, const void *row, int64_t cols,
+           const rd_sketch_params *sp, const int dt, const int kmode)
+{
+    const int64_t nb = cols & ~(int64_t)15;
+    const double x0 = load1(row, dt, 0);
+    const vd vx0 = vd_set1(x0);
+    vd a_sd[2], a_sd2[2], a_sq[2], a_am[2], kb[NV];
+    vf amf = vf_zero();
+#pragma GCC unroll 4
+    for (int i = 0; i < 2; i++)
+        a_sd[i] = a_sd2[i] = a_sq[i] = a_am[i] = vd_zero();
+#pragma GCC unroll 4
+    for (int i = 0; i < NV; i++)
+        kb[i] = vd_zero();
+    const size_t K = kmode ? (size_t)sp->k : 1, tl = kmode ? sp->tau_len : 1;
+    size_t t = 0, m = 0; /* column mod tau_len, column mod K (kmode 2) */
+    float wrap[16];      /* tau across its end */
+
+    const size_t esize = dt == RESDIAG_DTYPE_F64 ? 8 : dt == RESDIAG_DTYPE_F32 ? 4 : 2;
+    for (int64_t j = 0; j < nb; j += 16) {
+        /* The loop does enough arithmetic per byte that the hardware
+         * prefetcher alone lets it wait for memory; ask for the lines
+         * PREFETCH bytes ahead (past the row's end is fine: the next row
+         * usually follows, and a prefetch never faults). */
+        const char *pf = (const char *)row + (size_t)j * esize + PREFETCH;
+        _mm_prefetch(pf, _MM_HINT_T0);
+        if (esize == 8)
+            _mm_prefetch(pf + 64, _MM_HINT_T0);
+        vd x[NV];
+        load16(x, &amf, row, j, dt);
+#pragma GCC unroll 4
+        for (int i = 0; i < NV; i++) {
+            vd d = vd_sub(x[i], vx0);
+            a_sd[i & 1] = vd_add(a_sd[i & 1], d);
+            a_sd2[i & 1] = vd_fmadd(d, d, a_sd2[i & 1]);
+            a_sq[i & 1] = vd_fmadd(x[i], x[i], a_sq[i & 1]);
+            if (dt == RESDIAG_DTYPE_F64)
+                a_am[i & 1] = vd_max(a_am[i & 1], vd_abs(x[i]));
+        }
+        if (kmode) {
+            const float *tp = sp->tau + t;
+            if (t + 16 > tl) { /* once per tau_len columns */
+                for (size_t u = 0; u < 16; u++)
+                    wrap[u] = sp->tau[(t + u) % tl];
+                tp = wrap;
+            }
+            t += 16;
+            if (t >= tl)
+                t = t - tl < tl ? t - tl : t % tl;
+            if (kmode == 1) {
+#if RD_SIMD_AVX512
+                sketch16(kb, x, tp);
+#else
+                vd tv[NV];
+                load_tau16(tv, tp);
+#pragma GCC unroll 4
+                for (int i = 0; i < NV; i++)
+                    kb[i] = vd_fmadd(tv[i], x[i], kb[i]);
+#endif
+            } else {
+                vd tv[NV];
+                load_tau16(tv, tp);
+                double *r = rb + m; /* (16) buckets m .. m+15 */
+#pragma GCC unroll 4
+                for (int i = 0; i < NV; i++)
+                    vd_storeu(r + i * VD_W, vd_fmadd(tv[i], x[i], vd_loadu(r + i * VD_W)));
+                m += 16;
+                if (m == K)
+                    m = 0;
+            }
+        }
+    }
+
+    double sd = 0.0, sd2 = 0.0, sq = 0.0, am = 0.0;
+    for (int64_t j = nb; j < cols; j++) {
+        double v = load1(row, dt, j), d = v - x0, a = fabs(v);
+        sd += d;
+        sd2 += d * d;
+        sq += v * v;
+        am = a > am ? a : am;
+        if (kmode)
+            rb[(size_t)j % K] += (double)sp->tau[(size_t)j % tl] * v;
+    }
+    if (kmode == 1 && K == 16) {
+#pragma GCC unroll 4
+        for (int i = 0; i < NV; i++)
+            vd_storeu(rb + i * VD_W, vd_add(vd_loadu(rb + i * VD_W), kb[i]));
+    } else if (kmode == 1) { /* K = 1, 2, 4, 8: a power of two */
+        double v[16];
+#pragma GCC unroll 4
+        for (int i = 0; i < NV; i++)
+            vd_storeu(v + i * VD_W, kb[i]);
+        for (size_t u = 0; u < 16; u++)
+            rb[u & (K - 1)] += v[u];
+    }
+    double vam = dt == RESDIAG_DTYPE_F64 ? vd_hmax(vd_max(a_am[0], a_am[1])) : vf_hmax(amf);
+    rs->e = 0;
+    rs->y0 = x0;
+    rs->sd = vd_hsum(vd_add(a_sd[0], a_sd[1])) + sd;
+    rs->sd2 = vd_hsum(vd_add(a_sd2[0], a_sd2[1])) + sd2;
+    rs->sq = vd_hsum(vd_add(a_sq[0], a_sq[1])) + sq;
+    rs->amax = vam > am ? vam : am;
+    rs->amax_col = -1;
+    rs->nan = rs->inf = 0;
+}
+
+/* Columns per block of the float kernel: each float accumulator lane takes
+ * at most 16 terms per block before the block's sums go into double. */
+#define BLOCK (16 * CH * VF_W)
+
+/* a[0] + ... + a[CH-1], pairwise (log2 CH roundings per lane) */
+static inline vf vf_tree(const vf a[CH])
+{
+    vf t[CH];
+#pragma GCC unroll 8
+    for (int c = 0; c < CH; c++)
+        t[c] = a[c];
+#pragma GCC unroll 8
+    for (int w = CH / 2; w >= 1; w /= 2)
+#pragma GCC unroll 8
+        for (int c = 0; c < w; c++)
+            t[c] = vf_add(t[c], t[c + w]);
+    return t[0];
+}
+
+/* max |a[c]| over the chains, lane by lane */
+static inline vf vf_absmax_tree(const vf a[CH])
+{
+    vf t[CH / 2];
+#pragma GCC unroll 8
+    for (int c = 0; c < CH / 2; c++)
+        t[c] = vf_absmax(a[c], a[c + CH / 2]);
+#pragma GCC unroll 8
+    for (int w = CH / 4; w >= 1; w /= 2)
+#pragma GCC unroll 8
+        for (int c = 0; c < w; c++)
+            t[c] = vf_max(t[c], t[c + w]);
+    return t[0];
+}
+
+/* One step of the float loop: CH vectors of row from column j, their
+ * largest |x| into *am, and sum x, sum x^2 and (sk) the sketch, with the
+ * column signs at tau, into the chains s1, q, kb. */
+static inline __attribute__((always_inline)) void
+float_step(vf s1[CH], vf q[CH], vf kb[CH], vf *am, const void *row, int64_t j, const float *tau,
+           const int dt, const int sk)
+{
+    vf f[CH];
+#pragma GCC unroll 8
+    for (int c = 0; c < CH; c++)
+        f[c] = loadf(row, j + c * VF_W, dt);
+    *am = vf_max(*am, vf_absmax_tree(f));
+#pragma GCC unroll 8
+    for (int c = 0; c < CH; c++) {
+        s1[c] = vf_add(s1[c], f[c]);
+        q[c] = vf_fmadd(f[c], f[c], q[c]);
+        if (sk)
+            kb[c] = vf_fmadd(vf_loadu(tau + c * VF_W), f[c], kb[c]);
+    }
+}
+
+/* The float kernel for f32, f16 and bf16 (sk: K divides 16, else 0): per
+ * element one add (sum x), two FMAs (sum x^2, the sketch bucket) and a
+ * share of a max, in float lanes over blocks of BLOCK columns, in double
+ * across blocks. A float block sum of m terms is within m u_f of the sum of
+ * its |terms| (u_f = 2^-24); here m <= 16 per lane + 2 (chains) + 4
+ * (lanes), so each row sum is within 22 u_f (< 1.4e-6) of the sum of its
+ * |terms|. The row is not shifted (y0 = 0, sum d = sum x, sum d^2 = sum x^2),
+ * so the token's variance sum x^2/cols - mean^2 cancels when |mean| >>
+ * std; rows where mean^2 > 3 var (4 (sum x)^2 > 3 cols sum x^2), i.e.
+ * where that could cost more than a factor 4, go to row_kernel (double,
+ * shifted by x0), and so do rows whose squares overflow float (|x| >
+ * ~1.8e19: the sums come out Inf; NaN and Inf do the same) or come near
+ * its underflow (sum x^2 < 2^-70 with a non-zero value). ABSMAX is exact
+ * (a max); it is reduced only when some lane beats amax_floor, else
+ * rs->amax = -1. The last block's buckets are folded after those checks:
+ * for a row that passes them, with K = 16 and acc given, straight into
+ * acc with the row's sign (returns 2), else into rb (returns 1). */
+static inline __attribute__((always_inline)) int
+row_kernel_f(rd_row_sums *rs, double *rb /* (K) */, const void *row, int64_t cols,
+             const rd_sketch_params *sp, double amax_floor, double *acc /* (K) */,
+             double sigma, const int dt, const int sk)
+{
+    const int64_t step = CH * VF_W, nb = cols - cols % step;
+    const size_t K = sk ? (size_t)sp->k : 1, tl = sk ? sp->tau_len : 1;
+    const size_t esize = dt == RESDIAG_DTYPE_F32 ? 4 : 2;
+    size_t t = 0;           /* column mod tau_len */
+    float wrap[CH * VF_W];  /* tau across its end */
+    vf am = vf_set1(0.0f);
+    double sx = 0.0, sq = 0.0;
+    vf kb[CH]; /* the current block's buckets */
+#pragma GCC unroll 8
+    for (int c = 0; c < CH; c++)
+        kb[c] = vf_set1(0.0f);
+
+    for (int64_t b0 = 0; b0 < nb; b0 += BLOCK) {
+        const int64_t b1 = nb - b0 < BLOCK ? nb : b0 + BLOCK;
+        vf s1[CH], q[CH];
+        if (sk && b0 > 0) { /* the previous block's buckets */
+            kb_fold(rb, kb, K);
+#pragma GCC unroll 8
+            for (int c = 0; c < CH; c++)
+                kb[c] = vf_set1(0.0f);
+        }
+#pragma GCC unroll 8
+        for (int c = 0; c < CH; c++)
+            s1[c] = q[c] = vf_set1(0.0f);
+        for (int64_t j = b0; j < b1; j += step) {
+            /* see row_kernel: without it the loop waits for memory */
+            const char *pf = (const char *)row + (size_t)j * esize + PREFETCH;
+#pragma GCC unroll 8
+            for (size_t o = 0; o < (size_t)step * esize; o += 64)
+                _mm_prefetch(pf + o, _MM_HINT_T0);
+            const float *tp = NULL;
+            if (sk) {
+                tp = sp->tau + t;
+                if (t + (size_t)step > tl) { /* once per tau_len columns */
+                    for (size_t u = 0; u < (size_t)step; u++)
+                        wrap[u] = sp->tau[(t + u) % tl];
+                    tp = wrap;
+                }
+                t += (size_t)step;
+                while (t >= tl)
+                    t -= tl;
+            }
+            float_step(s1, q, kb, &am, row, j, tp, dt, sk);
+        }
+        float h[3];
+        vf_hsum3(h, vf_tree(s1), vf_tree(q), vf_tree(q));
+        sx += h[0];
+        sq += h[1];
+    }
+
+    double tam = 0.0; /* the last cols mod step columns, in double */
+    for (int64_t j = nb; j < cols; j++) {
+        double v = load1(row, dt, j), a = fabs(v);
+        sx += v;
+        sq += v * v;
+        tam = a > tam ? a : tam;
+        if (sk)
+            rb[(size_t)j % K] += (double)sp->tau[(size_t)j % tl] * v;
+    }
+
+    double amax = -1.0;
+    int ok = isfinite(sq) && 4.0 * sx * sx <= 3.0 * sq * (double)cols;
+    if (ok && sq < 0x1p-70) {
+        amax = vf_hmax(am);
+        amax = tam > amax ? tam : amax;
+        ok = amax == 0.0;
+    }
+    if (!ok) { /* rare: redo the row in double */
+        if (sk)
+            memset(rb, 0, K * sizeof *rb);
+        row_kernel(rs, rb, row, cols, sp, dt, sk);
+        return 1;
+    }
+    int done = 1;
+    if (sk && acc && K == 16 && nb == cols && nb <= BLOCK) {
+        kb_fold_signed(acc, kb, sigma); /* the whole row was one block */
+        done = 2;
+    } else if (sk && nb > 0) {
+        kb_fold(rb, kb, K);
+    }
+    if (amax < 0.0 && (tam > amax_floor || vf_any_gt(am, (float)amax_floor))) {
+        amax = vf_hmax(am);
+        amax = tam > amax ? tam : amax;
+    }
+    rs->e = 0;
+    rs->y0 = 0.0;
+    rs->sd = sx;
+    rs->sd2 = sq;
+    rs->sq = sq;
+    rs->amax = amax;
+    rs->amax_col = -1;
+    rs->nan = rs->inf = 0;
+    return done;
+}
+
+#define KERNELS(dt)                                                           \
+    case 3 * (dt) + 0: row_kernel(rs, rb, row, cols, sp, (dt), 0); return 1;  \
+    case 3 * (dt) + 1: row_kernel(rs, rb, row, cols, sp, (dt), 1); return 1;  \
+    case 3 * (dt) + 2: row_kernel(rs, rb, row, cols, sp, (dt), 2); return 1;
+
+#define KERNELS_F(dt)                                                                  \
+    case 3 * (dt) + 0:                                                                 \
+        return row_kernel_f(rs, rb, row, cols, sp, amax_floor, acc, sigma, (dt), 0);   \
+    case 3 * (dt) + 1:                                                                 \
+        return row_kernel_f(rs, rb, row, cols, sp, amax_floor, acc, sigma, (dt), 1);   \
+    case 3 * (dt) + 2: row_kernel(rs, rb, row, cols, sp, (dt), 2); return 1;
+
+int FAST_ROW(rd_row_sums *rs, double *rb, const void *row, resdiag_dtype dtype,
+             int64_t cols, const rd_sketch_params *sp, double amax_floor, double *acc,
+             double sigma)
+{
+    const int k = sp != NULL ? sp->k : 0;
+    const int kmode = k <= 0 ? 0 : 16 % k == 0 ? 1 : k % 16 == 0 ? 2 : -1;
+    if (kmode < 0)
+        return 0;
+    switch (3 * (int)dtype + kmode) {
+        KERNELS_F(RESDIAG_DTYPE_F32)
+        KERNELS(RESDIAG_DTYPE_F64)
+        KERNELS_F(RESDIAG_DTYPE_F16)
+        KERNELS_F(RESDIAG_DTYPE_BF16)
+    }
+    return 0;
+}
+
+#if RD_SIMD_AVX512
+/* Lane r of the result = the sum of the 16 lanes of v[r] (r < 16): the
+ * horizontal sums of 16 rows in one transposing tree (pairs within 128
+ * bits, then 64-bit halves, then the 128-bit quarters), 45 instructions
+ * instead of ~10 per row; each sum is a pairwise tree of depth 4, as in
+ * vf_hsum3. */
+static inline vf vf_hsum16(const vf v[16])
+{
+    vf y[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        const vf *w = v + 4 * k;
+        vf x01 = _mm512_add_ps(_mm512_unpacklo_ps(w[0], w[1]), _mm512_unpackhi_ps(w[0], w[1]));
+        vf x23 = _mm512_add_ps(_mm512_unpacklo_ps(w[2], w[3]), _mm512_unpackhi_ps(w[2], w[3]));
+        /* per 128-bit quarter b: rows 4k..4k+3's sums over quarter b */
+        __m512d a = _mm512_castps_pd(x01), b = _mm512_castps_pd(x23);
+        y[k] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    }
+    vf u01 = _mm512_add_ps(_mm512_shuffle_f32x4(y[0], y[1], 0x44),
+                           _mm512_shuffle_f32x4(y[0], y[1], 0xee));
+    vf u23 = _mm512_add_ps(_mm512_shuffle_f32x4(y[2], y[3], 0x44),
+                           _mm512_shuffle_f32x4(y[2], y[3], 0xee));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(u01, u23, 0x88),
+                         _mm512_shuffle_f32x4(u01, u23, 0xdd));
+}
+
+/* rd_fast_rows_fn: row_kernel_f's loop for each row (one block, no tail,
+ * no tau wrap), the rows' horizontal sums in vf_hsum16, its checks on
+ * each row, and the buckets of the rows that pass into acc in double. */
+static inline __attribute__((always_inline)) int
+rows_kernel(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
+            size_t row_bytes, int n, int64_t cols, const rd_sketch_params *sp,
+            double amax_floor, const int dt, const int sk)
+{
+    const int64_t step = CH * VF_W;
+    const size_t esize = dt == RESDIAG_DTYPE_F32 ? 4 : 2;
+    vf S[16], Q[16], KB[16];
+    float floor_f = amax_floor < 0.0 ? -1.0f : (float)amax_floor; /* |x| are floats */
+    double floor_d = amax_floor;
+    o->amax = -1.0;
+    o->amax_row = -1;
+    for (int r = 0; r < n; r++) {
+        const void *row = (const char *)row0 + (size_t)r * row_bytes;
+        vf s1[CH], q[CH], kb[CH], am = vf_set1(0.0f);
+#pragma GCC unroll 8
+        for (int c = 0; c < CH; c++)
+            s1[c] = q[c] = kb[c] = vf_set1(0.0f);
+        for (int64_t j = 0; j < cols; j += step) {
+            /* as in row_kernel_f (prefetching T1, NTA or 4 KiB ahead
+             * instead: no difference measured) */
+            const char *pf = (const char *)row + (size_t)j * esize + PREFETCH;
+#pragma GCC unroll 8
+            for (size_t b = 0; b < (size_t)step * esize; b += 64)
+                _mm_prefetch(pf + b, _MM_HINT_T0);
+            float_step(s1, q, kb, &am, row, j, sk ? sp->tau + j : NULL, dt, sk);
+        }
+        S[r] = vf_tree(s1);
+        Q[r] = vf_tree(q);
+        if (sk)
+            KB[r] = vf_tree(kb);
+        if (vf_any_gt(am, floor_f)) { /* rare after the first rows */
+            double a = vf_hmax(am);
+            if (a > floor_d) {
+                floor_d = a;
+                floor_f = (float)a;
+                o->amax = a;
+                o->amax_row = r;
+            }
+        }
+    }
+    for (int r = n; r < 16; r++)
+        S[r] = Q[r] = vf_set1(0.0f);
+    vf sxv = vf_hsum16(S), sqv = vf_hsum16(Q);
+    _mm512_storeu_pd(o->sx, _mm512_cvtps_pd(_mm512_castps512_ps256(sxv)));
+    _mm512_storeu_pd(o->sx + 8, _mm512_cvtps_pd(_mm256_castpd_ps(
+                                    _mm512_extractf64x4_pd(_mm512_castps_pd(sxv), 1))));
+    _mm512_storeu_pd(o->sq, _mm512_cvtps_pd(_mm512_castps512_ps256(sqv)));
+    _mm512_storeu_pd(o->sq + 8, _mm512_cvtps_pd(_mm256_castpd_ps(
+                                    _mm512_extractf64x4_pd(_mm512_castps_pd(sqv), 1))));
+
+    /* row_kernel_f's checks; a row that fails is the caller's, and its
+     * max does not count here (the caller's one-row path finds it) */
+    uint32_t redo = 0;
+    const double dcols = (double)cols;
+    for (int r = 0; r < n; r++) {
+        double sx = o->sx[r], sq = o->sq[r];
+        if (!(isfinite(sq) && 4.0 * sx * sx <= 3.0 * sq * dcols) || sq < 0x1p-70)
+            redo |= 1u << r;
+    }
+    o->redo = redo;
+    if (o->amax_row >= 0 && (redo >> o->amax_row & 1u)) {
+        /* the block's max was in a row handed back: find the largest
+         * above the floor among the others again (rare) */
+        o->amax = -1.0;
+        o->amax_row = -1;
+        double fl = amax_floor;
+        for (int r = 0; r < n; r++) {
+            if (redo >> r & 1u)
+                continue;
+            const void *row = (const char *)row0 + (size_t)r * row_bytes;
+            vf am = vf_set1(0.0f);
+            for (int64_t j = 0; j < cols; j += VF_W)
+                am = vf_max(am, vf_abs(loadf(row, j, dt)));
+            double a = vf_hmax(am);
+            if (a > fl) {
+                fl = a;
+                o->amax = a;
+                o->amax_row = r;
+            }
+        }
+    }
+    if (sk) {
+        __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+        for (int r = 0; r < n; r++) {
+            if (redo >> r & 1u)
+                continue;
+            __m512d sg = _mm512_set1_pd(sigma[r]);
+            a0 = _mm512_fmadd_pd(sg, _mm512_cvtps_pd(_mm512_castps512_ps256(KB[r])), a0);
+            a1 = _mm512_fmadd_pd(sg, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                         _mm512_castps_pd(KB[r]), 1))), a1);
+        }
+        _mm512_storeu_pd(acc, _mm512_add_pd(_mm512_loadu_pd(acc), a0));
+        _mm512_storeu_pd(acc + 8, _mm512_add_pd(_mm512_loadu_pd(acc + 8), a1));
+    }
+    return 1;
+}
+
+int rd_fast_rows_avx512(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
+                        size_t row_bytes, int n, resdiag_dtype dtype, int64_t cols,
+                        const rd_sketch_params *sp, double amax_floor)
+{
+    const int k = sp != NULL ? sp->k : 0;
+    if (n < 1 || n > RD_ROWS_MAX || cols % (CH * VF_W) != 0 || cols > BLOCK ||
+        (k != 0 && (k != 16 || sp->tau_len < (size_t)cols)))
+        return 0;
+    /* each (dtype, sketch) its own copy of rows_kernel, with constants */
+#define ROWS_CASE(dt, sk)                                                                   \
+    case 4 * (dt) + (sk):                                                                   \
+        return rows_kernel(o, acc, sigma, row0, row_bytes, n, cols, sp, amax_floor, (dt), (sk))
+    switch (4 * (int)dtype + (k == 16)) {
+        ROWS_CASE(RESDIAG_DTYPE_F32, 0);
+        ROWS_CASE(RESDIAG_DTYPE_F32, 1);
+        ROWS_CASE(RESDIAG_DTYPE_F16, 0);
+        ROWS_CASE(RESDIAG_DTYPE_F16, 1);
+        ROWS_CASE(RESDIAG_DTYPE_BF16, 0);
+        ROWS_CASE(RESDIAG_DTYPE_BF16, 1);
+    }
+#undef ROWS_CASE
+    return 0;
+}
+#endif
