@@ -307,6 +307,12 @@ typedef struct resdiag_model {
     const char *const *meta;             /* (2*n_meta) key, value, key, value, ... */
     const char *description;             /* free text, may be NULL */
     resdiag_run_kind run_kind;           /* default RESDIAG_RUN_TRAINING */
+    /* Roles: which of the named parameters the analysis reads, so that any
+     * trainer's names work. NULL (the default) declares none. */
+    const char *head_param;              /* one of model_param_names: the output head
+                                            (its gradient is the head gradient) */
+    const char *residual_param;          /* one of layer_param_names: the matrix that writes a
+                                            sublayer's output into the stream (W2, Wo) */
 } resdiag_model;
 
 /* Zeroes *model and sets struct_size and the defaults. model may not be NULL. */
@@ -579,6 +585,12 @@ typedef struct resdiag_run_info {
     /* Fields are only appended here (the struct belongs to the reader, so
      * a caller built against an older header reads the fields it knows). */
     resdiag_run_kind run_kind;           /* TRAINING for files without the attribute */
+    /* The declared roles (resdiag_model), NULL when none. A file without the
+     * role attributes (written before roles existed, or by a trainer that
+     * declared none) gets the conventional names "head.w" and "mlp.w2" when
+     * it has parameters of those names. */
+    const char *head_param;
+    const char *residual_param;
 } resdiag_run_info;
 
 /* Opens a run file for reading, also one that a trainer is still writing
