@@ -1,9 +1,9 @@
 /*
  * resdiag-bench - how fast resdiag reads tensors and writes steps, against
- * the machine's own ceiling and the peers installed on it (issue 5).
+ * the machine's own ceiling and the peers installed on it.
  *
  * Not a test: it times things and prints the figures, ending with one line
- * per target of the issue, "target NAME: measured X, goal Y, met|missed".
+ * performance target, "target NAME: measured X, goal Y, met|missed".
  * doc/BENCHMARK.md says what each figure means.
  *
  *   resdiag-bench [--quick] [--reps N] [--no-peers] [--no-writer] [--no-e2e]
@@ -1499,7 +1499,7 @@ static void peer_target(const char *name, const char *peer_name, const kresult *
 
 static void print_targets(int quick)
 {
-    printf("\n== targets (issue 5); active kernel path: %s ==\n",
+    printf("\n== targets; active kernel path: %s ==\n",
            rd_stats_path_name(rd_stats_active_path()));
     char m[640];
     /* f32 one pass vs the ceiling, 1 thread, both sizes; bf16/f16 likewise */
