@@ -437,7 +437,7 @@ START_TEST(record_stream_keeps_only_layer_outputs)
 }
 END_TEST
 
-/* --record full, every placement: each site the issue lists is observed,
+/* --record full, every placement: each site of doc/ARCHITECTURE.md, "Hook sites", is observed,
  * forward and backward, with parameters and the model description. */
 START_TEST(record_full_observes_every_site)
 {
