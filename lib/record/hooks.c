@@ -98,7 +98,6 @@ static resdiag_status busy_bug(resdiag *r, const char *fn, const char *what, int
                          file ? file : "?", line);
 }
 
-
 /* "forward stream_in of layer 3 sublayer 1" */
 static void site_label(char *out, size_t len, resdiag_direction dir, int layer, int sublayer,
                        resdiag_site site)

@@ -13,6 +13,7 @@
 
 #define MIN_TAU_LEN 4096
 
+/* ------------------------------------------------------------- defaults */
 
 void resdiag_model_init(resdiag_model *model)
 {
@@ -40,6 +41,7 @@ void resdiag_options_init(resdiag_options *options)
 
 /* ---------------------------------------------------------------- open */
 
+/* A copy of s that free_run frees; NULL when memory ran out. */
 static char *own_string(resdiag *r, const char *s)
 {
     if (!s)
