@@ -8,6 +8,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,6 +200,14 @@ static void sp_params_many(resdiag_model *m, resdiag_options *o) { (void)o; m->n
 static void sp_meta_slash(resdiag_model *m, resdiag_options *o) { (void)o; m->n_meta = 1; m->meta = meta_slash; }
 static void sp_meta_null(resdiag_model *m, resdiag_options *o) { (void)o; m->n_meta = 1; m->meta = meta_null_value; }
 static void sp_meta_neg(resdiag_model *m, resdiag_options *o) { (void)o; m->n_meta = -1; }
+static void sp_head_unknown(resdiag_model *m, resdiag_options *o) { (void)o; m->head_param = "lm_head"; }
+static void sp_head_layer_param(resdiag_model *m, resdiag_options *o) { (void)o; m->head_param = "mlp.w2"; }
+static void sp_head_none_declared(resdiag_model *m, resdiag_options *o) { (void)o; m->n_model_params = 0; m->model_param_names = NULL; m->head_param = "head.w"; }
+static void sp_residual_unknown(resdiag_model *m, resdiag_options *o) { (void)o; m->residual_param = "mlp.w3"; }
+static void sp_residual_model_param(resdiag_model *m, resdiag_options *o) { (void)o; m->residual_param = "head.w"; }
+static void sp_residual_empty(resdiag_model *m, resdiag_options *o) { (void)o; m->residual_param = ""; }
+static void sp_head_control(resdiag_model *m, resdiag_options *o) { (void)o; m->head_param = "head\x1b[2J"; }
+static void sp_residual_not_utf8(resdiag_model *m, resdiag_options *o) { (void)o; m->residual_param = "mlp.\xff"; }
 static void sp_model_size(resdiag_model *m, resdiag_options *o) { (void)o; m->struct_size = 0; }
 static void sp_model_size_big(resdiag_model *m, resdiag_options *o) { (void)o; m->struct_size = sizeof *m + 64; }
 static void sp_every0(resdiag_model *m, resdiag_options *o) { (void)m; o->record_every = 0; }
@@ -230,6 +239,14 @@ static const bad_open bad_opens[] = {
     { "may not contain '/'", RESDIAG_E_INVALID, sp_meta_slash },
     { "value of meta key 'k' is NULL", RESDIAG_E_NULL, sp_meta_null },
     { "n_meta", RESDIAG_E_INVALID, sp_meta_neg },
+    { "head_param 'lm_head' is not one of model_param_names", RESDIAG_E_INVALID, sp_head_unknown },
+    { "head_param 'mlp.w2' is not one of model_param_names", RESDIAG_E_INVALID, sp_head_layer_param },
+    { "head_param 'head.w' is not one of model_param_names (0 declared)", RESDIAG_E_INVALID, sp_head_none_declared },
+    { "residual_param 'mlp.w3' is not one of layer_param_names", RESDIAG_E_INVALID, sp_residual_unknown },
+    { "residual_param 'head.w' is not one of layer_param_names", RESDIAG_E_INVALID, sp_residual_model_param },
+    { "residual_param '' is not one of layer_param_names", RESDIAG_E_INVALID, sp_residual_empty },
+    { "head_param contains a control character (byte 0x1b at offset 4)", RESDIAG_E_INVALID, sp_head_control },
+    { "residual_param is not valid UTF-8 (byte 0xff at offset 4)", RESDIAG_E_INVALID, sp_residual_not_utf8 },
     { "resdiag_model_init", RESDIAG_E_INVALID, sp_model_size },
     { "resdiag_model_init", RESDIAG_E_INVALID, sp_model_size_big },
     { "record_every", RESDIAG_E_INVALID, sp_every0 },
@@ -938,6 +955,51 @@ START_TEST(file_holds_statistics_ratios_order_and_callsites)
 }
 END_TEST
 
+/* The roles name one of the declared parameters each, or none (NULL). */
+START_TEST(open_accepts_roles_that_name_declared_parameters)
+{
+    static const char *const heads[] = { NULL, "head.w" };
+    static const char *const residuals[] = { NULL, "attn.wo", "mlp.w2" };
+    for (size_t h = 0; h < sizeof heads / sizeof *heads; h++)
+        for (size_t w = 0; w < sizeof residuals / sizeof *residuals; w++) {
+            resdiag_model m = test_model();
+            m.head_param = heads[h];
+            m.residual_param = residuals[w];
+            resdiag *r = NULL;
+            ck_assert_msg(resdiag_open(&r, path_a, &m, NULL) == RESDIAG_OK,
+                          "roles %s / %s refused: %s", heads[h] ? heads[h] : "NULL",
+                          residuals[w] ? residuals[w] : "NULL", log_last);
+            record_steps(r, 1);
+            ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+            resdiag_destroy(r);
+            ck_assert_int_eq(unlink(path_a), 0);
+        }
+    ck_assert_int_eq(log_count, 0);
+}
+END_TEST
+
+/* A caller built against a header from before the roles passes a smaller
+ * struct_size: open reads the model only up to there, so whatever lies
+ * beyond it (here roles that name no parameter) is not looked at and the
+ * roles stay undeclared. */
+START_TEST(open_accepts_a_model_of_a_header_without_roles)
+{
+    resdiag_model m = test_model();
+    m.struct_size = offsetof(resdiag_model, head_param);
+    m.head_param = "not.a.parameter";
+    m.residual_param = "\xff\x01";
+    resdiag *r = NULL;
+    ck_assert_msg(resdiag_open(&r, path_a, &m, NULL) == RESDIAG_OK, "refused: %s", log_last);
+    record_steps(r, 2);
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    resdiag_destroy(r);
+    ck_assert_int_eq(log_count, 0);
+    resdiag_reader *rd = reopen(path_a);
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 2);
+    resdiag_reader_close(rd);
+}
+END_TEST
+
 START_TEST(model_description_and_metadata_reach_the_file)
 {
     static const char *const meta[4] = { "optimizer", "adamw", "lr", "3e-4" };
@@ -1455,6 +1517,8 @@ static Suite *api_suite(void)
     tcase_add_test(tc, open_rejects_null_arguments);
     tcase_add_test(tc, open_reports_a_path_that_cannot_be_created);
     tcase_add_test(tc, open_uses_the_handler_named_in_options);
+    tcase_add_test(tc, open_accepts_roles_that_name_declared_parameters);
+    tcase_add_test(tc, open_accepts_a_model_of_a_header_without_roles);
     tcase_add_loop_test(tc, hooks_reject_bad_calls_and_the_run_goes_on, 0,
                         (int)(sizeof bad_hooks / sizeof bad_hooks[0]));
     tcase_add_test(tc, shard_width_is_accepted_only_when_declared);

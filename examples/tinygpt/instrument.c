@@ -145,6 +145,10 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
     model.layer_param_names = layer_param_names;
     model.n_model_params = (int)(sizeof model_param_names / sizeof *model_param_names);
     model.model_param_names = model_param_names;
+    /* The roles: the output head, and the matrix that writes the MLP's
+     * output into the stream. */
+    model.head_param = "head.w";
+    model.residual_param = "mlp.w2";
     model.n_meta = s->n_meta;
     model.meta = s->meta;
     model.description = s->description;

@@ -1,7 +1,7 @@
 /*
  * signals.c - SIGINT/SIGTERM for a recording trainer: the handler only
  * notes the signal and puts the previous disposition back (a second signal
- * acts as if resdiag were not there); run.c sees the note at the next
+ * acts as if resdiag were not there); steps.c sees the note at the next
  * resdiag_step_begin/step_end, writes and closes the file, and then raises
  * the signal again or returns RESDIAG_E_INTERRUPTED (resdiag.h).
  *

@@ -1,6 +1,7 @@
 /*
- * signals.h - what run.c needs from lib/signals.c: whether a SIGINT/SIGTERM
- * caught for a run is waiting, and re-raising it once the file is closed.
+ * signals.h - what the handle (steps.c, open.c) needs from signals.c:
+ * whether a SIGINT/SIGTERM caught for a run is waiting, and re-raising it
+ * once the file is closed.
  */
 #ifndef RD_SIGNALS_H
 #define RD_SIGNALS_H

@@ -89,7 +89,8 @@ class Model(ctypes.Structure):
                 ("n_layer_params", ctypes.c_int), ("layer_param_names", _strv),
                 ("n_model_params", ctypes.c_int), ("model_param_names", _strv),
                 ("n_meta", ctypes.c_int), ("meta", _strv), ("description", ctypes.c_char_p),
-                ("run_kind", ctypes.c_int)]
+                ("run_kind", ctypes.c_int), ("head_param", ctypes.c_char_p),
+                ("residual_param", ctypes.c_char_p)]
 
 
 class Options(ctypes.Structure):

@@ -42,18 +42,26 @@ class Sublayer:
 
 class Block:
     """A block's sublayers, the per-layer parameters whose gradients are
-    recorded ({run-file name: dotted path in the block}), and whether the
-    sublayers run in parallel."""
+    recorded ({run-file name: dotted path in the block}), whether the
+    sublayers run in parallel, and which of the parameters (by its run-file
+    name) is the matrix that writes a sublayer's output into the stream
+    (W2 of the MLP, Wo of attention; None: not declared). The analysis
+    reads that role, not the name."""
 
-    def __init__(self, sublayers, params=None, parallel=False):
+    def __init__(self, sublayers, params=None, parallel=False, residual=None):
         if not sublayers:
             raise ValueError("resdiag.Block: at least one sublayer")
         self.sublayers = list(sublayers)
         self.params = dict(params or {})
         self.parallel = bool(parallel)
+        if residual is not None and residual not in self.params:
+            raise ValueError("resdiag.Block: residual=%r is not one of params (%s)"
+                             % (residual, ", ".join(map(repr, self.params)) or "none"))
+        self.residual = residual
 
     def __repr__(self):
-        return "Block(%r, params=%r, parallel=%r)" % (self.sublayers, self.params, self.parallel)
+        return "Block(%r, params=%r, parallel=%r, residual=%r)" % (
+            self.sublayers, self.params, self.parallel, self.residual)
 
 
 # torch.nn.TransformerEncoderLayer: x + dropout1(self_attn(...)), then
@@ -63,7 +71,8 @@ ENCODER_LAYER = Block(
     [Sublayer("attn", norm="norm1", branch_in="self_attn", branch="dropout1"),
      Sublayer("mlp", norm="norm2", branch_in="linear1", branch="dropout2")],
     params={"attn.wo": "self_attn.out_proj.weight", "mlp.w1": "linear1.weight",
-            "mlp.w2": "linear2.weight"})
+            "mlp.w2": "linear2.weight"},
+    residual="mlp.w2")
 
 # torch.nn.TransformerDecoderLayer: self-attention, cross-attention on the
 # memory, MLP.
@@ -72,7 +81,8 @@ DECODER_LAYER = Block(
      Sublayer("cross", norm="norm2", branch_in="multihead_attn", branch="dropout2"),
      Sublayer("mlp", norm="norm3", branch_in="linear1", branch="dropout3")],
     params={"attn.wo": "self_attn.out_proj.weight", "cross.wo": "multihead_attn.out_proj.weight",
-            "mlp.w1": "linear1.weight", "mlp.w2": "linear2.weight"})
+            "mlp.w1": "linear1.weight", "mlp.w2": "linear2.weight"},
+    residual="mlp.w2")
 
 # A GPT-2-style block (nanoGPT's Block, Hugging Face's GPT2Block):
 # x + attn(ln_1(x)), x + mlp(ln_2(x)); attn and mlp end with their own
@@ -81,7 +91,8 @@ GPT2_BLOCK = Block(
     [Sublayer("attn", norm="ln_1", branch="attn"),
      Sublayer("mlp", norm="ln_2", branch="mlp")],
     params={"attn.wo": "attn.c_proj.weight", "mlp.w1": "mlp.c_fc.weight",
-            "mlp.w2": "mlp.c_proj.weight"})
+            "mlp.w2": "mlp.c_proj.weight"},
+    residual="mlp.w2")
 
 
 # minGPT's Block keeps its MLP in a ModuleDict (c_fc, act, c_proj, dropout)
@@ -91,7 +102,7 @@ GPT2_BLOCK = Block(
 MINGPT_BLOCK = Block(
     [Sublayer("attn", norm="ln_1", branch="attn"),
      Sublayer("mlp", norm="ln_2", branch_in="mlp.c_fc", branch="mlp.dropout")],
-    params=GPT2_BLOCK.params)
+    params=GPT2_BLOCK.params, residual=GPT2_BLOCK.residual)
 
 
 def preset_for(module):

@@ -22,6 +22,10 @@ S_STREAM_IN, S_NORM_IN, S_NORM_OUT, S_BRANCH_OUT, S_STREAM_OUT = 0, 1, 2, 3, 4
 S_EMBED_OUT, S_FINAL_NORM_IN, S_FINAL_NORM_OUT, S_LOGITS = 16, 17, 18, 19
 _log = logging.getLogger("resdiag")
 
+# The binding's name for the head's weight (the one model-level parameter
+# it records), declared as the head role.
+HEAD_PARAM = "head.w"
+
 # Where models keep the norm between the last block and the head: nanoGPT
 # and minGPT (transformer.ln_f), Hugging Face Llama/Mistral (model.norm),
 # GPT-2 heads over a bare body (ln_f), Megatron and Phi (final_layernorm),
@@ -129,6 +133,11 @@ class Recorder:
                          for b, s in zip(blocks, specs) if n in s.params)
                   and all(n in s.params for s in specs)]
         self._params = [[_blocks.get(b, s.params[n]) for n in pnames] for b, s in zip(blocks, specs)]
+        # The residual-write role, when every block declares the same one
+        # and it is recorded.
+        residual = specs[0].residual
+        if residual not in pnames or any(s.residual != residual for s in specs):
+            residual = None
 
         for what, dotted in (("final_norm", final_norm), ("head", head)):
             if isinstance(dotted, str) and not isinstance(_blocks.get(model, dotted), nn.Module):
@@ -202,9 +211,17 @@ class Recorder:
             keep += [arr, enc]
             m.n_layer_params, m.layer_param_names = len(pnames), arr
         if self._model_params:
-            arr, enc = _lib.cstrings(["head.w"])
+            arr, enc = _lib.cstrings([HEAD_PARAM])
             keep += [arr, enc]
             m.n_model_params, m.model_param_names = 1, arr
+            enc = HEAD_PARAM.encode()
+            keep.append(enc)
+            m.head_param = enc
+        if residual is not None:
+            enc = residual.encode()
+            keep.append(enc)
+            m.residual_param = enc
+        self.residual_param = residual
         meta = dict(meta or {})
         meta.setdefault("frontend", "python/torch %s" % torch.__version__)
         flat = [str(x) for kv in meta.items() for x in kv]
@@ -357,7 +374,7 @@ class Recorder:
                 for name, p in zip(self.layer_param_names, params):
                     self._param(l, name, p, empty)
             for p in self._model_params:
-                self._param(_lib.MODEL_LEVEL, "head.w", p, empty)
+                self._param(_lib.MODEL_LEVEL, HEAD_PARAM, p, empty)
             if empty:
                 self._warn_empty_grads(empty)
             if self._ran_hooks:

@@ -178,6 +178,27 @@ class Layouts(unittest.TestCase):
                     self.assertEqual(rec.layer_param_names, ["attn.wo", "mlp.w1", "mlp.w2"])
                     self.assertEqual(a.check("pre", require_final_norm=True)[0], 0)
 
+    def test_roles_are_declared_by_the_block(self):
+        # The presets name mlp.w2 as the residual-write parameter; a Block
+        # of the trainer's own names its own, or none; the library refuses
+        # a role that is not among the recorded parameters, so an open that
+        # succeeds got the binding's strings.
+        with tmpdir() as tmp:
+            torch.manual_seed(1)
+            rec, a, _, _ = train(GPT(NanoBlock, 2), tmp + "/preset.h5")
+            self.assertEqual(rec.residual_param, "mlp.w2")
+            sub = resdiag.GPT2_BLOCK.sublayers
+            for residual in ("attn.wo", None):
+                spec = resdiag.Block(sub, params={"attn.wo": "attn.c_proj.weight",
+                                                  "out": "mlp.c_proj.weight"},
+                                     residual=residual)
+                rec, a, _, _ = train(GPT(NanoBlock, 2), tmp + "/own-%s.h5" % residual,
+                                     block=spec)
+                self.assertEqual(rec.layer_param_names, ["attn.wo", "out"])
+                self.assertEqual(rec.residual_param, residual)
+        with self.assertRaisesRegex(ValueError, "residual='mlp.w2' is not one of params"):
+            resdiag.Block(sub, params={"out": "mlp.c_proj.weight"}, residual="mlp.w2")
+
     def test_mapped_module_that_never_runs(self):
         # minGPT's block with the GPT-2 mapping: Block.mlp (the ModuleDict)
         # never runs. The binding says so, the sublayer is "cannot tell".

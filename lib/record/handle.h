@@ -1,0 +1,106 @@
+/*
+ * handle.h - the private struct behind a resdiag handle, shared by the
+ * files of lib/record: open.c creates and frees it, steps.c runs the step
+ * lifecycle and writes batches, hooks.c and update_ratio.c fill the open
+ * step's record, messages.c logs for it. Internal.
+ *
+ * A hook computes its statistics straight into the current step's record
+ * (a slot per site, so hooks for different layers never touch the same
+ * memory) and returns; only step_end, flush and close reach the writer.
+ */
+#ifndef RD_RECORD_HANDLE_H
+#define RD_RECORD_HANDLE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "format/tables.h"
+#include "h5/writer.h"
+#include "resdiag.h"
+#include "stats/stats.h"
+
+/* Per (layer, sublayer): what the update ratio needs from the two tensors
+ * of the add, whichever hook comes first. A step may call each of them
+ * several times (micro-batches, one token per call): the k-th STREAM_IN
+ * call pairs with the k-th BRANCH_OUT call, and the per-token ratios of
+ * every pair are summed. Only that layer's hooks touch it, one at a time:
+ * busy is held by the STREAM_IN or BRANCH_OUT call that is using it (see
+ * claim() in hooks.c). */
+typedef struct add_state {
+    double *in_norms;  /* (cap) per-token norms of the latest STREAM_IN call */
+    double *br_norms;  /* (cap) per-token norms of the latest BRANCH_OUT call */
+    int64_t cap;
+    int64_t in_rows, br_rows;   /* rows of those calls; -1: their norms were not kept */
+    uint64_t mark;              /* step serial that the counts below belong to */
+    int64_t in_calls, br_calls; /* calls of each in that step */
+    double tok_sum;             /* sum of ||dx_i|| / ||x_i|| over the paired rows */
+    int64_t tok_n;              /* rows in tok_sum */
+    int tok_unpaired;           /* a call found no partner of the same rows: no per-token mean */
+    atomic_uchar busy;
+} add_state;
+
+struct resdiag {
+    /* The model as given, with every string owned by the handle. */
+    resdiag_model model;
+    char **owned_strings;
+    size_t n_owned;
+    resdiag_options opt;
+    rd_layout lay;
+    float *tau;        /* (sp.tau_len) */
+    rd_sketch_params sp;
+
+    enum { RUN_OPEN, RUN_CLOSED } state;
+    int enabled;
+    int in_step;
+    int recording;     /* the open step is recorded */
+    int any_step;      /* a step has been begun */
+    int64_t step;      /* number of the open (or last) step */
+    uint64_t serial;   /* recorded steps begun, identifies the open one */
+    atomic_int seq;    /* hook calls in the open step */
+
+    /* Recorded steps not yet written: (opt.flush_steps, lay.record_len). */
+    double *batch;
+    int64_t *batch_steps; /* (opt.flush_steps) */
+    double *batch_times;  /* (opt.flush_steps) */
+    size_t n_batched;
+    double *cur;          /* record of the open recorded step, inside batch */
+    int64_t n_written;    /* steps on disk */
+    int64_t flushed_step; /* trainer's number of the last step on disk, -1 if none */
+    double t_open, t_last_flush;
+
+    rd_callsite *callsites; /* (lay.n_slots) */
+    atomic_int callsites_changed;
+    atomic_uchar *slot_busy; /* (lay.n_slots) held by the hook writing that slot */
+    add_state *adds;        /* (n_layers * n_sublayers) */
+
+    rd_writer *writer;
+    resdiag_status sticky;  /* the writer failed: hooks and steps return this */
+
+    pthread_mutex_t msg_lock;
+    char errmsg[512];
+    atomic_int client_bugs;
+    atomic_int outside_noted; /* a hook outside a step was logged (once, DEBUG) */
+};
+
+/* messages.c: a message for this run, to its log handler; ERROR and above
+ * also become resdiag_errmsg(). */
+void rd_run_log(resdiag *r, resdiag_log_priority prio, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Logs "client bug: ..." (rate-limited) and returns status. */
+resdiag_status rd_client_bug(resdiag *r, resdiag_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* steps.c: appends the buffered steps (see there for what a failure does). */
+resdiag_status rd_write_batch(resdiag *r);
+
+static inline double rd_now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#endif /* RD_RECORD_HANDLE_H */

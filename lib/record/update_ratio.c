@@ -1,0 +1,83 @@
+/*
+ * update_ratio.c - the update ratio of a residual add x + dx: ||dx||_F /
+ * ||x||_F over the step, and the mean of the per-token ratios when every
+ * STREAM_IN call of the step has a BRANCH_OUT partner of the same rows.
+ * The hooks (hooks.c) keep the per-token norms in the add_state.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "record/update_ratio.h"
+
+/* Grows one add_state buffer to hold rows norms; only when a larger tensor
+ * than ever before arrives. */
+int rd_add_reserve(add_state *a, int64_t rows)
+{
+    if (rows <= a->cap)
+        return 0;
+    double *in = realloc(a->in_norms, (size_t)rows * sizeof *in);
+    if (!in)
+        return -1;
+    a->in_norms = in;
+    double *br = realloc(a->br_norms, (size_t)rows * sizeof *br);
+    if (!br)
+        return -1;
+    a->br_norms = br;
+    a->cap = rows;
+    return 0;
+}
+
+/* One more call for the add of (layer, sublayer): notes its per-token
+ * norms, and when it completes a pair (as many STREAM_IN as BRANCH_OUT
+ * calls in the step) updates the step's ratios over every pair so far:
+ * ||dx||_F / ||x||_F from the merged fields, the mean per-token ratio from
+ * the paired rows. */
+void rd_add_observed(resdiag *r, int layer, int sublayer, add_state *a, int is_in,
+                     int64_t rows)
+{
+    if (a->mark != r->serial) {
+        a->mark = r->serial;
+        a->in_calls = a->br_calls = 0;
+        a->tok_sum = 0;
+        a->tok_n = 0;
+        a->tok_unpaired = 0;
+    }
+    /* a second call of one side before the other side's: the first one's
+     * norms are gone, so its rows cannot be paired */
+    if (is_in ? a->in_calls > a->br_calls : a->br_calls > a->in_calls)
+        a->tok_unpaired = 1;
+    if (is_in) {
+        a->in_rows = rows;
+        a->in_calls++;
+    } else {
+        a->br_rows = rows;
+        a->br_calls++;
+    }
+    if (a->in_calls != a->br_calls)
+        return;
+    if (a->in_rows == a->br_rows && a->in_rows >= 0) {
+        for (int64_t i = 0; i < a->in_rows; i++)
+            if (a->in_norms[i] > 0) {
+                a->tok_sum += a->br_norms[i] / a->in_norms[i];
+                a->tok_n++;
+            }
+    } else {
+        a->tok_unpaired = 1;
+    }
+
+    const rd_layout *lay = &r->lay;
+    size_t slot_in, slot_br;
+    int table;
+    rd_layout_site_slot(lay, RESDIAG_FORWARD, layer, sublayer, RESDIAG_STREAM_IN, 0, &table,
+                        &slot_in);
+    rd_layout_site_slot(lay, RESDIAG_FORWARD, layer, sublayer, RESDIAG_BRANCH_OUT, 0, &table,
+                        &slot_br);
+    double x_frob = r->cur[rd_layout_offset(lay, table, slot_in) + RESDIAG_FIELD_FROB];
+    double dx_frob = r->cur[rd_layout_offset(lay, table, slot_br) + RESDIAG_FIELD_FROB];
+    double *u = r->cur + rd_layout_offset(lay, RD_T_UPDATE,
+                                          (size_t)layer * (size_t)r->model.n_sublayers +
+                                              (size_t)sublayer);
+    u[RESDIAG_UPDATE_RATIO_FROB] = x_frob > 0 ? dx_frob / x_frob : NAN;
+    u[RESDIAG_UPDATE_RATIO_TOK_MEAN] =
+        !a->tok_unpaired && a->tok_n > 0 ? a->tok_sum / (double)a->tok_n : NAN;
+}
