@@ -152,6 +152,8 @@ struct resdiag_analysis {
 };
 typedef struct resdiag_analysis rd_analysis;
 
+/* ------------------------------------------------ evidence.c, verdict.c */
+
 /* ||sum_j c[j] v[j]|| / max_j ||c[j] v[j]|| over sketches of length k:
  * the relative residual of the relation sum_j c[j] v[j] = 0. NaN when a
  * term is not finite; 0 when every term is 0. */
@@ -166,6 +168,9 @@ int rd_signature(const double *stats, double cv_unnorm);
 double rd_rounding_floor(const double *const *stats, int n);
 /* Declared placement against the verdict: 1 agrees, 0 not, -1 cannot say. */
 int rd_declared_agrees(const rd_analysis *a);
+
+/* ------------------------------------- lib/render/report.c defines these */
+
 /* A verdict in words for people ("pre-norm", "post-norm family (post-norm
  * or deepnorm)", ...): the report's and the HTML page's. Static storage. */
 const char *rd_verdict_human(resdiag_verdict v);

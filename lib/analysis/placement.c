@@ -34,7 +34,7 @@
  * rival hypothesis over max(the winner's error, the rounding floor). From
  * SEP the sublayer is decided ("medium"); from HIGH_SEP the rival misses by
  * far more than any rounding or near-miss could explain ("high"). 25 puts a
- * rival off by FAIL in bf16 (floor 2^-7, below) at "high". */
+ * rival off by FAIL in bf16 (floor 2^-7, evidence.c) at "high". */
 #define HIGH_SEP RD_HIGH_SEP
 /* DeepNorm's alpha must differ from 1 by more than this (tinygpt: alpha =
  * (2L)^(1/4) >= 1.19 for L >= 1); and the alpha = 1 fit must be SEP times
