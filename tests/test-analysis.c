@@ -16,6 +16,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/fit.h"
+#include "analysis/phases.h"
 #include "resdiag.h"
 
 /* ------------------------------------------------------------- fits */
@@ -834,6 +835,34 @@ START_TEST(forward_only_runs_are_not_worded_as_training)
 }
 END_TEST
 
+/* ---------------------------------------------------------- roles */
+
+/* The analysis reads the head and the residual-write matrix by the roles
+ * the run declares, whatever the parameters are called; a role naming no
+ * parameter of the run is no role. */
+START_TEST(roles_name_the_head_and_the_residual_write)
+{
+    const char *layer[] = { "ffn.out", "attn.proj" }, *model[] = { "lm_head" };
+    resdiag_run_info in;
+    memset(&in, 0, sizeof in);
+    in.n_layer_params = 2;
+    in.layer_param_names = layer;
+    in.n_model_params = 1;
+    in.model_param_names = model;
+    in.head_param = "lm_head";
+    in.residual_param = "attn.proj";
+    ck_assert_str_eq(rd_analysis_role_param(&in, RD_ROLE_HEAD), "lm_head");
+    ck_assert_str_eq(rd_analysis_role_param(&in, RD_ROLE_RESIDUAL), "attn.proj");
+    in.head_param = "head";
+    in.residual_param = "mlp.w1";
+    ck_assert_ptr_null(rd_analysis_role_param(&in, RD_ROLE_HEAD));
+    ck_assert_ptr_null(rd_analysis_role_param(&in, RD_ROLE_RESIDUAL));
+    in.head_param = in.residual_param = NULL;
+    ck_assert_ptr_null(rd_analysis_role_param(&in, RD_ROLE_HEAD));
+    ck_assert_ptr_null(rd_analysis_role_param(&in, RD_ROLE_RESIDUAL));
+}
+END_TEST
+
 static void quiet(resdiag_log_priority p, const char *m, void *u)
 {
     (void)p;
@@ -853,6 +882,7 @@ int main(void)
     tcase_add_test(tc, loglog_slope_of_a_power_law);
     tcase_add_test(tc, relation_errors_on_synthetic_sketches);
     tcase_add_test(tc, signature_of_normalized_and_plain_tensors);
+    tcase_add_test(tc, roles_name_the_head_and_the_residual_write);
     suite_add_tcase(s, tc);
     tc = tcase_create("runs");
     tcase_add_checked_fixture(tc, setup, teardown);

@@ -1,6 +1,7 @@
 /*
- * analysis.h - the analysis behind resdiag_analyze(): what lib/analysis.c
- * computes and lib/report.c prints. Internal: the public API is the opaque
+ * analysis.h - the types of the analysis behind resdiag_analyze(): what
+ * lib/analysis/ computes (driver.c runs the phases of phases.h) and
+ * lib/render/ prints. Internal: the public API is the opaque
  * resdiag_analysis with its accessors in resdiag.h.
  */
 #ifndef RESDIAG_ANALYSIS_H
@@ -20,8 +21,8 @@ enum { RD_SIG_UNKNOWN = 0, RD_SIG_NORMALIZED = 1, RD_SIG_NOT = 2, RD_SIG_UNCLEAR
 #define RD_MAX_RFIT RESDIAG_MAX_SUBLAYERS
 /* Strength of the evidence for a sublayer's verdict: the rival hypothesis's
  * error over max(the winner's, the rounding floor). From RD_SEP it is
- * decided (confidence medium), from RD_HIGH_SEP confidence high; lib/analysis.c
- * says why. */
+ * decided (confidence medium), from RD_HIGH_SEP confidence high;
+ * lib/analysis/placement.c says why. */
 #define RD_SEP 10.0
 #define RD_HIGH_SEP 25.0
 
@@ -59,12 +60,16 @@ typedef struct rd_sub {
     char why[256];
 } rd_sub;
 
+/* Grouped by the phase that fills them (phases.h), in the order they run;
+ * the renderers (lib/render/) read them. */
 struct resdiag_analysis {
-    /* the run */
+    /* --- the run (load.c) */
     int n_layers, n_sublayers, d_model, sketch_size, schema_version;
     char **sublayer_names;
     int n_layer_params;
     char **param_names;
+    char *head_param_name;       /* the parameter declared the output head, NULL if none */
+    char *residual_param_name;   /* the per-layer residual-write matrix (W2), NULL if none */
     resdiag_block_kind block;
     resdiag_placement declared;
     int declared_mix;
@@ -72,74 +77,82 @@ struct resdiag_analysis {
     resdiag_run_kind run_kind;
     char *description, *writer_version, *created, *program;
     int64_t n_steps, *steps, step_index, step;
-    double max_growth;
+    double max_growth;           /* the option: warn above this growth */
 
-    /* what was observed at the step: n_obs[dir][block site] over all
-     * (layer, sublayer); model_obs[dir][model site 0..3] */
+    /* --- what was observed at the step (load.c): n_obs[dir][block site]
+     * over all (layer, sublayer); model_obs[dir][model site 0..3] */
     int n_obs[2][RESDIAG_N_BLOCK_SITES];
     int model_obs[2][RESDIAG_N_MODEL_SITES];
     int stream_only;     /* no norm or branch site observed forward */
     int use_relations;   /* sketch relations decide (not stream-only, K > 0) */
 
-    /* the verdict */
+    /* --- each sublayer (placement.c) */
     rd_sub *sub;                 /* (L, S) */
     resdiag_verdict *layer_v;    /* (L) from relations */
+    int order_agree, order_disagree; /* hook order against the sublayers' verdicts */
+    double *r;           /* (L, S) relative updates r = ||dx||/||x|| at the step */
+    double *r_last;      /* (L, S) at the last recorded step */
+
+    /* --- the stream over depth, k = 0..L (depth.c) */
+    double *xnorm, *xrms, *xenergy; /* (L+1) */
+    rd_fit fit_energy, fit_xlog;
+    double growth;
     int *layer_sig;              /* (L) signature of the stream leaving each layer */
     double *layer_cv;            /* (L) its token-norm spread */
+    rd_fit fit_r[RD_MAX_RFIT], fit_r_deep[RD_MAX_RFIT]; /* r over all layers, the deeper half */
+
+    /* --- the verdict (verdict.c) */
     resdiag_verdict verdict;
     resdiag_confidence conf;
     int mix_layers;
     double alpha;
     int n_undecided;
-    int final_norm;      /* 1 the head reads a norm's output, 0 it does not, -1 not observed */
-    char final_norm_why[160];
-    int order_agree, order_disagree;
     char why[256];
     char conf_why[256];          /* what makes the confidence less than high, or "" */
+    /* the hooks that decided: layer, sublayer and call sites */
     int cs_layer, cs_sub, cs_layer2, cs_sub2;
     char *cs_norm_in, *cs_branch_out, *cs_stream_out, *cs_norm_in2;
 
-    /* the stream: k = 0..L */
-    double *xnorm, *xrms, *xenergy; /* (L+1) */
-    rd_fit fit_energy, fit_xlog;
-    double growth;
+    /* --- the final norm (final_norm.c) */
+    int final_norm;      /* 1 the head reads a norm's output, 0 it does not, -1 not observed */
+    char final_norm_why[160];
 
-    /* relative updates r = ||dx||/||x|| */
-    double *r;           /* (L, S) at the step */
-    double *r_last;      /* (L, S) at the last recorded step */
-    rd_fit fit_r[RD_MAX_RFIT], fit_r_deep[RD_MAX_RFIT];
-
-    /* gradients */
+    /* --- gradients (gradients.c) */
     int64_t grad_step;   /* step index used, -1 none */
     double *grad;        /* (L, P) ||dL/dW||_F */
     double *sgrad;       /* (L) ||dL/dx|| of the stream leaving each layer */
     double sgrad_embed;  /* ||dL/dx_0|| of the embedding (embed_out backward); NaN if not recorded */
     double head_grad;
-    int head_is_param;
+    int head_is_param;   /* head_grad is head_param_name's gradient (else the logits') */
     rd_fit fit_grad[RESDIAG_MAX_PARAMS], fit_sgrad;
-    int param_order[RESDIAG_MAX_PARAMS], n_order;
+    int param_order[RESDIAG_MAX_PARAMS], n_order; /* residual_param_name's first */
 
-    /* non-finite values */
+    /* --- over training: the first and the last recorded step, index 0, 1
+     * (depth.c) */
+    double tr_growth[2];                       /* ||x_L|| / ||x_1|| */
+    double tr_mean_r[2][RESDIAG_MAX_SUBLAYERS]; /* mean r over layers per sublayer */
+    double tr_grad_ratio[2];                   /* first parameter's last/first layer gradient */
+
+    /* --- non-finite values over every step (nonfinite.c) */
     int nf_found;
     int64_t nf_step, nf_step_index, nf_steps;
     int nf_layer, nf_sub, nf_site, nf_param;
     resdiag_direction nf_dir;
     double nf_nan, nf_inf, nan_total, inf_total;
 
-    /* over training: the first and the last recorded step (index 0, 1) */
-    double tr_growth[2];                       /* ||x_L|| / ||x_1|| */
-    double tr_mean_r[2][RESDIAG_MAX_SUBLAYERS]; /* mean r over layers per sublayer */
-    double tr_grad_ratio[2];                   /* first parameter's last/first layer gradient */
-
+    /* --- warnings (warnings.c; depth.c adds massive activations) */
     int n_warnings;
     char warnings[RD_MAX_WARNINGS][RD_WARNING_LEN];
 
-    /* the same analysis at the last recorded step, shown beside this one;
-     * NULL when this is the last step, or with at_last_status when it failed */
+    /* --- the same analysis at the last recorded step, shown beside this
+     * one (driver.c); NULL when this is the last step, or with
+     * at_last_status when it failed */
     struct resdiag_analysis *at_last;
     resdiag_status at_last_status;
 };
 typedef struct resdiag_analysis rd_analysis;
+
+/* ------------------------------------------------ evidence.c, verdict.c */
 
 /* ||sum_j c[j] v[j]|| / max_j ||c[j] v[j]|| over sketches of length k:
  * the relative residual of the relation sum_j c[j] v[j] = 0. NaN when a
@@ -155,6 +168,9 @@ int rd_signature(const double *stats, double cv_unnorm);
 double rd_rounding_floor(const double *const *stats, int n);
 /* Declared placement against the verdict: 1 agrees, 0 not, -1 cannot say. */
 int rd_declared_agrees(const rd_analysis *a);
+
+/* ------------------------------------- lib/render/report.c defines these */
+
 /* A verdict in words for people ("pre-norm", "post-norm family (post-norm
  * or deepnorm)", ...): the report's and the HTML page's. Static storage. */
 const char *rd_verdict_human(resdiag_verdict v);

@@ -1,5 +1,6 @@
 /*
- * names.c - versions, status strings and the printable names of enums.
+ * names.c - versions, status strings and the printable names of enums:
+ * the one table of each (verdicts and confidences included).
  */
 #include "resdiag.h"
 
@@ -88,4 +89,34 @@ const char *resdiag_dtype_name(resdiag_dtype dtype)
 {
     static const char *const names[] = { "f32", "f64", "f16", "bf16" };
     return (unsigned)dtype < sizeof names / sizeof names[0] ? names[dtype] : "?";
+}
+
+const char *resdiag_verdict_name(resdiag_verdict v)
+{
+    switch (v) {
+    case RESDIAG_VERDICT_CANNOT_TELL: return "cannot_tell";
+    case RESDIAG_VERDICT_PRE: return "pre";
+    case RESDIAG_VERDICT_POST: return "post";
+    case RESDIAG_VERDICT_SANDWICH: return "sandwich";
+    case RESDIAG_VERDICT_DEEPNORM: return "deepnorm";
+    case RESDIAG_VERDICT_MIXED: return "mixed";
+    case RESDIAG_VERDICT_PARALLEL: return "parallel";
+    case RESDIAG_VERDICT_NONE: return "none";
+    case RESDIAG_VERDICT_INCONSISTENT: return "inconsistent";
+    case RESDIAG_VERDICT_POST_FAMILY: return "post_family";
+    case RESDIAG_VERDICT_NOT_RENORMALIZED: return "not_renormalized";
+    case RESDIAG_VERDICT_PRE_OR_SANDWICH: return "pre_or_sandwich";
+    }
+    return "?";
+}
+
+const char *resdiag_confidence_name(resdiag_confidence c)
+{
+    switch (c) {
+    case RESDIAG_CONFIDENCE_NONE: return "none";
+    case RESDIAG_CONFIDENCE_LOW: return "low";
+    case RESDIAG_CONFIDENCE_MEDIUM: return "medium";
+    case RESDIAG_CONFIDENCE_HIGH: return "high";
+    }
+    return "?";
 }

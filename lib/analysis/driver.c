@@ -1,0 +1,158 @@
+/*
+ * driver.c - resdiag_analyze(): the analysis of one recorded step as a
+ * list of phases, each in the file of its job (phases.h), and the
+ * analysis's life (options, free). Shared by every front end (resdiag
+ * report/check, JSON, HTML, bindings); lib/render/ renders the result.
+ *
+ * Evidence (doc/ARCHITECTURE.md, "Evidence for the placement verdict"):
+ *  1. relations between the sketches of the sites of a sublayer (sketches
+ *     are linear, so sk(x + f) = sk(x) + sk(f) up to rounding);
+ *  2. the normalization signature of a tensor (per-token norm spread);
+ *  3. the depth law of the stream; 4. the order of the hook calls.
+ * The declared placement is never used to decide, only compared afterwards.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/phases.h"
+#include "common/log.h"
+#include "common/sized_struct.h"
+
+void resdiag_analyze_options_init(resdiag_analyze_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->step_index = RESDIAG_STEP_FIRST;
+    o->max_growth = 10;
+}
+
+void resdiag_analysis_free(resdiag_analysis *a)
+{
+    if (!a)
+        return;
+    free(a->sub);
+    free(a->layer_v);
+    free(a->layer_sig);
+    free(a->layer_cv);
+    free(a->xnorm);
+    free(a->xrms);
+    free(a->xenergy);
+    free(a->r);
+    free(a->grad);
+    free(a->sgrad);
+    free(a->steps);
+    free(a->r_last);
+    if (a->sublayer_names)
+        for (int s = 0; s < a->n_sublayers; s++)
+            free(a->sublayer_names[s]);
+    free(a->sublayer_names);
+    if (a->param_names)
+        for (int p = 0; p < a->n_layer_params; p++)
+            free(a->param_names[p]);
+    free(a->param_names);
+    free(a->description);
+    free(a->writer_version);
+    free(a->created);
+    free(a->program);
+    free(a->cs_norm_in);
+    free(a->cs_stream_out);
+    free(a->cs_branch_out);
+    free(a->cs_norm_in2);
+    free(a->head_param_name);
+    free(a->residual_param_name);
+    resdiag_analysis_free(a->at_last);
+    free(a);
+}
+
+/* The recorded step that o asks for, or -1 when there is none such. */
+static int64_t step_index(const resdiag_run_info *in, const resdiag_analyze_options *o)
+{
+    int64_t si = o->step_index == RESDIAG_STEP_FIRST  ? 0
+                 : o->step_index == RESDIAG_STEP_LAST ? in->n_steps - 1
+                                                      : o->step_index;
+    return si >= 0 && si < in->n_steps ? si : -1;
+}
+
+/* The phases, in order: each reads what the ones before it left in a.
+ * whole_run 0: only what one step says (the verdict of the last step that
+ * the report shows beside the judged one); the phases over the whole run
+ * (the first and last step's growth, the non-finite scan) are the outer
+ * analysis's, and a second pass over every step would only repeat them. */
+static resdiag_status run_phases(const resdiag_reader *rd, rd_analysis *a, int whole_run)
+{
+    resdiag_status st;
+    if ((st = rd_analysis_observe(rd, a)) ||
+        (st = rd_analysis_sublayers(rd, a)) ||
+        (st = rd_analysis_depth(rd, a)))
+        return st;
+    rd_analysis_decide(rd, a);
+    if ((st = rd_analysis_final_norm(rd, a)) ||
+        (st = rd_analysis_gradients(rd, a)))
+        return st;
+    rd_analysis_param_order(rd, a);
+    if (whole_run && ((st = rd_analysis_training(rd, a)) ||
+                      (st = rd_analysis_nonfinite(rd, a))))
+        return st;
+    rd_analysis_warnings(a);
+    return RESDIAG_OK;
+}
+
+static resdiag_status analyze(const resdiag_reader *rd, const resdiag_analyze_options *opt,
+                              resdiag_analysis **out, int whole_run)
+{
+    static const char fn[] = "resdiag_analyze";
+    if (out)
+        *out = NULL;
+    if (!rd || !out) {
+        rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "client bug: %s: NULL argument", fn);
+        return RESDIAG_E_NULL;
+    }
+    resdiag_analyze_options o;
+    resdiag_analyze_options_init(&o);
+    if (opt && rd_copy_sized(&o, sizeof o, opt, opt->struct_size, sizeof(size_t))) {
+        rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "client bug: %s: options.struct_size %zu "
+               "(call resdiag_analyze_options_init)", fn, opt->struct_size);
+        return RESDIAG_E_INVALID;
+    }
+    const resdiag_run_info *in = resdiag_reader_info(rd);
+    if (in->n_steps <= 0) {
+        rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "the run holds no recorded steps (the trainer "
+               "stopped before its first step ended, or is still in it)");
+        return RESDIAG_E_NOT_FOUND;
+    }
+    int64_t si = step_index(in, &o);
+    if (si < 0) {
+        rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "%s: step index %lld is not among the %lld "
+               "recorded steps", fn, (long long)o.step_index, (long long)in->n_steps);
+        return RESDIAG_E_NOT_FOUND;
+    }
+
+    rd_analysis *a = NULL;
+    resdiag_status st = rd_analysis_load(rd, &o, si, &a);
+    if (!st && (st = run_phases(rd, a, whole_run))) {
+        resdiag_analysis_free(a);
+        a = NULL;
+    }
+    if (st) {
+        rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "%s: cannot analyse the run: %s", fn,
+               resdiag_strerror(st));
+        return st;
+    }
+    /* What training made of the run: the last step, analysed the same way.
+     * Its failure (a last step cut short, say) does not fail this one. */
+    if (whole_run && si != a->n_steps - 1) {
+        resdiag_analyze_options lo = o;
+        lo.step_index = a->n_steps - 1;
+        a->at_last_status = analyze(rd, &lo, &a->at_last, 0);
+    }
+    *out = a;
+    return RESDIAG_OK;
+}
+
+resdiag_status resdiag_analyze(const resdiag_reader *rd, const resdiag_analyze_options *opt,
+                               resdiag_analysis **out)
+{
+    return analyze(rd, opt, out, 1);
+}

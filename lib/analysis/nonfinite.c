@@ -1,0 +1,177 @@
+/*
+ * nonfinite.c - the first NaN or Inf of the run in call order (step,
+ * layer, sublayer, site or parameter, direction) and the totals over every
+ * recorded step: from the per-step summary where the file has one, else
+ * from every statistics table of every stored step.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "analysis/phases.h"
+#include "format/format.h"
+
+static const char *const stats_tables[6] = { RD_DS_FWD_SITE_STATS, RD_DS_BWD_SITE_STATS,
+                                             RD_DS_FWD_MODEL_STATS, RD_DS_BWD_MODEL_STATS,
+                                             RD_DS_LAYER_PARAM_STATS,
+                                             RD_DS_MODEL_PARAM_STATS };
+
+/* Scans every statistics row of recorded step si for NaN / Inf: *bad when
+ * there is one; adds the counts to the totals when count_totals; the first
+ * one in call order becomes a->nf_* unless a->nf_found. */
+static resdiag_status scan_step(const resdiag_reader *rd, rd_analysis *a, int64_t si,
+                                double **buf, size_t *cap, int *bad, int count_totals)
+{
+    const char *const *names = stats_tables;
+    resdiag_status st;
+    double best_seq = INFINITY;
+    *bad = 0;
+    for (int d = 0; d < 6; d++) {
+        int64_t dims[8];
+        int rank = 0;
+        if (!rd_analysis_has_dataset(rd, names[d]) ||
+            resdiag_reader_dims(rd, names[d], dims, 8, &rank) != RESDIAG_OK)
+            continue; /* absent (no parameters) */
+        size_t per = 1;
+        for (int i = 1; i < rank; i++)
+            per *= (size_t)dims[i];
+        if (per > *cap) {
+            free(*buf);
+            *cap = per;
+            *buf = malloc(per * sizeof **buf);
+            if (!*buf) {
+                *cap = 0;
+                return RESDIAG_E_NOMEM;
+            }
+        }
+        if ((st = resdiag_reader_read(rd, names[d], si, 1, *buf, per)))
+            return st;
+        size_t rows = per / RESDIAG_N_FIELDS;
+        for (size_t r = 0; r < rows; r++) {
+            const double *f = *buf + r * RESDIAG_N_FIELDS;
+            double nn = f[RESDIAG_FIELD_NAN_COUNT], ni = f[RESDIAG_FIELD_INF_COUNT];
+            if (!(nn > 0) && !(ni > 0))
+                continue;
+            *bad = 1;
+            if (count_totals) {
+                a->nan_total += nn > 0 ? nn : 0;
+                a->inf_total += ni > 0 ? ni : 0;
+            }
+            if (a->nf_found || !(f[RESDIAG_FIELD_CALL_SEQ] < best_seq))
+                continue;
+            best_seq = f[RESDIAG_FIELD_CALL_SEQ];
+            a->nf_step_index = si;
+            a->nf_dir = (d == 0 || d == 2) ? RESDIAG_FORWARD : RESDIAG_BACKWARD;
+            a->nf_nan = nn > 0 ? nn : 0;
+            a->nf_inf = ni > 0 ? ni : 0;
+            a->nf_param = -1;
+            int S = a->n_sublayers, B = RESDIAG_N_BLOCK_SITES;
+            if (d < 2) {
+                a->nf_layer = (int)(r / ((size_t)S * B));
+                a->nf_sub = (int)(r / B % (size_t)S);
+                a->nf_site = (int)(r % B);
+            } else if (d < 4) {
+                a->nf_layer = RESDIAG_MODEL_LEVEL;
+                a->nf_sub = 0;
+                a->nf_site = RESDIAG_EMBED_OUT + (int)r;
+            } else if (d == 4) {
+                int P = a->n_layer_params;
+                a->nf_layer = (int)(r / (size_t)P);
+                a->nf_sub = 0;
+                a->nf_site = -1;
+                a->nf_param = (int)(r % (size_t)P);
+            } else {
+                a->nf_layer = RESDIAG_MODEL_LEVEL;
+                a->nf_sub = 0;
+                a->nf_site = -1;
+                a->nf_param = (int)r;
+            }
+        }
+    }
+    return RESDIAG_OK;
+}
+
+/* With the per-step summary (doc/FORMAT.md, /summary): the totals and the
+ * first non-finite step from a few numbers per step, then the full tables
+ * of that one step for where it was. Gives what the scan of every step
+ * gives (the counts are integers, exact in any order). */
+static resdiag_status scan_nonfinite_summary(const resdiag_reader *rd, rd_analysis *a,
+                                             int *disagree)
+{
+    enum { C = 3 }; /* nan_count, inf_count, records */
+    int64_t n = a->n_steps, first_bad = -1;
+    double *v = malloc((size_t)RD_SUMMARY_BLOCK * C * sizeof *v);
+    if (!v)
+        return RESDIAG_E_NOMEM;
+    resdiag_status st = RESDIAG_OK;
+    for (int64_t s0 = 0; s0 < n; s0 += RD_SUMMARY_BLOCK) {
+        int64_t cnt = n - s0 < RD_SUMMARY_BLOCK ? n - s0 : RD_SUMMARY_BLOCK;
+        if ((st = resdiag_reader_read(rd, RD_DS_SUMMARY_NONFINITE, s0, cnt, v,
+                                      (size_t)RD_SUMMARY_BLOCK * C)))
+            goto out;
+        for (int64_t i = 0; i < cnt; i++) {
+            const double *row = v + i * C;
+            if (!(row[2] > 0))
+                continue;
+            a->nf_steps++;
+            a->nan_total += row[0];
+            a->inf_total += row[1];
+            if (first_bad < 0)
+                first_bad = s0 + i;
+        }
+    }
+    if (first_bad >= 0) {
+        double *buf = NULL;
+        size_t cap = 0;
+        int bad = 0;
+        st = scan_step(rd, a, first_bad, &buf, &cap, &bad, 0);
+        free(buf);
+        if (st == RESDIAG_OK && bad) {
+            a->nf_found = 1;
+            a->nf_step = a->steps[first_bad];
+        } else if (st == RESDIAG_OK) {
+            *disagree = 1; /* a damaged summary: the tables say otherwise */
+        }
+    }
+out:
+    free(v);
+    return st;
+}
+
+resdiag_status rd_analysis_nonfinite(const resdiag_reader *rd, rd_analysis *a)
+{
+    if (rd_analysis_has_dataset(rd, RD_DS_SUMMARY_NONFINITE)) {
+        int disagree = 0;
+        resdiag_status sst = scan_nonfinite_summary(rd, a, &disagree);
+        if (sst || !disagree)
+            return sst;
+        a->nf_steps = 0;
+        a->nan_total = a->inf_total = 0;
+    }
+    /* a file without the summary (resdiag 0.1.0): every step in full */
+    int64_t n = a->n_steps;
+    double *buf = NULL;
+    size_t cap = 0;
+    resdiag_status st = RESDIAG_OK;
+    rd_stored_cursor cur[6];
+    for (int d = 0; d < 6; d++)
+        rd_stored_init(rd, &cur[d], stats_tables[d]);
+    for (int64_t si = 0, next; si < n; si++) {
+        int step_bad = 0;
+        if (!rd_analysis_step_stored(rd, cur, 6, si, &next)) {
+            si = next - 1; /* nothing stored up to there */
+            continue;
+        }
+        if ((st = scan_step(rd, a, si, &buf, &cap, &step_bad, 1)))
+            break;
+        if (step_bad) {
+            a->nf_steps++;
+            if (!a->nf_found) {
+                a->nf_found = 1;
+                a->nf_step = a->steps[si];
+            }
+        }
+    }
+    free(buf);
+    return st;
+}

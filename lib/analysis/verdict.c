@@ -1,0 +1,319 @@
+/*
+ * verdict.c - the model's placement verdict: from the layers' verdicts
+ * (the relations decided, placement.c), else from the signature of each
+ * layer's stream (a stream-only record, or no sketches); the hooks that
+ * decided it; and how the declared placement compares (never used to
+ * decide).
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "analysis/phases.h"
+
+/* ---------------------------------------------------- verdict families */
+
+int rd_is_post_family(resdiag_verdict v)
+{
+    return v == RESDIAG_VERDICT_POST || v == RESDIAG_VERDICT_DEEPNORM;
+}
+
+int rd_is_pre_family(resdiag_verdict v)
+{
+    return v == RESDIAG_VERDICT_PRE || v == RESDIAG_VERDICT_SANDWICH ||
+           v == RESDIAG_VERDICT_PARALLEL || v == RESDIAG_VERDICT_NONE ||
+           v == RESDIAG_VERDICT_PRE_OR_SANDWICH;
+}
+
+/* Combines two verdicts of one family where PRE_OR_SANDWICH stands for
+ * either of PRE and SANDWICH: the more specific one wins; PRE with SANDWICH
+ * is no placement. */
+resdiag_verdict rd_combine_verdicts(resdiag_verdict a, resdiag_verdict b)
+{
+    if (a == RESDIAG_VERDICT_CANNOT_TELL)
+        return b;
+    if (b == RESDIAG_VERDICT_CANNOT_TELL || a == b)
+        return a;
+    if (a == RESDIAG_VERDICT_PRE_OR_SANDWICH &&
+        (b == RESDIAG_VERDICT_PRE || b == RESDIAG_VERDICT_SANDWICH))
+        return b == RESDIAG_VERDICT_SANDWICH ? b : a;
+    if (b == RESDIAG_VERDICT_PRE_OR_SANDWICH &&
+        (a == RESDIAG_VERDICT_PRE || a == RESDIAG_VERDICT_SANDWICH))
+        return a == RESDIAG_VERDICT_SANDWICH ? a : b;
+    /* The relations agree (pre-type); only the branch's signature differs,
+     * which training (gains, biases) can blur: not a contradiction. */
+    if ((a == RESDIAG_VERDICT_PRE && b == RESDIAG_VERDICT_SANDWICH) ||
+        (a == RESDIAG_VERDICT_SANDWICH && b == RESDIAG_VERDICT_PRE))
+        return RESDIAG_VERDICT_PRE_OR_SANDWICH;
+    return RESDIAG_VERDICT_INCONSISTENT;
+}
+
+/* --------------------------------------------------- from the relations */
+
+/* The weakest decided sublayer sets the model's confidence: *conf, and
+ * why in a->conf_why. */
+static void weakest_sublayer(rd_analysis *a, resdiag_confidence *conf)
+{
+    int weak = -1, n_weak = 0; /* the sublayer that sets the confidence */
+    for (int l = 0; l < a->n_layers; l++) {
+        if (a->layer_v[l] == RESDIAG_VERDICT_CANNOT_TELL)
+            continue;
+        for (int s = 0; s < a->n_sublayers; s++) {
+            rd_sub *r = &a->sub[l * a->n_sublayers + s];
+            if (r->v != RESDIAG_VERDICT_CANNOT_TELL && r->conf < *conf) {
+                *conf = r->conf;
+                weak = l * a->n_sublayers + s;
+            }
+            if (r->v != RESDIAG_VERDICT_CANNOT_TELL && r->conf < RESDIAG_CONFIDENCE_HIGH)
+                n_weak++;
+        }
+    }
+    if (weak >= 0) {
+        const rd_sub *r = &a->sub[weak];
+        snprintf(a->conf_why, sizeof a->conf_why, "layer %d %s%s: %s", weak / a->n_sublayers,
+                 a->sublayer_names[weak % a->n_sublayers],
+                 n_weak > 1 ? " (the weakest of the sublayers below high)" : "",
+                 r->conf_why[0] ? r->conf_why : "weaker evidence");
+    }
+}
+
+/* Every decided layer agrees on `first`: the sandwich and pre-or-sandwich
+ * verdicts say how many sublayers showed the norm on the branch; deepnorm
+ * gets the mean alpha. */
+static void decide_one_family(rd_analysis *a, resdiag_verdict first)
+{
+    int n = a->n_layers * a->n_sublayers;
+    a->verdict = first;
+    if (first == RESDIAG_VERDICT_SANDWICH) {
+        int nsw = 0;
+        for (int i = 0; i < n; i++)
+            nsw += a->sub[i].v == RESDIAG_VERDICT_SANDWICH;
+        if (nsw < n) {
+            a->conf = RESDIAG_CONFIDENCE_LOW;
+            snprintf(a->why, sizeof a->why, "pre-type relations in every layer; branch_out "
+                     "is a norm output in %d of %d sublayers (trained gains blur the "
+                     "signature)", nsw, n);
+            snprintf(a->conf_why, sizeof a->conf_why, "pre-norm or sandwich: branch_out "
+                     "looks like a norm output in only %d of %d sublayers", nsw, n);
+        }
+    }
+    if (first == RESDIAG_VERDICT_PRE_OR_SANDWICH) {
+        int nsw = 0, npre = 0;
+        for (int i = 0; i < n; i++) {
+            nsw += a->sub[i].v == RESDIAG_VERDICT_SANDWICH;
+            npre += a->sub[i].v == RESDIAG_VERDICT_PRE;
+        }
+        a->conf = RESDIAG_CONFIDENCE_LOW;
+        snprintf(a->why, sizeof a->why, "pre-type relations in every layer; branch_out is "
+                 "clearly a norm output in %d sublayer(s), clearly not in %d, undecided in "
+                 "%d", nsw, npre, n - nsw - npre);
+        snprintf(a->conf_why, sizeof a->conf_why, "pre-norm or sandwich: whether "
+                 "branch_out is a norm output is told by its signature alone, which does "
+                 "not decide here");
+    }
+    if (first == RESDIAG_VERDICT_DEEPNORM) {
+        double s = 0;
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (a->sub[i].v == RESDIAG_VERDICT_DEEPNORM) {
+                s += a->sub[i].alpha;
+                m++;
+            }
+        a->alpha = s / m;
+    }
+}
+
+/* Model verdict from the per-layer verdicts of a full record. */
+static void decide_from_layers(rd_analysis *a)
+{
+    int L = a->n_layers;
+    int n_dec = 0, n_post = 0, n_pre = 0, n_inc = 0;
+    resdiag_verdict first = RESDIAG_VERDICT_CANNOT_TELL;
+    int same = 1;
+    resdiag_confidence conf = RESDIAG_CONFIDENCE_HIGH;
+    for (int l = 0; l < L; l++) {
+        resdiag_verdict v = a->layer_v[l];
+        if (v == RESDIAG_VERDICT_CANNOT_TELL)
+            continue;
+        if (n_dec++ == 0)
+            first = v;
+        else if (rd_combine_verdicts(first, v) != RESDIAG_VERDICT_INCONSISTENT)
+            first = rd_combine_verdicts(first, v);
+        else
+            same = 0;
+        n_inc += v == RESDIAG_VERDICT_INCONSISTENT;
+        n_post += rd_is_post_family(v);
+        n_pre += rd_is_pre_family(v);
+    }
+    weakest_sublayer(a, &conf);
+    a->n_undecided = L - n_dec;
+    if (n_dec == 0) {
+        a->verdict = RESDIAG_VERDICT_CANNOT_TELL;
+        snprintf(a->why, sizeof a->why, "no layer's relations decide between the placements");
+        return;
+    }
+    if (n_inc) {
+        a->verdict = RESDIAG_VERDICT_INCONSISTENT;
+        a->conf = conf;
+        snprintf(a->why, sizeof a->why, "%d layer(s) fit no placement", n_inc);
+        return;
+    }
+    if (a->n_undecided) {
+        /* Undecided layers: never guess a family for them. */
+        a->verdict = RESDIAG_VERDICT_CANNOT_TELL;
+        snprintf(a->why, sizeof a->why, "%d of %d layers undecided (the others: %s)",
+                 a->n_undecided, L, resdiag_verdict_name(first));
+        return;
+    }
+    a->conf = conf;
+    if (same) {
+        decide_one_family(a, first);
+        return;
+    }
+    if (n_post && n_pre) {
+        a->verdict = RESDIAG_VERDICT_MIXED;
+        int k = 0;
+        while (k < L && rd_is_post_family(a->layer_v[k]))
+            k++;
+        int rest_pre = 1;
+        for (int l = k; l < L; l++)
+            rest_pre &= rd_is_pre_family(a->layer_v[l]);
+        a->mix_layers = rest_pre && k > 0 ? k : -1;
+        return;
+    }
+    a->verdict = RESDIAG_VERDICT_INCONSISTENT;
+    snprintf(a->why, sizeof a->why, "layers disagree within one family");
+}
+
+/* --------------------------------------------------- from the signature */
+
+/* Model verdict from the signature of each layer's stream (stream-only
+ * record, or no sketches). */
+static void decide_from_signature(rd_analysis *a)
+{
+    int L = a->n_layers;
+    /* A layer between the thresholds is "not normalized" when its spread is
+     * 100 times that of the layers of the same run that are clearly
+     * normalized (f32 norm outputs spread by ~1e-8, a pre-norm sublayer on
+     * top of a normalized stream by ~1e-3): the run's own noise floor. */
+    double max_norm_cv = -1;
+    for (int l = 0; l < L; l++)
+        if (a->layer_sig[l] == RD_SIG_NORMALIZED && a->layer_cv[l] > max_norm_cv)
+            max_norm_cv = a->layer_cv[l];
+    for (int l = 0; l < L; l++)
+        if (a->layer_sig[l] == RD_SIG_UNCLEAR && max_norm_cv >= 0 &&
+            a->layer_cv[l] > 100 * fmax(max_norm_cv, 1e-9))
+            a->layer_sig[l] = RD_SIG_NOT;
+    int n_n = 0, n_u = 0, n_q = 0;
+    for (int l = 0; l < L; l++) {
+        n_n += a->layer_sig[l] == RD_SIG_NORMALIZED;
+        n_u += a->layer_sig[l] == RD_SIG_NOT;
+        n_q += a->layer_sig[l] == RD_SIG_UNCLEAR || a->layer_sig[l] == RD_SIG_UNKNOWN;
+    }
+    a->n_undecided = n_q;
+    a->conf = RESDIAG_CONFIDENCE_LOW;
+    snprintf(a->conf_why, sizeof a->conf_why, "only the stream's normalization signature: the "
+             "relations between the sites were not observed");
+    if (n_q) {
+        a->verdict = RESDIAG_VERDICT_CANNOT_TELL;
+        snprintf(a->why, sizeof a->why, "%d of %d layers' streams are neither clearly "
+                 "normalized nor clearly not", n_q, L);
+        return;
+    }
+    if (n_n == L) {
+        a->verdict = RESDIAG_VERDICT_POST_FAMILY;
+        a->conf = RESDIAG_CONFIDENCE_MEDIUM;
+        snprintf(a->why, sizeof a->why, "every layer's stream is a norm output: post-norm or "
+                 "deepnorm (they differ only in what the norm reads, which was not observed)");
+        return;
+    }
+    if (n_u == L) {
+        a->verdict = RESDIAG_VERDICT_NOT_RENORMALIZED;
+        a->conf = RESDIAG_CONFIDENCE_MEDIUM;
+        snprintf(a->why, sizeof a->why, "no layer's stream is a norm output: pre-norm, sandwich, "
+                 "parallel or no norm (the stream alone cannot separate them)");
+        return;
+    }
+    a->verdict = RESDIAG_VERDICT_MIXED;
+    int k = 0;
+    while (k < L && a->layer_sig[k] == RD_SIG_NORMALIZED)
+        k++;
+    int rest = 1;
+    for (int l = k; l < L; l++)
+        rest &= a->layer_sig[l] == RD_SIG_NOT;
+    a->mix_layers = rest && k > 0 ? k : -1;
+    snprintf(a->why, sizeof a->why, "%d layer(s) renormalize the stream, %d do not", n_n, n_u);
+}
+
+/* 1 agrees, 0 disagrees, -1 cannot compare (undeclared, or the data do not
+ * decide, or stream-only evidence covers the declaration). */
+int rd_declared_agrees(const rd_analysis *a)
+{
+    resdiag_verdict v = a->verdict;
+    resdiag_placement d = a->declared;
+    if (d == RESDIAG_PLACEMENT_UNDECLARED || v == RESDIAG_VERDICT_CANNOT_TELL)
+        return -1;
+    if (v == RESDIAG_VERDICT_POST_FAMILY)
+        return d == RESDIAG_PLACEMENT_POST || d == RESDIAG_PLACEMENT_DEEPNORM ? -1 : 0;
+    if (v == RESDIAG_VERDICT_NOT_RENORMALIZED)
+        return d == RESDIAG_PLACEMENT_PRE || d == RESDIAG_PLACEMENT_SANDWICH ||
+                       d == RESDIAG_PLACEMENT_PARALLEL || d == RESDIAG_PLACEMENT_NONE
+                   ? -1
+                   : 0;
+    if (v == RESDIAG_VERDICT_PRE_OR_SANDWICH)
+        return d == RESDIAG_PLACEMENT_PRE || d == RESDIAG_PLACEMENT_SANDWICH ? -1 : 0;
+    if (v == RESDIAG_VERDICT_INCONSISTENT)
+        return 0;
+    if ((int)v != (int)d)
+        return 0;
+    if (v == RESDIAG_VERDICT_MIXED && a->mix_layers >= 0 && a->declared_mix != a->mix_layers)
+        return 0;
+    return 1;
+}
+
+/* ------------------------------------------------------ deciding hooks */
+
+/* The call sites (file:line) of the first sublayer that decided, and for a
+ * mixed verdict of the first one of the other family; of the last stream
+ * site when the signature decided. */
+static void deciding_hooks(const resdiag_reader *rd, rd_analysis *a)
+{
+    int L = a->n_layers, S = a->n_sublayers;
+    for (int i = 0; i < L * S && a->use_relations; i++) {
+        rd_sub *r = &a->sub[i];
+        if (r->v == RESDIAG_VERDICT_CANNOT_TELL)
+            continue;
+        int l = i / S, s = i % S;
+        if (!a->cs_norm_in) {
+            a->cs_layer = l;
+            a->cs_sub = s;
+            a->cs_norm_in = rd_analysis_dupstr(resdiag_reader_callsite(rd, RESDIAG_FORWARD, l, s,
+                                                                       RESDIAG_NORM_IN));
+            a->cs_branch_out = rd_analysis_dupstr(
+                resdiag_reader_callsite(rd, RESDIAG_FORWARD, l, s, RESDIAG_BRANCH_OUT));
+            a->cs_stream_out = rd_analysis_dupstr(
+                resdiag_reader_callsite(rd, RESDIAG_FORWARD, l, s, RESDIAG_STREAM_OUT));
+        } else if (!a->cs_norm_in2 && a->verdict == RESDIAG_VERDICT_MIXED &&
+                   rd_is_pre_family(r->v) !=
+                       rd_is_pre_family(a->sub[a->cs_layer * S + a->cs_sub].v)) {
+            a->cs_layer2 = l;
+            a->cs_sub2 = s;
+            a->cs_norm_in2 = rd_analysis_dupstr(
+                resdiag_reader_callsite(rd, RESDIAG_FORWARD, l, s, RESDIAG_NORM_IN));
+        }
+    }
+    if (!a->use_relations && L > 0) {
+        a->cs_layer = L - 1;
+        a->cs_sub = S - 1;
+        a->cs_stream_out = rd_analysis_dupstr(
+            resdiag_reader_callsite(rd, RESDIAG_FORWARD, L - 1, S - 1, RESDIAG_STREAM_OUT));
+    }
+}
+
+void rd_analysis_decide(const resdiag_reader *rd, rd_analysis *a)
+{
+    if (a->use_relations)
+        decide_from_layers(a);
+    else
+        decide_from_signature(a);
+    deciding_hooks(rd, a);
+}

@@ -1,0 +1,80 @@
+/*
+ * warnings.c - what the report warns about: massive activations (depth.c
+ * adds those), a pre-type model without a final norm, stream growth,
+ * negligible or dominant updates, a declaration the data contradict,
+ * non-finite values, sites missing while the others are observed.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "analysis/phases.h"
+
+/* Relative update below this is "negligible", above DOMINANT "dominant". */
+#define NEGLIGIBLE 1e-3
+#define DOMINANT 1.0
+
+void rd_analysis_warn(rd_analysis *a, const char *fmt, ...)
+{
+    if (a->n_warnings >= RD_MAX_WARNINGS)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->warnings[a->n_warnings++], RD_WARNING_LEN, fmt, ap);
+    va_end(ap);
+}
+
+/* Sites that the relations needed but were not observed, while the other
+ * sites were: named for the first such sublayer. */
+static void warn_missing_sites(rd_analysis *a)
+{
+    int L = a->n_layers, S = a->n_sublayers;
+    int n_missing = 0, first_missing = -1;
+    for (int i = 0; i < L * S; i++)
+        if (a->sub[i].missing && n_missing++ == 0)
+            first_missing = i;
+    if (!n_missing)
+        return;
+    char names[128] = "";
+    for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
+        if (a->sub[first_missing].missing & (1u << b)) {
+            size_t u = strlen(names);
+            snprintf(names + u, sizeof names - u, "%s%s", u ? ", " : "",
+                     resdiag_site_name((resdiag_site)b));
+        }
+    rd_analysis_warn(a, "%s not observed while the other sites are, in %d of %d sublayers "
+                     "(first: layer %d %s; a hooked module that never ran?): cannot tell those",
+                     names, n_missing, L * S, first_missing / S,
+                     a->sublayer_names[first_missing % S]);
+}
+
+void rd_analysis_warnings(rd_analysis *a)
+{
+    int L = a->n_layers, S = a->n_sublayers;
+    resdiag_verdict v = a->verdict;
+    int pre_like = v == RESDIAG_VERDICT_PRE || v == RESDIAG_VERDICT_SANDWICH ||
+                   v == RESDIAG_VERDICT_PRE_OR_SANDWICH || v == RESDIAG_VERDICT_PARALLEL ||
+                   v == RESDIAG_VERDICT_MIXED;
+    if (pre_like && a->final_norm == 0)
+        rd_analysis_warn(a, "%s without a final norm: the head reads a stream that grows with "
+                         "depth", resdiag_verdict_name(a->verdict));
+    if (a->growth > a->max_growth)
+        rd_analysis_warn(a, "the stream norm grows %.3gx over depth (more than %.3g)",
+                         a->growth, a->max_growth);
+    for (int l = 0; l < L; l++)
+        for (int s = 0; s < S; s++) {
+            double r = a->r[l * S + s];
+            if (r < NEGLIGIBLE)
+                rd_analysis_warn(a, "layer %d %s: negligible update r = %.2g (< %g)", l,
+                                 a->sublayer_names[s], r, NEGLIGIBLE);
+            else if (r > DOMINANT)
+                rd_analysis_warn(a, "layer %d %s: dominant update r = %.3g (> %g): the branch "
+                                 "outweighs the stream", l, a->sublayer_names[s], r, DOMINANT);
+        }
+    if (a->declared != RESDIAG_PLACEMENT_UNDECLARED && rd_declared_agrees(a) == 0)
+        rd_analysis_warn(a, "the trainer declares %s, but the data say %s",
+                         resdiag_placement_name(a->declared), resdiag_verdict_name(a->verdict));
+    if (a->nf_found)
+        rd_analysis_warn(a, "non-finite values from step %lld on", (long long)a->nf_step);
+    warn_missing_sites(a);
+}
