@@ -2,7 +2,7 @@
  * plot.h - the figures of a run drawn from its analysis (svg.h): the
  * stream norm over depth, the relative updates and the gradients per layer
  * (one run, or several overlaid), and layer x step heat maps read from the
- * file. Used by `resdiag plot` and by the HTML report.
+ * file. Used by resdiag_analysis_figure_svg (plot.c) and the HTML pages.
  */
 #ifndef RESDIAG_PLOT_H
 #define RESDIAG_PLOT_H

@@ -52,7 +52,7 @@ static const char *site_label(int site)
     return site < 0 ? "parameter gradient" : resdiag_site_name((resdiag_site)site);
 }
 
-
+/* The data contradict the declaration: the report says so first. */
 static void text_contradiction(sb *b, const rd_analysis *a)
 {
     if (!rd_declared_contradicted(a))
@@ -68,9 +68,85 @@ static void text_contradiction(sb *b, const rd_analysis *a)
                      resdiag_confidence_name(a->conf));
 }
 
-static void text_placement(sb *b, rd_esc_ring *esc, const rd_analysis *a)
+/* The evidence of the sketch relations: one line per run of layers with
+ * the same sublayer verdicts, the confidence rule, relations that hold by
+ * construction, the call order and the deciding hooks. */
+static void text_relations(sb *b, rd_esc_ring *esc, const rd_analysis *a)
 {
     int L = a->n_layers, S = a->n_sublayers;
+    /* evidence: one line per run of layers with the same sublayer verdicts */
+    rd_strbuf_printf(b, "  evidence (sketch relations, relative error; true relations ~1e-7 in f32, "
+                 "<3e-2 in bf16):\n");
+    int l = 0;
+    while (l < L) {
+        int m = rd_layer_group_end(a, l);
+        for (int s = 0; s < S; s++) {
+            const rd_sub *r = &a->sub[l * S + s];
+            char range[32];
+            if (m - l > 1)
+                snprintf(range, sizeof range, "layers %d-%d", l, m - 1);
+            else
+                snprintf(range, sizeof range, "layer %d", l);
+            rd_strbuf_printf(b, "    %-12s %-6s %-12s %s%s%s\n", range, E(a->sublayer_names[s]),
+                      rd_verdict_short(r->v), E(r->why), m - l > 1 ? " (first of these)" : "",
+                      "");
+        }
+        l = m;
+    }
+    rd_strbuf_printf(b, "  confidence: the rival placement's error over max(the winner's "
+                 "error, the rounding floor): high from %gx, medium from %gx, below that "
+                 "cannot tell; rounding floor 2 (u + 2^-53 sqrt(elements)), u = 2^-24 f32, "
+                 "2^-11 f16, 2^-8 bf16 (read from each tensor's largest |value|)\n",
+                 RD_HIGH_SEP, RD_SEP);
+    int n_constructed = 0;
+    for (int i = 0; i < L * S; i++)
+        for (int j = 0; j < RD_N_REL; j++)
+            n_constructed += a->sub[i].constructed >> j & 1u;
+    if (n_constructed)
+        rd_strbuf_printf(b, "  by construction: %d relation(s) between two records of one "
+                         "tensor (declared with resdiag_observe_alias) hold whatever the "
+                         "model; shown, not counted\n", n_constructed);
+    if (a->order_agree + a->order_disagree)
+        rd_strbuf_printf(b, "  call order: %d of %d sublayers call the hooks in the order of the "
+                     "verdict (pre: norm before branch; post: branch before norm)\n",
+                  a->order_agree, a->order_agree + a->order_disagree);
+    if (a->cs_norm_in && (a->cs_norm_in[0] || a->cs_stream_out[0]))
+        rd_strbuf_printf(b, "  deciding hooks (layer %d %s): norm_in at %s, branch_out at %s, "
+                     "stream_out at %s\n",
+                  a->cs_layer, E(a->sublayer_names[a->cs_sub]),
+                  a->cs_norm_in[0] ? E(a->cs_norm_in) : "-",
+                  a->cs_branch_out[0] ? E(a->cs_branch_out) : "-",
+                  a->cs_stream_out[0] ? E(a->cs_stream_out) : "-");
+    if (a->cs_norm_in2 && a->cs_norm_in2[0])
+        rd_strbuf_printf(b, "  first layer of the other kind (layer %d %s): norm_in at %s\n",
+                  a->cs_layer2, E(a->sublayer_names[a->cs_sub2]), E(a->cs_norm_in2));
+}
+
+/* Without relations: the normalization signature of each layer's stream. */
+static void text_signature(sb *b, rd_esc_ring *esc, const rd_analysis *a)
+{
+    int L = a->n_layers;
+    rd_strbuf_printf(b, "  LESS EVIDENCE: %s; the verdict rests on the normalization signature of "
+                 "each layer's stream (per-token norm spread) and the depth law.\n",
+              a->stream_only ? "only the stream was observed"
+                             : "the run has no sketches (sketch_size 0)");
+    rd_strbuf_printf(b, "  signature (token-norm spread std/mean of the stream leaving each layer; "
+                 "norm output < 3e-4):\n   ");
+    for (int l = 0; l < L; l++) {
+        const char *s = a->layer_sig[l] == RD_SIG_NORMALIZED ? "norm"
+                        : a->layer_sig[l] == RD_SIG_NOT      ? "not"
+                                                             : "?";
+        rd_strbuf_printf(b, " L%d %s (%.1e)%s", l, s, a->layer_cv[l],
+                  (l + 1) % 4 == 0 && l + 1 < L ? "\n   " : "");
+    }
+    rd_strbuf_printf(b, "\n");
+    if (a->cs_stream_out && a->cs_stream_out[0])
+        rd_strbuf_printf(b, "  stream hook: %s\n", E(a->cs_stream_out));
+}
+
+static void text_placement(sb *b, rd_esc_ring *esc, const rd_analysis *a)
+{
+    int L = a->n_layers;
     rd_strbuf_printf(b, "\nPlacement: %s", rd_verdict_human(a->verdict));
     if (a->verdict == RESDIAG_VERDICT_DEEPNORM)
         rd_strbuf_printf(b, ", alpha = %.4g", a->alpha);
@@ -86,71 +162,10 @@ static void text_placement(sb *b, rd_esc_ring *esc, const rd_analysis *a)
         a->conf_why[0])
         rd_strbuf_printf(b, "  confidence %s: %s\n", resdiag_confidence_name(a->conf),
                          E(a->conf_why));
-    if (a->use_relations) {
-        /* evidence: one line per run of layers with the same sublayer verdicts */
-        rd_strbuf_printf(b, "  evidence (sketch relations, relative error; true relations ~1e-7 in f32, "
-                     "<3e-2 in bf16):\n");
-        int l = 0;
-        while (l < L) {
-            int m = rd_layer_group_end(a, l);
-            for (int s = 0; s < S; s++) {
-                const rd_sub *r = &a->sub[l * S + s];
-                char range[32];
-                if (m - l > 1)
-                    snprintf(range, sizeof range, "layers %d-%d", l, m - 1);
-                else
-                    snprintf(range, sizeof range, "layer %d", l);
-                rd_strbuf_printf(b, "    %-12s %-6s %-12s %s%s%s\n", range, E(a->sublayer_names[s]),
-                          rd_verdict_short(r->v), E(r->why), m - l > 1 ? " (first of these)" : "",
-                          "");
-            }
-            l = m;
-        }
-        rd_strbuf_printf(b, "  confidence: the rival placement's error over max(the winner's "
-                     "error, the rounding floor): high from %gx, medium from %gx, below that "
-                     "cannot tell; rounding floor 2 (u + 2^-53 sqrt(elements)), u = 2^-24 f32, "
-                     "2^-11 f16, 2^-8 bf16 (read from each tensor's largest |value|)\n",
-                     RD_HIGH_SEP, RD_SEP);
-        int n_constructed = 0;
-        for (int i = 0; i < L * S; i++)
-            for (int j = 0; j < RD_N_REL; j++)
-                n_constructed += a->sub[i].constructed >> j & 1u;
-        if (n_constructed)
-            rd_strbuf_printf(b, "  by construction: %d relation(s) between two records of one "
-                             "tensor (declared with resdiag_observe_alias) hold whatever the "
-                             "model; shown, not counted\n", n_constructed);
-        if (a->order_agree + a->order_disagree)
-            rd_strbuf_printf(b, "  call order: %d of %d sublayers call the hooks in the order of the "
-                         "verdict (pre: norm before branch; post: branch before norm)\n",
-                      a->order_agree, a->order_agree + a->order_disagree);
-        if (a->cs_norm_in && (a->cs_norm_in[0] || a->cs_stream_out[0]))
-            rd_strbuf_printf(b, "  deciding hooks (layer %d %s): norm_in at %s, branch_out at %s, "
-                         "stream_out at %s\n",
-                      a->cs_layer, E(a->sublayer_names[a->cs_sub]),
-                      a->cs_norm_in[0] ? E(a->cs_norm_in) : "-",
-                      a->cs_branch_out[0] ? E(a->cs_branch_out) : "-",
-                      a->cs_stream_out[0] ? E(a->cs_stream_out) : "-");
-        if (a->cs_norm_in2 && a->cs_norm_in2[0])
-            rd_strbuf_printf(b, "  first layer of the other kind (layer %d %s): norm_in at %s\n",
-                      a->cs_layer2, E(a->sublayer_names[a->cs_sub2]), E(a->cs_norm_in2));
-    } else {
-        rd_strbuf_printf(b, "  LESS EVIDENCE: %s; the verdict rests on the normalization signature of "
-                     "each layer's stream (per-token norm spread) and the depth law.\n",
-                  a->stream_only ? "only the stream was observed"
-                                 : "the run has no sketches (sketch_size 0)");
-        rd_strbuf_printf(b, "  signature (token-norm spread std/mean of the stream leaving each layer; "
-                     "norm output < 3e-4):\n   ");
-        for (int l = 0; l < L; l++) {
-            const char *s = a->layer_sig[l] == RD_SIG_NORMALIZED ? "norm"
-                            : a->layer_sig[l] == RD_SIG_NOT      ? "not"
-                                                                 : "?";
-            rd_strbuf_printf(b, " L%d %s (%.1e)%s", l, s, a->layer_cv[l],
-                      (l + 1) % 4 == 0 && l + 1 < L ? "\n   " : "");
-        }
-        rd_strbuf_printf(b, "\n");
-        if (a->cs_stream_out && a->cs_stream_out[0])
-            rd_strbuf_printf(b, "  stream hook: %s\n", E(a->cs_stream_out));
-    }
+    if (a->use_relations)
+        text_relations(b, esc, a);
+    else
+        text_signature(b, esc, a);
     rd_strbuf_printf(b, "  final norm: %s - %s\n",
               rd_final_norm_text(a->final_norm),
               E(a->final_norm_why));
