@@ -831,6 +831,99 @@ RESDIAG_API char *resdiag_analysis_to_json(const resdiag_analysis *a);
 RESDIAG_API char *resdiag_analysis_diff_text(const resdiag_analysis *a,
                                              const resdiag_analysis *b,
                                              const char *name_a, const char *name_b);
+/* ----------------------------------------------- pictures and pages */
+
+/* What the HTML page of one run shows besides the analysis. */
+typedef struct resdiag_html_options {
+    size_t struct_size;           /* sizeof(resdiag_html_options): set by _init */
+    const char *run_name;         /* the run in the title and under the heading,
+                                     usually its path (any bytes: escaped);
+                                     default NULL: "run" */
+    const resdiag_reader *reader; /* the open reader of the analysed run: a run
+                                     with several steps then gets the layer x step
+                                     heat maps, read from it; default NULL: none */
+} resdiag_html_options;
+
+/* Fills *options with the defaults. Not NULL. */
+RESDIAG_API void resdiag_html_options_init(resdiag_html_options *options);
+
+/* The report as one self-contained HTML page (`resdiag report --html`):
+ * the verdict card, the figures of resdiag_analysis_figure_svg inline,
+ * the heat maps with options->reader; inline SVG and CSS, no script, no
+ * network; also well-formed XML. options may be NULL (the defaults).
+ * A new string to free with resdiag_free; NULL (logged) when a is NULL,
+ * options was not set up by its _init call, the heat maps cannot be read
+ * or memory runs out. */
+RESDIAG_API char *resdiag_analysis_to_html(const resdiag_analysis *a,
+                                           const resdiag_html_options *options);
+/* The page comparing two runs (`resdiag diff --html`): both verdicts, the
+ * figures with both runs on the same axes (A solid, B dashed) and the text
+ * of resdiag_analysis_diff_text. name_a and name_b as there (NULL: "A",
+ * "B"). A new string to free with resdiag_free; NULL (logged) when a or b
+ * is NULL or memory runs out. */
+RESDIAG_API char *resdiag_analysis_diff_html(const resdiag_analysis *a,
+                                             const resdiag_analysis *b,
+                                             const char *name_a, const char *name_b);
+
+/* The figures of `resdiag plot --what`, each drawn from the analysis. */
+typedef enum resdiag_figure {
+    RESDIAG_FIGURE_GROWTH = 0, /* the stream norm ||x_k|| over depth k, with the fit
+                                  ||x_k||^2 = a + b k and the sqrt(d) level */
+    RESDIAG_FIGURE_UPDATES,    /* the relative updates r_k per sublayer, log-log,
+                                  with the fitted power laws and 1/sqrt(k) */
+    RESDIAG_FIGURE_GRADIENTS,  /* the gradient norms per layer at the first recorded
+                                  backward: the first parameter, the stream, the
+                                  head, with the pre-norm shape 1/||x_k|| */
+    RESDIAG_N_FIGURES
+} resdiag_figure;
+
+/* "growth", "updates", "gradients" (the names `resdiag plot --what`
+ * takes); "?" for values out of range. Static storage. */
+RESDIAG_API const char *resdiag_figure_name(resdiag_figure figure);
+
+/* One figure as a standalone SVG document into *svg (a new string to free
+ * with resdiag_free; NULL on any error). RESDIAG_OK; RESDIAG_E_NOT_FOUND
+ * when the run holds no data for the figure (e.g. no gradients recorded;
+ * not logged: the caller says it its own way); RESDIAG_E_NULL,
+ * RESDIAG_E_INVALID (figure out of range) or RESDIAG_E_NOMEM, logged. */
+RESDIAG_API resdiag_status resdiag_analysis_figure_svg(const resdiag_analysis *a,
+                                                       resdiag_figure figure, char **svg);
+
+/* What resdiag_reader_dump prints. */
+typedef struct resdiag_dump_options {
+    size_t struct_size;    /* sizeof(resdiag_dump_options): set by _init */
+    const char *run_name;  /* the run in the first line, usually its path (any
+                              bytes: escaped); default NULL: "run" */
+    int64_t first_index;   /* the first step index (0-based, as in
+                              resdiag_reader_steps) to print; default 0 */
+    int64_t n_steps;       /* how many steps from there; default 1; -1: all the
+                              rest. Fewer are printed when the run has fewer */
+} resdiag_dump_options;
+
+/* Fills *options with the defaults. Not NULL. */
+RESDIAG_API void resdiag_dump_options_init(resdiag_dump_options *options);
+
+/* What a run file holds (`resdiag dump`): the model description and
+ * provenance, then per step a table of every observed site (tokens,
+ * Frobenius norm, per-token norm, RMS and mean, max |value| and its
+ * column, NaN/Inf counts, call order, the trainer's file:line), the update
+ * ratios and the parameter gradients. Every string from the file is
+ * text-escaped. options may be NULL (the defaults). *text: a new string to
+ * free with resdiag_free, or NULL on any error. RESDIAG_OK, or the status
+ * of the first value that cannot be read, RESDIAG_E_RANGE for a
+ * first_index past the last step, RESDIAG_E_INVALID for options not set
+ * up by _init, RESDIAG_E_NULL, RESDIAG_E_NOMEM; each logged. */
+RESDIAG_API resdiag_status resdiag_reader_dump(const resdiag_reader *rd,
+                                               const resdiag_dump_options *options,
+                                               char **text);
+
+/* bytes as one printable line, the way every output of the library shows
+ * a string from a run file: valid UTF-8 without control characters (each
+ * such byte as an escape), so that a file or a file name cannot write
+ * lines or terminal controls of its own. A new string to free with
+ * resdiag_free; NULL when bytes is NULL or memory runs out. */
+RESDIAG_API char *resdiag_escape_text(const char *bytes);
+
 /* Frees memory the library returned (the strings above). NULL is a no-op. */
 RESDIAG_API void resdiag_free(void *p);
 

@@ -1,15 +1,22 @@
 /*
- * test-html-svg.c - the SVG writer of the figures (tools/svg.c): text
+ * test-html-svg.c - the SVG writer of the figures (lib/render/svg.c): text
  * escaping, the axis transform and its ranges, and the ticks read back
  * from the written SVG: on step axes of 1 to 100,000 steps and layer axes
  * of 2 to 96 layers, linear and log, every label sits where its value maps,
  * labels never overlap, and log axes put decades at equal distances.
+ * Then the public calls over a stream-only run written here: the growth
+ * figure draws the per-token norms computed here, the pages hold what
+ * their options ask for, dump prints the steps asked for, and every bad
+ * call gets its status.
  */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <resdiag.h>
 
 #include "render/svg.h"
 
@@ -280,8 +287,261 @@ START_TEST(svg_ramp_runs_dark_to_light)
 }
 END_TEST
 
+/* ------------------------------------------------------ the public calls */
+
+#define RUN_L 4
+#define RUN_D 16
+#define RUN_ROWS 6
+#define RUN_STEPS 3
+
+/* The stream leaving layer k - 1 (k = 0: the embedding) at a step: row i
+ * column j is (k + 1) (1 + (3i + 5j) mod 7) / 4, whatever the step. */
+static float stream_value(int k, int i, int j)
+{
+    return (float)((k + 1) * (1 + (3 * i + 5 * j) % 7) / 4.0);
+}
+
+/* The mean over rows of the per-token L2 norm of that stream. */
+static double stream_norm(int k)
+{
+    double sum = 0;
+    for (int i = 0; i < RUN_ROWS; i++) {
+        double ss = 0;
+        for (int j = 0; j < RUN_D; j++)
+            ss += (double)stream_value(k, i, j) * stream_value(k, i, j);
+        sum += sqrt(ss);
+    }
+    return sum / RUN_ROWS;
+}
+
+static char run_dir[] = "/tmp/resdiag-html-svg-XXXXXX";
+static char run_path[64];
+
+/* Written once, before the tests fork; 0, or -1 when it cannot be. */
+static int write_stream_run(void)
+{
+    if (!mkdtemp(run_dir))
+        return -1;
+    snprintf(run_path, sizeof run_path, "%s/run.h5", run_dir);
+    static const char *const names[1] = { "blk" };
+    resdiag_model m;
+    resdiag_model_init(&m);
+    m.n_layers = RUN_L;
+    m.d_model = RUN_D;
+    m.n_sublayers = 1;
+    m.sublayer_names = names;
+    resdiag *r = NULL;
+    if (resdiag_open(&r, run_path, &m, NULL) != RESDIAG_OK)
+        return -1;
+    static float x[RUN_ROWS * RUN_D];
+    int bad = 0;
+    for (int step = 0; step < RUN_STEPS; step++) {
+        bad |= resdiag_step_begin(r, step) != RESDIAG_OK;
+        for (int k = 0; k <= RUN_L; k++) {
+            for (int i = 0; i < RUN_ROWS; i++)
+                for (int j = 0; j < RUN_D; j++)
+                    x[i * RUN_D + j] = stream_value(k, i, j);
+            resdiag_tensor t = resdiag_f32(x, RUN_ROWS, RUN_D);
+            bad |= (k == 0 ? RESDIAG_MODEL_FWD(r, RESDIAG_EMBED_OUT, t)
+                           : RESDIAG_FWD(r, k - 1, 0, RESDIAG_STREAM_OUT, t)) != RESDIAG_OK;
+        }
+        bad |= resdiag_step_end(r) != RESDIAG_OK;
+    }
+    bad |= resdiag_close(r) != RESDIAG_OK;
+    resdiag_destroy(r);
+    return bad ? -1 : 0;
+}
+
+static resdiag_reader *run_reader;
+static resdiag_analysis *run_analysis;
+
+static void open_stream_run(void)
+{
+    ck_assert_int_eq(resdiag_reader_open(&run_reader, run_path), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_analyze(run_reader, NULL, &run_analysis), RESDIAG_OK);
+}
+
+static void close_stream_run(void)
+{
+    resdiag_analysis_free(run_analysis);
+    resdiag_reader_close(run_reader);
+}
+
+static int count(const char *s, const char *what)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, what)); p += strlen(what))
+        n++;
+    return n;
+}
+
+/* data-NAME-lo/hi/p0/p1 of the first plot in svg */
+static void read_axis(const char *svg, const char *name, double v[4])
+{
+    static const char *const keys[4] = { "lo", "hi", "p0", "p1" };
+    for (int i = 0; i < 4; i++) {
+        char attr[32];
+        snprintf(attr, sizeof attr, "data-%s-%s=\"", name, keys[i]);
+        const char *p = strstr(svg, attr);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_int_eq(sscanf(p + strlen(attr), "%lf", &v[i]), 1);
+    }
+}
+
+static double axis_pixel(const double ax[4], double v)
+{
+    return ax[2] + (v - ax[0]) / (ax[1] - ax[0]) * (ax[3] - ax[2]);
+}
+
+START_TEST(figure_svg_draws_the_stream_norms)
+{
+    open_stream_run();
+    char *svg = NULL;
+    ck_assert_int_eq(resdiag_analysis_figure_svg(run_analysis, RESDIAG_FIGURE_GROWTH, &svg),
+                     RESDIAG_OK);
+    ck_assert_ptr_nonnull(strstr(svg, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    double ax[4], ay[4];
+    read_axis(svg, "x", ax);
+    read_axis(svg, "y", ay);
+    ck_assert(ax[0] == 0 && ax[1] == RUN_L);
+    const char *p = strstr(svg, "data-key=\"stream.norm\" points=\"");
+    ck_assert_ptr_nonnull(p);
+    p += strlen("data-key=\"stream.norm\" points=\"");
+    for (int k = 0; k <= RUN_L; k++) {
+        double px, py;
+        int used = 0;
+        ck_assert_int_eq(sscanf(p, "%lf,%lf%n", &px, &py, &used), 2);
+        p += used;
+        ck_assert_double_eq_tol(px, axis_pixel(ax, k), 2e-3);
+        ck_assert_double_eq_tol(py, axis_pixel(ay, stream_norm(k)), 2e-3);
+    }
+    ck_assert_int_eq(*p, '"');
+    resdiag_free(svg);
+    /* a run without backward has no gradient figure; nothing is returned */
+    svg = (char *)1;
+    ck_assert_int_eq(resdiag_analysis_figure_svg(run_analysis, RESDIAG_FIGURE_GRADIENTS, &svg),
+                     RESDIAG_E_NOT_FOUND);
+    ck_assert_ptr_null(svg);
+    ck_assert_int_eq(resdiag_analysis_figure_svg(run_analysis, RESDIAG_N_FIGURES, &svg),
+                     RESDIAG_E_INVALID);
+    ck_assert_int_eq(resdiag_analysis_figure_svg(run_analysis, (resdiag_figure)-1, &svg),
+                     RESDIAG_E_INVALID);
+    ck_assert_int_eq(resdiag_analysis_figure_svg(NULL, RESDIAG_FIGURE_GROWTH, &svg),
+                     RESDIAG_E_NULL);
+    ck_assert_int_eq(resdiag_analysis_figure_svg(run_analysis, RESDIAG_FIGURE_GROWTH, NULL),
+                     RESDIAG_E_NULL);
+    ck_assert_str_eq(resdiag_figure_name(RESDIAG_FIGURE_GROWTH), "growth");
+    ck_assert_str_eq(resdiag_figure_name(RESDIAG_FIGURE_UPDATES), "updates");
+    ck_assert_str_eq(resdiag_figure_name(RESDIAG_FIGURE_GRADIENTS), "gradients");
+    ck_assert_str_eq(resdiag_figure_name(RESDIAG_N_FIGURES), "?");
+    close_stream_run();
+}
+END_TEST
+
+START_TEST(html_page_holds_what_its_options_ask)
+{
+    open_stream_run();
+    /* no options: the defaults, no heat maps without the reader */
+    char *page = resdiag_analysis_to_html(run_analysis, NULL);
+    ck_assert_ptr_nonnull(page);
+    ck_assert_ptr_nonnull(strstr(page, "<title>resdiag report: run</title>"));
+    ck_assert_ptr_nonnull(strstr(page, "<figure id=\"growth\">"));
+    ck_assert_ptr_null(strstr(page, "id=\"heatmaps\""));
+    ck_assert_ptr_nonnull(strstr(page, "</html>\n"));
+    resdiag_free(page);
+    resdiag_html_options o;
+    resdiag_html_options_init(&o);
+    ck_assert_uint_eq(o.struct_size, sizeof o);
+    o.run_name = "a<b>&\x1b";
+    o.reader = run_reader;
+    page = resdiag_analysis_to_html(run_analysis, &o);
+    ck_assert_ptr_nonnull(page);
+    ck_assert_ptr_nonnull(strstr(page, "<title>resdiag report: a&lt;b&gt;&amp;"));
+    ck_assert_ptr_null(strstr(page, "\x1b"));
+    ck_assert_int_eq(count(page, "id=\"heatmaps\""), 1);
+    resdiag_free(page);
+    /* an older caller's struct (only struct_size) is read with the defaults;
+     * a size past the struct's is refused */
+    o.struct_size = sizeof(size_t);
+    page = resdiag_analysis_to_html(run_analysis, &o);
+    ck_assert_ptr_nonnull(strstr(page, "<title>resdiag report: run</title>"));
+    resdiag_free(page);
+    o.struct_size = sizeof o + 1;
+    ck_assert_ptr_null(resdiag_analysis_to_html(run_analysis, &o));
+    o.struct_size = 0;
+    ck_assert_ptr_null(resdiag_analysis_to_html(run_analysis, &o));
+    ck_assert_ptr_null(resdiag_analysis_to_html(NULL, NULL));
+    /* the diff page: both names, both figures on one axis, the text inside */
+    page = resdiag_analysis_diff_html(run_analysis, run_analysis, "first", NULL);
+    ck_assert_ptr_nonnull(page);
+    ck_assert_ptr_nonnull(strstr(page, "A = first<br/>B = B</p>"));
+    ck_assert_ptr_nonnull(strstr(page, "data-key=\"A/stream.norm\""));
+    ck_assert_ptr_nonnull(strstr(page, "data-key=\"B/stream.norm\""));
+    ck_assert_ptr_nonnull(strstr(page, "<pre>A = first&#10;B = B&#10;"));
+    resdiag_free(page);
+    ck_assert_ptr_null(resdiag_analysis_diff_html(run_analysis, NULL, NULL, NULL));
+    close_stream_run();
+}
+END_TEST
+
+START_TEST(dump_prints_the_steps_asked_for)
+{
+    open_stream_run();
+    char *text = NULL;
+    ck_assert_int_eq(resdiag_reader_dump(run_reader, NULL, &text), RESDIAG_OK);
+    ck_assert_int_eq(strncmp(text, "run: resdiag run file, schema ", 30), 0);
+    ck_assert_int_eq(count(text, "\nstep "), 1);
+    ck_assert_ptr_nonnull(strstr(text, "\nstep 0 (record 1 of 3)\n"));
+    /* the embedding and every layer's stream, one row each */
+    ck_assert_int_eq(count(text, " stream_out "), RUN_L);
+    ck_assert_int_eq(count(text, " embed_out "), 1);
+    resdiag_free(text);
+    resdiag_dump_options o;
+    resdiag_dump_options_init(&o);
+    o.run_name = "x\ny";
+    o.first_index = 1;
+    o.n_steps = -1;
+    ck_assert_int_eq(resdiag_reader_dump(run_reader, &o, &text), RESDIAG_OK);
+    ck_assert_int_eq(strncmp(text, "x\\ny: ", 6), 0);
+    ck_assert_int_eq(count(text, "\nstep "), 2);
+    ck_assert_ptr_nonnull(strstr(text, "\nstep 1 (record 2 of 3)\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\nstep 2 (record 3 of 3)\n"));
+    resdiag_free(text);
+    o.first_index = RUN_STEPS;
+    text = (char *)1;
+    ck_assert_int_eq(resdiag_reader_dump(run_reader, &o, &text), RESDIAG_E_RANGE);
+    ck_assert_ptr_null(text);
+    o.first_index = 0;
+    o.struct_size = sizeof o + 8;
+    ck_assert_int_eq(resdiag_reader_dump(run_reader, &o, &text), RESDIAG_E_INVALID);
+    ck_assert_int_eq(resdiag_reader_dump(NULL, NULL, &text), RESDIAG_E_NULL);
+    ck_assert_int_eq(resdiag_reader_dump(run_reader, NULL, NULL), RESDIAG_E_NULL);
+    close_stream_run();
+}
+END_TEST
+
+START_TEST(escape_text_gives_one_printable_line)
+{
+    char *e = resdiag_escape_text("a\nb\x1b\\c\xff");
+    ck_assert_str_eq(e, "a\\nb\\x1b\\\\c\\xff");
+    resdiag_free(e);
+    e = resdiag_escape_text("");
+    ck_assert_str_eq(e, "");
+    resdiag_free(e);
+    ck_assert_ptr_null(resdiag_escape_text(NULL));
+}
+END_TEST
+
+static void quiet(resdiag_log_priority prio, const char *msg, void *user)
+{
+    (void)prio;
+    (void)msg;
+    (void)user;
+}
+
 int main(void)
 {
+    resdiag_set_log_handler(quiet, NULL); /* the bad calls log */
     Suite *s = suite_create("html-svg");
     TCase *tc = tcase_create("svg");
     tcase_set_timeout(tc, 120);
@@ -294,9 +554,22 @@ int main(void)
     tcase_add_test(tc, svg_legend_labels_are_cut_whole);
     tcase_add_test(tc, svg_ramp_runs_dark_to_light);
     suite_add_tcase(s, tc);
+    TCase *api = tcase_create("public");
+    tcase_set_timeout(api, 60);
+    tcase_add_test(api, figure_svg_draws_the_stream_norms);
+    tcase_add_test(api, html_page_holds_what_its_options_ask);
+    tcase_add_test(api, dump_prints_the_steps_asked_for);
+    tcase_add_test(api, escape_text_gives_one_printable_line);
+    suite_add_tcase(s, api);
+    if (write_stream_run() != 0) {
+        fprintf(stderr, "test-html-svg: cannot write %s\n", run_path);
+        return 1;
+    }
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
+    unlink(run_path);
+    rmdir(run_dir);
     return failed ? 1 : 0;
 }

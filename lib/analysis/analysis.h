@@ -169,16 +169,4 @@ double rd_rounding_floor(const double *const *stats, int n);
 /* Declared placement against the verdict: 1 agrees, 0 not, -1 cannot say. */
 int rd_declared_agrees(const rd_analysis *a);
 
-/* ------------------------------------- lib/render/report.c defines these */
-
-/* A verdict in words for people ("pre-norm", "post-norm family (post-norm
- * or deepnorm)", ...): the report's and the HTML page's. Static storage. */
-const char *rd_verdict_human(resdiag_verdict v);
-
-/* ||x_k||^2 = a + b k as the text report and the HTML page both say it
- * (one rule for "flat": the values agree to 1e-4 of their mean), into out
- * (cap bytes): "||x_k||^2 = ..." in ASCII, or with unicode = 1 "‖x_k‖² = ..."
- * (the HTML page's notation), the same numbers in the same formats. */
-void rd_energy_sentence(char *out, size_t cap, const rd_fit *e, int unicode);
-
 #endif

@@ -1,29 +1,26 @@
 /*
- * html_report.c - the report as one self-contained page (html_report.h).
+ * html.c - the report and the diff as one self-contained page each
+ * (resdiag_analysis_to_html, resdiag_analysis_diff_html in resdiag.h).
  * The page is also well-formed XML (void elements closed, text escaped),
  * so that strict XML parsers read it as well as browsers.
  */
-#include "render/html.h"
+#include <resdiag.h>
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "analysis/analysis.h"
+#include "common/log.h"
+#include "common/sized_struct.h"
 #include "render/plot.h"
+#include "render/shared.h"
 #include "render/svg.h"
 
 /* Heat maps: at most this many step columns, and cells per map. */
 #define HEAT_MAX_COLS 500
 #define HEAT_MAX_CELLS 12000
-
-static const char *final_norm_text(int f)
-{
-    return f == 1 ? "present" : f == 0 ? "absent" : "not observed";
-}
 
 /* A number for people: "–" where there is none (NaN, Inf). Static
  * storage, four buffers in turn so that a printf may take several. */
@@ -101,13 +98,6 @@ static const char *card_class(resdiag_verdict v)
     }
 }
 
-/* Training runs call the first step initialization and the span of steps
- * training; evaluation and inference runs only count recorded steps. */
-static int is_training(const rd_analysis *a)
-{
-    return a->run_kind == RESDIAG_RUN_TRAINING;
-}
-
 static void run_line(svg_buf *b, const rd_analysis *a)
 {
     svg_printf(b, "<p class=\"meta\">%d layers, d_model %d, %s block of", a->n_layers, a->d_model,
@@ -118,11 +108,11 @@ static void run_line(svg_buf *b, const rd_analysis *a)
     }
     svg_printf(b, "; norm %s; %s%s%lld step(s) recorded (%lld … %lld), analysed step %lld%s.",
                resdiag_norm_kind_name(a->norm_kind),
-               is_training(a) ? "" : resdiag_run_kind_name(a->run_kind),
-               is_training(a) ? "" : " run; ", (long long)a->n_steps, (long long)a->steps[0],
+               rd_is_training(a) ? "" : resdiag_run_kind_name(a->run_kind),
+               rd_is_training(a) ? "" : " run; ", (long long)a->n_steps, (long long)a->steps[0],
                (long long)a->steps[a->n_steps - 1], (long long)a->step,
                a->step_index != 0 ? ""
-               : is_training(a)    ? " (the first: initialization)"
+               : rd_is_training(a)    ? " (the first: initialization)"
                                    : " (the first recorded)");
     if (a->description && a->description[0]) {
         svg_printf(b, " ");
@@ -151,15 +141,7 @@ static void evidence_table(svg_buf *b, const rd_analysis *a)
     svg_printf(b, "</tr>\n");
     int l = 0, rows = 0;
     while (l < L && rows < 24) {
-        int m = l + 1;
-        while (m < L) {
-            int same = 1;
-            for (int s = 0; s < S; s++)
-                same &= a->sub[m * S + s].v == a->sub[l * S + s].v;
-            if (!same)
-                break;
-            m++;
-        }
+        int m = rd_layer_group_end(a, l);
         if (m - l > 1)
             svg_printf(b, "<tr><td>%d–%d</td>", l, m - 1);
         else
@@ -185,7 +167,7 @@ static void verdict_card(svg_buf *b, const rd_analysis *a)
 {
     /* A contradicted declaration turns the card into a warning: `report`
      * exits 0 whatever it finds, so the page must say it loudly. */
-    int contradicted = rd_declared_agrees(a) == 0;
+    int contradicted = rd_declared_contradicted(a);
     svg_printf(b, "<section class=\"%s\" id=\"verdict\">\n",
                contradicted ? "card contradicted" : card_class(a->verdict));
     if (contradicted) {
@@ -209,7 +191,7 @@ static void verdict_card(svg_buf *b, const rd_analysis *a)
     if (a->verdict == RESDIAG_VERDICT_MIXED && a->mix_layers > 0)
         svg_printf(b, "<tr><th>layers</th><td>post-norm in 0..%d, pre-norm in %d..%d</td></tr>\n",
                    a->mix_layers - 1, a->mix_layers, a->n_layers - 1);
-    svg_printf(b, "<tr><th>final norm</th><td>%s: ", final_norm_text(a->final_norm));
+    svg_printf(b, "<tr><th>final norm</th><td>%s: ", rd_final_norm_text(a->final_norm));
     tx(b, a->final_norm_why);
     svg_printf(b, "</td></tr>\n");
     svg_printf(b, "<tr><th>declared</th><td>");
@@ -297,7 +279,7 @@ static void fit_caption(svg_buf *b, const rd_fit *f, const char *what)
                    f->b_hi, f->r2, f->n);
 }
 
-static void figure(svg_buf *b, plot_what w, const rd_analysis *const *a, const char *const *names,
+static void figure(svg_buf *b, resdiag_figure w, const rd_analysis *const *a, const char *const *names,
                    int n, const char *id)
 {
     svg_printf(b, "<figure id=\"%s\">\n", id);
@@ -306,13 +288,13 @@ static void figure(svg_buf *b, plot_what w, const rd_analysis *const *a, const c
     svg_printf(b, "<figcaption>");
     if (n == 1) {
         const rd_analysis *r = a[0];
-        if (w == PLOT_GROWTH) {
+        if (w == RESDIAG_FIGURE_GROWTH) {
             char energy[256];
             rd_energy_sentence(energy, sizeof energy, &r->fit_energy, 1);
             svg_printf(b, "%s. ", energy);
             fit_caption(b, &r->fit_xlog, "Log-log slope of ‖x_k‖");
             svg_printf(b, "Pre-norm theory: ‖x_k‖² linear in k; post-norm: constant at √d.");
-        } else if (w == PLOT_UPDATES) {
+        } else if (w == RESDIAG_FIGURE_UPDATES) {
             for (int s = 0; s < r->n_sublayers && s < RD_MAX_RFIT; s++) {
                 char what[96];
                 snprintf(what, sizeof what, "%s slope", r->sublayer_names[s]);
@@ -348,7 +330,7 @@ static void training_table(svg_buf *b, const rd_analysis *a)
 {
     svg_printf(b, "<h2>Over %s</h2>\n<table><tr><th></th><th>step %lld</th><th>step %lld"
                   "</th></tr>\n",
-               is_training(a) ? "training" : "the recorded steps", (long long)a->steps[0],
+               rd_is_training(a) ? "training" : "the recorded steps", (long long)a->steps[0],
                (long long)a->steps[a->n_steps - 1]);
     svg_printf(b, "<tr><td>stream growth ‖x_L‖/‖x_1‖</td><td class=\"num\">%s</td>"
                   "<td class=\"num\">%s</td></tr>\n",
@@ -362,10 +344,49 @@ static void training_table(svg_buf *b, const rd_analysis *a)
     svg_printf(b, "</table>\n");
 }
 
-char *html_report(const resdiag_analysis *a, const resdiag_reader *rd, const char *path)
+void resdiag_html_options_init(resdiag_html_options *options)
 {
-    if (!a)
+    if (!options)
+        return;
+    memset(options, 0, sizeof *options);
+    options->struct_size = sizeof *options;
+}
+
+/* The heat maps of a run with several steps, read from rd, and the table
+ * of its first and last step; -1 when they cannot be read (logged). */
+static int html_over_steps(svg_buf *b, const rd_analysis *a, const resdiag_reader *rd)
+{
+    plot_heat h;
+    if (plot_heat_read(rd, HEAT_MAX_COLS, HEAT_MAX_CELLS, &h) != 0)
+        return -1;
+    training_table(b, a);
+    svg_printf(b, "<h2>Layers over %s</h2>\n<figure id=\"heatmaps\">\n",
+               rd_is_training(a) ? "training" : "the recorded steps");
+    plot_heat_figure(b, &h, a->nf_found ? a->nf_step : -1);
+    svg_printf(b, "<figcaption>%d of %lld recorded steps, evenly spaced; grey = not "
+                  "recorded.%s</figcaption>\n</figure>\n",
+               h.cols, (long long)a->n_steps,
+               a->nf_found ? " The red line is the first non-finite value." : "");
+    plot_heat_free(&h);
+    return 0;
+}
+
+char *resdiag_analysis_to_html(const resdiag_analysis *a, const resdiag_html_options *options)
+{
+    static const char fn[] = "resdiag_analysis_to_html";
+    resdiag_html_options o;
+    resdiag_html_options_init(&o);
+    if (!a) {
+        rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "client bug: %s: the analysis is NULL", fn);
         return NULL;
+    }
+    if (options && rd_copy_sized(&o, sizeof o, options, options->struct_size, 0) != 0) {
+        rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "client bug: %s: options.struct_size %zu "
+               "(call resdiag_html_options_init)", fn, options->struct_size);
+        return NULL;
+    }
+    const char *path = o.run_name ? o.run_name : "run";
+    const resdiag_reader *rd = o.reader;
     svg_buf b = { 0 };
     char title[512];
     snprintf(title, sizeof title, "resdiag report: %s", path);
@@ -378,32 +399,22 @@ char *html_report(const resdiag_analysis *a, const resdiag_reader *rd, const cha
     nonfinite_card(&b, a);
     const rd_analysis *one[1] = { a };
     svg_printf(&b, "<h2>Residual stream over depth</h2>\n");
-    figure(&b, PLOT_GROWTH, one, NULL, 1, "growth");
+    figure(&b, RESDIAG_FIGURE_GROWTH, one, NULL, 1, "growth");
     svg_printf(&b, "<h2>Relative updates</h2>\n");
-    figure(&b, PLOT_UPDATES, one, NULL, 1, "updates");
-    if (is_training(a) || a->grad_step >= 0) {
+    figure(&b, RESDIAG_FIGURE_UPDATES, one, NULL, 1, "updates");
+    if (rd_is_training(a) || a->grad_step >= 0) {
         svg_printf(&b, "<h2>Gradients</h2>\n");
-        figure(&b, PLOT_GRADIENTS, one, NULL, 1, "gradients");
+        figure(&b, RESDIAG_FIGURE_GRADIENTS, one, NULL, 1, "gradients");
     }
-    if (a->n_steps > 1 && rd) {
-        plot_heat h;
-        if (plot_heat_read(rd, HEAT_MAX_COLS, HEAT_MAX_CELLS, &h) == 0) {
-            training_table(&b, a);
-            svg_printf(&b, "<h2>Layers over %s</h2>\n<figure id=\"heatmaps\">\n",
-                       is_training(a) ? "training" : "the recorded steps");
-            plot_heat_figure(&b, &h, a->nf_found ? a->nf_step : -1);
-            svg_printf(&b, "<figcaption>%d of %lld recorded steps, evenly spaced; grey = not "
-                           "recorded.%s</figcaption>\n</figure>\n",
-                       h.cols, (long long)a->n_steps,
-                       a->nf_found ? " The red line is the first non-finite value." : "");
-            plot_heat_free(&h);
-        } else {
-            free(b.s);
-            return NULL;
-        }
+    if (a->n_steps > 1 && rd && html_over_steps(&b, a, rd) != 0) {
+        free(b.s);
+        return NULL;
     }
     page_end(&b);
-    return svg_finish(&b);
+    char *page = svg_finish(&b);
+    if (!page)
+        rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "%s: out of memory", fn);
+    return page;
 }
 
 static void diff_row(svg_buf *b, const char *what, const char *va, const char *vb)
@@ -415,11 +426,16 @@ static void diff_row(svg_buf *b, const char *what, const char *va, const char *v
     svg_printf(b, "</td></tr>\n");
 }
 
-char *html_diff(const resdiag_analysis *a, const resdiag_analysis *b, const char *path_a,
-                const char *path_b)
+char *resdiag_analysis_diff_html(const resdiag_analysis *a, const resdiag_analysis *b,
+                                 const char *path_a, const char *path_b)
 {
-    if (!a || !b)
+    if (!a || !b) {
+        rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "client bug: resdiag_analysis_diff_html: an "
+               "analysis is NULL");
         return NULL;
+    }
+    path_a = path_a ? path_a : "A";
+    path_b = path_b ? path_b : "B";
     svg_buf o = { 0 };
     char title[512], va[160], vb[160];
     snprintf(title, sizeof title, "resdiag diff: %s vs %s", path_a, path_b);
@@ -433,7 +449,7 @@ char *html_diff(const resdiag_analysis *a, const resdiag_analysis *b, const char
     snprintf(va, sizeof va, "%s (%s)", rd_verdict_human(a->verdict), resdiag_confidence_name(a->conf));
     snprintf(vb, sizeof vb, "%s (%s)", rd_verdict_human(b->verdict), resdiag_confidence_name(b->conf));
     diff_row(&o, "placement", va, vb);
-    diff_row(&o, "final norm", final_norm_text(a->final_norm), final_norm_text(b->final_norm));
+    diff_row(&o, "final norm", rd_final_norm_text(a->final_norm), rd_final_norm_text(b->final_norm));
     snprintf(va, sizeof va, "%d layers, d_model %d", a->n_layers, a->d_model);
     snprintf(vb, sizeof vb, "%d layers, d_model %d", b->n_layers, b->d_model);
     diff_row(&o, "model", va, vb);
@@ -450,11 +466,11 @@ char *html_diff(const resdiag_analysis *a, const resdiag_analysis *b, const char
     const rd_analysis *two[2] = { a, b };
     const char *names[2] = { "A", "B" };
     svg_printf(&o, "<h2>Residual stream over depth</h2>\n");
-    figure(&o, PLOT_GROWTH, two, names, 2, "growth");
+    figure(&o, RESDIAG_FIGURE_GROWTH, two, names, 2, "growth");
     svg_printf(&o, "<h2>Relative updates</h2>\n");
-    figure(&o, PLOT_UPDATES, two, names, 2, "updates");
+    figure(&o, RESDIAG_FIGURE_UPDATES, two, names, 2, "updates");
     svg_printf(&o, "<h2>Gradients</h2>\n");
-    figure(&o, PLOT_GRADIENTS, two, names, 2, "gradients");
+    figure(&o, RESDIAG_FIGURE_GRADIENTS, two, names, 2, "gradients");
     char *text = resdiag_analysis_diff_text(a, b, path_a, path_b);
     if (text) {
         svg_printf(&o, "<h2>The differences, as resdiag diff prints them</h2>\n<pre>");
@@ -465,31 +481,8 @@ char *html_diff(const resdiag_analysis *a, const resdiag_analysis *b, const char
         o.failed = 1;
     }
     page_end(&o);
-    return svg_finish(&o);
-}
-
-int html_write_file(const char *path, const char *text)
-{
-    if (strcmp(path, "-") == 0)
-        return fputs(text, stdout) < 0 ? -1 : 0;
-    /* only a regular file may be removed after a failed write: never a
-     * device such as /dev/full, a pipe or whatever else the path names */
-    struct stat st;
-    int regular = stat(path, &st) != 0 || S_ISREG(st.st_mode);
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return -1;
-    size_t n = strlen(text);
-    int bad = fwrite(text, 1, n, f) != n;
-    int e = errno;
-    if (fclose(f) != 0 || bad) {
-        if (bad)
-            errno = e;
-        e = errno;
-        if (regular)
-            remove(path); /* no half-written page left behind */
-        errno = e;
-        return -1;
-    }
-    return 0;
+    char *page = svg_finish(&o);
+    if (!page)
+        rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "resdiag_analysis_diff_html: out of memory");
+    return page;
 }

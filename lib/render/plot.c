@@ -12,7 +12,9 @@
 #include <string.h>
 
 #include "analysis/analysis.h"
+#include "common/log.h"
 #include "format/format.h"
+#include "render/shared.h"
 
 /* Figure geometry: the plot area, then the legend column to its right. */
 #define FIG_W 780.0
@@ -28,13 +30,10 @@ static const char *const palette[] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd
 #define N_PALETTE (sizeof palette / sizeof palette[0])
 #define REF_COLOR "#555555"
 
-int plot_what_parse(const char *name)
+const char *resdiag_figure_name(resdiag_figure figure)
 {
-    static const char *const names[PLOT_N] = { "growth", "updates", "gradients" };
-    for (int i = 0; i < PLOT_N; i++)
-        if (strcmp(name, names[i]) == 0)
-            return i;
-    return -1;
+    static const char *const names[RESDIAG_N_FIGURES] = { "growth", "updates", "gradients" };
+    return (unsigned)figure < RESDIAG_N_FIGURES ? names[figure] : "?";
 }
 
 /* The style of run i of n for a series of colour c: the first run solid
@@ -235,7 +234,7 @@ static int fig_updates(svg_buf *b, const rd_analysis *const *a, const char *cons
     svg_plot_begin(&p, b, AREA_X, AREA_Y, AREA_W, AREA_H, &ax, &ay, 1,
                    "Relative updates r_k = ‖Δx‖/‖x‖ per sublayer (log-log)",
                    "layer k = layer index + 1 (log scale)", "r_k (ratio, log scale)");
-    char label[96], key[200];
+    char label[200], key[200];
     for (int i = 0; i < n; i++) {
         const rd_analysis *r = a[i];
         int L = r->n_layers, S = r->n_sublayers;
@@ -350,7 +349,7 @@ static int fig_gradients(svg_buf *b, const rd_analysis *const *a, const char *co
                    "Gradients per layer at the first recorded backward (log-log)",
                    "layer k = layer index + 1 (log scale)",
                    "gradient norm (Frobenius, log scale)");
-    char label[96], key[200];
+    char label[200], key[200];
     for (int i = 0; i < n; i++) {
         const rd_analysis *r = a[i];
         if (r->grad_step < 0)
@@ -384,8 +383,12 @@ static int fig_gradients(svg_buf *b, const rd_analysis *const *a, const char *co
                    key_of(key, sizeof key, names, n, i, "gradients.stream"), label);
         if (isfinite(r->head_grad) && r->head_grad > 0) {
             svg_style hs = { palette[3], i % 2 ? 1 : 2, 0, 1.4 };
-            label_of(label, sizeof label, names, n, i,
-                     r->head_is_param ? "‖∇head.w‖" : "‖∂L/∂logits‖");
+            char head[160];
+            if (rd_head_name(r))
+                snprintf(head, sizeof head, "‖∇%s‖", rd_head_name(r));
+            else
+                snprintf(head, sizeof head, "‖∂L/∂logits‖");
+            label_of(label, sizeof label, names, n, i, head);
             svg_hline(&p, r->head_grad, &hs, key_of(key, sizeof key, names, n, i, "gradients.head"),
                       label);
         }
@@ -397,14 +400,14 @@ static int fig_gradients(svg_buf *b, const rd_analysis *const *a, const char *co
     return 0;
 }
 
-int plot_figure(svg_buf *b, plot_what what, const struct resdiag_analysis *const *a,
+int plot_figure(svg_buf *b, resdiag_figure what, const struct resdiag_analysis *const *a,
                 const char *const *names, int n)
 {
     /* draw into a scratch buffer: a figure without data leaves nothing */
     svg_buf t = { 0 };
-    int rc = what == PLOT_GROWTH      ? fig_growth(&t, a, names, n)
-             : what == PLOT_UPDATES   ? fig_updates(&t, a, names, n)
-             : what == PLOT_GRADIENTS ? fig_gradients(&t, a, names, n)
+    int rc = what == RESDIAG_FIGURE_GROWTH      ? fig_growth(&t, a, names, n)
+             : what == RESDIAG_FIGURE_UPDATES   ? fig_updates(&t, a, names, n)
+             : what == RESDIAG_FIGURE_GRADIENTS ? fig_gradients(&t, a, names, n)
                                       : -1;
     if (rc == 0 && !t.failed)
         svg_printf(b, "%s", t.s);
@@ -539,4 +542,32 @@ void plot_heat_figure(svg_buf *b, const plot_heat *h, int64_t mark_step)
                     mark, key);
     }
     svg_doc_end(b);
+}
+
+resdiag_status resdiag_analysis_figure_svg(const resdiag_analysis *a, resdiag_figure figure,
+                                           char **svg)
+{
+    static const char fn[] = "resdiag_analysis_figure_svg";
+    if (svg)
+        *svg = NULL;
+    if (!a || !svg) {
+        rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "client bug: %s: %s is NULL", fn,
+               a ? "svg" : "the analysis");
+        return RESDIAG_E_NULL;
+    }
+    if ((unsigned)figure >= RESDIAG_N_FIGURES) {
+        rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "client bug: %s: no figure %d", fn, (int)figure);
+        return RESDIAG_E_INVALID;
+    }
+    svg_buf b = { 0 };
+    const rd_analysis *one[1] = { a };
+    if (plot_figure(&b, figure, one, NULL, 1) != 0 && !b.failed) {
+        free(b.s);
+        return RESDIAG_E_NOT_FOUND;
+    }
+    if (!(*svg = svg_finish(&b))) {
+        rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "%s: out of memory", fn);
+        return RESDIAG_E_NOMEM;
+    }
+    return RESDIAG_OK;
 }

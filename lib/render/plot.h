@@ -2,7 +2,7 @@
  * plot.h - the figures of a run drawn from its analysis (svg.h): the
  * stream norm over depth, the relative updates and the gradients per layer
  * (one run, or several overlaid), and layer x step heat maps read from the
- * file. Used by `resdiag plot` and by the HTML report.
+ * file. Used by resdiag_analysis_figure_svg (plot.c) and the HTML pages.
  */
 #ifndef RESDIAG_PLOT_H
 #define RESDIAG_PLOT_H
@@ -13,16 +13,11 @@
 
 struct resdiag_analysis;
 
-typedef enum plot_what { PLOT_GROWTH, PLOT_UPDATES, PLOT_GRADIENTS, PLOT_N } plot_what;
-
-/* "growth", "updates", "gradients"; -1 for another name. */
-int plot_what_parse(const char *name);
-
 /* Appends one complete <svg> figure of n runs (1: with fits and reference
  * lines; more: overlaid, the runs told apart by names, which may be NULL
  * when n == 1). Returns 0, or -1 when the figure has no data to draw
  * (e.g. no gradients recorded); then nothing is appended. */
-int plot_figure(svg_buf *b, plot_what what, const struct resdiag_analysis *const *a,
+int plot_figure(svg_buf *b, resdiag_figure what, const struct resdiag_analysis *const *a,
                 const char *const *names, int n);
 
 /* 1 when the gradient figure of this run draws the pre-norm reference of

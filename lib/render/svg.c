@@ -1,5 +1,5 @@
 /*
- * svg.c - the tool's small SVG writer (see svg.h): buffer, axes and ticks,
+ * svg.c - the figures' small SVG writer (see svg.h): buffer, axes and ticks,
  * series, legends, heat maps. Pixel coordinates are printed with three
  * decimals so that a reader can invert the axis transform to ~1e-5.
  */

@@ -1,5 +1,5 @@
 /*
- * svg.h - a small SVG writer for the tool's figures: a growing text
+ * svg.h - a small SVG writer for the figures (plot.h): a growing text
  * buffer, axes with linear and log10 scales and readable ticks (1-2-5 steps,
  * decades), line series with markers, a legend outside the plot area, heat
  * map cells with a colour bar, and XML text escaping.

@@ -23,6 +23,7 @@ _SONAME = "libresdiag.so.%d" % int(__version__.split(".")[0])
 
 # resdiag_status values (pinned in the header).
 OK = 0
+E_NOT_FOUND = 11
 
 # Directions, dtypes and the two step selectors.
 FORWARD, BACKWARD = 0, 1
@@ -126,6 +127,11 @@ class AnalyzeOptions(ctypes.Structure):
 class CheckOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("expect", ctypes.c_int),
                 ("require_final_norm", ctypes.c_int), ("max_growth", ctypes.c_double)]
+
+
+class HtmlOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("run_name", ctypes.c_char_p),
+                ("reader", ctypes.c_void_p)]
 
 
 def _source_tree_build():
@@ -302,6 +308,11 @@ _PROTOS = {
     "resdiag_analysis_to_text": (_p, [_p]),
     "resdiag_analysis_to_json": (_p, [_p]),
     "resdiag_analysis_diff_text": (_p, [_p, _p, _c, _c]),
+    "resdiag_html_options_init": (None, [ctypes.POINTER(HtmlOptions)]),
+    "resdiag_analysis_to_html": (_p, [_p, ctypes.POINTER(HtmlOptions)]),
+    "resdiag_analysis_diff_html": (_p, [_p, _p, _c, _c]),
+    "resdiag_figure_name": (_c, [_i]),
+    "resdiag_analysis_figure_svg": (_i, [_p, _i, ctypes.POINTER(_p)]),
     "resdiag_free": (None, [_p]),
 }
 
@@ -327,6 +338,7 @@ _check_struct(lib.resdiag_model_init, Model)
 _check_struct(lib.resdiag_options_init, Options)
 _check_struct(lib.resdiag_analyze_options_init, AnalyzeOptions)
 _check_struct(lib.resdiag_check_options_init, CheckOptions)
+_check_struct(lib.resdiag_html_options_init, HtmlOptions)
 
 # The library's messages go to Python's logging (logger "resdiag") instead
 # of straight to stderr; the callback object must outlive every call.
@@ -364,3 +376,6 @@ def cstrings(names):
 
 
 FIELDS = tuple(lib.resdiag_field_name(i).decode() for i in range(N_FIELDS))
+# the figures of `resdiag plot --what` (resdiag_figure), by name
+N_FIGURES = 3
+FIGURES = tuple(lib.resdiag_figure_name(i).decode() for i in range(N_FIGURES))

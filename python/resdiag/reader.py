@@ -80,8 +80,9 @@ class Info:
 class Analysis:
     """resdiag_analyze() of one step: the verdict, its evidence and the report."""
 
-    def __init__(self, handle):
+    def __init__(self, handle, run=None):
         self._a = handle
+        self._run = run  # the Run analysed: its reader feeds to_html's heat maps
 
     def __del__(self):
         if getattr(self, "_a", None):
@@ -142,6 +143,41 @@ class Analysis:
 
     def json_text(self):
         return _lib.take_string(lib.resdiag_analysis_to_json(self._a))
+
+    def to_html(self, name=None):
+        """The page `resdiag report --html` writes: the verdict card, the
+        figures, and for a run with several steps the layer x step heat
+        maps while the Run it came from is open. name: the run in the title
+        (default: the Run's path)."""
+        o = _lib.HtmlOptions()
+        lib.resdiag_html_options_init(ctypes.byref(o))
+        run = self._run
+        if name is None and run is not None:
+            name = run.path
+        o.run_name = None if name is None else str(name).encode()
+        o.reader = run._r if run is not None and run._r else None
+        page = _lib.take_string(lib.resdiag_analysis_to_html(self._a, ctypes.byref(o)))
+        if page is None:
+            raise ResdiagError("resdiag: to_html: the page cannot be made (see the 'resdiag' "
+                               "log)")
+        return page
+
+    def svg(self, figure):
+        """One figure as a standalone SVG document, as `resdiag plot --what
+        FIGURE` writes it: "growth", "updates" or "gradients"
+        (resdiag.FIGURES). None when the run holds no data for it (e.g. no
+        gradients recorded)."""
+        try:
+            f = _lib.FIGURES.index(figure)
+        except ValueError:
+            raise ValueError("resdiag: unknown figure %r (one of %s)"
+                             % (figure, ", ".join(_lib.FIGURES))) from None
+        out = ctypes.c_void_p()
+        st = lib.resdiag_analysis_figure_svg(self._a, f, ctypes.byref(out))
+        if st == _lib.E_NOT_FOUND:
+            return None
+        _check(st, "svg %s" % figure)
+        return _lib.take_string(out.value)
 
     def check(self, expect, require_final_norm=False, max_growth=0.0):
         """(result, why) as `resdiag check`: result 0 holds, 1 fails, 2 cannot tell."""
@@ -254,7 +290,7 @@ class Run:
             o.max_growth = max_growth
         a = ctypes.c_void_p()
         _check(lib.resdiag_analyze(self._h(), ctypes.byref(o), ctypes.byref(a)), "analyze")
-        return Analysis(a.value)
+        return Analysis(a.value, self)
 
     def verdict(self, step="first"):
         return self.analyze(step).verdict

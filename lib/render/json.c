@@ -1,0 +1,382 @@
+/*
+ * json.c - the analysis as JSON for programs (resdiag_analysis_to_json;
+ * keys documented in doc/REPORT-JSON.md; stable: only added, never
+ * renamed or removed within a "report_version"). Strings from the run
+ * file go through the JSON escaper (strbuf.h).
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "analysis/analysis.h"
+#include "common/escape.h"
+#include "common/strbuf.h"
+#include "render/shared.h"
+
+typedef rd_strbuf sb;
+
+static void js_str(sb *b, const char *s)
+{
+    rd_strbuf_put_json(b, s);
+}
+
+static void js_num(sb *b, double v)
+{
+    if (isfinite(v))
+        rd_strbuf_printf(b, "%.9g", v);
+    else
+        rd_strbuf_printf(b, "null");
+}
+
+static void js_fit(sb *b, const rd_fit *f)
+{
+    rd_strbuf_printf(b, "{\"n\": %d, \"ok\": %s, \"intercept\": ", f->n, f->ok ? "true" : "false");
+    js_num(b, f->a);
+    rd_strbuf_printf(b, ", \"slope\": ");
+    js_num(b, f->b);
+    rd_strbuf_printf(b, ", \"slope_lo\": ");
+    js_num(b, f->b_lo);
+    rd_strbuf_printf(b, ", \"slope_hi\": ");
+    js_num(b, f->b_hi);
+    rd_strbuf_printf(b, ", \"r2\": ");
+    js_num(b, f->r2);
+    rd_strbuf_printf(b, "}");
+}
+
+static void js_array(sb *b, const double *v, int n, int stride)
+{
+    rd_strbuf_printf(b, "[");
+    for (int i = 0; i < n; i++) {
+        if (i)
+            rd_strbuf_printf(b, ", ");
+        js_num(b, v[(size_t)i * stride]);
+    }
+    rd_strbuf_printf(b, "]");
+}
+
+/* the run: its model, declaration and provenance */
+static void json_run(sb *b, const rd_analysis *a)
+{
+    int L = a->n_layers, S = a->n_sublayers;
+    rd_strbuf_printf(b, "{\n  \"report_version\": 1,\n  \"declared_contradicted\": %s,\n"
+                  "  \"run\": {\"n_layers\": %d, \"d_model\": %d, "
+                  "\"n_sublayers\": %d, \"sublayer_names\": [",
+              rd_declared_contradicted(a) ? "true" : "false", L, a->d_model, S);
+    for (int s = 0; s < S; s++) {
+        if (s)
+            rd_strbuf_printf(b, ", ");
+        js_str(b, a->sublayer_names[s]);
+    }
+    rd_strbuf_printf(b, "], \"block\": \"%s\", \"norm_kind\": \"%s\", \"declared_placement\": \"%s\", "
+                  "\"declared_mix_layers\": %d, \"schema_version\": %d, \"resdiag_version\": ",
+              a->block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential",
+              resdiag_norm_kind_name(a->norm_kind), resdiag_placement_name(a->declared),
+              a->declared_mix, a->schema_version);
+    js_str(b, a->writer_version);
+    rd_strbuf_printf(b, ", \"description\": ");
+    js_str(b, a->description);
+    rd_strbuf_printf(b, ", \"created_utc\": ");
+    js_str(b, a->created);
+    rd_strbuf_printf(b, ", \"program\": ");
+    js_str(b, a->program);
+    rd_strbuf_printf(b, ", \"sketch_size\": %d, \"run_kind\": \"%s\"},\n", a->sketch_size,
+              resdiag_run_kind_name(a->run_kind));
+}
+
+/* the recorded steps, and the last one's verdict beside the judged one */
+static void json_steps(sb *b, const rd_analysis *a)
+{
+    int S = a->n_sublayers;
+    rd_strbuf_printf(b, "  \"steps\": {\"recorded\": %lld, \"first\": %lld, \"last\": %lld, "
+                  "\"analysed\": %lld, \"analysed_index\": %lld},\n",
+              (long long)a->n_steps, (long long)a->steps[0], (long long)a->steps[a->n_steps - 1],
+              (long long)a->step, (long long)a->step_index);
+    /* the last recorded step's verdict beside the judged one: null when the
+     * judged step is the last */
+    if (a->step_index == a->n_steps - 1) {
+        rd_strbuf_printf(b, "  \"last_step\": null,\n");
+    } else {
+        const rd_analysis *z = a->at_last;
+        rd_strbuf_printf(b, "  \"last_step\": {\"step\": %lld, \"index\": %lld, \"error\": ",
+                  (long long)a->steps[a->n_steps - 1], (long long)(a->n_steps - 1));
+        if (z)
+            rd_strbuf_printf(b, "null, \"verdict\": \"%s\", \"confidence\": \"%s\", "
+                          "\"mix_layers\": %d, \"growth\": ", resdiag_verdict_name(z->verdict),
+                      resdiag_confidence_name(z->conf), resdiag_analysis_mix_layers(z));
+        else {
+            js_str(b, resdiag_strerror(a->at_last_status));
+            rd_strbuf_printf(b, ", \"verdict\": null, \"confidence\": null, \"mix_layers\": null, "
+                          "\"growth\": ");
+        }
+        js_num(b, a->tr_growth[1]);
+        rd_strbuf_printf(b, ", \"mean_r\": ");
+        js_array(b, a->tr_mean_r[1], S < RESDIAG_MAX_SUBLAYERS ? S : RESDIAG_MAX_SUBLAYERS, 1);
+        rd_strbuf_printf(b, "},\n");
+    }
+}
+
+/* which sites were observed, forward and backward */
+static void json_observed(sb *b, const rd_analysis *a)
+{
+    rd_strbuf_printf(b, "  \"observed\": {\"stream_only\": %s, \"relations\": %s, \"forward\": {",
+              a->stream_only ? "true" : "false", a->use_relations ? "true" : "false");
+    for (int d = 0; d < 2; d++) {
+        if (d)
+            rd_strbuf_printf(b, "}, \"backward\": {");
+        for (int s = 0; s < RESDIAG_N_BLOCK_SITES; s++)
+            rd_strbuf_printf(b, "%s\"%s\": %d", s ? ", " : "", resdiag_site_name((resdiag_site)s),
+                      a->n_obs[d][s]);
+        for (int m = 0; m < RESDIAG_N_MODEL_SITES; m++)
+            rd_strbuf_printf(b, ", \"%s\": %d", resdiag_site_name((resdiag_site)(RESDIAG_EMBED_OUT + m)),
+                      a->model_obs[d][m]);
+    }
+    rd_strbuf_printf(b, "}},\n");
+
+}
+
+/* the verdict, its reasons and the deciding hooks */
+static void json_placement(sb *b, const rd_analysis *a)
+{
+    rd_strbuf_printf(b, "  \"placement\": {\"verdict\": \"%s\", \"confidence\": \"%s\", \"why\": ",
+              resdiag_verdict_name(a->verdict), resdiag_confidence_name(a->conf));
+    js_str(b, a->why);
+    rd_strbuf_printf(b, ", \"confidence_why\": ");
+    js_str(b, a->verdict != RESDIAG_VERDICT_CANNOT_TELL && a->conf < RESDIAG_CONFIDENCE_HIGH
+                   ? a->conf_why : "");
+    rd_strbuf_printf(b, ", \"mix_layers\": %d, \"alpha\": ", resdiag_analysis_mix_layers(a));
+    js_num(b, resdiag_analysis_alpha(a));
+    int agree = rd_declared_agrees(a);
+    rd_strbuf_printf(b, ", \"final_norm\": \"%s\", \"final_norm_why\": ",
+              rd_final_norm_text(a->final_norm));
+    js_str(b, a->final_norm_why);
+    rd_strbuf_printf(b, ", \"declared_agrees\": %s, \"undecided_layers\": %d, "
+                  "\"call_order_agrees\": %d, \"call_order_disagrees\": %d, \"deciding_hooks\": {",
+              agree == 1 ? "true" : agree == 0 ? "false" : "null", a->n_undecided,
+              a->order_agree, a->order_disagree);
+    rd_strbuf_printf(b, "\"norm_in\": ");
+    js_str(b, a->cs_norm_in);
+    rd_strbuf_printf(b, ", \"branch_out\": ");
+    js_str(b, a->cs_branch_out);
+    rd_strbuf_printf(b, ", \"stream_out\": ");
+    js_str(b, a->cs_stream_out);
+    rd_strbuf_printf(b, "},\n    \"layers\": [");
+}
+
+/* one sublayer of layer l: its verdict, the errors of every relation
+ * between its sites and why */
+static void json_sublayer(sb *b, const rd_analysis *a, int l, int s)
+{
+    const rd_sub *r = &a->sub[l * a->n_sublayers + s];
+    rd_strbuf_printf(b, "%s{\"name\": ", s ? ", " : "");
+    js_str(b, a->sublayer_names[s]);
+    rd_strbuf_printf(b, ", \"verdict\": \"%s\", \"confidence\": \"%s\", \"alpha\": ",
+              resdiag_verdict_name(r->v), resdiag_confidence_name(r->conf));
+    js_num(b, r->alpha);
+    double e[RD_N_REL] = { r->e_add, r->e_nx, r->e_nsum, r->e_deep, r->e_yn, r->e_par,
+                           r->e_fn };
+    static const char *const en[RD_N_REL] = { "add", "norm_reads_stream",
+                                              "norm_reads_sum", "norm_reads_alpha_sum",
+                                              "out_is_norm", "parallel_same_input",
+                                              "branch_is_norm_out" };
+    /* as measured; by_construction says which of them count for nothing */
+    for (int i = 0; i < RD_N_REL; i++)
+        if (r->constructed >> i & 1u)
+            e[i] = r->e_constructed[i];
+    rd_strbuf_printf(b, ", \"by_construction\": [");
+    for (int i = 0, n = 0; i < RD_N_REL; i++)
+        if (r->constructed >> i & 1u)
+            rd_strbuf_printf(b, "%s\"%s\"", n++ ? ", " : "", en[i]);
+    rd_strbuf_printf(b, "]");
+    rd_strbuf_printf(b, ", \"rounding_floor\": ");
+    js_num(b, r->floor);
+    rd_strbuf_printf(b, ", \"evidence_strength\": ");
+    js_num(b, r->strength);
+    rd_strbuf_printf(b, ", \"confidence_why\": ");
+    js_str(b, r->conf_why);
+    rd_strbuf_printf(b, ", \"relation_errors\": {");
+    for (int i = 0; i < RD_N_REL; i++) {
+        rd_strbuf_printf(b, "%s\"%s\": ", i ? ", " : "", en[i]);
+        js_num(b, e[i]);
+    }
+    rd_strbuf_printf(b, "}, \"call_order\": \"%s\", \"why\": ",
+              r->order == 1 ? "norm_first" : r->order == 2 ? "branch_first" : "unknown");
+    js_str(b, r->why);
+    rd_strbuf_printf(b, "}");
+}
+
+/* per layer: the stream's signature and each sublayer's evidence */
+static void json_layers(sb *b, const rd_analysis *a)
+{
+    int L = a->n_layers, S = a->n_sublayers;
+    for (int l = 0; l < L; l++) {
+        rd_strbuf_printf(b, "%s\n      {\"layer\": %d, \"stream_signature\": \"%s\", "
+                      "\"stream_token_norm_cv\": ", l ? "," : "", l,
+                  a->layer_sig[l] == RD_SIG_NORMALIZED ? "normalized"
+                  : a->layer_sig[l] == RD_SIG_NOT      ? "not_normalized"
+                  : a->layer_sig[l] == RD_SIG_UNCLEAR  ? "unclear"
+                                                       : "unknown");
+        js_num(b, a->layer_cv[l]);
+        rd_strbuf_printf(b, ", \"sublayers\": [");
+        for (int s = 0; s < S; s++) {
+            json_sublayer(b, a, l, s);
+        }
+        rd_strbuf_printf(b, "]}");
+    }
+    rd_strbuf_printf(b, "]},\n");
+}
+
+/* the stream's depth laws and the relative updates per sublayer */
+static void json_stream(sb *b, const rd_analysis *a)
+{
+    int L = a->n_layers, S = a->n_sublayers;
+    rd_strbuf_printf(b, "  \"stream\": {\"norm\": ");
+    js_array(b, a->xnorm, L + 1, 1);
+    rd_strbuf_printf(b, ", \"rms\": ");
+    js_array(b, a->xrms, L + 1, 1);
+    rd_strbuf_printf(b, ", \"energy\": ");
+    js_array(b, a->xenergy, L + 1, 1);
+    rd_strbuf_printf(b, ", \"energy_fit\": ");
+    js_fit(b, &a->fit_energy);
+    rd_strbuf_printf(b, ", \"loglog_fit\": ");
+    js_fit(b, &a->fit_xlog);
+    rd_strbuf_printf(b, ", \"growth\": ");
+    js_num(b, a->growth);
+    rd_strbuf_printf(b, "},\n  \"updates\": [");
+    for (int s = 0; s < S; s++) {
+        rd_strbuf_printf(b, "%s\n    {\"sublayer\": ", s ? "," : "");
+        js_str(b, a->sublayer_names[s]);
+        rd_strbuf_printf(b, ", \"r\": ");
+        js_array(b, a->r + s, L, S);
+        rd_strbuf_printf(b, ", \"fit_all\": ");
+        js_fit(b, &a->fit_r[s < RD_MAX_RFIT ? s : 0]);
+        rd_strbuf_printf(b, ", \"fit_deeper_half\": ");
+        js_fit(b, &a->fit_r_deep[s < RD_MAX_RFIT ? s : 0]);
+        rd_strbuf_printf(b, "}");
+    }
+}
+
+/* the gradients at the first recorded backward (null: none) */
+static void json_gradients(sb *b, const rd_analysis *a)
+{
+    int L = a->n_layers, P = a->n_layer_params;
+    rd_strbuf_printf(b, "],\n  \"gradients\": ");
+    if (a->grad_step < 0) {
+        rd_strbuf_printf(b, "null");
+    } else {
+        rd_strbuf_printf(b, "{\"step\": %lld, \"params\": [", (long long)a->steps[a->grad_step]);
+        for (int i = 0; i < a->n_order; i++) {
+            int p = a->param_order[i];
+            rd_strbuf_printf(b, "%s\n    {\"name\": ", i ? "," : "");
+            js_str(b, a->param_names[p]);
+            rd_strbuf_printf(b, ", \"norm\": ");
+            js_array(b, a->grad + p, L, P);
+            rd_strbuf_printf(b, ", \"last_over_first\": ");
+            js_num(b, a->grad[p] > 0 ? a->grad[(size_t)(L - 1) * P + p] / a->grad[p] : NAN);
+            rd_strbuf_printf(b, ", \"loglog_fit\": ");
+            js_fit(b, &a->fit_grad[p]);
+            rd_strbuf_printf(b, "}");
+        }
+        rd_strbuf_printf(b, "],\n    \"stream\": ");
+        js_array(b, a->sgrad, L, 1);
+        rd_strbuf_printf(b, ", \"stream_embed\": ");
+        js_num(b, a->sgrad_embed);
+        rd_strbuf_printf(b, ", \"stream_last_over_first\": ");
+        js_num(b, a->sgrad[0] > 0 ? a->sgrad[L - 1] / a->sgrad[0] : NAN);
+        rd_strbuf_printf(b, ", \"stream_loglog_fit\": ");
+        js_fit(b, &a->fit_sgrad);
+        rd_strbuf_printf(b, ", \"head\": ");
+        js_num(b, a->head_grad);
+        /* the head parameter's name, or "logits" */
+        rd_strbuf_printf(b, ", \"head_source\": ");
+        js_str(b, rd_head_name(a) ? rd_head_name(a) : "logits");
+        rd_strbuf_printf(b, "}");
+    }
+}
+
+/* the first non-finite value (null: none) */
+static void json_nonfinite(sb *b, const rd_analysis *a)
+{
+    rd_strbuf_printf(b, ",\n  \"nonfinite\": ");
+    if (!a->nf_found) {
+        rd_strbuf_printf(b, "null");
+    } else {
+        rd_strbuf_printf(b, "{\"step\": %lld, \"layer\": %d, \"sublayer\": ", (long long)a->nf_step,
+                  a->nf_layer);
+        if (a->nf_layer == RESDIAG_MODEL_LEVEL || a->nf_site < 0)
+            rd_strbuf_printf(b, "null");
+        else
+            js_str(b, a->sublayer_names[a->nf_sub]);
+        rd_strbuf_printf(b, ", \"site\": ");
+        if (a->nf_site < 0)
+            rd_strbuf_printf(b, "null");
+        else
+            js_str(b, resdiag_site_name((resdiag_site)a->nf_site));
+        rd_strbuf_printf(b, ", \"param\": ");
+        if (a->nf_site >= 0)
+            rd_strbuf_printf(b, "null");
+        else if (a->nf_layer != RESDIAG_MODEL_LEVEL && a->nf_param >= 0)
+            js_str(b, a->param_names[a->nf_param]);
+        else
+            rd_strbuf_printf(b, "%d", a->nf_param);
+        rd_strbuf_printf(b, ", \"direction\": \"%s\", \"nan\": %.0f, \"inf\": %.0f, \"steps_affected\": "
+                      "%lld, \"nan_total\": %.0f, \"inf_total\": %.0f}",
+                  a->nf_dir == RESDIAG_FORWARD ? "forward" : "backward", a->nf_nan, a->nf_inf,
+                  (long long)a->nf_steps, a->nan_total, a->inf_total);
+    }
+}
+
+/* the first and the last recorded step side by side */
+static void json_training(sb *b, const rd_analysis *a)
+{
+    int S = a->n_sublayers;
+    rd_strbuf_printf(b, ",\n  \"training\": {\"first_step\": %lld, \"last_step\": %lld, \"growth\": [",
+              (long long)a->steps[0], (long long)a->steps[a->n_steps - 1]);
+    js_num(b, a->tr_growth[0]);
+    rd_strbuf_printf(b, ", ");
+    js_num(b, a->tr_growth[1]);
+    rd_strbuf_printf(b, "], \"mean_r\": [");
+    for (int s = 0; s < S && s < RESDIAG_MAX_SUBLAYERS; s++) {
+        rd_strbuf_printf(b, "%s{\"sublayer\": ", s ? ", " : "");
+        js_str(b, a->sublayer_names[s]);
+        rd_strbuf_printf(b, ", \"first\": ");
+        js_num(b, a->tr_mean_r[0][s]);
+        rd_strbuf_printf(b, ", \"last\": ");
+        js_num(b, a->tr_mean_r[1][s]);
+        rd_strbuf_printf(b, "}");
+    }
+    rd_strbuf_printf(b, "], \"grad_param\": ");
+    js_str(b, a->n_order > 0 ? a->param_names[a->param_order[0]] : "");
+    rd_strbuf_printf(b, ", \"grad_last_over_first\": [");
+    js_num(b, a->tr_grad_ratio[0]);
+    rd_strbuf_printf(b, ", ");
+    js_num(b, a->tr_grad_ratio[1]);
+    rd_strbuf_printf(b, "]}");
+}
+
+/* the warnings */
+static void json_warnings(sb *b, const rd_analysis *a)
+{
+    rd_strbuf_printf(b, ",\n  \"warnings\": [");
+    for (int i = 0; i < a->n_warnings; i++) {
+        rd_strbuf_printf(b, "%s\n    ", i ? "," : "");
+        js_str(b, a->warnings[i]);
+    }
+    rd_strbuf_printf(b, "]\n}\n");
+}
+
+char *resdiag_analysis_to_json(const resdiag_analysis *a)
+{
+    if (!a)
+        return NULL;
+    sb b = { 0 };
+    json_run(&b, a);
+    json_steps(&b, a);
+    json_observed(&b, a);
+    json_placement(&b, a);
+    json_layers(&b, a);
+    json_stream(&b, a);
+    json_gradients(&b, a);
+    json_nonfinite(&b, a);
+    json_training(&b, a);
+    json_warnings(&b, a);
+    return rd_strbuf_finish(&b);
+}

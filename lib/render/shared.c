@@ -1,0 +1,76 @@
+/*
+ * shared.c - the words and groupings every renderer uses (shared.h).
+ */
+#include "render/shared.h"
+
+#include <math.h>
+#include <stdio.h>
+
+const char *rd_verdict_human(resdiag_verdict v)
+{
+    switch (v) {
+    case RESDIAG_VERDICT_CANNOT_TELL: return "cannot tell";
+    case RESDIAG_VERDICT_PRE: return "pre-norm";
+    case RESDIAG_VERDICT_POST: return "post-norm";
+    case RESDIAG_VERDICT_SANDWICH: return "sandwich (Peri-LN)";
+    case RESDIAG_VERDICT_DEEPNORM: return "deepnorm";
+    case RESDIAG_VERDICT_MIXED: return "mixed";
+    case RESDIAG_VERDICT_PARALLEL: return "parallel block";
+    case RESDIAG_VERDICT_NONE: return "no norm";
+    case RESDIAG_VERDICT_INCONSISTENT: return "inconsistent";
+    case RESDIAG_VERDICT_POST_FAMILY: return "post-norm family (post-norm or deepnorm)";
+    case RESDIAG_VERDICT_NOT_RENORMALIZED:
+        return "stream not renormalized (pre-norm, sandwich, parallel or no norm)";
+    case RESDIAG_VERDICT_PRE_OR_SANDWICH: return "pre-norm or sandwich";
+    }
+    return "?";
+}
+
+const char *rd_verdict_short(resdiag_verdict v)
+{
+    return v == RESDIAG_VERDICT_CANNOT_TELL ? "?" : resdiag_verdict_name(v);
+}
+
+void rd_energy_sentence(char *out, size_t cap, const rd_fit *e, int unicode)
+{
+    const char *lhs = unicode ? "\u2016x_k\u2016\u00b2" : "||x_k||^2";
+    const char *r2 = unicode ? "R\u00b2" : "R^2";
+    if (e->n >= 2 && e->y_spread < RD_FLAT_SPREAD)
+        snprintf(out, cap, "%s = %.4g at every layer (flat to " RD_FLAT_SPREAD_TEXT ", n = %d)",
+                 lhs, e->a, e->n);
+    else if (e->n >= 2 && !isnan(e->b))
+        snprintf(out, cap, "%s = %.4g %c %.4g k over k = 1..L (%s %.4f, n = %d)", lhs, e->a,
+                 e->b < 0 ? '-' : '+', fabs(e->b), r2, e->r2, e->n);
+    else
+        snprintf(out, cap, "%s = a + b k: too few layers observed", lhs);
+}
+
+const char *rd_final_norm_text(int final_norm)
+{
+    return final_norm == 1 ? "present" : final_norm == 0 ? "absent" : "not observed";
+}
+
+const char *rd_head_name(const rd_analysis *a)
+{
+    return a->head_is_param ? a->head_param_name : NULL;
+}
+
+int rd_declared_contradicted(const rd_analysis *a)
+{
+    return rd_declared_agrees(a) == 0;
+}
+
+int rd_is_training(const rd_analysis *a)
+{
+    return a->run_kind == RESDIAG_RUN_TRAINING;
+}
+
+int rd_layer_group_end(const rd_analysis *a, int l)
+{
+    int L = a->n_layers, S = a->n_sublayers, m = l + 1;
+    for (; m < L; m++)
+        for (int s = 0; s < S; s++)
+            if (a->sub[m * S + s].v != a->sub[l * S + s].v)
+                return m;
+    return m;
+}

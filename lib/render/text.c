@@ -1,0 +1,464 @@
+/*
+ * text.c - the analysis as text for people (resdiag_analysis_to_text):
+ * the run, the placement and its evidence, the per-layer table, the
+ * stream's depth laws, gradients, non-finite values, the steps over the
+ * run, warnings, then the legend of the terms used (text_legend.c).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/analysis.h"
+#include "common/escape.h"
+#include "common/strbuf.h"
+#include "render/shared.h"
+#include "render/table.h"
+#include "render/text_legend.h"
+
+/* The report is built in a growing string (strbuf.h). Every string that
+ * came from the run file (names, description, provenance, call sites, and
+ * the sentences that quote them) goes through the text escaper, escape.h:
+ * E(s). */
+typedef rd_strbuf sb;
+#define E(s) rd_esc_text(esc, (s))
+
+static void fit_text(sb *b, const rd_fit *f, const char *what)
+{
+    if (f->n < 2 || isnan(f->b)) {
+        rd_strbuf_printf(b, "%s: too few points (%d)", what, f->n);
+        return;
+    }
+    if (f->y_spread < RD_FLAT_SPREAD) {
+        rd_strbuf_printf(b, "%s: flat (the %d values agree to %.0e)", what, f->n, RD_FLAT_SPREAD);
+        return;
+    }
+    if (!f->ok) {
+        rd_strbuf_printf(b, "%s: %+.3f from %d points, too short for an interval", what, f->b, f->n);
+        return;
+    }
+    rd_strbuf_printf(b, "%s: %+.3f [%+.3f, %+.3f] (95%%), R^2 %.3f, n = %d", what, f->b, f->b_lo, f->b_hi,
+              f->r2, f->n);
+    if (f->n < 4)
+        rd_strbuf_printf(b, " - too short to trust");
+    else if (f->b_lo > -0.1 && f->b_hi < 0.1)
+        rd_strbuf_printf(b, " - flat (slope within +-0.1)");
+    else if (!(f->r2 >= 0.5))
+        rd_strbuf_printf(b, " - poor fit");
+}
+
+static const char *site_label(int site)
+{
+    return site < 0 ? "parameter gradient" : resdiag_site_name((resdiag_site)site);
+}
+
+/* The data contradict the declaration: the report says so first. */
+static void text_contradiction(sb *b, const rd_analysis *a)
+{
+    if (!rd_declared_contradicted(a))
+        return;
+    rd_strbuf_printf(b, "WARNING: the data contradict the declared placement: the trainer "
+                        "declares %s", resdiag_placement_name(a->declared));
+    if (a->declared == RESDIAG_PLACEMENT_MIXED)
+        rd_strbuf_printf(b, " (post-norm in layers 0..%d)", a->declared_mix - 1);
+    rd_strbuf_printf(b, ", the data say %s", rd_verdict_human(a->verdict));
+    if (a->verdict == RESDIAG_VERDICT_MIXED && a->mix_layers > 0)
+        rd_strbuf_printf(b, " (post-norm in layers 0..%d)", a->mix_layers - 1);
+    rd_strbuf_printf(b, " (confidence %s); `resdiag check --expect declared` fails on this run\n",
+                     resdiag_confidence_name(a->conf));
+}
+
+/* The evidence of the sketch relations: one line per run of layers with
+ * the same sublayer verdicts, the confidence rule, relations that hold by
+ * construction, the call order and the deciding hooks. */
+static void text_relations(sb *b, rd_esc_ring *esc, const rd_analysis *a)
+{
+    int L = a->n_layers, S = a->n_sublayers;
+    /* evidence: one line per run of layers with the same sublayer verdicts */
+    rd_strbuf_printf(b, "  evidence (sketch relations, relative error; true relations ~1e-7 in f32, "
+                 "<3e-2 in bf16):\n");
+    int l = 0;
+    while (l < L) {
+        int m = rd_layer_group_end(a, l);
+        for (int s = 0; s < S; s++) {
+            const rd_sub *r = &a->sub[l * S + s];
+            char range[32];
+            if (m - l > 1)
+                snprintf(range, sizeof range, "layers %d-%d", l, m - 1);
+            else
+                snprintf(range, sizeof range, "layer %d", l);
+            rd_strbuf_printf(b, "    %-12s %-6s %-12s %s%s%s\n", range, E(a->sublayer_names[s]),
+                      rd_verdict_short(r->v), E(r->why), m - l > 1 ? " (first of these)" : "",
+                      "");
+        }
+        l = m;
+    }
+    rd_strbuf_printf(b, "  confidence: the rival placement's error over max(the winner's "
+                 "error, the rounding floor): high from %gx, medium from %gx, below that "
+                 "cannot tell; rounding floor 2 (u + 2^-53 sqrt(elements)), u = 2^-24 f32, "
+                 "2^-11 f16, 2^-8 bf16 (read from each tensor's largest |value|)\n",
+                 RD_HIGH_SEP, RD_SEP);
+    int n_constructed = 0;
+    for (int i = 0; i < L * S; i++)
+        for (int j = 0; j < RD_N_REL; j++)
+            n_constructed += a->sub[i].constructed >> j & 1u;
+    if (n_constructed)
+        rd_strbuf_printf(b, "  by construction: %d relation(s) between two records of one "
+                         "tensor (declared with resdiag_observe_alias) hold whatever the "
+                         "model; shown, not counted\n", n_constructed);
+    if (a->order_agree + a->order_disagree)
+        rd_strbuf_printf(b, "  call order: %d of %d sublayers call the hooks in the order of the "
+                     "verdict (pre: norm before branch; post: branch before norm)\n",
+                  a->order_agree, a->order_agree + a->order_disagree);
+    if (a->cs_norm_in && (a->cs_norm_in[0] || a->cs_stream_out[0]))
+        rd_strbuf_printf(b, "  deciding hooks (layer %d %s): norm_in at %s, branch_out at %s, "
+                     "stream_out at %s\n",
+                  a->cs_layer, E(a->sublayer_names[a->cs_sub]),
+                  a->cs_norm_in[0] ? E(a->cs_norm_in) : "-",
+                  a->cs_branch_out[0] ? E(a->cs_branch_out) : "-",
+                  a->cs_stream_out[0] ? E(a->cs_stream_out) : "-");
+    if (a->cs_norm_in2 && a->cs_norm_in2[0])
+        rd_strbuf_printf(b, "  first layer of the other kind (layer %d %s): norm_in at %s\n",
+                  a->cs_layer2, E(a->sublayer_names[a->cs_sub2]), E(a->cs_norm_in2));
+}
+
+/* Without relations: the normalization signature of each layer's stream. */
+static void text_signature(sb *b, rd_esc_ring *esc, const rd_analysis *a)
+{
+    int L = a->n_layers;
+    rd_strbuf_printf(b, "  LESS EVIDENCE: %s; the verdict rests on the normalization signature of "
+                 "each layer's stream (per-token norm spread) and the depth law.\n",
+              a->stream_only ? "only the stream was observed"
+                             : "the run has no sketches (sketch_size 0)");
+    rd_strbuf_printf(b, "  signature (token-norm spread std/mean of the stream leaving each layer; "
+                 "norm output < 3e-4):\n   ");
+    for (int l = 0; l < L; l++) {
+        const char *s = a->layer_sig[l] == RD_SIG_NORMALIZED ? "norm"
+                        : a->layer_sig[l] == RD_SIG_NOT      ? "not"
+                                                             : "?";
+        rd_strbuf_printf(b, " L%d %s (%.1e)%s", l, s, a->layer_cv[l],
+                  (l + 1) % 4 == 0 && l + 1 < L ? "\n   " : "");
+    }
+    rd_strbuf_printf(b, "\n");
+    if (a->cs_stream_out && a->cs_stream_out[0])
+        rd_strbuf_printf(b, "  stream hook: %s\n", E(a->cs_stream_out));
+}
+
+static void text_placement(sb *b, rd_esc_ring *esc, const rd_analysis *a)
+{
+    int L = a->n_layers;
+    rd_strbuf_printf(b, "\nPlacement: %s", rd_verdict_human(a->verdict));
+    if (a->verdict == RESDIAG_VERDICT_DEEPNORM)
+        rd_strbuf_printf(b, ", alpha = %.4g", a->alpha);
+    if (a->verdict == RESDIAG_VERDICT_MIXED && a->mix_layers > 0)
+        rd_strbuf_printf(b, ": post-norm in layers 0..%d, pre-norm in layers %d..%d", a->mix_layers - 1,
+                  a->mix_layers, L - 1);
+    if (a->verdict != RESDIAG_VERDICT_CANNOT_TELL)
+        rd_strbuf_printf(b, " (confidence %s)", resdiag_confidence_name(a->conf));
+    rd_strbuf_printf(b, "\n");
+    if (a->why[0])
+        rd_strbuf_printf(b, "  why: %s\n", E(a->why));
+    if (a->verdict != RESDIAG_VERDICT_CANNOT_TELL && a->conf < RESDIAG_CONFIDENCE_HIGH &&
+        a->conf_why[0])
+        rd_strbuf_printf(b, "  confidence %s: %s\n", resdiag_confidence_name(a->conf),
+                         E(a->conf_why));
+    if (a->use_relations)
+        text_relations(b, esc, a);
+    else
+        text_signature(b, esc, a);
+    rd_strbuf_printf(b, "  final norm: %s - %s\n",
+              rd_final_norm_text(a->final_norm),
+              E(a->final_norm_why));
+    if (a->declared == RESDIAG_PLACEMENT_UNDECLARED) {
+        rd_strbuf_printf(b, "  declared: nothing\n");
+    } else {
+        int agree = rd_declared_agrees(a);
+        rd_strbuf_printf(b, "  declared: %s", resdiag_placement_name(a->declared));
+        if (a->declared == RESDIAG_PLACEMENT_MIXED)
+            rd_strbuf_printf(b, " (post-norm in layers 0..%d)", a->declared_mix - 1);
+        rd_strbuf_printf(b, " - %s\n", agree == 1   ? "agrees with the data"
+                                : agree == 0 ? "CONTRADICTED by the data"
+                                             : "the data cannot confirm or refute it");
+    }
+}
+
+static void text_layers(sb *b, const rd_analysis *a)
+{
+    int L = a->n_layers, S = a->n_sublayers, P = a->n_layer_params;
+    int gp = a->grad_step >= 0 && a->n_order > 0 ? a->param_order[0] : -1;
+    /* The gradient columns stay Frobenius norms: parameters have no tokens,
+     * and the Gradients section, its fits and the JSON use the same numbers. */
+    rd_strbuf_printf(b, "\nPer layer (x_k = stream leaving layer k-1, x_0 = the embedding; "
+                 "||x_k||, rms: mean over tokens of the per-token L2 norm, RMS; "
+                 "r = ||dx||/||x||");
+    if (a->grad_step >= 0)
+        rd_strbuf_printf(b, ";\n  gradient columns (%s||dL/dx||): Frobenius norm of the whole "
+                            "tensor", gp >= 0 ? "parameter, " : "");
+    rd_strbuf_printf(b, "):\n");
+    rd_strbuf_printf(b, "   k  layer  %10s %9s", "||x_k||", "rms");
+    for (int s = 0; s < S && s < 4; s++) {
+        char h[200];
+        rd_strbuf_printf(b, " %9s", rd_table_head(h, sizeof h, "r_", a->sublayer_names[s], "", 9));
+    }
+    if (gp >= 0) { /* the column says it is a gradient norm, not a weight */
+        char h[200];
+        rd_strbuf_printf(b, " %16s", rd_table_head(h, sizeof h, "||grad ", a->param_names[gp], "||",
+                                                  16));
+    }
+    if (a->grad_step >= 0)
+        rd_strbuf_printf(b, " %11s", "||dL/dx||");
+    rd_strbuf_printf(b, "\n");
+    for (int k = 0; k <= L; k++) {
+        if (k == 0)
+        {
+            rd_strbuf_printf(b, "  %2d  embed ", k);
+            rd_table_cell(b, " %10.4g", 10, a->xnorm[0]);
+            rd_table_cell(b, " %9.4g", 9, a->xrms[0]);
+            if (a->grad_step >= 0) { /* the embedding has no r and no layer parameters */
+                for (int s = 0; s < S && s < 4; s++)
+                    rd_strbuf_printf(b, " %9s", "");
+                if (gp >= 0)
+                    rd_strbuf_printf(b, " %16s", "");
+                rd_table_cell(b, " %11.4g", 11, a->sgrad_embed);
+            }
+            rd_strbuf_printf(b, "\n");
+        }
+        else {
+            int l = k - 1;
+            rd_strbuf_printf(b, "  %2d  %5d ", k, l);
+            rd_table_cell(b, " %10.4g", 10, a->xnorm[k]);
+            rd_table_cell(b, " %9.4g", 9, a->xrms[k]);
+            for (int s = 0; s < S && s < 4; s++)
+                rd_table_cell(b, " %9.3g", 9, a->r[l * S + s]);
+            if (gp >= 0)
+                rd_table_cell(b, " %16.4g", 16, a->grad[(size_t)l * P + gp]);
+            if (a->grad_step >= 0)
+                rd_table_cell(b, " %11.4g", 11, a->sgrad[l]);
+            rd_strbuf_printf(b, "\n");
+        }
+    }
+}
+
+static void text_stream(sb *b, rd_esc_ring *esc, const rd_analysis *a)
+{
+    int L = a->n_layers, S = a->n_sublayers;
+    rd_strbuf_printf(b, "\nResidual stream:\n");
+    char energy[256];
+    rd_energy_sentence(energy, sizeof energy, &a->fit_energy, 0);
+    if (a->fit_energy.n >= 2 && !isnan(a->fit_energy.b))
+        rd_strbuf_printf(b, "  %s; pre-norm theory: linear in k, post-norm: constant\n", energy);
+    else
+        rd_strbuf_printf(b, "  %s\n", energy);
+    rd_strbuf_printf(b, "  ");
+    fit_text(b, &a->fit_xlog, "log-log slope of ||x_k|| (k = 1..L)");
+    rd_strbuf_printf(b, "\n  growth over depth ||x_L|| / ||x_1||: %.4g\n", a->growth);
+
+    rd_strbuf_printf(b, "\nRelative updates r = ||dx||/||x|| (1/sqrt(k) predicts slope -0.5 for pre-norm; "
+                 "post-norm: flat):\n");
+    for (int s = 0; s < S && s < RD_MAX_RFIT; s++) {
+        rd_strbuf_printf(b, "  %-6s ", E(a->sublayer_names[s]));
+        fit_text(b, &a->fit_r[s], "all layers");
+        rd_strbuf_printf(b, "\n         ");
+        fit_text(b, &a->fit_r_deep[s], "deeper half");
+        rd_strbuf_printf(b, "\n");
+    }
+    (void)L;
+}
+
+static void text_grads(sb *b, rd_esc_ring *esc, const rd_analysis *a)
+{
+    int L = a->n_layers, P = a->n_layer_params;
+    if (a->grad_step < 0) {
+        if (rd_is_training(a))
+            rd_strbuf_printf(b, "\nGradients: none recorded.\n");
+        return; /* an evaluation or inference run has none to speak of */
+    }
+    rd_strbuf_printf(b, "\nGradients at step %lld (%s):\n", (long long)a->steps[a->grad_step],
+              a->grad_step == a->step_index ? "the analysed step"
+                                            : "the first recorded step with gradients");
+    for (int i = 0; i < a->n_order; i++) {
+        int p = a->param_order[i];
+        double g0 = a->grad[p], g1 = a->grad[(size_t)(L - 1) * P + p];
+        if (!(g0 > 0) || !(g1 > 0)) { /* NaN: not recorded; 0: zeroed before they were read */
+            rd_strbuf_printf(b, "  %-10s parameter gradients were zero or not available at this "
+                         "step (first layer %.4g, last %.4g)\n", E(a->param_names[p]), g0, g1);
+            continue;
+        }
+        rd_strbuf_printf(b, "  %-10s %.4g -> %.4g, last/first %.3g; ", E(a->param_names[p]), g0, g1,
+                  g1 / g0);
+        fit_text(b, &a->fit_grad[p], "log-log slope");
+        rd_strbuf_printf(b, "\n");
+    }
+    rd_strbuf_printf(b, "  %-10s %.4g -> %.4g, last/first %.3g; ", "stream", a->sgrad[0],
+              a->sgrad[L - 1], a->sgrad[0] > 0 ? a->sgrad[L - 1] / a->sgrad[0] : NAN);
+    fit_text(b, &a->fit_sgrad, "log-log slope");
+    rd_strbuf_printf(b, "\n  head %s: %.4g\n", rd_head_name(a) ? E(rd_head_name(a)) : "(logits)",
+                     a->head_grad);
+    if (a->n_order > 0) {
+        int p = a->param_order[0];
+        double ratio = a->grad[p] > 0 ? a->grad[(size_t)(L - 1) * P + p] / a->grad[p] : NAN;
+        int post = a->verdict == RESDIAG_VERDICT_POST || a->verdict == RESDIAG_VERDICT_DEEPNORM ||
+                   a->verdict == RESDIAG_VERDICT_POST_FAMILY;
+        int pre = a->verdict == RESDIAG_VERDICT_PRE || a->verdict == RESDIAG_VERDICT_SANDWICH ||
+                  a->verdict == RESDIAG_VERDICT_PRE_OR_SANDWICH ||
+                  a->verdict == RESDIAG_VERDICT_PARALLEL;
+        if (!(ratio > 0) || !isfinite(ratio))
+            rd_strbuf_printf(b, "  Xiong et al. 2020 (gradients over depth): no comparison, the "
+                         "parameter gradients of %s were zero or not available at this step\n",
+                      E(a->param_names[p]));
+        else if (post)
+            rd_strbuf_printf(b, "  Xiong et al. 2020 predict for post-norm larger gradients near the "
+                         "output (last/first > 1); measured %.3g for %s: %s\n", ratio,
+                      E(a->param_names[p]), ratio > 1.2 ? "agrees" : "not seen at this step");
+        else if (pre)
+            rd_strbuf_printf(b, "  Xiong et al. 2020 predict for pre-norm gradients flat or falling with "
+                         "depth like 1/||x_k|| (here ||x_1||/||x_L|| = %.3g); measured last/first "
+                         "%.3g for %s: %s\n", 1 / a->growth, ratio, E(a->param_names[p]),
+                      ratio <= 1.2 ? "agrees" : "does not agree");
+        else
+            rd_strbuf_printf(b, "  Xiong et al. 2020: pre-norm flat/falling, post-norm larger near the "
+                         "output; measured last/first %.3g\n", ratio);
+    }
+}
+
+static void text_nonfinite(sb *b, rd_esc_ring *esc, const rd_analysis *a)
+{
+    if (!a->nf_found) {
+        rd_strbuf_printf(b, "\nNon-finite values: none in %lld recorded step(s).\n",
+                  (long long)a->n_steps);
+        return;
+    }
+    rd_strbuf_printf(b, "\nNon-finite values: first at step %lld, ", (long long)a->nf_step);
+    if (a->nf_site < 0) {
+        if (a->nf_layer == RESDIAG_MODEL_LEVEL)
+            rd_strbuf_printf(b, "model parameter #%d gradient", a->nf_param);
+        else
+            rd_strbuf_printf(b, "layer %d %s gradient", a->nf_layer,
+                      a->nf_param >= 0 && a->nf_param < a->n_layer_params
+                          ? E(a->param_names[a->nf_param])
+                          : "?");
+    } else if (a->nf_layer == RESDIAG_MODEL_LEVEL) {
+        rd_strbuf_printf(b, "model site %s, %s", site_label(a->nf_site),
+                  a->nf_dir == RESDIAG_FORWARD ? "forward" : "backward");
+    } else {
+        rd_strbuf_printf(b, "layer %d %s %s, %s", a->nf_layer, E(a->sublayer_names[a->nf_sub]),
+                  site_label(a->nf_site), a->nf_dir == RESDIAG_FORWARD ? "forward" : "backward");
+    }
+    rd_strbuf_printf(b, " (%.0f NaN, %.0f Inf there); %lld of %lld steps affected, %.0f NaN and %.0f Inf "
+                 "in all\n", a->nf_nan, a->nf_inf, (long long)a->nf_steps, (long long)a->n_steps,
+              a->nan_total, a->inf_total);
+}
+
+/* Which step the verdict judges and why, then the last recorded step's
+ * verdict, stream growth and mean updates beside it: a user who trained
+ * 200 steps wants to see both. */
+static void text_judged_step(sb *b, rd_esc_ring *esc, const rd_analysis *a)
+{
+    const char *other = a->n_steps > 1 ? "; --step N or --last judges another" : "";
+    if (a->step_index == 0 && rd_is_training(a))
+        rd_strbuf_printf(b, "  judged at step %lld, the first recorded: at initialization the "
+                     "branch updates are smallest against the stream, so the relations between "
+                     "sites are cleanest%s\n", (long long)a->step, other);
+    else if (a->step_index == 0)
+        rd_strbuf_printf(b, "  judged at step %lld, the first recorded (the default)%s\n",
+                         (long long)a->step, other);
+    else
+        rd_strbuf_printf(b, "  judged at step %lld, as chosen; the default is the first recorded "
+                     "step\n", (long long)a->step);
+    if (a->step_index == a->n_steps - 1)
+        return;
+    const rd_analysis *z = a->at_last;
+    rd_strbuf_printf(b, "  at the last recorded step %lld: ", (long long)a->steps[a->n_steps - 1]);
+    if (!z) {
+        rd_strbuf_printf(b, "cannot analyse it: %s\n", resdiag_strerror(a->at_last_status));
+        return;
+    }
+    rd_strbuf_printf(b, "%s", rd_verdict_human(z->verdict));
+    if (z->verdict == RESDIAG_VERDICT_DEEPNORM)
+        rd_strbuf_printf(b, ", alpha = %.4g", z->alpha);
+    if (z->verdict == RESDIAG_VERDICT_MIXED && z->mix_layers > 0)
+        rd_strbuf_printf(b, ": post-norm in layers 0..%d, pre-norm in layers %d..%d",
+                         z->mix_layers - 1, z->mix_layers, z->n_layers - 1);
+    if (z->verdict != RESDIAG_VERDICT_CANNOT_TELL)
+        rd_strbuf_printf(b, " (confidence %s)", resdiag_confidence_name(z->conf));
+    rd_strbuf_printf(b, "; stream growth %.4g; mean r", a->tr_growth[1]);
+    for (int s = 0; s < z->n_sublayers && s < RESDIAG_MAX_SUBLAYERS; s++)
+        rd_strbuf_printf(b, "%s %s %.4g", s ? "," : "", E(z->sublayer_names[s]),
+                         a->tr_mean_r[1][s]);
+    rd_strbuf_printf(b, "\n");
+}
+
+char *resdiag_analysis_to_text(const resdiag_analysis *a)
+{
+    if (!a)
+        return NULL;
+    sb b = { 0 };
+    rd_esc_ring ring = { 0 }, *esc = &ring;
+    int L = a->n_layers, S = a->n_sublayers;
+    text_contradiction(&b, a);
+    rd_strbuf_printf(&b, "Run: %d layers, d_model %d, %s block of", L, a->d_model,
+              a->block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential");
+    for (int s = 0; s < S; s++)
+        rd_strbuf_printf(&b, " %s", E(a->sublayer_names[s]));
+    rd_strbuf_printf(&b, "; norm %s; %s%swritten by resdiag %s (schema %d)\n",
+              resdiag_norm_kind_name(a->norm_kind),
+              rd_is_training(a) ? "" : resdiag_run_kind_name(a->run_kind),
+              rd_is_training(a) ? "" : " run; ", E(a->writer_version), a->schema_version);
+    if (a->description[0])
+        rd_strbuf_printf(&b, "  %s\n", E(a->description));
+    rd_strbuf_printf(&b, "  created %s by %s\n", E(a->created), a->program[0] ? E(a->program) : "?");
+    rd_strbuf_printf(&b, "Steps: %lld recorded (%lld .. %lld); analysed step %lld (record %lld)%s\n",
+              (long long)a->n_steps, (long long)a->steps[0], (long long)a->steps[a->n_steps - 1],
+              (long long)a->step, (long long)a->step_index + 1,
+              a->step_index != 0 ? ""
+              : rd_is_training(a)    ? ", the first: initialization"
+                                  : ", the first recorded");
+    text_judged_step(&b, esc, a);
+    rd_strbuf_printf(&b, "Observed: %s;", a->stream_only ? "stream only (less evidence)"
+                                                  : "block sites");
+    static const char *const nm[RESDIAG_N_BLOCK_SITES] = { "stream_in", "norm_in", "norm_out",
+                                                           "branch_out", "stream_out" };
+    for (int d = 0; d < 2; d++) {
+        int any = 0;
+        for (int s = 0; s < RESDIAG_N_BLOCK_SITES; s++)
+            any += a->n_obs[d][s];
+        if (!any) {
+            rd_strbuf_printf(&b, " %s: none;", d ? "backward" : "forward");
+            continue;
+        }
+        rd_strbuf_printf(&b, " %s:", d ? "backward" : "forward");
+        for (int s = 0; s < RESDIAG_N_BLOCK_SITES; s++)
+            if (a->n_obs[d][s])
+                rd_strbuf_printf(&b, " %s %d/%d", nm[s], a->n_obs[d][s], L * S);
+        rd_strbuf_printf(&b, ";");
+    }
+    rd_strbuf_printf(&b, " sketch %d\n", a->sketch_size);
+    text_placement(&b, esc, a);
+    text_layers(&b, a);
+    text_stream(&b, esc, a);
+    text_grads(&b, esc, a);
+    text_nonfinite(&b, esc, a);
+    if (a->n_steps > 1) {
+        rd_strbuf_printf(&b, "\nOver %s (step %lld -> %lld, %lld recorded):\n",
+                  rd_is_training(a) ? "training" : "the recorded steps",
+                  (long long)a->steps[0], (long long)a->steps[a->n_steps - 1],
+                  (long long)a->n_steps);
+        rd_strbuf_printf(&b, "  stream growth ||x_L||/||x_1||: %.4g -> %.4g\n", a->tr_growth[0],
+                  a->tr_growth[1]);
+        for (int s = 0; s < S && s < RESDIAG_MAX_SUBLAYERS; s++)
+            rd_strbuf_printf(&b, "  mean r %-8s %.4g -> %.4g\n", E(a->sublayer_names[s]),
+                      a->tr_mean_r[0][s], a->tr_mean_r[1][s]);
+        if (a->n_order > 0 && (isfinite(a->tr_grad_ratio[0]) || isfinite(a->tr_grad_ratio[1])))
+            rd_strbuf_printf(&b, "  %s gradient last/first layer: %.4g -> %.4g\n",
+                      E(a->param_names[a->param_order[0]]), a->tr_grad_ratio[0], a->tr_grad_ratio[1]);
+        else if (a->n_order > 0)
+            rd_strbuf_printf(&b, "  %s gradient last/first layer: parameter gradients were zero "
+                         "or not available\n", E(a->param_names[a->param_order[0]]));
+    }
+    rd_strbuf_printf(&b, "\nWarnings:%s\n", a->n_warnings ? "" : " none");
+    for (int i = 0; i < a->n_warnings; i++)
+        rd_strbuf_printf(&b, "  - %s\n", E(a->warnings[i]));
+    rd_text_legend(&b, a);
+    rd_esc_ring_free(&ring);
+    return rd_strbuf_finish(&b);
+}

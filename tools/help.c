@@ -1,0 +1,148 @@
+/*
+ * help.c - the commands, their one-line summaries and their help texts;
+ * `resdiag help`, `resdiag version`.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <resdiag.h>
+
+#include "command.h"
+
+static const command commands[] = {
+    { "report", cmd_report, "what the run says: placement verdict, depth laws, gradients",
+      "usage: resdiag report [--step N | --last] [--json | --html FILE] [--max-growth X]\n"
+      "                      RUN.h5\n"
+      "\n"
+      "Tells from the recorded data (never from the declaration) where the norms\n"
+      "sit: pre-norm, post-norm, sandwich, deepnorm (with alpha), parallel, mixed\n"
+      "(which layers), no norm, inconsistent or cannot tell; whether there is a\n"
+      "final norm; the evidence (sketch relations between the sites, the\n"
+      "normalization signature, the call order) with the trainer's file:line.\n"
+      "Then the stream per layer with the fit ||x_k||^2 = a + b k and the log-log\n"
+      "slope, the relative updates r_k per sublayer with fits, the gradients at\n"
+      "the first recorded backward beside Xiong et al.'s prediction, the first\n"
+      "non-finite value over all steps, and warnings.\n"
+      "\n"
+      "  --step N        analyse the recorded step with the trainer's number N\n"
+      "                  (default: the first recorded step, initialization)\n"
+      "  --last          analyse the last recorded step\n"
+      "  --json          the same as JSON (keys: doc/REPORT-JSON.md)\n"
+      "  --html FILE     the same as one self-contained HTML page with figures (inline\n"
+      "                  SVG, no script, no network) written to FILE ('-' = stdout)\n"
+      "  --max-growth X  warn when the stream grows more than X over depth [default=10]\n"
+      "\n"
+      "A run whose data contradict the declared placement gets a WARNING line at\n"
+      "the top (a \"declared_contradicted\" key in JSON, a warning-coloured card in\n"
+      "HTML) and still exits 0: the gate is `resdiag check --expect declared`.\n"
+      "\n"
+      "Exit 0 with a report, 2 with one line on stderr for unusable input.\n" },
+    { "check", cmd_check, "exit 0/1/2: does the run have the expected placement?",
+      "usage: resdiag check --expect P [--final-norm] [--max-growth X]\n"
+      "                     [--step N | --last] RUN.h5\n"
+      "\n"
+      "P is pre-norm | post-norm | sandwich | deepnorm | parallel | mixed | none\n"
+      "(pre and post are accepted too), or declared: the placement the trainer\n"
+      "declared in the run file (with mixed, also its post-norm layers). Decides\n"
+      "from the data as `resdiag report` does and prints one line saying why.\n"
+      "`--expect declared` is the CI gate for a declaration: `resdiag report`\n"
+      "exits 0 even when it warns that the data contradict it.\n"
+      "\n"
+      "  --final-norm    also require a final norm before the head\n"
+      "  --max-growth X  also require the stream to grow at most X over depth\n"
+      "\n"
+      "Exit 0 it holds, 1 it does not, 2 cannot tell (e.g. stream-only evidence\n"
+      "that does not separate the placements; with --expect declared, a run that\n"
+      "declares nothing) or unusable input. The line saying why is on stdout in\n"
+      "every case; only unusable input and bad usage write (one line) to stderr.\n" },
+    { "diff", cmd_diff, "two runs side by side, the differences that matter first",
+      "usage: resdiag diff [--step N | --last] [--html FILE] A.h5 B.h5\n"
+      "\n"
+      "Analyses both runs (as resdiag report does, at the first recorded step by\n"
+      "default) and prints the differences that matter first - placement, final\n"
+      "norm, stream growth, then the layers whose stream norm, relative update or\n"
+      "first parameter gradient (the residual-write parameter, e.g. mlp.w2, if\n"
+      "recorded) differ most - then both runs per layer side by side. Made for\n"
+      "controlled comparisons: pre- against post-norm on the same data and seed.\n"
+      "\n"
+      "  --step N   the recorded step with the trainer's number N in both runs\n"
+      "  --last     the last recorded step of each run\n"
+      "  --html FILE  also write an HTML page with both runs overlaid on the same\n"
+      "             axes to FILE ('-' = stdout instead of the text)\n"
+      "\n"
+      "Exit 0 with the comparison, 2 with one line on stderr for unusable input.\n" },
+    { "plot", cmd_plot, "one figure of a run as SVG (growth, updates, gradients)",
+      "usage: resdiag plot --what growth|updates|gradients -o FILE.svg\n"
+      "                    [--step N | --last] RUN.h5\n"
+      "\n"
+      "Draws one figure of the analysis (as resdiag report computes it) as a\n"
+      "standalone SVG file, to paste into a paper or a pull request:\n"
+      "\n"
+      "  growth     the stream norm ||x_k|| over depth k with the fit\n"
+      "             ||x_k||^2 = a + b k and the sqrt(d) level of a post-norm stream\n"
+      "  updates    the relative updates r_k per sublayer on log-log axes with the\n"
+      "             fitted power laws and the 1/sqrt(k) reference slope\n"
+      "  gradients  gradient norms per layer (the first parameter: the\n"
+      "             residual-write one, e.g. mlp.w2, if recorded; the stream; the\n"
+      "             head) at the first recorded backward, with the pre-norm\n"
+      "             shape 1/||x_k|| of Xiong et al.\n"
+      "\n"
+      "  --what W    the figure (required)\n"
+      "  -o FILE     where to write it ('-' = stdout) (required)\n"
+      "  --step N    analyse the recorded step with the trainer's number N\n"
+      "  --last      analyse the last recorded step\n"
+      "\n"
+      "Exit 0 with the figure written, 2 with one line on stderr for unusable input\n"
+      "(also when the run holds no data for the figure, e.g. no gradients).\n" },
+    { "dump", cmd_dump, "print what a run file holds, step by step",
+      "usage: resdiag dump [--step N | --all] RUN.h5\n"
+      "\n"
+      "Prints the run's model description and provenance, then for the first\n"
+      "recorded step (or step N, or --all steps) a table of every observed site:\n"
+      "tokens, Frobenius norm, per-token norm (mean, std), per-token RMS and mean,\n"
+      "max |value| and its column, NaN/Inf counts, call order and the trainer's\n"
+      "file:line; then the update ratios r = ||dx||/||x|| and parameter gradients.\n" },
+    { "help", cmd_help, "show help for a command", "usage: resdiag help [COMMAND]\n" },
+    { "version", cmd_version, "print the version", "usage: resdiag version\n" },
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+const command *find_command(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+static void print_overview(FILE *out)
+{
+    fprintf(out, "usage: resdiag <command> [args]\n\ncommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n'resdiag help COMMAND' or 'resdiag COMMAND --help' for more. A value\n"
+                 "follows its option as the next word or after '=' (--step 3, --step=3).\n");
+}
+
+int cmd_help(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_overview(stdout);
+        return 0;
+    }
+    const command *c = find_command(argv[1]);
+    if (!c) {
+        fprintf(stderr, "resdiag: no command '%s'\n", argv[1]);
+        return EXIT_BAD;
+    }
+    fputs(c->usage, stdout);
+    return 0;
+}
+
+int cmd_version(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("resdiag %s\n", resdiag_version_string());
+    return 0;
+}
