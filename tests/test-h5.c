@@ -82,7 +82,7 @@ typedef struct spec {
 typedef struct run {
     spec sp;
     resdiag_model m;
-    rd_layout lay;
+    rd_tables lay;
     rd_file_header hdr;
 } run;
 
@@ -113,9 +113,9 @@ static void make_run(run *r, const spec *sp)
         m->meta = META;
         m->description = "tiny test model \xe2\x80\x94 3 layers";
     }
-    rd_layout_init(&r->lay, sp->L, sp->S, sp->P, sp->Q, sp->K);
+    rd_tables_init(&r->lay, sp->L, sp->S, sp->P, sp->Q, sp->K);
     r->hdr.model = &r->m;
-    r->hdr.layout = &r->lay;
+    r->hdr.tables = &r->lay;
     r->hdr.sketch_size = sp->K;
     r->hdr.sketch_seed = 0xfedcba9876543210ull;
     r->hdr.record_chunk_steps = sp->chunk;
@@ -125,7 +125,7 @@ static int64_t step_no(int64_t i) { return 1000 + 3 * i; }
 static double step_time(int64_t i) { return 0.5 * (double)i + 0.125; }
 
 /* Expected value of element `off` of step index i. */
-static double expect(const rd_layout *lay, int64_t i, size_t off)
+static double expect(const rd_tables *lay, int64_t i, size_t off)
 {
     for (int t = 0; t < RD_N_TABLES; t++) {
         const rd_table *tb = &lay->tables[t];

@@ -75,7 +75,7 @@ struct resdiag_reader {
     int swmr;                 /* opened for SWMR reading */
     char *path;
     long long file_size;      /* bytes, at open */
-    rd_layout lay;
+    rd_tables lay;
     resdiag_run_info info;
 
     char *resdiag_version, *description, *created_utc, *program, *hdf5_version;
@@ -1420,7 +1420,7 @@ resdiag_status resdiag_reader_open(resdiag_reader **out, const char *path)
     if ((st = check_links_in(rd, rd->file, "", 0)) != RESDIAG_OK
         || (st = read_root(rd)) != RESDIAG_OK || (st = read_meta(rd)) != RESDIAG_OK)
         goto fail;
-    rd_layout_init(&rd->lay, rd->info.n_layers, rd->info.n_sublayers, rd->info.n_layer_params,
+    rd_tables_init(&rd->lay, rd->info.n_layers, rd->info.n_sublayers, rd->info.n_layer_params,
                    rd->info.n_model_params, rd->info.sketch_size);
     if ((st = open_datasets(rd)) != RESDIAG_OK || (st = read_chunk_shapes(rd)) != RESDIAG_OK
         || (st = count_steps(rd)) != RESDIAG_OK || (st = read_callsites(rd)) != RESDIAG_OK)
@@ -1617,7 +1617,7 @@ resdiag_status resdiag_reader_site(const resdiag_reader *rd, int64_t step_index,
         return st;
     int table;
     size_t slot;
-    rd_layout_site_slot(&rd->lay, dir, layer, sublayer, site, 0, &table, &slot);
+    rd_tables_site_slot(&rd->lay, dir, layer, sublayer, site, 0, &table, &slot);
     if ((st = read_slot(rd, table, slot, step_index, 1, 0, RESDIAG_N_FIELDS, out))
         != RESDIAG_OK) {
         fill_nan(out, RESDIAG_N_FIELDS);
@@ -1640,7 +1640,7 @@ resdiag_status resdiag_reader_sketch(const resdiag_reader *rd, int64_t step_inde
         return st;
     int table;
     size_t slot;
-    rd_layout_site_slot(&rd->lay, dir, layer, sublayer, site, 1, &table, &slot);
+    rd_tables_site_slot(&rd->lay, dir, layer, sublayer, site, 1, &table, &slot);
     if ((st = table_present(rd, table, fn)) != RESDIAG_OK
         || (st = check_step(rd, step_index, fn)) != RESDIAG_OK)
         return st;
@@ -1753,7 +1753,7 @@ const char *resdiag_reader_callsite(const resdiag_reader *rd, resdiag_direction 
         return "";
     int table;
     size_t slot;
-    rd_layout_site_slot(&rd->lay, dir, layer, sublayer, site, 0, &table, &slot);
+    rd_tables_site_slot(&rd->lay, dir, layer, sublayer, site, 0, &table, &slot);
     return rd->callsites[rd->lay.tables[table].slot_offset + slot];
 }
 
@@ -1779,7 +1779,7 @@ resdiag_status resdiag_reader_series(const resdiag_reader *rd, resdiag_direction
         return RESDIAG_OK;
     int table;
     size_t slot;
-    rd_layout_site_slot(&rd->lay, dir, layer, sublayer, site, 0, &table, &slot);
+    rd_tables_site_slot(&rd->lay, dir, layer, sublayer, site, 0, &table, &slot);
     return read_slot(rd, table, slot, 0, (hsize_t)n, (hsize_t)field, 1, out);
 }
 

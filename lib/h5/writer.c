@@ -111,7 +111,7 @@ struct rd_writer {
     hid_t table_ds[RD_N_TABLES];       /* (step, dims...) float64, or invalid if count == 0 */
     hid_t callsite_ds[RD_N_TABLES];    /* (dims without the last) strings, STATS tables */
     hid_t callsite_type;               /* fixed RD_CALLSITE_LEN string (memory) */
-    rd_layout lay;
+    rd_tables lay;
     hsize_t n_written;                 /* steps committed */
     char *callsite_buf;                /* (n_slots, RD_CALLSITE_LEN) */
     void *pack;                        /* one table's columns of a batch, packed */
@@ -955,7 +955,7 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
 {
     if (out)
         *out = NULL;
-    if (!out || !path || !hdr || !hdr->model || !hdr->layout)
+    if (!out || !path || !hdr || !hdr->model || !hdr->tables)
         return set_err(err, errlen, RESDIAG_E_NULL,
                        "client bug: rd_writer_create: NULL argument");
     if (hdr->record_chunk_steps < 1)
@@ -977,7 +977,7 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
         w->table_ds[i] = w->callsite_ds[i] = H5I_INVALID_HID;
     for (int i = 0; i < RD_N_SUMMARY; i++)
         w->summary_ds[i] = H5I_INVALID_HID;
-    w->lay = *hdr->layout;
+    w->lay = *hdr->tables;
     w->path = strdup(path);
     w->callsite_buf = calloc(w->lay.n_slots ? w->lay.n_slots : 1, RD_CALLSITE_LEN);
     if (!w->path || !w->callsite_buf) {
@@ -1385,7 +1385,7 @@ static int summarize(rd_writer *w, const double *records, size_t n, werr *e)
         w->summary_cap = n;
     }
     for (size_t r = 0; r < n; r++)
-        rd_layout_summarize(&w->lay, records + r * w->lay.record_len, w->summary_buf + r * len);
+        rd_tables_summarize(&w->lay, records + r * w->lay.record_len, w->summary_buf + r * len);
     return 1;
 }
 
@@ -1424,7 +1424,7 @@ resdiag_status rd_writer_append(rd_writer *w, const int64_t *steps, const double
     werr e;
     memset(&e, 0, sizeof e);
     rd_h5_quiet_begin(&q);
-    const rd_layout *lay = &w->lay;
+    const rd_tables *lay = &w->lay;
 
     /* Phase 1: everything but the step numbers, then flush. */
     off_t need = metadata_margin(w) + index_margin(w, n)

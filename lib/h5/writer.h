@@ -20,7 +20,7 @@ typedef struct rd_writer rd_writer;
  * what creating the file may replace. */
 typedef struct rd_file_header {
     const resdiag_model *model;   /* validated */
-    const rd_layout *layout;
+    const rd_tables *tables;
     int sketch_size;
     uint64_t sketch_seed;
     int record_chunk_steps;       /* steps per append (flush_steps), >= 1: the tables'
@@ -51,7 +51,7 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
 
 /* Appends n step records: steps (n) the trainer's step numbers, times (n)
  * seconds since the run was opened, records (n, layout->record_len), and
- * their summary (/summary, computed here with rd_layout_summarize).
+ * their summary (/summary, computed here with rd_tables_summarize).
  * callsites (layout->n_slots) is written too when callsites_changed.
  * Then flushes the file so that a reader (or a crash) sees all of it. */
 resdiag_status rd_writer_append(rd_writer *w, const int64_t *steps, const double *times,

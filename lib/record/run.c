@@ -58,7 +58,7 @@ struct resdiag {
     char **owned_strings;
     size_t n_owned;
     resdiag_options opt;
-    rd_layout lay;
+    rd_tables lay;
     float *tau;        /* (sp.tau_len) */
     rd_sketch_params sp;
 
@@ -486,7 +486,7 @@ resdiag_status resdiag_open(resdiag **out, const char *path, const resdiag_model
     if (m.description && !r->model.description)
         ok = 0;
 
-    rd_layout_init(&r->lay, m.n_layers, m.n_sublayers, m.n_layer_params, m.n_model_params,
+    rd_tables_init(&r->lay, m.n_layers, m.n_sublayers, m.n_layer_params, m.n_model_params,
                    opt.sketch_size);
     /* A batch larger than 4 GiB is a configuration mistake, not a plan. */
     if ((double)r->lay.record_len * (double)opt.flush_steps * sizeof(double) > 4294967296.0) {
@@ -890,16 +890,16 @@ static void add_observed(resdiag *r, int layer, int sublayer, add_state *a, int 
         a->tok_unpaired = 1;
     }
 
-    const rd_layout *lay = &r->lay;
+    const rd_tables *lay = &r->lay;
     size_t slot_in, slot_br;
     int table;
-    rd_layout_site_slot(lay, RESDIAG_FORWARD, layer, sublayer, RESDIAG_STREAM_IN, 0, &table,
+    rd_tables_site_slot(lay, RESDIAG_FORWARD, layer, sublayer, RESDIAG_STREAM_IN, 0, &table,
                         &slot_in);
-    rd_layout_site_slot(lay, RESDIAG_FORWARD, layer, sublayer, RESDIAG_BRANCH_OUT, 0, &table,
+    rd_tables_site_slot(lay, RESDIAG_FORWARD, layer, sublayer, RESDIAG_BRANCH_OUT, 0, &table,
                         &slot_br);
-    double x_frob = r->cur[rd_layout_offset(lay, table, slot_in) + RESDIAG_FIELD_FROB];
-    double dx_frob = r->cur[rd_layout_offset(lay, table, slot_br) + RESDIAG_FIELD_FROB];
-    double *u = r->cur + rd_layout_offset(lay, RD_T_UPDATE,
+    double x_frob = r->cur[rd_tables_offset(lay, table, slot_in) + RESDIAG_FIELD_FROB];
+    double dx_frob = r->cur[rd_tables_offset(lay, table, slot_br) + RESDIAG_FIELD_FROB];
+    double *u = r->cur + rd_tables_offset(lay, RD_T_UPDATE,
                                           (size_t)layer * (size_t)r->model.n_sublayers +
                                               (size_t)sublayer);
     u[RESDIAG_UPDATE_RATIO_FROB] = x_frob > 0 ? dx_frob / x_frob : NAN;
@@ -1006,14 +1006,14 @@ resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, 
                           resdiag_site_name(site), (long long)t.cols, r->model.d_model,
                           file ? file : "?", line);
 
-    const rd_layout *lay = &r->lay;
+    const rd_tables *lay = &r->lay;
     int table, sk_table;
     size_t slot, sk_slot;
-    rd_layout_site_slot(lay, dir, layer, sublayer, site, 0, &table, &slot);
-    rd_layout_site_slot(lay, dir, layer, sublayer, site, 1, &sk_table, &sk_slot);
-    double *fields = r->cur + rd_layout_offset(lay, table, slot);
-    double *sketch = r->sp.k ? r->cur + rd_layout_offset(lay, sk_table, sk_slot) : NULL;
-    double *calls = r->cur + rd_layout_calls_offset(lay, table, slot);
+    rd_tables_site_slot(lay, dir, layer, sublayer, site, 0, &table, &slot);
+    rd_tables_site_slot(lay, dir, layer, sublayer, site, 1, &sk_table, &sk_slot);
+    double *fields = r->cur + rd_tables_offset(lay, table, slot);
+    double *sketch = r->sp.k ? r->cur + rd_tables_offset(lay, sk_table, sk_slot) : NULL;
+    double *calls = r->cur + rd_tables_calls_offset(lay, table, slot);
     const size_t cs = lay->tables[table].slot_offset + slot;
 
     /* The add's two tensors keep their per-token norms for the update ratio;
@@ -1088,10 +1088,10 @@ resdiag_status resdiag_observe_alias(resdiag *r, resdiag_direction dir, int laye
     if (sublayer < 0 || sublayer >= r->model.n_sublayers)
         return client_bug(r, RESDIAG_E_RANGE, "%s: sublayer %d out of range 0..%d", fn,
                           sublayer, r->model.n_sublayers - 1);
-    const rd_layout *lay = &r->lay;
+    const rd_tables *lay = &r->lay;
     int table;
     size_t slot;
-    rd_layout_site_slot(lay, dir, layer, sublayer, site, 0, &table, &slot);
+    rd_tables_site_slot(lay, dir, layer, sublayer, site, 0, &table, &slot);
     const size_t cs = lay->tables[table].slot_offset + slot;
     if (!claim(&r->slot_busy[cs])) {
         char what[96];
@@ -1100,7 +1100,7 @@ resdiag_status resdiag_observe_alias(resdiag *r, resdiag_direction dir, int laye
         return busy_bug(r, fn, what, 0, NULL, 0);
     }
     int at = dir == RESDIAG_FORWARD ? RD_T_FWD_ALIAS : RD_T_BWD_ALIAS;
-    r->cur[rd_layout_offset(lay, at, (size_t)layer * (size_t)r->model.n_sublayers + sublayer)
+    r->cur[rd_tables_offset(lay, at, (size_t)layer * (size_t)r->model.n_sublayers + sublayer)
            + (size_t)site] = (double)same_as;
     release(&r->slot_busy[cs]);
     return RESDIAG_OK;
@@ -1139,8 +1139,8 @@ resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name, re
         return st;
     int table = model_level ? RD_T_MODEL_PARAM : RD_T_LAYER_PARAM;
     size_t slot = model_level ? (size_t)p : (size_t)layer * (size_t)n + (size_t)p;
-    double *fields = r->cur + rd_layout_offset(&r->lay, table, slot);
-    double *calls = r->cur + rd_layout_calls_offset(&r->lay, table, slot);
+    double *fields = r->cur + rd_tables_offset(&r->lay, table, slot);
+    double *calls = r->cur + rd_tables_calls_offset(&r->lay, table, slot);
     const size_t cs = r->lay.tables[table].slot_offset + slot;
     char what[RESDIAG_MAX_NAME + 64];
     if (model_level)
