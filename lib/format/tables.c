@@ -1,5 +1,5 @@
 /*
- * layout.c - where each table sits in a step record. The writer, the reader
+ * tables.c - where each table sits in a step record. The writer, the reader
  * and the run all derive offsets from here, so they cannot disagree.
  */
 #include "format/format.h"

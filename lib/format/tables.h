@@ -1,5 +1,5 @@
 /*
- * layout.h - the shape of one step's record, shared by the run (which fills
+ * tables.h - the shape of one step's record, shared by the run (which fills
  * it), the HDF5 writer (which appends it) and the reader (which finds things
  * in it). A record is one flat array of doubles made of "tables"; each table
  * becomes one HDF5 dataset whose first axis is the step.
@@ -8,8 +8,8 @@
  * M = model sites (4), P = per-layer parameters, Q = model parameters,
  * F = RESDIAG_N_FIELDS, U = RESDIAG_N_UPDATE_FIELDS, K = sketch size.
  */
-#ifndef RESDIAG_LAYOUT_H
-#define RESDIAG_LAYOUT_H
+#ifndef RESDIAG_FORMAT_TABLES_H
+#define RESDIAG_FORMAT_TABLES_H
 
 #include <stddef.h>
 #include <stdint.h>
