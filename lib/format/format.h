@@ -26,6 +26,9 @@
 #define RD_ATTR_SKETCH_SIZE "sketch_size"
 #define RD_ATTR_SKETCH_SEED "sketch_seed"
 #define RD_ATTR_RUN_KIND "run_kind"             /* optional: absent = training */
+#define RD_ATTR_HEAD_PARAM "head_param"         /* optional: the output head's model parameter */
+#define RD_ATTR_RESIDUAL_PARAM "residual_param" /* optional: the layer parameter writing into
+                                                   the stream (W2-like) */
 /* Provenance (root). */
 #define RD_ATTR_CREATED_UTC "created_utc"
 #define RD_ATTR_PROGRAM "program"

@@ -2,7 +2,8 @@
  * reader_root.c - the root attributes and /meta of a run file (reader_root.h,
  * doc/FORMAT.md), checked before anything else of the file is opened: the
  * sizes the tables follow from are bounded, every list has the length the
- * file's own sizes imply, and every enum is a known value.
+ * file's own sizes imply, every enum is a known value, and each declared
+ * role names one of the file's parameters.
  */
 #include "h5/reader_root.h"
 
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/utf8.h"
 #include "format/format.h"
 #include "h5/attributes.h"
 #include "h5/common.h"
@@ -262,6 +264,43 @@ static resdiag_status read_provenance(rd_root *r, hid_t f, const char *P)
     return RESDIAG_OK;
 }
 
+/* The parameter that role attribute `attr` names, as one of names[0..n-1]
+ * (so that it lives as long as the reader); NULL when the file has no such
+ * attribute and no parameter called `conventional`. An attribute that is
+ * not valid UTF-8 or names none of the parameters is a damaged file. */
+static resdiag_status read_role(hid_t f, const char *P, const char *attr, char **names,
+                                size_t n, const char *conventional, const char **out)
+{
+    int has = 0;
+    char *name = NULL;
+    resdiag_status st = rd_attr_has(P, f, attr, &has);
+    *out = NULL;
+    if (st != RESDIAG_OK)
+        return st;
+    /* Files written before roles existed: the names of the example. */
+    const char *want = conventional;
+    if (has) {
+        if ((st = rd_attr_get_str(P, f, ROOT, attr, &name)) != RESDIAG_OK)
+            return st;
+        if (rd_utf8_check(name, 0, NULL) != RD_TEXT_OK) {
+            free(name);
+            return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: attribute '%s' is not UTF-8 text",
+                              P, attr);
+        }
+        want = name;
+    }
+    for (size_t i = 0; i < n && !*out; i++)
+        if (strcmp(names[i], want) == 0)
+            *out = names[i];
+    if (has && !*out) {
+        char nb[128];
+        st = rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: attribute '%s' is \"%s\", not one of "
+                        "the file's parameters", P, attr, rd_h5_msg_name(name, nb, sizeof nb));
+    }
+    free(name);
+    return st;
+}
+
 resdiag_status rd_root_read(rd_root *r, hid_t file, const char *path)
 {
     resdiag_run_info *in = &r->info;
@@ -269,7 +308,11 @@ resdiag_status rd_root_read(rd_root *r, hid_t file, const char *path)
     if ((st = read_shape(in, file, path)) != RESDIAG_OK
         || (st = read_names(r, file, path)) != RESDIAG_OK
         || (st = read_provenance(r, file, path)) != RESDIAG_OK
-        || (st = read_meta(r, file, path)) != RESDIAG_OK)
+        || (st = read_meta(r, file, path)) != RESDIAG_OK
+        || (st = read_role(file, path, RD_ATTR_HEAD_PARAM, r->model_params, r->n_model_params,
+                           "head.w", &in->head_param)) != RESDIAG_OK
+        || (st = read_role(file, path, RD_ATTR_RESIDUAL_PARAM, r->layer_params,
+                           r->n_layer_params, "mlp.w2", &in->residual_param)) != RESDIAG_OK)
         return st;
     in->resdiag_version = r->resdiag_version;
     in->sublayer_names = (const char *const *)r->sublayer_names;

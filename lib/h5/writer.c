@@ -309,7 +309,9 @@ static int write_root_attrs(hid_t file, const rd_file_header *hdr, werr *e)
            && attr_str(file, RD_ATTR_PROGRAM, program, e)
            && attr_str(file, RD_ATTR_HDF5_VERSION, h5ver, e)
            && attr_str(file, RD_ATTR_HOST, host, e)
-           && attr_str(file, RD_ATTR_RUN_KIND, resdiag_run_kind_name(m->run_kind), e);
+           && attr_str(file, RD_ATTR_RUN_KIND, resdiag_run_kind_name(m->run_kind), e)
+           && (!m->head_param || attr_str(file, RD_ATTR_HEAD_PARAM, m->head_param, e))
+           && (!m->residual_param || attr_str(file, RD_ATTR_RESIDUAL_PARAM, m->residual_param, e));
 }
 
 static int write_meta(hid_t file, const resdiag_model *m, werr *e)
@@ -773,6 +775,17 @@ static resdiag_status h5_status(const werr *e)
     return rd_h5_error_is_nospace(&e->h5) ? RESDIAG_E_NOSPACE : RESDIAG_E_IO;
 }
 
+/* 1 if role is NULL (none declared) or one of names[0..n-1]. */
+static int role_names_one_of(const char *role, const char *const *names, int n)
+{
+    if (!role)
+        return 1;
+    for (int i = 0; names && i < n; i++)
+        if (names[i] && strcmp(names[i], role) == 0)
+            return 1;
+    return 0;
+}
+
 resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file_header *hdr,
                                 char *err, size_t errlen)
 {
@@ -785,6 +798,14 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
         return set_err(err, errlen, RESDIAG_E_INVALID,
                        "client bug: rd_writer_create: record_chunk_steps %d < 1",
                        hdr->record_chunk_steps);
+    /* A role naming no parameter would make a file that readers refuse. */
+    const resdiag_model *m = hdr->model;
+    if (!role_names_one_of(m->head_param, m->model_param_names, m->n_model_params))
+        return set_err(err, errlen, RESDIAG_E_INVALID,
+                       "client bug: rd_writer_create: head_param is not a model parameter");
+    if (!role_names_one_of(m->residual_param, m->layer_param_names, m->n_layer_params))
+        return set_err(err, errlen, RESDIAG_E_INVALID,
+                       "client bug: rd_writer_create: residual_param is not a layer parameter");
 
     rd_h5_quiet q;
     werr e;
