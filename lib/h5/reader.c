@@ -929,6 +929,29 @@ static resdiag_status check_site(const resdiag_reader *rd, resdiag_direction dir
     return RESDIAG_OK;
 }
 
+/* Reads the block (start, count) of dataset ds (called name) as mtype into
+ * out, laid out as the memory space (mrank, mdims). */
+static resdiag_status read_block(const resdiag_reader *rd, hid_t ds, const char *name,
+                                 hid_t mtype, const hsize_t *start, const hsize_t *count,
+                                 int mrank, const hsize_t *mdims, void *out)
+{
+    hid_t fs = H5I_INVALID_HID, ms = H5I_INVALID_HID;
+    resdiag_status st = RESDIAG_OK;
+    rd_h5_quiet q;
+    rd_h5_quiet_begin(&q);
+    if ((fs = H5Dget_space(ds)) < 0
+        || H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0
+        || (ms = H5Screate_simple(mrank, mdims, NULL)) < 0
+        || H5Dread(ds, mtype, ms, fs, H5P_DEFAULT, out) < 0)
+        st = rd_h5_fail_call(rd->path, name);
+    if (fs >= 0)
+        H5Sclose(fs);
+    if (ms >= 0)
+        H5Sclose(ms);
+    rd_h5_quiet_end(&q);
+    return st;
+}
+
 /* Reads elements [first, first + n) of slot `slot` of a table, for steps
  * [step, step + n_steps) with n_steps > 1 only when n == 1; out (n_steps * n). */
 static resdiag_status read_slot(const resdiag_reader *rd, int table, size_t slot,
@@ -948,21 +971,8 @@ static resdiag_status read_slot(const resdiag_reader *rd, int table, size_t slot
     start[t->rank] = first;
     count[t->rank] = n;
     hsize_t mn = n_steps * n;
-    hid_t fs = H5I_INVALID_HID, ms = H5I_INVALID_HID;
-    resdiag_status st = RESDIAG_OK;
-    rd_h5_quiet q;
-    rd_h5_quiet_begin(&q);
-    if ((fs = H5Dget_space(rd->table_ds[table])) < 0
-        || H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0
-        || (ms = H5Screate_simple(1, &mn, NULL)) < 0
-        || H5Dread(rd->table_ds[table], H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, out) < 0)
-        st = rd_h5_fail_call(rd->path, t->name);
-    if (fs >= 0)
-        H5Sclose(fs);
-    if (ms >= 0)
-        H5Sclose(ms);
-    rd_h5_quiet_end(&q);
-    return st;
+    return read_block(rd, rd->table_ds[table], t->name, H5T_NATIVE_DOUBLE, start, count, 1, &mn,
+                      out);
 }
 
 static resdiag_status table_present(const resdiag_reader *rd, int table, const char *fn)
@@ -991,21 +1001,8 @@ resdiag_status resdiag_reader_steps(const resdiag_reader *rd, int64_t *out, int6
     if (n == 0)
         return RESDIAG_OK;
     hsize_t start = 0, cnt = (hsize_t)n;
-    hid_t fs = H5I_INVALID_HID, ms = H5I_INVALID_HID;
-    resdiag_status st = RESDIAG_OK;
-    rd_h5_quiet q;
-    rd_h5_quiet_begin(&q);
-    if ((fs = H5Dget_space(rd->steps_ds)) < 0
-        || H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &cnt, NULL) < 0
-        || (ms = H5Screate_simple(1, &cnt, NULL)) < 0
-        || H5Dread(rd->steps_ds, H5T_NATIVE_INT64, ms, fs, H5P_DEFAULT, out) < 0)
-        st = rd_h5_fail_call(rd->path, RD_STEPS_NAME);
-    if (fs >= 0)
-        H5Sclose(fs);
-    if (ms >= 0)
-        H5Sclose(ms);
-    rd_h5_quiet_end(&q);
-    return st;
+    return read_block(rd, rd->steps_ds, RD_STEPS_NAME, H5T_NATIVE_INT64, &start, &cnt, 1, &cnt,
+                      out);
 }
 
 static void fill_nan(double *out, size_t n)
@@ -1273,23 +1270,9 @@ resdiag_status resdiag_reader_read(const resdiag_reader *rd, const char *name, i
     cnt[0] = (hsize_t)count;
     for (int i = 0; i < s->rank; i++)
         cnt[i + 1] = s->dims[i];
-    hid_t fs = H5I_INVALID_HID, ms = H5I_INVALID_HID;
-    resdiag_status st = RESDIAG_OK;
-    rd_h5_quiet q;
-    rd_h5_quiet_begin(&q);
     /* A memory space of the selection's own shape: HDF5 then copies whole
      * blocks instead of iterating element by element. */
-    if ((fs = H5Dget_space(s->ds)) < 0
-        || H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, cnt, NULL) < 0
-        || (ms = H5Screate_simple(s->rank + 1, cnt, NULL)) < 0
-        || H5Dread(s->ds, H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, out) < 0)
-        st = rd_h5_fail_call(rd->path, s->name);
-    if (fs >= 0)
-        H5Sclose(fs);
-    if (ms >= 0)
-        H5Sclose(ms);
-    rd_h5_quiet_end(&q);
-    return st;
+    return read_block(rd, s->ds, s->name, H5T_NATIVE_DOUBLE, start, cnt, s->rank + 1, cnt, out);
 }
 
 /* ------------------------------------------------------ stored chunks */

@@ -314,18 +314,34 @@ static int write_root_attrs(hid_t file, const rd_file_header *hdr, werr *e)
            && (!m->residual_param || attr_str(file, RD_ATTR_RESIDUAL_PARAM, m->residual_param, e));
 }
 
-static int write_meta(hid_t file, const resdiag_model *m, werr *e)
+/* A new group `name` without times (and with its attributes' creation
+ * order kept when keep_order); failures name `object`. Close it. */
+static hid_t create_group(hid_t file, const char *name, int keep_order, const char *object,
+                          werr *e)
 {
     hid_t gcpl = H5I_INVALID_HID, g = H5I_INVALID_HID;
-    int ok = 0;
     if ((gcpl = H5Pcreate(H5P_GROUP_CREATE)) < 0)
-        H5FAIL(e, RD_META_GROUP);
-    CHECK(H5Pset_obj_track_times(gcpl, 0), e, RD_META_GROUP);
-    /* So that a reader gets the pairs back in the trainer's order. */
-    CHECK(H5Pset_attr_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), e,
-          RD_META_GROUP);
-    if ((g = H5Gcreate2(file, RD_META_GROUP, H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0)
-        H5FAIL(e, RD_META_GROUP);
+        H5FAIL(e, object);
+    CHECK(H5Pset_obj_track_times(gcpl, 0), e, object);
+    if (keep_order)
+        CHECK(H5Pset_attr_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), e,
+              object);
+    if ((g = H5Gcreate2(file, name, H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0)
+        H5FAIL(e, object);
+cleanup:
+    if (gcpl >= 0)
+        H5Pclose(gcpl);
+    return g;
+}
+
+static int write_meta(hid_t file, const resdiag_model *m, werr *e)
+{
+    int ok = 0;
+    /* Attribute order kept, so that a reader gets the pairs back in the
+     * trainer's order. */
+    hid_t g = create_group(file, RD_META_GROUP, 1, RD_META_GROUP, e);
+    if (g < 0)
+        return 0;
     for (int i = 0; i < m->n_meta; i++) {
         const char *key = m->meta ? m->meta[2 * i] : NULL;
         const char *val = m->meta ? m->meta[2 * i + 1] : NULL;
@@ -342,10 +358,7 @@ static int write_meta(hid_t file, const resdiag_model *m, werr *e)
     }
     ok = 1;
 cleanup:
-    if (g >= 0)
-        H5Gclose(g);
-    if (gcpl >= 0)
-        H5Pclose(gcpl);
+    H5Gclose(g);
     return ok;
 }
 
@@ -369,20 +382,11 @@ static int ensure_parent(hid_t file, const char *path, werr *e)
     }
     if (ex > 0)
         return 1;
-    hid_t gcpl = H5I_INVALID_HID, g = H5I_INVALID_HID;
-    int ok = 0;
-    if ((gcpl = H5Pcreate(H5P_GROUP_CREATE)) < 0)
-        H5FAIL(e, path);
-    CHECK(H5Pset_obj_track_times(gcpl, 0), e, path);
-    if ((g = H5Gcreate2(file, group, H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0)
-        H5FAIL(e, path);
-    ok = 1;
-cleanup:
-    if (g >= 0)
-        H5Gclose(g);
-    if (gcpl >= 0)
-        H5Pclose(gcpl);
-    return ok;
+    hid_t g = create_group(file, group, 0, path, e);
+    if (g < 0)
+        return 0;
+    H5Gclose(g);
+    return 1;
 }
 
 /* Label attribute for the axis `axis` of a table, if it has labels. */
