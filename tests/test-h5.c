@@ -82,7 +82,7 @@ typedef struct spec {
 typedef struct run {
     spec sp;
     resdiag_model m;
-    rd_layout lay;
+    rd_tables lay;
     rd_file_header hdr;
 } run;
 
@@ -113,9 +113,9 @@ static void make_run(run *r, const spec *sp)
         m->meta = META;
         m->description = "tiny test model \xe2\x80\x94 3 layers";
     }
-    rd_layout_init(&r->lay, sp->L, sp->S, sp->P, sp->Q, sp->K);
+    rd_tables_init(&r->lay, sp->L, sp->S, sp->P, sp->Q, sp->K);
     r->hdr.model = &r->m;
-    r->hdr.layout = &r->lay;
+    r->hdr.tables = &r->lay;
     r->hdr.sketch_size = sp->K;
     r->hdr.sketch_seed = 0xfedcba9876543210ull;
     r->hdr.record_chunk_steps = sp->chunk;
@@ -125,7 +125,7 @@ static int64_t step_no(int64_t i) { return 1000 + 3 * i; }
 static double step_time(int64_t i) { return 0.5 * (double)i + 0.125; }
 
 /* Expected value of element `off` of step index i. */
-static double expect(const rd_layout *lay, int64_t i, size_t off)
+static double expect(const rd_tables *lay, int64_t i, size_t off)
 {
     for (int t = 0; t < RD_N_TABLES; t++) {
         const rd_table *tb = &lay->tables[t];
@@ -1959,6 +1959,157 @@ START_TEST(h5_size_limit_below_creation_fails_cleanly)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ roles */
+
+/* Rewrites root attribute `name` of a run file as a scalar UTF-8 string. */
+static void set_str_attr(const char *path, const char *name, const char *v)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    if (H5Aexists(f, name) > 0)
+        ck_assert_int_ge(H5Adelete(f, name), 0);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    ck_assert_int_ge(H5Tset_size(t, H5T_VARIABLE), 0);
+    ck_assert_int_ge(H5Tset_cset(t, H5T_CSET_UTF8), 0);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    ck_assert(a >= 0);
+    ck_assert_int_ge(H5Awrite(a, t, &v), 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+    H5Fclose(f);
+}
+
+/* 1 if the root of the file at path has attribute name. */
+static int has_root_attr(const char *path, const char *name)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    htri_t ex = H5Aexists(f, name);
+    H5Fclose(f);
+    ck_assert_int_ge(ex, 0);
+    return ex > 0;
+}
+
+static void expect_roles(const char *path, const char *head, const char *residual)
+{
+    resdiag_reader *rd = open_or_fail(path);
+    const resdiag_run_info *in = resdiag_reader_info(rd);
+    if (head)
+        ck_assert_pstr_eq(in->head_param, head);
+    else
+        ck_assert_ptr_null(in->head_param);
+    if (residual)
+        ck_assert_pstr_eq(in->residual_param, residual);
+    else
+        ck_assert_ptr_null(in->residual_param);
+    resdiag_reader_close(rd);
+}
+
+static const char *const ROLE_LP[] = { "attn.out", "ffn.down" };
+static const char *const ROLE_MP[] = { "out.proj" };
+
+START_TEST(h5_declared_roles_are_stored_and_read_back)
+{
+    run r;
+    make_run(&r, &FULL);
+    r.m.layer_param_names = ROLE_LP;
+    r.m.model_param_names = ROLE_MP;
+    r.m.head_param = "out.proj";
+    r.m.residual_param = "ffn.down";
+    const char *path = tpath("roles.h5");
+    write_run(path, &r, 2);
+    ck_assert(has_root_attr(path, "head_param"));
+    ck_assert(has_root_attr(path, "residual_param"));
+    expect_roles(path, "out.proj", "ffn.down");
+
+    /* one role declared: the other stays none (no conventional name here) */
+    r.m.residual_param = NULL;
+    r.hdr.overwrite = 1;
+    write_run(path, &r, 2);
+    ck_assert(!has_root_attr(path, "residual_param"));
+    expect_roles(path, "out.proj", NULL);
+}
+END_TEST
+
+START_TEST(h5_files_without_roles_get_the_conventional_names)
+{
+    /* FULL's parameters are named attn.wo, mlp.w2 and head.w */
+    run r;
+    make_run(&r, &FULL);
+    const char *path = tpath("roles-fallback.h5");
+    write_run(path, &r, 2);
+    ck_assert(!has_root_attr(path, "head_param"));
+    ck_assert(!has_root_attr(path, "residual_param"));
+    expect_roles(path, "head.w", "mlp.w2");
+
+    /* no parameters at all */
+    make_run(&r, &BARE);
+    path = tpath("roles-none.h5");
+    write_run(path, &r, 2);
+    expect_roles(path, NULL, NULL);
+
+    /* parameters, but none of the conventional names */
+    make_run(&r, &FULL);
+    r.m.layer_param_names = ROLE_LP;
+    r.m.model_param_names = ROLE_MP;
+    path = tpath("roles-other-names.h5");
+    write_run(path, &r, 2);
+    expect_roles(path, NULL, NULL);
+}
+END_TEST
+
+START_TEST(h5_writer_refuses_a_role_that_names_no_parameter)
+{
+    run r;
+    make_run(&r, &FULL);
+    char err[512] = "";
+    rd_writer *w = (rd_writer *)0x1;
+    const char *path = tpath("roles-refused.h5");
+    r.m.head_param = "mlp.w2"; /* a layer parameter, not a model one */
+    ck_assert_int_eq(rd_writer_create(&w, path, &r.hdr, err, sizeof err), RESDIAG_E_INVALID);
+    ck_assert_ptr_null(w);
+    ck_assert_ptr_nonnull(strstr(err, "head_param"));
+    r.m.head_param = NULL;
+    r.m.residual_param = "no.such.param";
+    ck_assert_int_eq(rd_writer_create(&w, path, &r.hdr, err, sizeof err), RESDIAG_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "residual_param"));
+    ck_assert_int_ne(access(path, F_OK), 0); /* nothing created */
+}
+END_TEST
+
+START_TEST(h5_reader_rejects_a_role_that_names_no_parameter)
+{
+    run r;
+    make_run(&r, &FULL);
+    const char *path = tpath("roles-hostile.h5");
+    r.hdr.overwrite = 1;
+
+    write_run(path, &r, 2);
+    set_str_attr(path, "head_param", "no.such.param");
+    expect_open_error(path, RESDIAG_E_FORMAT, "head_param");
+    /* a layer parameter is not a model parameter, and the other way round */
+    write_run(path, &r, 2);
+    set_str_attr(path, "head_param", "mlp.w2");
+    expect_open_error(path, RESDIAG_E_FORMAT, "head_param");
+    write_run(path, &r, 2);
+    set_str_attr(path, "residual_param", "head.w");
+    expect_open_error(path, RESDIAG_E_FORMAT, "residual_param");
+    write_run(path, &r, 2);
+    set_str_attr(path, "residual_param", "");
+    expect_open_error(path, RESDIAG_E_FORMAT, "residual_param");
+    /* not UTF-8 */
+    write_run(path, &r, 2);
+    set_str_attr(path, "residual_param", "mlp.\xff\xfe");
+    expect_open_error(path, RESDIAG_E_FORMAT, "not UTF-8");
+    /* not a string */
+    write_run(path, &r, 2);
+    set_int_attr(path, "head_param", 3);
+    expect_open_error(path, RESDIAG_E_FORMAT, "head_param");
+}
+END_TEST
+
 /* ------------------------------------------------------------------ main */
 
 static void remove_dir(const char *dir)
@@ -2007,6 +2158,10 @@ int main(void)
     tcase_add_test(tc, h5_reader_rejects_what_is_not_a_run_file);
     tcase_add_test(tc, h5_reader_rejects_plain_hdf5_files);
     tcase_add_test(tc, h5_reader_checks_versions_and_attributes);
+    tcase_add_test(tc, h5_declared_roles_are_stored_and_read_back);
+    tcase_add_test(tc, h5_files_without_roles_get_the_conventional_names);
+    tcase_add_test(tc, h5_reader_rejects_a_role_that_names_no_parameter);
+    tcase_add_test(tc, h5_writer_refuses_a_role_that_names_no_parameter);
     tcase_add_test(tc, h5_reader_checks_every_argument);
     tcase_add_test(tc, h5_hdf5_never_prints_and_caller_setting_survives);
     tcase_add_test(tc, h5_writer_errors);

@@ -55,7 +55,7 @@ static const char *const SUB[] = { "attn", "mlp" };
 static const char *const LP[] = { "attn.wo", "mlp.w2" };
 static const char *const MP[] = { "head.w" };
 
-static double expect(const rd_layout *lay, int64_t i, size_t off)
+static double expect(const rd_tables *lay, int64_t i, size_t off)
 {
     for (int t = 0; t < RD_N_TABLES; t++) {
         const rd_table *tb = &lay->tables[t];
@@ -83,7 +83,7 @@ static uint64_t mix(uint64_t x)
 
 typedef struct setup {
     resdiag_model m;
-    rd_layout lay;
+    rd_tables lay;
     rd_file_header hdr;
 } setup;
 
@@ -99,9 +99,9 @@ static void make_setup(setup *s, int chunk)
     s->m.layer_param_names = LP;
     s->m.n_model_params = 1;
     s->m.model_param_names = MP;
-    rd_layout_init(&s->lay, 4, 2, 2, 1, 8);
+    rd_tables_init(&s->lay, 4, 2, 2, 1, 8);
     s->hdr.model = &s->m;
-    s->hdr.layout = &s->lay;
+    s->hdr.tables = &s->lay;
     s->hdr.sketch_size = 8;
     s->hdr.sketch_seed = 99;
     s->hdr.record_chunk_steps = chunk;

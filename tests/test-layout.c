@@ -13,8 +13,8 @@ START_TEST(layout_tables_tile_the_record_without_gaps)
 {
     const int cases[][5] = { { 1, 1, 0, 0, 0 }, { 3, 2, 2, 1, 8 }, { 96, 2, 4, 2, 64 } };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        rd_layout lay;
-        rd_layout_init(&lay, cases[c][0], cases[c][1], cases[c][2], cases[c][3], cases[c][4]);
+        rd_tables lay;
+        rd_tables_init(&lay, cases[c][0], cases[c][1], cases[c][2], cases[c][3], cases[c][4]);
         size_t off = 0, slots = 0;
         for (int t = 0; t < RD_N_TABLES; t++) {
             const rd_table *tb = &lay.tables[t];
@@ -44,9 +44,9 @@ END_TEST
 
 START_TEST(layout_every_site_has_its_own_slot)
 {
-    rd_layout lay;
+    rd_tables lay;
     const int L = 4, S = 3, K = 5;
-    rd_layout_init(&lay, L, S, 1, 1, K);
+    rd_tables_init(&lay, L, S, 1, 1, K);
     unsigned char *used = calloc(lay.record_len, 1);
     for (int sketch = 0; sketch < 2; sketch++)
         for (int dir = 0; dir < 2; dir++) {
@@ -55,10 +55,10 @@ START_TEST(layout_every_site_has_its_own_slot)
                     for (int site = 0; site < RESDIAG_N_BLOCK_SITES; site++) {
                         int t;
                         size_t slot;
-                        rd_layout_site_slot(&lay, (resdiag_direction)dir, l, s,
+                        rd_tables_site_slot(&lay, (resdiag_direction)dir, l, s,
                                             (resdiag_site)site, sketch, &t, &slot);
                         size_t w = (size_t)lay.tables[t].dims[lay.tables[t].rank - 1];
-                        size_t o = rd_layout_offset(&lay, t, slot);
+                        size_t o = rd_tables_offset(&lay, t, slot);
                         ck_assert_uint_le(o + w, lay.tables[t].offset + lay.tables[t].count);
                         for (size_t k = 0; k < w; k++) {
                             ck_assert_int_eq(used[o + k], 0);
@@ -68,11 +68,11 @@ START_TEST(layout_every_site_has_its_own_slot)
             for (int m = 0; m < RESDIAG_N_MODEL_SITES; m++) {
                 int t;
                 size_t slot;
-                rd_layout_site_slot(&lay, (resdiag_direction)dir, 99, 99,
+                rd_tables_site_slot(&lay, (resdiag_direction)dir, 99, 99,
                                     (resdiag_site)(RESDIAG_EMBED_OUT + m), sketch, &t, &slot);
                 ck_assert_uint_eq(slot, (size_t)m);
                 size_t w = (size_t)lay.tables[t].dims[lay.tables[t].rank - 1];
-                size_t o = rd_layout_offset(&lay, t, slot);
+                size_t o = rd_tables_offset(&lay, t, slot);
                 for (size_t k = 0; k < w; k++) {
                     ck_assert_int_eq(used[o + k], 0);
                     used[o + k] = 1;
@@ -88,8 +88,8 @@ END_TEST
 
 START_TEST(layout_summary_tiles_its_record)
 {
-    rd_layout lay;
-    rd_layout_init(&lay, 5, 3, 2, 1, 4);
+    rd_tables lay;
+    rd_tables_init(&lay, 5, 3, 2, 1, 4);
     const size_t want[RD_N_SUMMARY] = { 3, 6, 5, 15 };
     size_t off = 0;
     for (int i = 0; i < RD_N_SUMMARY; i++) {
@@ -111,8 +111,8 @@ END_TEST
 START_TEST(layout_summary_of_a_record)
 {
     enum { L = 2, S = 2, B = RESDIAG_N_BLOCK_SITES, F = RESDIAG_N_FIELDS };
-    rd_layout lay;
-    rd_layout_init(&lay, L, S, 1, 1, 4);
+    rd_tables lay;
+    rd_tables_init(&lay, L, S, 1, 1, 4);
     double *rec = malloc(lay.record_len * sizeof *rec);
     double *out = malloc(lay.summary_len * sizeof *out);
     for (size_t k = 0; k < lay.record_len; k++)
@@ -143,7 +143,7 @@ START_TEST(layout_summary_of_a_record)
     double *u = rec + lay.tables[RD_T_UPDATE].offset;
     u[(0 * S + 1) * RESDIAG_N_UPDATE_FIELDS + RESDIAG_UPDATE_RATIO_FROB] = 0.5;
     u[(1 * S + 0) * RESDIAG_N_UPDATE_FIELDS + RESDIAG_UPDATE_RATIO_FROB] = 0.125;
-    rd_layout_summarize(&lay, rec, out);
+    rd_tables_summarize(&lay, rec, out);
     const double *nf = out + lay.summary[RD_S_NONFINITE].offset;
     ck_assert(nf[RD_SUM_NAN] == 4 && nf[RD_SUM_INF] == 7 && nf[RD_SUM_RECORDS] == 3);
     const double *ob = out + lay.summary[RD_S_OBSERVED].offset;

@@ -390,7 +390,7 @@ END_TEST
  * (an empty metadata key, which resdiag_open would have refused before). */
 typedef struct bad_run {
     resdiag_model m;
-    rd_layout lay;
+    rd_tables lay;
     rd_file_header hdr;
 } bad_run;
 
@@ -400,10 +400,10 @@ static void make_bad_run(bad_run *b, int overwrite)
     b->m = model();
     b->m.meta = bad_meta;
     b->m.n_meta = 1;
-    rd_layout_init(&b->lay, L, 1, 0, 0, 4);
+    rd_tables_init(&b->lay, L, 1, 0, 0, 4);
     memset(&b->hdr, 0, sizeof b->hdr);
     b->hdr.model = &b->m;
-    b->hdr.layout = &b->lay;
+    b->hdr.tables = &b->lay;
     b->hdr.sketch_size = 4;
     b->hdr.record_chunk_steps = 4;
     b->hdr.overwrite = overwrite;

@@ -21,21 +21,19 @@ char *rd_analysis_dupstr(const char *s)
     return d;
 }
 
-/* Which parameter plays a role: the run info's declaration when it is one
- * of the run's parameters, else NULL. */
+/* Which parameter plays a role: the run info's declaration (the reader
+ * fills it, from the file's role attributes or, for files without them,
+ * the conventional names) when it is one of the run's parameters, else
+ * NULL. */
 const char *rd_analysis_role_param(const resdiag_run_info *in, int which)
 {
     int head = which == RD_ROLE_HEAD;
     const char *name = head ? in->head_param : in->residual_param;
     int n = head ? in->n_model_params : in->n_layer_params;
     const char *const *names = head ? in->model_param_names : in->layer_param_names;
-    const char *legacy = head ? "head.w" : "mlp.w2";
-    for (int i = 0; i < n; i++) {
-        if (name && strcmp(names[i], name) == 0)
+    for (int i = 0; name && i < n; i++)
+        if (strcmp(names[i], name) == 0)
             return names[i];
-        if (!name && strcmp(names[i], legacy) == 0)
-            return names[i]; /* until the reader fills the role */
-    }
     return NULL;
 }
 

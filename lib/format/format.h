@@ -1,15 +1,58 @@
 /*
  * format.h - the names of everything in a run file, in one place: the
- * schema version, the HDF5 path of each dataset and group, and the series
- * that are not tables. The writer, the reader, the analysis and the plots
- * all name the file's parts through these (doc/FORMAT.md describes them).
+ * schema version, the attributes of the root and of the datasets, the HDF5
+ * path of each dataset and group, and the series that are not tables. The
+ * writer, the reader, the analysis and the plots all name the file's parts
+ * through these (doc/FORMAT.md describes them).
  * The shape of each table is in tables.h.
  */
 #ifndef RESDIAG_FORMAT_H
 #define RESDIAG_FORMAT_H
 
-/* Version of the file layout; a reader refuses a newer one. */
+/* Version of the file format; a reader refuses a newer one. */
 #define RD_SCHEMA_VERSION 1
+
+/* Attributes of the root group: what the run is (doc/FORMAT.md). */
+#define RD_ATTR_SCHEMA_VERSION "schema_version"
+#define RD_ATTR_RESDIAG_VERSION "resdiag_version"
+#define RD_ATTR_N_LAYERS "n_layers"
+#define RD_ATTR_D_MODEL "d_model"
+#define RD_ATTR_N_SUBLAYERS "n_sublayers"
+#define RD_ATTR_BLOCK "block"
+#define RD_ATTR_DECLARED_PLACEMENT "declared_placement"
+#define RD_ATTR_DECLARED_MIX_LAYERS "declared_mix_layers"
+#define RD_ATTR_NORM_KIND "norm_kind"
+#define RD_ATTR_SHARD_COLS "shard_cols"
+#define RD_ATTR_SKETCH_SIZE "sketch_size"
+#define RD_ATTR_SKETCH_SEED "sketch_seed"
+#define RD_ATTR_RUN_KIND "run_kind"             /* optional: absent = training */
+#define RD_ATTR_HEAD_PARAM "head_param"         /* optional: the output head's model parameter */
+#define RD_ATTR_RESIDUAL_PARAM "residual_param" /* optional: the layer parameter writing into
+                                                   the stream (W2-like) */
+/* Provenance (root). */
+#define RD_ATTR_CREATED_UTC "created_utc"
+#define RD_ATTR_PROGRAM "program"
+#define RD_ATTR_HDF5_VERSION "hdf5_version"
+#define RD_ATTR_HOST "host"
+/* The root's and each dataset's description. */
+#define RD_ATTR_DESCRIPTION "description"
+
+/* Labels of the axes (root and datasets: one string per index). */
+#define RD_ATTR_SUBLAYER_NAMES "sublayer_names"
+#define RD_ATTR_LAYER_PARAM_NAMES "layer_param_names" /* root */
+#define RD_ATTR_PARAM_NAMES "param_names"             /* datasets, axis "param" */
+#define RD_ATTR_MODEL_PARAM_NAMES "model_param_names"
+#define RD_ATTR_SITE_NAMES "site_names"
+#define RD_ATTR_MODEL_SITE_NAMES "model_site_names"
+#define RD_ATTR_FIELD_NAMES "field_names"
+#define RD_ATTR_FIELD_UNITS "field_units"
+#define RD_ATTR_NONFINITE_FIELD_NAMES "nonfinite_field_names"
+#define RD_ATTR_STATS_TABLE_NAMES "stats_table_names"
+#define RD_ATTR_UPDATE_FIELD_NAMES "update_field_names"
+
+/* Attributes of every dataset besides its description. */
+#define RD_ATTR_UNITS "units"
+#define RD_ATTR_AXES "axes" /* the axis names, comma-separated, step axis first */
 
 /* The statistics tables (last axis: the fields). */
 #define RD_DS_FWD_SITE_STATS "forward/site_stats"

@@ -1,5 +1,5 @@
 /*
- * layout.c - where each table sits in a step record. The writer, the reader
+ * tables.c - where each table sits in a step record. The writer, the reader
  * and the run all derive offsets from here, so they cannot disagree.
  */
 #include "format/format.h"
@@ -40,7 +40,7 @@ static void set_table(rd_table *t, const char *name, const char *callsite_name,
     }
 }
 
-void rd_layout_init(rd_layout *lay, int n_layers, int n_sublayers, int n_layer_params,
+void rd_tables_init(rd_tables *lay, int n_layers, int n_sublayers, int n_layer_params,
                     int n_model_params, int sketch_size)
 {
     const int64_t L = n_layers, S = n_sublayers, B = RESDIAG_N_BLOCK_SITES,
@@ -191,7 +191,7 @@ const char *rd_summary_observed_label(int col)
     return col >= 0 && col < RD_SUM_OBS_COLS ? labels[col] : "?";
 }
 
-void rd_layout_summarize(const rd_layout *lay, const double *record, double *out)
+void rd_tables_summarize(const rd_tables *lay, const double *record, double *out)
 {
     const int F = RESDIAG_N_FIELDS, L = lay->n_layers, S = lay->n_sublayers;
     double *nf = out + lay->summary[RD_S_NONFINITE].offset;
@@ -219,14 +219,14 @@ void rd_layout_summarize(const rd_layout *lay, const double *record, double *out
     for (int l = 0; l < L; l++) {
         size_t slot = ((size_t)l * (size_t)S + (size_t)(S - 1)) * RESDIAG_N_BLOCK_SITES
                       + RESDIAG_STREAM_OUT;
-        xn[l] = record[rd_layout_offset(lay, RD_T_FWD_SITE, slot) + RESDIAG_FIELD_TOK_NORM_MEAN];
+        xn[l] = record[rd_tables_offset(lay, RD_T_FWD_SITE, slot) + RESDIAG_FIELD_TOK_NORM_MEAN];
         for (int s = 0; s < S; s++)
-            ur[l * S + s] = record[rd_layout_offset(lay, RD_T_UPDATE, (size_t)l * S + s)
+            ur[l * S + s] = record[rd_tables_offset(lay, RD_T_UPDATE, (size_t)l * S + s)
                                    + RESDIAG_UPDATE_RATIO_FROB];
     }
 }
 
-void rd_layout_site_slot(const rd_layout *lay, resdiag_direction dir, int layer, int sublayer,
+void rd_tables_site_slot(const rd_tables *lay, resdiag_direction dir, int layer, int sublayer,
                          resdiag_site site, int sketch, int *table, size_t *slot)
 {
     int m = rd_model_site_index(site);

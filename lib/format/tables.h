@@ -1,5 +1,5 @@
 /*
- * layout.h - the shape of one step's record, shared by the run (which fills
+ * tables.h - the shape of one step's record, shared by the run (which fills
  * it), the HDF5 writer (which appends it) and the reader (which finds things
  * in it). A record is one flat array of doubles made of "tables"; each table
  * becomes one HDF5 dataset whose first axis is the step.
@@ -8,8 +8,8 @@
  * M = model sites (4), P = per-layer parameters, Q = model parameters,
  * F = RESDIAG_N_FIELDS, U = RESDIAG_N_UPDATE_FIELDS, K = sketch size.
  */
-#ifndef RESDIAG_LAYOUT_H
-#define RESDIAG_LAYOUT_H
+#ifndef RESDIAG_FORMAT_TABLES_H
+#define RESDIAG_FORMAT_TABLES_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -88,18 +88,18 @@ enum { RD_SUM_NAN = 0, RD_SUM_INF = 1, RD_SUM_RECORDS = 2, RD_SUM_NF_COLS = 3 };
 #define RD_SUM_OBS_COLS 6
 #define RD_SUMMARY_GROUP "summary"
 
-typedef struct rd_layout {
+typedef struct rd_tables {
     int n_layers, n_sublayers, n_layer_params, n_model_params, sketch_size;
     rd_table tables[RD_N_TABLES];
     size_t record_len;  /* doubles per step record */
     size_t n_slots;     /* stats slots (= callsite entries) over all STATS tables */
     rd_table summary[RD_N_SUMMARY]; /* offsets into a summary record */
     size_t summary_len; /* doubles per step summary */
-} rd_layout;
+} rd_tables;
 
 /* Fills *lay for these sizes. All sizes must already be validated (>= 0,
  * L and S >= 1). */
-void rd_layout_init(rd_layout *lay, int n_layers, int n_sublayers, int n_layer_params,
+void rd_tables_init(rd_tables *lay, int n_layers, int n_sublayers, int n_layer_params,
                     int n_model_params, int sketch_size);
 
 /* Index of a model site (RESDIAG_EMBED_OUT..RESDIAG_LOGITS) in 0..M-1, or -1. */
@@ -108,11 +108,11 @@ int rd_model_site_index(resdiag_site site);
 /* Slot (row of F fields, or of K sketch values) of a site, within its table:
  * returns the table id through *table and the slot index inside it.
  * The caller has validated layer/sublayer/site. */
-void rd_layout_site_slot(const rd_layout *lay, resdiag_direction dir, int layer, int sublayer,
+void rd_tables_site_slot(const rd_tables *lay, resdiag_direction dir, int layer, int sublayer,
                          resdiag_site site, int sketch, int *table, size_t *slot);
 
 /* Offset in the record of slot `slot` of table `table`. */
-static inline size_t rd_layout_offset(const rd_layout *lay, int table, size_t slot)
+static inline size_t rd_tables_offset(const rd_tables *lay, int table, size_t slot)
 {
     const rd_table *t = &lay->tables[table];
     return t->offset + slot * (size_t)t->dims[t->rank - 1];
@@ -120,14 +120,14 @@ static inline size_t rd_layout_offset(const rd_layout *lay, int table, size_t sl
 
 /* Offset in the record of the call count of slot `slot` of STATS table
  * `table` (RD_T_FWD_SITE..RD_T_MODEL_PARAM). */
-static inline size_t rd_layout_calls_offset(const rd_layout *lay, int table, size_t slot)
+static inline size_t rd_tables_calls_offset(const rd_tables *lay, int table, size_t slot)
 {
     return lay->tables[RD_T_FWD_SITE_CALLS + (table - RD_T_FWD_SITE)].offset + slot;
 }
 
 /* Fills out (lay->summary_len) with the summary of one step record: see
  * doc/FORMAT.md, group /summary. */
-void rd_layout_summarize(const rd_layout *lay, const double *record, double *out);
+void rd_tables_summarize(const rd_tables *lay, const double *record, double *out);
 
 /* Labels of the columns of summary/nonfinite and summary/observed. */
 const char *rd_summary_nonfinite_label(int col);

@@ -1,13 +1,17 @@
 /*
- * h5_common.c - helpers shared by the HDF5 writer and reader: format names
- * and HDF5 error stacks turned into one line of text.
+ * common.c - helpers shared by the HDF5 code: the stored spelling of the
+ * block kind and the field units, HDF5 error stacks turned into one line
+ * of text, and the reader's logged failures.
  */
 #include "h5/common.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/log.h"
 
 const char *rd_h5_block_name(resdiag_block_kind kind)
 {
@@ -124,4 +128,34 @@ hid_t rd_h5_fixed_string_type(size_t len)
         return H5I_INVALID_HID;
     }
     return t;
+}
+
+resdiag_status rd_h5_fail(resdiag_status st, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "%s", msg);
+    return st;
+}
+
+resdiag_status rd_h5_fail_call(const char *path, const char *what)
+{
+    rd_h5_error e;
+    memset(&e, 0, sizeof e);
+    rd_h5_capture(&e, 0);
+    return rd_h5_fail(RESDIAG_E_IO, "run file %s: %s: %s", path, what, e.msg);
+}
+
+const char *rd_h5_msg_name(const char *s, char *buf, size_t len)
+{
+    size_t o = 0;
+    for (; *s && o + 4 < len && o < 80; s++)
+        buf[o++] = *s;
+    if (*s && o + 4 < len)
+        o += (size_t)snprintf(buf + o, len - o, "...");
+    buf[o] = '\0';
+    return buf;
 }

@@ -1,11 +1,11 @@
 /*
- * h5_common.h - what the HDF5 writer and reader share: the names that make
- * up the file format (doc/FORMAT.md), turning HDF5's error stack into one
- * line of text, and keeping HDF5 from printing on its own.
+ * common.h - what the HDF5 code of lib/h5 shares: the stored spelling of a
+ * few enums (doc/FORMAT.md), turning HDF5's error stack into one line of
+ * text, logging a reader's failure, and keeping HDF5 from printing on its
+ * own.
  *
- * Only h5_writer.c, h5_reader.c, h5_common.c and run_file_guard.c (which
- * opens an existing file read-only, to tell a run file) include this: they
- * are the only files that call HDF5.
+ * Only the files of lib/h5 include this: they are the only ones that call
+ * HDF5.
  */
 #ifndef RESDIAG_H5_COMMON_H
 #define RESDIAG_H5_COMMON_H
@@ -22,12 +22,12 @@
 #define RD_H5_SIGNATURE_LEN 8
 
 /* 1 (the default): the writer reserves disk space before HDF5 writes (see
- * h5_writer.c). Tests set it to 0 to reach the path where HDF5 itself
+ * space.c). Tests set it to 0 to reach the path where HDF5 itself
  * runs out of space. */
 extern int rd_h5_writer_reserve;
 
 /* 1 (the default): before each write phase the writer checks that the file
- * stays within the file size limit (RLIMIT_FSIZE, see h5_writer.c). Tests
+ * stays within the file size limit (RLIMIT_FSIZE, see space.c). Tests
  * set it to 0, with SIGXFSZ ignored, to make HDF5 itself meet the limit:
  * a disk that fills up where fallocate is not supported. */
 extern int rd_h5_writer_size_limit;
@@ -42,10 +42,10 @@ extern int rd_h5_writer_summary;
  * takes the slow path over the full tables). */
 extern int rd_h5_reader_summary;
 
-/* Block kind as stored in the "block" attribute; NULL when out of range. */
+/* Block kind as stored in the RD_ATTR_BLOCK attribute; NULL when out of range. */
 const char *rd_h5_block_name(resdiag_block_kind kind);
 
-/* Units of each statistics field, stored as the "field_units" attribute. */
+/* Units of each statistics field, stored as the RD_ATTR_FIELD_UNITS attribute. */
 const char *rd_h5_field_unit(int field);
 
 /* HDF5 error stack, captured before anything else can clear it. */
@@ -64,6 +64,22 @@ void rd_h5_capture(rd_h5_error *e, int errno_at_call);
 /* 1 if the captured failure was the disk or a size limit running out
  * (ENOSPC, EFBIG, EDQUOT). */
 int rd_h5_error_is_nospace(const rd_h5_error *e);
+
+/* Logs msg as an error (rd_log) and returns st: how the reader fails. */
+resdiag_status rd_h5_fail(resdiag_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* The HDF5 call just made failed: logs "run file PATH: WHAT: HDF5's
+ * message" and returns RESDIAG_E_IO. */
+resdiag_status rd_h5_fail_call(const char *path, const char *what);
+
+/* A name from the file as it may appear in a message: at most about 80
+ * bytes of it (the message stays short whatever the file holds). Not
+ * escaped here: rd_log text-escapes every message (escape.h). */
+const char *rd_h5_msg_name(const char *s, char *buf, size_t len);
 
 /* Keeps HDF5 from printing its error stack during a resdiag call, and gives
  * the caller's own setting back afterwards (a trainer may use HDF5 itself). */

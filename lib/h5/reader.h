@@ -1,5 +1,5 @@
 /*
- * h5_reader.h - what the reader (h5_reader.c) gives the analysis beyond
+ * reader.h - what the reader (reader.c) gives the analysis beyond
  * the public API (the analysis, and the tool's dump): which stretches of a
  * time series hold stored data, so that going over every step costs what
  * the file holds and not what it declares (an unstored stretch reads as

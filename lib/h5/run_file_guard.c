@@ -158,7 +158,8 @@ static int is_run_file(int fd, const char *h5_path, int hdf5_lock, char *why, si
     static const struct {
         const char *name;
         H5T_class_t cls;
-    } need[] = { { "schema_version", H5T_INTEGER }, { "resdiag_version", H5T_STRING } };
+    } need[] = { { RD_ATTR_SCHEMA_VERSION, H5T_INTEGER },
+                 { RD_ATTR_RESDIAG_VERSION, H5T_STRING } };
     ok = 1;
     for (size_t i = 0; i < sizeof need / sizeof need[0] && ok; i++) {
         hid_t a = H5Aexists(file, need[i].name) > 0 ? H5Aopen(file, need[i].name, H5P_DEFAULT)

@@ -1,5 +1,5 @@
 /*
- * h5_writer.c - creates a run file (doc/FORMAT.md), then appends batches of
+ * writer.c - creates a run file (doc/FORMAT.md), then appends batches of
  * step records to it under HDF5 SWMR, so that readers can follow the run and
  * a killed trainer leaves every flushed step readable.
  *
@@ -52,6 +52,9 @@
  * inside one page instead (keep_header_in_one_page). tests/test-kill.c
  * checks that no metadata write crosses a page, and tears a sample of the
  * page-crossing writes and reads each file back.
+ *
+ * The reservation, the size limit, detaching and the header moves are in
+ * space.c; the typed attribute writers in attributes.c.
  */
 #include "h5/writer.h"
 
@@ -63,15 +66,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "common/utf8.h"
+#include "h5/attributes.h"
 #include "h5/common.h"
 #include "h5/run_file_guard.h"
-#include "common/utf8.h"
+#include "h5/space.h"
 
 /* Steps per chunk of the 1-D series /steps and /step_time: they are tiny,
  * so a chunk of record_chunk_steps would make a needlessly long index. */
@@ -89,20 +92,8 @@
 #define RESERVE_PER_DATASET ((off_t)24 << 10)
 /* What creating the objects may write. */
 #define RESERVE_CREATE ((off_t)1 << 20)
-/* The page size of paged aggregation: the kernel's page-cache page. */
-#define FILE_PAGE 4096
-
-int rd_h5_writer_reserve = 1;
-int rd_h5_writer_size_limit = 1;
 int rd_h5_writer_summary = 1;
 void (*rd_h5_writer_before_create)(const char *path) = NULL;
-
-/* Steps and bytes per chunk of one time series, to bound what an append
- * allocates. */
-typedef struct chunk_info {
-    hsize_t steps;
-    off_t bytes;
-} chunk_info;
 
 struct rd_writer {
     hid_t file;
@@ -111,7 +102,7 @@ struct rd_writer {
     hid_t table_ds[RD_N_TABLES];       /* (step, dims...) float64, or invalid if count == 0 */
     hid_t callsite_ds[RD_N_TABLES];    /* (dims without the last) strings, STATS tables */
     hid_t callsite_type;               /* fixed RD_CALLSITE_LEN string (memory) */
-    rd_layout lay;
+    rd_tables lay;
     hsize_t n_written;                 /* steps committed */
     char *callsite_buf;                /* (n_slots, RD_CALLSITE_LEN) */
     void *pack;                        /* one table's columns of a batch, packed */
@@ -120,14 +111,11 @@ struct rd_writer {
     resdiag_status failed;             /* sticky: the first error of an append */
     char failed_msg[1024];
 
-    int fd;                            /* HDF5's descriptor of the file (sec2), or -1 */
-    int reserve;                       /* fallocate works here */
-    int paged;                         /* paged aggregation (see the top) */
-    int detached;                      /* fd now points at a scratch file */
-    chunk_info table_chunk[RD_N_TABLES];
-    chunk_info series_chunk;           /* /steps and /step_time */
+    rd_space space;                    /* HDF5's descriptor, reservation, paging */
+    rd_chunk_info table_chunk[RD_N_TABLES];
+    rd_chunk_info series_chunk;           /* /steps and /step_time */
     hid_t summary_ds[RD_N_SUMMARY];    /* (step, dims...) float64, or invalid: no /summary */
-    chunk_info summary_chunk[RD_N_SUMMARY];
+    rd_chunk_info summary_chunk[RD_N_SUMMARY];
     double *summary_buf;               /* (n, lay.summary_len) of a batch */
     size_t summary_cap;                /* steps */
     off_t callsite_bytes;              /* what the call-site datasets allocate */
@@ -178,177 +166,68 @@ typedef struct werr {
             H5FAIL((e), obj);     \
     } while (0)
 
-/* ------------------------------------------------- headers and SIGKILL */
-
-/* 1 if the object header of ds crosses a 4 KiB page boundary, 0 if not,
- * -1 on error. HDF5 rewrites a growing dataset's header in place at every
- * append (its dataspace), and Linux checks for a fatal signal between the
- * pages of one write(): a SIGKILL there leaves the header half new, half
- * old, and the file unreadable for ever (seen in test-kill, about once in
- * 350 kills under ASan). A header inside one page is written whole. */
-static int header_crosses_page(hid_t ds)
-{
-#if H5_VERSION_GE(1, 12, 0)
-    (void)ds;
-    return 0; /* addresses are tokens there: not checked */
-#else
-    H5O_info_t info;
-    if (H5Oget_info2(ds, &info, H5O_INFO_BASIC | H5O_INFO_HDR) < 0)
-        return -1;
-    /* all chunks together: an upper bound of the first one's size, which
-     * holds the dataspace */
-    haddr_t first = info.addr, last = info.addr + info.hdr.space.total - 1;
-    return first / 4096 != last / 4096;
-#endif
-}
-
-/* Moves dataset *ds (at path name, not yet written) until its header lies
- * inside one page, reopening *ds: each try copies it to a new name while
- * the earlier copies stay, so that the copy cannot land in their space;
- * the original and the copies that crossed are deleted at the end. Gives
- * up quietly after a few tries (the file is as good as before). */
-static int keep_header_in_one_page(hid_t file, hid_t *ds, const char *name, werr *e)
-{
-    enum { TRIES = 6 };
-    char tmp[TRIES][128]; /* table paths are short literals (layout.c) */
-    int n_tmp = 0, found = -1;
-    hid_t dapl = H5I_INVALID_HID;
-    int c = header_crosses_page(*ds);
-    if (c <= 0)
-        return c == 0;
-    for (int t = 0; t < TRIES && found < 0; t++) {
-        snprintf(tmp[t], sizeof tmp[t], "%s.moving%d", name, t);
-        CHECK(H5Ocopy(file, name, file, tmp[t], H5P_DEFAULT, H5P_DEFAULT), e, name);
-        n_tmp = t + 1;
-        hid_t copy = H5Dopen2(file, tmp[t], H5P_DEFAULT);
-        if (copy < 0)
-            H5FAIL(e, name);
-        c = header_crosses_page(copy);
-        H5Dclose(copy);
-        if (c < 0)
-            H5FAIL(e, name);
-        if (c == 0)
-            found = t;
-    }
-    if (found >= 0) {
-        if ((dapl = H5Dget_access_plist(*ds)) < 0)
-            H5FAIL(e, name);
-        H5Dclose(*ds);
-        *ds = H5I_INVALID_HID;
-        CHECK(H5Ldelete(file, name, H5P_DEFAULT), e, name);
-        CHECK(H5Lmove(file, tmp[found], file, name, H5P_DEFAULT, H5P_DEFAULT), e, name);
-        if ((*ds = H5Dopen2(file, name, dapl)) < 0)
-            H5FAIL(e, name);
-        H5Pclose(dapl);
-        dapl = H5I_INVALID_HID;
-    }
-    for (int t = 0; t < n_tmp; t++)
-        if (t != found)
-            CHECK(H5Ldelete(file, tmp[t], H5P_DEFAULT), e, name);
-    return 1;
-cleanup:
-    if (dapl >= 0)
-        H5Pclose(dapl);
-    return 0;
-}
-
 /* ------------------------------------------------------------ attributes */
 
-static int attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, hid_t space,
-                      const void *buf, werr *e)
+/* An attribute written (attributes.h), or its failure recorded in e. */
+static int put(resdiag_status st, const char *name, werr *e)
 {
-    hid_t a = H5I_INVALID_HID, acpl = H5I_INVALID_HID;
-    int ok = 0;
+    if (st == RESDIAG_OK)
+        return 1;
     e->object = name;
-    if ((acpl = H5Pcreate(H5P_ATTRIBUTE_CREATE)) < 0)
-        H5FAIL(e, name);
-    /* Strings are UTF-8 (keys of /meta may be any text). */
-    CHECK(H5Pset_char_encoding(acpl, H5T_CSET_UTF8), e, name);
-    if ((a = H5Acreate2(obj, name, ftype, space, acpl, H5P_DEFAULT)) < 0)
-        H5FAIL(e, name);
-    if (buf)
-        CHECK(H5Awrite(a, mtype, buf), e, name);
-    ok = 1;
-cleanup:
-    if (a >= 0 && H5Aclose(a) < 0 && ok) {
-        rd_h5_capture(&e->h5, errno);
-        ok = 0;
-    }
-    if (acpl >= 0)
-        H5Pclose(acpl);
-    return ok;
-}
-
-static int attr_scalar(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *v,
-                       werr *e)
-{
-    hid_t sp = H5Screate(H5S_SCALAR);
-    if (sp < 0) {
-        rd_h5_capture(&e->h5, errno);
-        e->object = name;
-        return 0;
-    }
-    int ok = attr_write(obj, name, ftype, mtype, sp, v, e);
-    H5Sclose(sp);
-    return ok;
+    if (st != RESDIAG_E_IO)
+        e->st = st;
+    return 0;
 }
 
 static int attr_int(hid_t obj, const char *name, int v, werr *e)
 {
-    return attr_scalar(obj, name, H5T_STD_I32LE, H5T_NATIVE_INT, &v, e);
+    return put(rd_attr_put_int(obj, name, v, &e->h5), name, e);
 }
 
 static int attr_u64(hid_t obj, const char *name, uint64_t v, werr *e)
 {
-    unsigned long long u = v;
-    return attr_scalar(obj, name, H5T_STD_U64LE, H5T_NATIVE_ULLONG, &u, e);
+    return put(rd_attr_put_u64(obj, name, v, &e->h5), name, e);
 }
 
 static int attr_str(hid_t obj, const char *name, const char *v, werr *e)
 {
-    hid_t t = rd_h5_vlen_string_type();
-    if (t < 0) {
-        rd_h5_capture(&e->h5, errno);
-        e->object = name;
-        return 0;
-    }
-    const char *s = v ? v : "";
-    int ok = attr_scalar(obj, name, t, t, &s, e);
-    H5Tclose(t);
-    return ok;
+    return put(rd_attr_put_str(obj, name, v, &e->h5), name, e);
 }
 
-/* A 1-D array of n strings; n == 0 gives a zero-length 1-D dataspace. */
 static int attr_strs(hid_t obj, const char *name, const char *const *v, size_t n, werr *e)
 {
-    hid_t t = H5I_INVALID_HID, sp = H5I_INVALID_HID;
-    const char **tmp = NULL;
-    int ok = 0;
+    return put(rd_attr_put_strs(obj, name, v, n, &e->h5), name, e);
+}
+
+/* ------------------------------------------------------------ disk space */
+
+/* Reserves room for a phase (space.h); 0 with e filled when there is none:
+ * HDF5 has not written anything of the phase yet. */
+static int reserve(rd_writer *w, off_t need, werr *e)
+{
+    if (rd_space_reserve(&w->space, need, &e->h5, &e->size_limit))
+        return 1;
+    e->object = "file (reserving space)";
+    e->before_hdf5 = 1;
+    return 0;
+}
+
+static void release(rd_writer *w)
+{
+    rd_space_release(&w->space);
+}
+
+static void detach(rd_writer *w)
+{
+    rd_space_detach(&w->space);
+}
+
+static int keep_header_in_one_page(hid_t file, hid_t *ds, const char *name, werr *e)
+{
+    if (rd_space_keep_header_in_one_page(file, ds, name, &e->h5))
+        return 1;
     e->object = name;
-    hsize_t dims[1] = { n };
-    if ((t = rd_h5_vlen_string_type()) < 0)
-        H5FAIL(e, name);
-    if ((sp = H5Screate_simple(1, dims, NULL)) < 0)
-        H5FAIL(e, name);
-    if (n > 0) {
-        tmp = malloc(n * sizeof *tmp);
-        if (!tmp) {
-            snprintf(e->h5.msg, sizeof e->h5.msg, "out of memory");
-            e->h5.captured = 1;
-            e->st = RESDIAG_E_NOMEM;
-            goto cleanup;
-        }
-        for (size_t i = 0; i < n; i++)
-            tmp[i] = v && v[i] ? v[i] : "";
-    }
-    ok = attr_write(obj, name, t, t, sp, n > 0 ? (const void *)tmp : NULL, e);
-cleanup:
-    free(tmp);
-    if (sp >= 0)
-        H5Sclose(sp);
-    if (t >= 0)
-        H5Tclose(t);
-    return ok;
+    return 0;
 }
 
 /* ------------------------------------------------------------ provenance */
@@ -403,47 +282,66 @@ static int write_root_attrs(hid_t file, const rd_file_header *hdr, werr *e)
     snprintf(h5ver, sizeof h5ver, "%u.%u.%u", maj, min, rel);
     const char *block = rd_h5_block_name(m->block);
 
-    return attr_int(file, "schema_version", RD_SCHEMA_VERSION, e)
-           && attr_str(file, "resdiag_version", RESDIAG_VERSION_STRING, e)
-           && attr_int(file, "n_layers", m->n_layers, e)
-           && attr_int(file, "d_model", m->d_model, e)
-           && attr_int(file, "n_sublayers", m->n_sublayers, e)
-           && attr_strs(file, "sublayer_names", m->sublayer_names, (size_t)m->n_sublayers, e)
-           && attr_str(file, "block", block ? block : "?", e)
-           && attr_str(file, "declared_placement", resdiag_placement_name(m->declared_placement), e)
-           && attr_int(file, "declared_mix_layers", m->declared_mix_layers, e)
-           && attr_str(file, "norm_kind", resdiag_norm_kind_name(m->norm_kind), e)
-           && attr_int(file, "shard_cols", m->shard_cols, e)
-           && attr_strs(file, "layer_param_names", m->layer_param_names,
+    return attr_int(file, RD_ATTR_SCHEMA_VERSION, RD_SCHEMA_VERSION, e)
+           && attr_str(file, RD_ATTR_RESDIAG_VERSION, RESDIAG_VERSION_STRING, e)
+           && attr_int(file, RD_ATTR_N_LAYERS, m->n_layers, e)
+           && attr_int(file, RD_ATTR_D_MODEL, m->d_model, e)
+           && attr_int(file, RD_ATTR_N_SUBLAYERS, m->n_sublayers, e)
+           && attr_strs(file, RD_ATTR_SUBLAYER_NAMES, m->sublayer_names, (size_t)m->n_sublayers, e)
+           && attr_str(file, RD_ATTR_BLOCK, block ? block : "?", e)
+           && attr_str(file, RD_ATTR_DECLARED_PLACEMENT,
+                       resdiag_placement_name(m->declared_placement), e)
+           && attr_int(file, RD_ATTR_DECLARED_MIX_LAYERS, m->declared_mix_layers, e)
+           && attr_str(file, RD_ATTR_NORM_KIND, resdiag_norm_kind_name(m->norm_kind), e)
+           && attr_int(file, RD_ATTR_SHARD_COLS, m->shard_cols, e)
+           && attr_strs(file, RD_ATTR_LAYER_PARAM_NAMES, m->layer_param_names,
                         (size_t)(m->n_layer_params > 0 ? m->n_layer_params : 0), e)
-           && attr_strs(file, "model_param_names", m->model_param_names,
+           && attr_strs(file, RD_ATTR_MODEL_PARAM_NAMES, m->model_param_names,
                         (size_t)(m->n_model_params > 0 ? m->n_model_params : 0), e)
-           && attr_int(file, "sketch_size", hdr->sketch_size, e)
-           && attr_u64(file, "sketch_seed", hdr->sketch_seed, e)
-           && attr_strs(file, "site_names", site_names, RESDIAG_N_BLOCK_SITES, e)
-           && attr_strs(file, "model_site_names", model_site_names, RESDIAG_N_MODEL_SITES, e)
-           && attr_strs(file, "field_names", field_names, RESDIAG_N_FIELDS, e)
-           && attr_strs(file, "field_units", field_units, RESDIAG_N_FIELDS, e)
-           && attr_str(file, "description", m->description ? m->description : "", e)
-           && attr_str(file, "created_utc", created, e)
-           && attr_str(file, "program", program, e)
-           && attr_str(file, "hdf5_version", h5ver, e)
-           && attr_str(file, "host", host, e)
-           && attr_str(file, "run_kind", resdiag_run_kind_name(m->run_kind), e);
+           && attr_int(file, RD_ATTR_SKETCH_SIZE, hdr->sketch_size, e)
+           && attr_u64(file, RD_ATTR_SKETCH_SEED, hdr->sketch_seed, e)
+           && attr_strs(file, RD_ATTR_SITE_NAMES, site_names, RESDIAG_N_BLOCK_SITES, e)
+           && attr_strs(file, RD_ATTR_MODEL_SITE_NAMES, model_site_names, RESDIAG_N_MODEL_SITES, e)
+           && attr_strs(file, RD_ATTR_FIELD_NAMES, field_names, RESDIAG_N_FIELDS, e)
+           && attr_strs(file, RD_ATTR_FIELD_UNITS, field_units, RESDIAG_N_FIELDS, e)
+           && attr_str(file, RD_ATTR_DESCRIPTION, m->description ? m->description : "", e)
+           && attr_str(file, RD_ATTR_CREATED_UTC, created, e)
+           && attr_str(file, RD_ATTR_PROGRAM, program, e)
+           && attr_str(file, RD_ATTR_HDF5_VERSION, h5ver, e)
+           && attr_str(file, RD_ATTR_HOST, host, e)
+           && attr_str(file, RD_ATTR_RUN_KIND, resdiag_run_kind_name(m->run_kind), e)
+           && (!m->head_param || attr_str(file, RD_ATTR_HEAD_PARAM, m->head_param, e))
+           && (!m->residual_param || attr_str(file, RD_ATTR_RESIDUAL_PARAM, m->residual_param, e));
+}
+
+/* A new group `name` without times (and with its attributes' creation
+ * order kept when keep_order); failures name `object`. Close it. */
+static hid_t create_group(hid_t file, const char *name, int keep_order, const char *object,
+                          werr *e)
+{
+    hid_t gcpl = H5I_INVALID_HID, g = H5I_INVALID_HID;
+    if ((gcpl = H5Pcreate(H5P_GROUP_CREATE)) < 0)
+        H5FAIL(e, object);
+    CHECK(H5Pset_obj_track_times(gcpl, 0), e, object);
+    if (keep_order)
+        CHECK(H5Pset_attr_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), e,
+              object);
+    if ((g = H5Gcreate2(file, name, H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0)
+        H5FAIL(e, object);
+cleanup:
+    if (gcpl >= 0)
+        H5Pclose(gcpl);
+    return g;
 }
 
 static int write_meta(hid_t file, const resdiag_model *m, werr *e)
 {
-    hid_t gcpl = H5I_INVALID_HID, g = H5I_INVALID_HID;
     int ok = 0;
-    if ((gcpl = H5Pcreate(H5P_GROUP_CREATE)) < 0)
-        H5FAIL(e, RD_META_GROUP);
-    CHECK(H5Pset_obj_track_times(gcpl, 0), e, RD_META_GROUP);
-    /* So that a reader gets the pairs back in the trainer's order. */
-    CHECK(H5Pset_attr_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), e,
-          RD_META_GROUP);
-    if ((g = H5Gcreate2(file, RD_META_GROUP, H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0)
-        H5FAIL(e, RD_META_GROUP);
+    /* Attribute order kept, so that a reader gets the pairs back in the
+     * trainer's order. */
+    hid_t g = create_group(file, RD_META_GROUP, 1, RD_META_GROUP, e);
+    if (g < 0)
+        return 0;
     for (int i = 0; i < m->n_meta; i++) {
         const char *key = m->meta ? m->meta[2 * i] : NULL;
         const char *val = m->meta ? m->meta[2 * i + 1] : NULL;
@@ -460,10 +358,7 @@ static int write_meta(hid_t file, const resdiag_model *m, werr *e)
     }
     ok = 1;
 cleanup:
-    if (g >= 0)
-        H5Gclose(g);
-    if (gcpl >= 0)
-        H5Pclose(gcpl);
+    H5Gclose(g);
     return ok;
 }
 
@@ -487,20 +382,11 @@ static int ensure_parent(hid_t file, const char *path, werr *e)
     }
     if (ex > 0)
         return 1;
-    hid_t gcpl = H5I_INVALID_HID, g = H5I_INVALID_HID;
-    int ok = 0;
-    if ((gcpl = H5Pcreate(H5P_GROUP_CREATE)) < 0)
-        H5FAIL(e, path);
-    CHECK(H5Pset_obj_track_times(gcpl, 0), e, path);
-    if ((g = H5Gcreate2(file, group, H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0)
-        H5FAIL(e, path);
-    ok = 1;
-cleanup:
-    if (g >= 0)
-        H5Gclose(g);
-    if (gcpl >= 0)
-        H5Pclose(gcpl);
-    return ok;
+    hid_t g = create_group(file, group, 0, path, e);
+    if (g < 0)
+        return 0;
+    H5Gclose(g);
+    return 1;
 }
 
 /* Label attribute for the axis `axis` of a table, if it has labels. */
@@ -508,23 +394,24 @@ static int axis_labels(hid_t ds, const char *axis, const rd_file_header *hdr, we
 {
     const resdiag_model *m = hdr->model;
     if (strcmp(axis, "sublayer") == 0)
-        return attr_strs(ds, "sublayer_names", m->sublayer_names, (size_t)m->n_sublayers, e);
+        return attr_strs(ds, RD_ATTR_SUBLAYER_NAMES, m->sublayer_names, (size_t)m->n_sublayers, e);
     if (strcmp(axis, "site") == 0) {
         const char *n[RESDIAG_N_BLOCK_SITES];
         for (int i = 0; i < RESDIAG_N_BLOCK_SITES; i++)
             n[i] = resdiag_site_name((resdiag_site)i);
-        return attr_strs(ds, "site_names", n, RESDIAG_N_BLOCK_SITES, e);
+        return attr_strs(ds, RD_ATTR_SITE_NAMES, n, RESDIAG_N_BLOCK_SITES, e);
     }
     if (strcmp(axis, "model_site") == 0) {
         const char *n[RESDIAG_N_MODEL_SITES];
         for (int i = 0; i < RESDIAG_N_MODEL_SITES; i++)
             n[i] = resdiag_site_name((resdiag_site)(RESDIAG_EMBED_OUT + i));
-        return attr_strs(ds, "model_site_names", n, RESDIAG_N_MODEL_SITES, e);
+        return attr_strs(ds, RD_ATTR_MODEL_SITE_NAMES, n, RESDIAG_N_MODEL_SITES, e);
     }
     if (strcmp(axis, "param") == 0)
-        return attr_strs(ds, "param_names", m->layer_param_names, (size_t)m->n_layer_params, e);
+        return attr_strs(ds, RD_ATTR_PARAM_NAMES, m->layer_param_names,
+                         (size_t)m->n_layer_params, e);
     if (strcmp(axis, "model_param") == 0)
-        return attr_strs(ds, "model_param_names", m->model_param_names,
+        return attr_strs(ds, RD_ATTR_MODEL_PARAM_NAMES, m->model_param_names,
                          (size_t)m->n_model_params, e);
     if (strcmp(axis, "field") == 0) {
         const char *n[RESDIAG_N_FIELDS], *u[RESDIAG_N_FIELDS];
@@ -532,26 +419,26 @@ static int axis_labels(hid_t ds, const char *axis, const rd_file_header *hdr, we
             n[i] = resdiag_field_name((resdiag_field)i);
             u[i] = rd_h5_field_unit(i);
         }
-        return attr_strs(ds, "field_names", n, RESDIAG_N_FIELDS, e)
-               && attr_strs(ds, "field_units", u, RESDIAG_N_FIELDS, e);
+        return attr_strs(ds, RD_ATTR_FIELD_NAMES, n, RESDIAG_N_FIELDS, e)
+               && attr_strs(ds, RD_ATTR_FIELD_UNITS, u, RESDIAG_N_FIELDS, e);
     }
     if (strcmp(axis, "nonfinite_field") == 0) {
         const char *n[RD_SUM_NF_COLS];
         for (int i = 0; i < RD_SUM_NF_COLS; i++)
             n[i] = rd_summary_nonfinite_label(i);
-        return attr_strs(ds, "nonfinite_field_names", n, RD_SUM_NF_COLS, e);
+        return attr_strs(ds, RD_ATTR_NONFINITE_FIELD_NAMES, n, RD_SUM_NF_COLS, e);
     }
     if (strcmp(axis, "stats_table") == 0) {
         const char *n[RD_SUM_OBS_COLS];
         for (int i = 0; i < RD_SUM_OBS_COLS; i++)
             n[i] = rd_summary_observed_label(i);
-        return attr_strs(ds, "stats_table_names", n, RD_SUM_OBS_COLS, e);
+        return attr_strs(ds, RD_ATTR_STATS_TABLE_NAMES, n, RD_SUM_OBS_COLS, e);
     }
     if (strcmp(axis, "update_field") == 0) {
         const char *n[RESDIAG_N_UPDATE_FIELDS];
         for (int i = 0; i < RESDIAG_N_UPDATE_FIELDS; i++)
             n[i] = rd_update_label(i);
-        return attr_strs(ds, "update_field_names", n, RESDIAG_N_UPDATE_FIELDS, e);
+        return attr_strs(ds, RD_ATTR_UPDATE_FIELD_NAMES, n, RESDIAG_N_UPDATE_FIELDS, e);
     }
     return 1;
 }
@@ -560,8 +447,8 @@ static int axis_labels(hid_t ds, const char *axis, const rd_file_header *hdr, we
 static int describe(hid_t ds, const char *description, const char *units, const char *axes,
                     const rd_file_header *hdr, werr *e)
 {
-    if (!attr_str(ds, "description", description, e) || !attr_str(ds, "units", units, e)
-        || !attr_str(ds, "axes", axes, e))
+    if (!attr_str(ds, RD_ATTR_DESCRIPTION, description, e) || !attr_str(ds, RD_ATTR_UNITS, units, e)
+        || !attr_str(ds, RD_ATTR_AXES, axes, e))
         return 0;
     const char *p = axes;
     while (*p) {
@@ -700,193 +587,6 @@ static hsize_t table_chunk_steps(int record_chunk_steps, size_t count)
     return cs < 1 ? 1 : cs;
 }
 
-/* ------------------------------------------------------------ disk space */
-
-/* The soft file size limit (RLIMIT_FSIZE) in bytes, or -1 if there is
- * none. Read anew for every phase (a getrlimit is cheap): the trainer may
- * change it while it runs. */
-static off_t file_size_limit(void)
-{
-    struct rlimit rl;
-    if (!rd_h5_writer_size_limit || getrlimit(RLIMIT_FSIZE, &rl) != 0
-        || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)INT64_MAX)
-        return -1;
-    return (off_t)rl.rlim_cur;
-}
-
-/* 0 (and e filled) if a phase that starts at HDF5's end of file `size` and
- * may allocate `need` bytes could take the file past the file size limit.
- * Any write, fallocate or ftruncate past it raises SIGXFSZ, which kills the
- * trainer (the library leaves signal dispositions alone): so the writer
- * treats the limit like the end of the disk and stops before. */
-static int within_size_limit(off_t size, off_t need, werr *e)
-{
-    off_t limit = file_size_limit();
-    if (limit < 0 || (size <= limit && need <= limit - size))
-        return 1;
-    e->h5.captured = 1;
-    e->h5.sys_errno = EFBIG;
-    e->size_limit = (long long)limit;
-    snprintf(e->h5.msg, sizeof e->h5.msg,
-             "file size limit (ulimit -f) of %lld bytes reached: the file (%lld bytes) could "
-             "grow by %lld bytes",
-             (long long)limit, (long long)size, (long long)need);
-    e->object = "file (reserving space)";
-    e->before_hdf5 = 1;
-    return 0;
-}
-
-/* HDF5's descriptor of the file, when it uses the default (sec2) driver. */
-static int file_fd(hid_t file)
-{
-    hid_t fapl = H5Fget_access_plist(file);
-    int fd = -1;
-    if (fapl < 0)
-        return -1;
-    void *h = NULL;
-    if (H5Pget_driver(fapl) == H5FD_SEC2 && H5Fget_vfd_handle(file, fapl, &h) >= 0 && h)
-        fd = *(int *)h;
-    H5Pclose(fapl);
-    return fd;
-}
-
-/* Whether the directory of path gives files space with fallocate: asked
- * of an unnamed file there (O_TMPFILE), before the run file exists. */
-static int dir_can_fallocate(const char *path)
-{
-    off_t limit = file_size_limit();
-    if (limit >= 0 && limit < FILE_PAGE)
-        return 0; /* the probe itself would cross the file size limit */
-    char dir[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return 0;
-    int r;
-    do
-        r = fallocate(fd, 0, 0, FILE_PAGE);
-    while (r != 0 && errno == EINTR);
-    close(fd);
-    return r == 0;
-}
-
-/* Makes sure that HDF5's next writes, which may allocate `need` bytes past
- * its end of file, can neither cross the file size limit nor run out of
- * disk space: checks the limit, then allocates the bytes on disk. Returns
- * 0 (and fills e) only when there is no room; where fallocate is not
- * supported it checks the limit only. */
-static int reserve(rd_writer *w, off_t need, werr *e)
-{
-    if (w->detached)
-        return 1;
-    hsize_t size = 0;
-    if (H5Fget_filesize(w->file, &size) < 0)
-        return 1;
-    if (!within_size_limit((off_t)size, need, e))
-        return 0;
-    if (!w->reserve || w->fd < 0 || !rd_h5_writer_reserve)
-        return 1;
-    int r;
-    do
-        r = fallocate(w->fd, 0, (off_t)size, need);
-    while (r != 0 && errno == EINTR);
-    if (r == 0)
-        return 1;
-    int err = errno;
-    if (err == ENOSPC || err == EFBIG
-#ifdef EDQUOT
-        || err == EDQUOT
-#endif
-    ) {
-        e->h5.captured = 1;
-        e->h5.sys_errno = err;
-        snprintf(e->h5.msg, sizeof e->h5.msg, "cannot reserve %lld bytes at offset %llu: %s",
-                 (long long)need, (unsigned long long)size, strerror(err));
-        e->object = "file (reserving space)";
-        e->before_hdf5 = 1;
-        return 0;
-    }
-    w->reserve = 0; /* EOPNOTSUPP and the like: carry on without */
-    return 1;
-}
-
-/* Gives back what a phase did not use: the file ends where HDF5's does.
- * It only ever shrinks the file, which the file size limit allows. */
-static void release(rd_writer *w)
-{
-    if (!w->reserve || w->detached || w->fd < 0 || !rd_h5_writer_reserve)
-        return;
-    hsize_t size = 0;
-    struct stat sb;
-    if (H5Fget_filesize(w->file, &size) < 0 || fstat(w->fd, &sb) != 0
-        || (hsize_t)sb.st_size <= size)
-        return;
-    while (ftruncate(w->fd, (off_t)size) != 0 && errno == EINTR)
-        ;
-}
-
-/* After HDF5 failed to write: let everything it still writes go to
- * /dev/null, so that closing the file (now or at exit) succeeds.
- *
- * Closing a paged file also sets its size with ftruncate, which /dev/null
- * refuses: that goes to an anonymous file in memory instead. RLIMIT_FSIZE
- * limits that one too, but HDF5 only writes below its end of allocation
- * there (and truncates to it), which every phase has kept within the limit;
- * should it be past the limit already, /dev/null it is (a write there would
- * raise SIGXFSZ).
- *
- * Then the metadata cache has to be settled. HDF5 1.10.8 keeps a list of
- * the dirty entries (its "slist") only during a flush: the flush turns it
- * on, writes every entry and turns it off, which it refuses while an entry
- * is still dirty. When the write that failed was a metadata entry's, the
- * entry stays dirty and the list stays on, and every later flush, the one
- * in H5Fclose included, fails at its start ("slist already enabled?")
- * wherever the descriptor points: the file identifier can never be closed,
- * and H5_term_library crashes on it at exit (SIGSEGV in H5F__close_cb).
- * When only raw data failed, the list was turned off and closing worked,
- * so the crash came and went with where in the file the space ran out.
- * One flush after detaching writes the dirty entries to /dev/null and
- * turns the list off (it still reports the stale list); the next one then
- * has nothing left to fail on. */
-static void detach(rd_writer *w)
-{
-    if (w->detached || w->fd < 0)
-        return;
-    int nfd = -1;
-    if (w->paged) {
-        hsize_t size = 0;
-        off_t limit = file_size_limit();
-        if (limit < 0 || (H5Fget_filesize(w->file, &size) >= 0 && (off_t)size <= limit))
-            nfd = memfd_create("resdiag-detached", MFD_CLOEXEC);
-    }
-    if (nfd < 0)
-        nfd = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (nfd < 0)
-        return;
-    if (dup3(nfd, w->fd, O_CLOEXEC) >= 0)
-        w->detached = 1;
-    close(nfd);
-    if (w->detached && H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
-        H5Fflush(w->file, H5F_SCOPE_GLOBAL);
-}
-
-/* Bytes of new chunks that appending n steps after n_old allocates (a
- * chunk already written is rewritten in place). */
-static off_t new_chunk_bytes(const chunk_info *c, hsize_t n_old, hsize_t n)
-{
-    if (n == 0 || c->steps == 0)
-        return 0;
-    hsize_t first = n_old / c->steps, last = (n_old + n - 1) / c->steps;
-    hsize_t chunks = last - first + 1 - (n_old % c->steps ? 1 : 0);
-    return (off_t)chunks * c->bytes;
-}
-
 static off_t metadata_margin(const rd_writer *w)
 {
     return RESERVE_BASE + RESERVE_PER_DATASET * (off_t)w->n_datasets;
@@ -903,14 +603,14 @@ static off_t index_margin(const rd_writer *w, hsize_t n)
     off_t m = 0;
     for (int i = 0; i < RD_N_TABLES; i++) {
         const rd_table *t = &w->lay.tables[i];
-        const chunk_info *c = &w->table_chunk[i];
+        const rd_chunk_info *c = &w->table_chunk[i];
         if (t->count == 0 || c->steps == 0 || n == 0)
             continue;
         int ax = site_axis(i);
         hsize_t per_step = ax < 0 ? 1 : (hsize_t)t->dims[ax];
         hsize_t first = w->n_written / c->steps, last = (w->n_written + n - 1) / c->steps;
         hsize_t pieces = (last - first + 1) * per_step;
-        m += (off_t)pieces * (256 + (w->paged ? FILE_PAGE : 0)) + 4 * FILE_PAGE;
+        m += (off_t)pieces * (256 + (w->space.paged ? RD_FILE_PAGE : 0)) + 4 * RD_FILE_PAGE;
     }
     return m;
 }
@@ -943,6 +643,135 @@ static void writer_free(rd_writer *w)
     free(w);
 }
 
+/* A writer with nothing open yet; NULL when out of memory. */
+static rd_writer *writer_new(const char *path, const rd_tables *tables)
+{
+    rd_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->file = w->space.file = w->steps_ds = w->time_ds = w->callsite_type = H5I_INVALID_HID;
+    w->space.fd = w->lock_fd = -1;
+    for (int i = 0; i < RD_N_TABLES; i++)
+        w->table_ds[i] = w->callsite_ds[i] = H5I_INVALID_HID;
+    for (int i = 0; i < RD_N_SUMMARY; i++)
+        w->summary_ds[i] = H5I_INVALID_HID;
+    w->lay = *tables;
+    w->path = strdup(path);
+    w->callsite_buf = calloc(w->lay.n_slots ? w->lay.n_slots : 1, RD_CALLSITE_LEN);
+    if (!w->path || !w->callsite_buf) {
+        writer_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+/* Table i's dataset, described, and its call sites for a STATS table. */
+static int create_table(rd_writer *w, hid_t file, const rd_file_header *hdr, int i, werr *e)
+{
+    double nan = NAN;
+    const rd_table *t = &w->lay.tables[i];
+    if (t->count == 0)
+        return 1;
+    int split = site_axis(i);
+    hsize_t cs = table_chunk_steps(hdr->record_chunk_steps,
+                                   split < 0 ? t->count : t->count / (size_t)t->dims[split]);
+    w->table_ds[i] = create_series(file, t->name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
+                                   t->rank, t->dims, split, w->space.paged, cs, 8, e);
+    w->table_chunk[i].steps = cs;
+    w->table_chunk[i].bytes = (off_t)cs * (off_t)t->count * 8;
+    w->n_datasets++;
+    if (w->table_ds[i] < 0 || !describe(w->table_ds[i], t->description, t->units, t->axes,
+                                        hdr, e))
+        return 0;
+    if (t->kind != RD_KIND_STATS || !t->callsite_name)
+        return 1;
+    off_t cs_bytes = 0;
+    w->callsite_ds[i] = create_callsites(file, t, w->callsite_type, &cs_bytes, e);
+    w->callsite_bytes += cs_bytes;
+    w->n_datasets++;
+    char axes[128];
+    /* The table's axes without the last (field). */
+    snprintf(axes, sizeof axes, "%s", t->axes);
+    char *comma = strrchr(axes, ',');
+    if (comma)
+        *comma = '\0';
+    if (w->callsite_ds[i] < 0
+        || !describe(w->callsite_ds[i],
+                     "\"file:line\" of the trainer code that called the hook at each slot of "
+                     "the table (\"\": never observed; the first call of the latest step "
+                     "that observed the slot)",
+                     "text", strchr(axes, ',') ? strchr(axes, ',') + 1 : "", hdr, e))
+        return 0;
+    return 1;
+}
+
+/* /steps, /step_time, every table with its call sites, and the summary. */
+static int create_datasets(rd_writer *w, hid_t file, const rd_file_header *hdr, werr *e)
+{
+    double nan = NAN;
+    long long step_fill = RD_STEP_FILL;
+    hsize_t series_chunk = (hsize_t)hdr->record_chunk_steps;
+    if (series_chunk < SERIES_CHUNK_MIN)
+        series_chunk = SERIES_CHUNK_MIN;
+    w->series_chunk.steps = series_chunk;
+    w->series_chunk.bytes = (off_t)series_chunk * 8;
+    w->n_datasets = 2;
+    w->steps_ds = create_series(file, RD_STEPS_NAME, H5T_STD_I64LE, H5T_NATIVE_LLONG,
+                                &step_fill, 0, NULL, -1, 0, series_chunk, 8, e);
+    if (w->steps_ds < 0
+        || !describe(w->steps_ds,
+                     "the trainer's step number of each recorded step (-1: never written)",
+                     "step", "step", hdr, e))
+        return 0;
+    w->time_ds = create_series(file, RD_STEP_TIME_NAME, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
+                               0, NULL, -1, 0, series_chunk, 8, e);
+    if (w->time_ds < 0
+        || !describe(w->time_ds, "time of the end of each recorded step since the run was opened",
+                     "s", "step", hdr, e))
+        return 0;
+
+    if ((w->callsite_type = rd_h5_fixed_string_type(RD_CALLSITE_LEN)) < 0)
+        H5FAIL(e, "callsite type");
+    for (int i = 0; i < RD_N_TABLES; i++)
+        if (!create_table(w, file, hdr, i, e))
+            return 0;
+
+    /* The per-step summary: rows of a few doubles, chunked like /steps. */
+    for (int i = 0; i < RD_N_SUMMARY && rd_h5_writer_summary; i++) {
+        const rd_table *t = &w->lay.summary[i];
+        w->summary_ds[i] = create_series(file, t->name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
+                                         t->rank, t->dims, -1, w->space.paged, series_chunk, 8,
+                                         e);
+        w->summary_chunk[i].steps = series_chunk;
+        w->summary_chunk[i].bytes = (off_t)series_chunk * (off_t)t->count * 8;
+        w->n_datasets++;
+        if (w->summary_ds[i] < 0
+            || !describe(w->summary_ds[i], t->description, t->units, t->axes, hdr, e))
+            return 0;
+    }
+    return 1;
+cleanup:
+    return 0;
+}
+
+/* Every growing dataset's header inside one page (see
+ * rd_space_keep_header_in_one_page), before readers may look. */
+static int keep_headers_in_one_page(rd_writer *w, hid_t file, werr *e)
+{
+    for (int i = 0; i < RD_N_TABLES; i++)
+        if (w->table_ds[i] >= 0
+            && !keep_header_in_one_page(file, &w->table_ds[i], w->lay.tables[i].name, e))
+            return 0;
+    for (int i = 0; i < RD_N_SUMMARY; i++)
+        if (w->summary_ds[i] >= 0
+            && !keep_header_in_one_page(file, &w->summary_ds[i], w->lay.summary[i].name, e))
+            return 0;
+    if (!keep_header_in_one_page(file, &w->time_ds, RD_STEP_TIME_NAME, e)
+        || !keep_header_in_one_page(file, &w->steps_ds, RD_STEPS_NAME, e))
+        return 0;
+    return 1;
+}
+
 static resdiag_status h5_status(const werr *e)
 {
     if (e->st != RESDIAG_OK)
@@ -950,40 +779,46 @@ static resdiag_status h5_status(const werr *e)
     return rd_h5_error_is_nospace(&e->h5) ? RESDIAG_E_NOSPACE : RESDIAG_E_IO;
 }
 
+/* 1 if role is NULL (none declared) or one of names[0..n-1]. */
+static int role_names_one_of(const char *role, const char *const *names, int n)
+{
+    if (!role)
+        return 1;
+    for (int i = 0; names && i < n; i++)
+        if (names[i] && strcmp(names[i], role) == 0)
+            return 1;
+    return 0;
+}
+
 resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file_header *hdr,
                                 char *err, size_t errlen)
 {
     if (out)
         *out = NULL;
-    if (!out || !path || !hdr || !hdr->model || !hdr->layout)
+    if (!out || !path || !hdr || !hdr->model || !hdr->tables)
         return set_err(err, errlen, RESDIAG_E_NULL,
                        "client bug: rd_writer_create: NULL argument");
     if (hdr->record_chunk_steps < 1)
         return set_err(err, errlen, RESDIAG_E_INVALID,
                        "client bug: rd_writer_create: record_chunk_steps %d < 1",
                        hdr->record_chunk_steps);
+    /* A role naming no parameter would make a file that readers refuse. */
+    const resdiag_model *m = hdr->model;
+    if (!role_names_one_of(m->head_param, m->model_param_names, m->n_model_params))
+        return set_err(err, errlen, RESDIAG_E_INVALID,
+                       "client bug: rd_writer_create: head_param is not a model parameter");
+    if (!role_names_one_of(m->residual_param, m->layer_param_names, m->n_layer_params))
+        return set_err(err, errlen, RESDIAG_E_INVALID,
+                       "client bug: rd_writer_create: residual_param is not a layer parameter");
 
     rd_h5_quiet q;
     werr e;
     memset(&e, 0, sizeof e);
     resdiag_status st = RESDIAG_OK;
     hid_t fapl = H5I_INVALID_HID, fcpl = H5I_INVALID_HID, file = H5I_INVALID_HID;
-    rd_writer *w = calloc(1, sizeof *w);
+    rd_writer *w = writer_new(path, hdr->tables);
     if (!w)
         return set_err(err, errlen, RESDIAG_E_NOMEM, "out of memory creating run file %s", path);
-    w->file = w->steps_ds = w->time_ds = w->callsite_type = H5I_INVALID_HID;
-    w->fd = w->lock_fd = -1;
-    for (int i = 0; i < RD_N_TABLES; i++)
-        w->table_ds[i] = w->callsite_ds[i] = H5I_INVALID_HID;
-    for (int i = 0; i < RD_N_SUMMARY; i++)
-        w->summary_ds[i] = H5I_INVALID_HID;
-    w->lay = *hdr->layout;
-    w->path = strdup(path);
-    w->callsite_buf = calloc(w->lay.n_slots ? w->lay.n_slots : 1, RD_CALLSITE_LEN);
-    if (!w->path || !w->callsite_buf) {
-        writer_free(w);
-        return set_err(err, errlen, RESDIAG_E_NOMEM, "out of memory creating run file %s", path);
-    }
 
     /* Nothing at path is given to HDF5 before it is claimed: a new file,
      * or with overwrite a run file, locked against other writers. */
@@ -1013,118 +848,37 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
     if ((fcpl = H5Pcreate(H5P_FILE_CREATE)) < 0)
         H5FAIL(&e, "file");
     CHECK(H5Pset_obj_track_times(fcpl, 0), &e, "file");
-    w->paged = rd_h5_writer_reserve && dir_can_fallocate(path);
-    if (w->paged) {
+    w->space.paged = rd_h5_writer_reserve && rd_space_dir_can_fallocate(path);
+    if (w->space.paged) {
         CHECK(H5Pset_file_space_strategy(fcpl, H5F_FSPACE_STRATEGY_PAGE, 0, 1), &e, "file");
-        CHECK(H5Pset_file_space_page_size(fcpl, FILE_PAGE), &e, "file");
+        CHECK(H5Pset_file_space_page_size(fcpl, RD_FILE_PAGE), &e, "file");
     }
     /* Not even creating a file that the size limit would cut short. */
-    if (!within_size_limit(0, RESERVE_CREATE, &e))
+    if (!rd_space_within_limit(0, RESERVE_CREATE, &e.h5, &e.size_limit)) {
+        e.object = "file (reserving space)";
+        e.before_hdf5 = 1;
         goto cleanup;
+    }
     errno = 0;
     /* TRUNC: the claimed file is new and empty, or a run file to replace. */
     if ((file = H5Fcreate(claim.h5_path[0] ? claim.h5_path : path, H5F_ACC_TRUNC, fcpl, fapl))
         < 0)
         H5FAIL(&e, "file");
-    w->file = file;
-    w->fd = file_fd(file);
-    if (!rd_run_claim_check(&claim, path, w->fd, e.h5.msg, sizeof e.h5.msg)) {
+    w->file = w->space.file = file;
+    w->space.fd = rd_space_file_fd(file);
+    if (!rd_run_claim_check(&claim, path, w->space.fd, e.h5.msg, sizeof e.h5.msg)) {
         e.st = RESDIAG_E_EXISTS;
         e.h5.captured = 1;
         goto cleanup;
     }
-    w->reserve = 1;
+    w->space.reserve = 1;
     if (!reserve(w, RESERVE_CREATE, &e))
         goto cleanup;
 
     if (!write_root_attrs(file, hdr, &e) || !write_meta(file, hdr->model, &e))
         goto cleanup;
 
-    double nan = NAN;
-    long long step_fill = RD_STEP_FILL;
-    hsize_t series_chunk = (hsize_t)hdr->record_chunk_steps;
-    if (series_chunk < SERIES_CHUNK_MIN)
-        series_chunk = SERIES_CHUNK_MIN;
-    w->series_chunk.steps = series_chunk;
-    w->series_chunk.bytes = (off_t)series_chunk * 8;
-    w->n_datasets = 2;
-    w->steps_ds = create_series(file, RD_STEPS_NAME, H5T_STD_I64LE, H5T_NATIVE_LLONG,
-                                &step_fill, 0, NULL, -1, 0, series_chunk, 8, &e);
-    if (w->steps_ds < 0
-        || !describe(w->steps_ds,
-                     "the trainer's step number of each recorded step (-1: never written)",
-                     "step", "step", hdr, &e))
-        goto cleanup;
-    w->time_ds = create_series(file, RD_STEP_TIME_NAME, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
-                               0, NULL, -1, 0, series_chunk, 8, &e);
-    if (w->time_ds < 0
-        || !describe(w->time_ds, "time of the end of each recorded step since the run was opened",
-                     "s", "step", hdr, &e))
-        goto cleanup;
-
-    if ((w->callsite_type = rd_h5_fixed_string_type(RD_CALLSITE_LEN)) < 0)
-        H5FAIL(&e, "callsite type");
-    for (int i = 0; i < RD_N_TABLES; i++) {
-        const rd_table *t = &w->lay.tables[i];
-        if (t->count == 0)
-            continue;
-        int split = site_axis(i);
-        hsize_t cs = table_chunk_steps(hdr->record_chunk_steps,
-                                       split < 0 ? t->count : t->count / (size_t)t->dims[split]);
-        w->table_ds[i] = create_series(file, t->name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
-                                       t->rank, t->dims, split, w->paged, cs, 8, &e);
-        w->table_chunk[i].steps = cs;
-        w->table_chunk[i].bytes = (off_t)cs * (off_t)t->count * 8;
-        w->n_datasets++;
-        if (w->table_ds[i] < 0 || !describe(w->table_ds[i], t->description, t->units, t->axes,
-                                            hdr, &e))
-            goto cleanup;
-        if (t->kind != RD_KIND_STATS || !t->callsite_name)
-            continue;
-        off_t cs_bytes = 0;
-        w->callsite_ds[i] = create_callsites(file, t, w->callsite_type, &cs_bytes, &e);
-        w->callsite_bytes += cs_bytes;
-        w->n_datasets++;
-        char axes[128];
-        /* The table's axes without the last (field). */
-        snprintf(axes, sizeof axes, "%s", t->axes);
-        char *comma = strrchr(axes, ',');
-        if (comma)
-            *comma = '\0';
-        if (w->callsite_ds[i] < 0
-            || !describe(w->callsite_ds[i],
-                         "\"file:line\" of the trainer code that called the hook at each slot of "
-                         "the table (\"\": never observed; the first call of the latest step "
-                         "that observed the slot)",
-                         "text", strchr(axes, ',') ? strchr(axes, ',') + 1 : "", hdr, &e))
-            goto cleanup;
-    }
-
-    /* The per-step summary: rows of a few doubles, chunked like /steps. */
-    for (int i = 0; i < RD_N_SUMMARY && rd_h5_writer_summary; i++) {
-        const rd_table *t = &w->lay.summary[i];
-        w->summary_ds[i] = create_series(file, t->name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
-                                         t->rank, t->dims, -1, w->paged, series_chunk, 8, &e);
-        w->summary_chunk[i].steps = series_chunk;
-        w->summary_chunk[i].bytes = (off_t)series_chunk * (off_t)t->count * 8;
-        w->n_datasets++;
-        if (w->summary_ds[i] < 0
-            || !describe(w->summary_ds[i], t->description, t->units, t->axes, hdr, &e))
-            goto cleanup;
-    }
-
-    /* Every growing dataset's header inside one page (see
-     * header_crosses_page), before readers may look. */
-    for (int i = 0; i < RD_N_TABLES; i++)
-        if (w->table_ds[i] >= 0
-            && !keep_header_in_one_page(file, &w->table_ds[i], w->lay.tables[i].name, &e))
-            goto cleanup;
-    for (int i = 0; i < RD_N_SUMMARY; i++)
-        if (w->summary_ds[i] >= 0
-            && !keep_header_in_one_page(file, &w->summary_ds[i], w->lay.summary[i].name, &e))
-            goto cleanup;
-    if (!keep_header_in_one_page(file, &w->time_ds, RD_STEP_TIME_NAME, &e)
-        || !keep_header_in_one_page(file, &w->steps_ds, RD_STEPS_NAME, &e))
+    if (!create_datasets(w, file, hdr, &e) || !keep_headers_in_one_page(w, file, &e))
         goto cleanup;
 
     /* Every object exists: from now on readers may open the file. */
@@ -1190,20 +944,26 @@ static void format_callsite(char *dst, const char *file, int line)
     rd_utf8_scrub(dst);
 }
 
+/* 0, with e saying that memory ran out `what`, before HDF5 wrote anything
+ * of the append. */
+static int out_of_memory(werr *e, const char *object, const char *what)
+{
+    snprintf(e->h5.msg, sizeof e->h5.msg, "out of memory %s", what);
+    e->h5.captured = 1;
+    e->st = RESDIAG_E_NOMEM;
+    e->object = object;
+    e->before_hdf5 = 1;
+    return 0;
+}
+
 /* w->pack with room for `bytes`; 0 (and e filled) when out of memory. */
 static int pack_room(rd_writer *w, size_t bytes, const char *name, werr *e)
 {
     if (bytes <= w->pack_cap)
         return 1;
     void *p = realloc(w->pack, bytes);
-    if (!p) {
-        snprintf(e->h5.msg, sizeof e->h5.msg, "out of memory packing %zu bytes", bytes);
-        e->h5.captured = 1;
-        e->st = RESDIAG_E_NOMEM;
-        e->object = name;
-        e->before_hdf5 = 1;
-        return 0;
-    }
+    if (!p)
+        return out_of_memory(e, name, "packing a batch");
     w->pack = p;
     w->pack_cap = bytes;
     return 1;
@@ -1373,19 +1133,13 @@ static int summarize(rd_writer *w, const double *records, size_t n, werr *e)
     size_t len = w->lay.summary_len;
     if (n > w->summary_cap) {
         double *p = realloc(w->summary_buf, n * len * sizeof *p);
-        if (!p) {
-            snprintf(e->h5.msg, sizeof e->h5.msg, "out of memory for the summary");
-            e->h5.captured = 1;
-            e->st = RESDIAG_E_NOMEM;
-            e->object = RD_SUMMARY_GROUP;
-            e->before_hdf5 = 1;
-            return 0;
-        }
+        if (!p)
+            return out_of_memory(e, RD_SUMMARY_GROUP, "for the summary");
         w->summary_buf = p;
         w->summary_cap = n;
     }
     for (size_t r = 0; r < n; r++)
-        rd_layout_summarize(&w->lay, records + r * w->lay.record_len, w->summary_buf + r * len);
+        rd_tables_summarize(&w->lay, records + r * w->lay.record_len, w->summary_buf + r * len);
     return 1;
 }
 
@@ -1424,18 +1178,18 @@ resdiag_status rd_writer_append(rd_writer *w, const int64_t *steps, const double
     werr e;
     memset(&e, 0, sizeof e);
     rd_h5_quiet_begin(&q);
-    const rd_layout *lay = &w->lay;
+    const rd_tables *lay = &w->lay;
 
     /* Phase 1: everything but the step numbers, then flush. */
     off_t need = metadata_margin(w) + index_margin(w, n)
-                 + new_chunk_bytes(&w->series_chunk, w->n_written, n)
+                 + rd_space_new_chunk_bytes(&w->series_chunk, w->n_written, n)
                  + (callsites_changed ? w->callsite_bytes : 0);
     for (int i = 0; i < RD_N_TABLES; i++)
         if (lay->tables[i].count > 0)
-            need += new_chunk_bytes(&w->table_chunk[i], w->n_written, n);
+            need += rd_space_new_chunk_bytes(&w->table_chunk[i], w->n_written, n);
     for (int i = 0; i < RD_N_SUMMARY; i++)
         if (w->summary_ds[i] >= 0)
-            need += new_chunk_bytes(&w->summary_chunk[i], w->n_written, n);
+            need += rd_space_new_chunk_bytes(&w->summary_chunk[i], w->n_written, n);
     if (!reserve(w, need, &e))
         goto cleanup;
     for (int i = 0; n > 0 && i < RD_N_TABLES; i++)
@@ -1481,7 +1235,7 @@ resdiag_status rd_writer_append(rd_writer *w, const int64_t *steps, const double
 
     /* Phase 2: the step numbers commit the steps. */
     if (n > 0) {
-        need = metadata_margin(w) + new_chunk_bytes(&w->series_chunk, w->n_written, n);
+        need = metadata_margin(w) + rd_space_new_chunk_bytes(&w->series_chunk, w->n_written, n);
         if (!reserve(w, need, &e)) {
             /* Phase 1 is on disk, but without step numbers those steps
              * do not count; the file is consistent. */
@@ -1533,7 +1287,7 @@ resdiag_status rd_writer_close(rd_writer *w, char *err, size_t errlen)
     memset(&e, 0, sizeof e);
     resdiag_status st = RESDIAG_OK;
     rd_h5_quiet_begin(&q);
-    if (w->file >= 0 && !w->detached) {
+    if (w->file >= 0 && !w->space.detached) {
         /* Every append ended with a flush, so this one has little or
          * nothing to write; reserve for it anyway (where the margin would
          * cross the file size limit, reserve() allocates nothing, and the
@@ -1582,14 +1336,14 @@ resdiag_status rd_writer_close(rd_writer *w, char *err, size_t errlen)
             rd_h5_capture(&e.h5, errno);
             e.object = "file (close)";
         }
-        w->file = H5I_INVALID_HID;
+        w->file = w->space.file = H5I_INVALID_HID;
     }
     if (w->failed) {
         st = set_err(err, errlen, w->failed, "%s", w->failed_msg);
     } else if (e.h5.captured) {
         st = h5_status(&e);
         set_err(err, errlen, st, "closing run file %s %s: %s: %s", w->path,
-                w->detached ? "left it as a killed writer would" : "failed", e.object,
+                w->space.detached ? "left it as a killed writer would" : "failed", e.object,
                 e.h5.msg);
     }
     writer_free(w);

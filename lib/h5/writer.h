@@ -1,5 +1,5 @@
 /*
- * h5_writer.h - the only writer of run files (with h5_reader.c and
+ * writer.h - the only writer of run files (with reader.c and
  * run_file_guard.c, the only files that call HDF5). It creates every
  * object up front (in a path that run_file_guard.c claimed), starts SWMR
  * writing, and then appends batches of step records. Hooks never call it:
@@ -20,7 +20,7 @@ typedef struct rd_writer rd_writer;
  * what creating the file may replace. */
 typedef struct rd_file_header {
     const resdiag_model *model;   /* validated */
-    const rd_layout *layout;
+    const rd_tables *tables;
     int sketch_size;
     uint64_t sketch_seed;
     int record_chunk_steps;       /* steps per append (flush_steps), >= 1: the tables'
@@ -29,7 +29,7 @@ typedef struct rd_file_header {
 } rd_file_header;
 
 /* Where an observed tensor's hook was called: one per stats slot
- * (layout->n_slots). file == NULL: never observed. */
+ * (tables->n_slots). file == NULL: never observed. */
 typedef struct rd_callsite {
     const char *file;
     int line;
@@ -50,9 +50,9 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
                                 char *err, size_t errlen);
 
 /* Appends n step records: steps (n) the trainer's step numbers, times (n)
- * seconds since the run was opened, records (n, layout->record_len), and
- * their summary (/summary, computed here with rd_layout_summarize).
- * callsites (layout->n_slots) is written too when callsites_changed.
+ * seconds since the run was opened, records (n, tables->record_len), and
+ * their summary (/summary, computed here with rd_tables_summarize).
+ * callsites (tables->n_slots) is written too when callsites_changed.
  * Then flushes the file so that a reader (or a crash) sees all of it. */
 resdiag_status rd_writer_append(rd_writer *w, const int64_t *steps, const double *times,
                                 const double *records, size_t n,

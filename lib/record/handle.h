@@ -48,7 +48,7 @@ struct resdiag {
     char **owned_strings;
     size_t n_owned;
     resdiag_options opt;
-    rd_layout lay;
+    rd_tables lay;
     float *tau;        /* (sp.tau_len) */
     rd_sketch_params sp;
 

@@ -209,14 +209,14 @@ resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, 
     if (st)
         return st;
 
-    const rd_layout *lay = &r->lay;
+    const rd_tables *lay = &r->lay;
     int table, sk_table;
     size_t slot, sk_slot;
-    rd_layout_site_slot(lay, dir, layer, sublayer, site, 0, &table, &slot);
-    rd_layout_site_slot(lay, dir, layer, sublayer, site, 1, &sk_table, &sk_slot);
-    double *fields = r->cur + rd_layout_offset(lay, table, slot);
-    double *sketch = r->sp.k ? r->cur + rd_layout_offset(lay, sk_table, sk_slot) : NULL;
-    double *calls = r->cur + rd_layout_calls_offset(lay, table, slot);
+    rd_tables_site_slot(lay, dir, layer, sublayer, site, 0, &table, &slot);
+    rd_tables_site_slot(lay, dir, layer, sublayer, site, 1, &sk_table, &sk_slot);
+    double *fields = r->cur + rd_tables_offset(lay, table, slot);
+    double *sketch = r->sp.k ? r->cur + rd_tables_offset(lay, sk_table, sk_slot) : NULL;
+    double *calls = r->cur + rd_tables_calls_offset(lay, table, slot);
     const size_t cs = lay->tables[table].slot_offset + slot;
 
     /* The add's two tensors keep their per-token norms for the update ratio;
@@ -291,10 +291,10 @@ resdiag_status resdiag_observe_alias(resdiag *r, resdiag_direction dir, int laye
     if (sublayer < 0 || sublayer >= r->model.n_sublayers)
         return rd_client_bug(r, RESDIAG_E_RANGE, "%s: sublayer %d out of range 0..%d", fn,
                              sublayer, r->model.n_sublayers - 1);
-    const rd_layout *lay = &r->lay;
+    const rd_tables *lay = &r->lay;
     int table;
     size_t slot;
-    rd_layout_site_slot(lay, dir, layer, sublayer, site, 0, &table, &slot);
+    rd_tables_site_slot(lay, dir, layer, sublayer, site, 0, &table, &slot);
     const size_t cs = lay->tables[table].slot_offset + slot;
     if (!claim(&r->slot_busy[cs])) {
         char what[96];
@@ -302,7 +302,7 @@ resdiag_status resdiag_observe_alias(resdiag *r, resdiag_direction dir, int laye
         return busy_bug(r, fn, what, 0, NULL, 0);
     }
     int at = dir == RESDIAG_FORWARD ? RD_T_FWD_ALIAS : RD_T_BWD_ALIAS;
-    r->cur[rd_layout_offset(lay, at, (size_t)layer * (size_t)r->model.n_sublayers + sublayer)
+    r->cur[rd_tables_offset(lay, at, (size_t)layer * (size_t)r->model.n_sublayers + sublayer)
            + (size_t)site] = (double)same_as;
     release(&r->slot_busy[cs]);
     return RESDIAG_OK;
@@ -341,8 +341,8 @@ resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name, re
         return st;
     int table = model_level ? RD_T_MODEL_PARAM : RD_T_LAYER_PARAM;
     size_t slot = model_level ? (size_t)p : (size_t)layer * (size_t)n + (size_t)p;
-    double *fields = r->cur + rd_layout_offset(&r->lay, table, slot);
-    double *calls = r->cur + rd_layout_calls_offset(&r->lay, table, slot);
+    double *fields = r->cur + rd_tables_offset(&r->lay, table, slot);
+    double *calls = r->cur + rd_tables_calls_offset(&r->lay, table, slot);
     const size_t cs = r->lay.tables[table].slot_offset + slot;
     char what[RESDIAG_MAX_NAME + 64];
     if (model_level)

@@ -130,7 +130,7 @@ static resdiag_status alloc_buffers(resdiag *r, const open_ctx *c)
 {
     const resdiag_model *m = &r->model;
     const resdiag_options *opt = &r->opt;
-    rd_layout_init(&r->lay, m->n_layers, m->n_sublayers, m->n_layer_params, m->n_model_params,
+    rd_tables_init(&r->lay, m->n_layers, m->n_sublayers, m->n_layer_params, m->n_model_params,
                    opt->sketch_size);
     /* A batch larger than 4 GiB is a configuration mistake, not a plan. */
     if ((double)r->lay.record_len * (double)opt->flush_steps * sizeof(double) > 4294967296.0)

@@ -65,16 +65,16 @@ void rd_add_observed(resdiag *r, int layer, int sublayer, add_state *a, int is_i
         a->tok_unpaired = 1;
     }
 
-    const rd_layout *lay = &r->lay;
+    const rd_tables *lay = &r->lay;
     size_t slot_in, slot_br;
     int table;
-    rd_layout_site_slot(lay, RESDIAG_FORWARD, layer, sublayer, RESDIAG_STREAM_IN, 0, &table,
+    rd_tables_site_slot(lay, RESDIAG_FORWARD, layer, sublayer, RESDIAG_STREAM_IN, 0, &table,
                         &slot_in);
-    rd_layout_site_slot(lay, RESDIAG_FORWARD, layer, sublayer, RESDIAG_BRANCH_OUT, 0, &table,
+    rd_tables_site_slot(lay, RESDIAG_FORWARD, layer, sublayer, RESDIAG_BRANCH_OUT, 0, &table,
                         &slot_br);
-    double x_frob = r->cur[rd_layout_offset(lay, table, slot_in) + RESDIAG_FIELD_FROB];
-    double dx_frob = r->cur[rd_layout_offset(lay, table, slot_br) + RESDIAG_FIELD_FROB];
-    double *u = r->cur + rd_layout_offset(lay, RD_T_UPDATE,
+    double x_frob = r->cur[rd_tables_offset(lay, table, slot_in) + RESDIAG_FIELD_FROB];
+    double dx_frob = r->cur[rd_tables_offset(lay, table, slot_br) + RESDIAG_FIELD_FROB];
+    double *u = r->cur + rd_tables_offset(lay, RD_T_UPDATE,
                                           (size_t)layer * (size_t)r->model.n_sublayers +
                                               (size_t)sublayer);
     u[RESDIAG_UPDATE_RATIO_FROB] = x_frob > 0 ? dx_frob / x_frob : NAN;
