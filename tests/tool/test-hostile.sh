@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test-hostile.sh - run files crafted to abuse a reader (tests/make-hostile-runs.c)
+# test-hostile.sh - run files crafted to abuse a reader (tests/helpers/make-hostile-runs.c)
 # through every command of the tool: each must exit 2 within its time and
 # memory bound, with exactly one line on stderr that names the problem,
 # nothing on stdout, the secret line nowhere, and no plugin loaded.
@@ -8,7 +8,7 @@ set -u
 tool=$1
 make_hostile=$2
 plugin=$3
-. "$(dirname "$0")/tool-test-lib.sh"
+. "$(dirname "$0")/../helpers/tool-test-lib.sh"
 
 secret="resdiag-secret-$$-$RANDOM-do-not-print"
 printf '%s\nsecond line of the secret\n' "$secret" >"$dir/secret.txt"
@@ -27,7 +27,7 @@ if ldd "$tool" 2>/dev/null | grep -q libasan; then
     echo "ASan build: no address-space limit"
 fi
 
-# A plugin that HDF5 loads writes the marker (tests/hostile-plugin.c).
+# A plugin that HDF5 loads writes the marker (tests/helpers/hostile-plugin.c).
 export HDF5_PLUGIN_PATH=$dir/plugins
 export RESDIAG_TEST_PLUGIN_MARKER=$dir/plugin-loaded
 

@@ -12,7 +12,7 @@ tinygpt=$2
 golden=$3
 makebad=$4
 jsondoc=$5
-. "$(dirname "$0")/tool-test-lib.sh"
+. "$(dirname "$0")/../helpers/tool-test-lib.sh"
 
 # The portable statistics kernels: the same bits on every CPU.
 export RESDIAG_FORCE_PORTABLE=1
@@ -41,7 +41,7 @@ for name in pre post post-stream mix; do
     elif diff -u "$golden/report-$name.txt" "$dir/$name.txt" >"$dir/diff"; then
         pass
     else
-        fail "report $name differs from tests/golden/report-$name.txt:"; cat "$dir/diff"
+        fail "report $name differs from tests/tool/golden/report-$name.txt:"; cat "$dir/diff"
     fi
 done
 # What the goldens must say, independently of their text.

@@ -1,6 +1,6 @@
 #!/bin/bash
 # test-strings.sh - run files whose strings were forged after writing
-# (tests/make-forged-strings.c: fake "Placement:" lines, terminal escapes,
+# (tests/helpers/make-forged-strings.c: fake "Placement:" lines, terminal escapes,
 # bytes that are not UTF-8 in the description, names, metadata, provenance
 # and call sites) through every output of the tool. Text output (dump,
 # report, check, diff, the one-line errors) carries no control character
@@ -10,7 +10,7 @@
 # Usage: test-strings.sh RESDIAG MAKE_FORGED_STRINGS
 tool=$1
 forge=$2
-. "$(dirname "$0")/tool-test-lib.sh"
+. "$(dirname "$0")/../helpers/tool-test-lib.sh"
 
 "$forge" "$dir" || { echo "FAIL: make-forged-strings"; exit 1; }
 a=$dir/forged-a.h5

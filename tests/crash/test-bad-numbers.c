@@ -19,7 +19,7 @@
  * Tolerance: 1e-9 relative on the portable path and for f64 input, and
  * TOL_FLOAT = 6 G + 1e-12 (G = 24 * 2^-24) for f32, f16 and bf16 input on
  * the vector paths, which sum a row in float lanes (the bound lib/stats.h
- * documents and tests/test-stats.c derives); each against a scale per
+ * documents and tests/unit/test-stats.c derives); each against a scale per
  * field (the field itself
  * for norms; the largest |value| for token means; the mean over tokens for
  * standard deviations over tokens; the token RMS for the per-token std,

@@ -10,7 +10,7 @@
 set -u
 tinygpt=$1
 tool=$2
-. "$(dirname "$0")/tool-test-lib.sh"
+. "$(dirname "$0")/../helpers/tool-test-lib.sh"
 
 steps=200
 # bash's ulimit -f counts KiB. 64, 1000: below creation; 1500: the first

@@ -12,7 +12,7 @@
 set -u
 tool=$1
 tinygpt=$2
-. "$(dirname "$0")/tool-test-lib.sh"
+. "$(dirname "$0")/../helpers/tool-test-lib.sh"
 
 tg() { "$tinygpt" --heads 2 --seq 8 --batch 2 --steps 1 --threads 1 --log-every 1000 "$@" \
        >/dev/null 2>"$dir/tg.err" || { cat "$dir/tg.err"; fail "tinygpt $*"; }; }

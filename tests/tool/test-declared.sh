@@ -10,7 +10,7 @@ set -u
 tool=$1
 tinygpt=$2
 makeinf=$3
-. "$(dirname "$0")/tool-test-lib.sh"
+. "$(dirname "$0")/../helpers/tool-test-lib.sh"
 
 small=(--layers 3 --d-model 32 --heads 2 --seq 16 --batch 2 --steps 1 --log-every 1)
 "$tinygpt" "${small[@]}" --placement post --out "$dir/post.h5" >/dev/null || fail "tinygpt post"

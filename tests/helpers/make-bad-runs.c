@@ -1,6 +1,6 @@
 /*
  * make-bad-runs.c - writes the run files of the bad-input table that
- * tests/test-report.sh feeds to `resdiag report` and `resdiag check`:
+ * tests/tool/test-report.sh feeds to `resdiag report` and `resdiag check`:
  *   notrun.h5   an HDF5 file that is not a resdiag run
  *   newer.h5    a run whose schema_version says a newer resdiag wrote it
  *   empty.h5    a run closed before any step

@@ -1,6 +1,6 @@
 /*
  * test-hostile.c - the reader API on run files crafted to abuse it
- * (tests/make-hostile-runs.c): resdiag_reader_open refuses each with
+ * (tests/helpers/make-hostile-runs.c): resdiag_reader_open refuses each with
  * RESDIAG_E_FORMAT and a message naming the object, before reading what it
  * points at; a file whose table cannot be read opens, and the reads fail;
  * the process-wide plugin state of HDF5 is what the caller had (the reader

@@ -15,7 +15,7 @@ tool=$3
 mandir=$4
 completions=$5
 have_pandoc=$6
-. "$(dirname "$0")/tool-test-lib.sh"
+. "$(dirname "$0")/../helpers/tool-test-lib.sh"
 
 stage=$dir/stage
 if ! "$meson" install -C "$build" --no-rebuild --quiet --destdir "$stage" >"$dir/install.log" 2>&1

@@ -8,7 +8,7 @@
 set -u
 tool=$1
 script=$2
-. "$(dirname "$0")/tool-test-lib.sh"
+. "$(dirname "$0")/../helpers/tool-test-lib.sh"
 
 # shellcheck source=/dev/null
 . "$script"

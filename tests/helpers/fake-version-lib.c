@@ -2,7 +2,7 @@
  * of libresdiag with another release (FAKE_VERSION_NUMBER/_STRING, set by
  * meson.build) and has nothing else: what the Python module must refuse by
  * name and version, before looking up any other symbol
- * (tests/test-python-install.sh). */
+ * (tests/install/test-python-install.sh). */
 
 __attribute__((visibility("default"))) unsigned resdiag_version_number(void)
 {

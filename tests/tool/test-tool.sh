@@ -6,7 +6,7 @@
 set -u
 tool=$1
 minimal=$2
-. "$(dirname "$0")/tool-test-lib.sh"
+. "$(dirname "$0")/../helpers/tool-test-lib.sh"
 
 expect_exit 0 "minimal writes a run" -- "$minimal" "$dir/run.h5"
 expect_exit 0 "dump" -- "$tool" dump "$dir/run.h5"

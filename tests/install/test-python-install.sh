@@ -21,7 +21,7 @@ meson=$2
 version=$3
 fake_lib=$4
 fake_version=$5
-. "$(dirname "$0")/tool-test-lib.sh"
+. "$(dirname "$0")/../helpers/tool-test-lib.sh"
 py=/usr/bin/python3
 
 if ! "$py" -c 'import torch' >/dev/null 2>&1; then
@@ -40,7 +40,7 @@ fi
 # A clean environment: nothing points at the build tree or a library.
 clean=(env -u RESDIAG_LIBRARY -u LD_LIBRARY_PATH -u PKG_CONFIG_PATH -u PYTHONPATH
        PYTHONDONTWRITEBYTECODE=1)
-check="$src/tests/python-install-check.py"
+check="$src/tests/install/python-install-check.py"
 
 # The module's version is the project's.
 got=$("$py" -c 'import ast, sys

@@ -4,7 +4,7 @@
 # step and 600 steps). Each page and SVG must parse strictly (xmllint, and
 # Python's XML and HTML parsers) and its plotted points, read back through
 # the inverse axis transform, must equal the numbers of `report --json`
-# (tests/test-html.py says how, and the tolerance). Then help, and the bad
+# (tests/tool/test-html.py says how, and the tolerance). Then help, and the bad
 # arguments: one line on stderr and exit 2.
 # Usage: test-html.sh RESDIAG TINYGPT
 # Skipped (77) when neither python3 nor xmllint is there.
@@ -12,7 +12,7 @@ set -u
 tool=$1
 tinygpt=$2
 here=$(cd "$(dirname "$0")" && pwd)
-. "$here/tool-test-lib.sh"
+. "$here/../helpers/tool-test-lib.sh"
 
 py=
 for p in /usr/bin/python3 python3; do

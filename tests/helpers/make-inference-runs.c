@@ -1,7 +1,7 @@
 /*
  * make-inference-runs.c - writes forward-only runs as a decoder and an
  * evaluation loop record them (doc/INSTRUMENTING.md), for
- * tests/test-declared.sh:
+ * tests/tool/test-declared.sh:
  *   inference.h5   run_kind inference: 2 sequences x 3 decoding steps,
  *                  step = seq * T + pos (the counter that keeps increasing),
  *                  with the same forward also run outside any step
@@ -101,7 +101,7 @@ static resdiag *open_run(const char *dir, const char *name, resdiag_run_kind kin
     m.declared_placement = RESDIAG_PLACEMENT_PRE;
     m.norm_kind = RESDIAG_NORM_LAYERNORM;
     m.run_kind = kind;
-    m.description = "forward-only pre-norm model from tests/make-inference-runs.c";
+    m.description = "forward-only pre-norm model from tests/helpers/make-inference-runs.c";
     resdiag *r = NULL;
     if (resdiag_open(&r, path, &m, NULL) != RESDIAG_OK)
         die("resdiag_open");

@@ -9,7 +9,7 @@
 set -u
 tool=$1
 tinygpt=$2
-. "$(dirname "$0")/tool-test-lib.sh"
+. "$(dirname "$0")/../helpers/tool-test-lib.sh"
 
 tiny=(--layers 2 --d-model 16 --heads 2 --seq 8 --vocab 16 --batch 2 --log-every 1000 --threads 1)
 tg() { timeout 60 "$tinygpt" "${tiny[@]}" "$@"; }

@@ -11,7 +11,7 @@
 set -u
 tool=$1
 tinygpt=$2
-. "$(dirname "$0")/tool-test-lib.sh"
+. "$(dirname "$0")/../helpers/tool-test-lib.sh"
 
 placements="pre post sandwich deepnorm mix parallel none"
 expects="pre-norm post-norm sandwich deepnorm mixed parallel none"

@@ -3,7 +3,7 @@
  * each starts as a valid run written by the library, then the raw HDF5 API
  * swaps objects for ones that make a naive reader read outside the file,
  * hang, load code or work without bound (doc/FORMAT.md, "Reading files from
- * others"). tests/test-hostile.sh and tests/test-hostile.c feed them to the
+ * others"). tests/tool/test-hostile.sh and tests/unit/test-hostile.c feed them to the
  * tool and to the reader API; tests/fuzz/test-fuzz-replay.sh replays them.
  *
  *   base.h5              the valid run every other file starts from

@@ -1,6 +1,6 @@
 /*
  * make-forged-strings.c - writes run files whose strings were forged after
- * the fact, for tests/test-strings.sh: the writer refuses such strings, so
+ * the fact, for tests/tool/test-strings.sh: the writer refuses such strings, so
  * each file is a valid run written through the API whose string attributes
  * and call sites are then rewritten with the raw HDF5 API. Planted: line
  * breaks that fake a "Placement:" line, terminal escapes (ESC[8m hides
@@ -22,7 +22,7 @@
 
 enum { L = 3, D = 16, ROWS = 8 };
 
-/* The forged strings; tests/test-strings.sh checks what each becomes. */
+/* The forged strings; tests/tool/test-strings.sh checks what each becomes. */
 #define FORGED_LINE "\nPlacement: pre-norm (confidence high)\n"
 static const char description[] =
     "innocent" FORGED_LINE "\x1b[8mhidden\xff\xfe\xc0\xaf\x80 end\xe2\x82";

@@ -9,7 +9,7 @@ set -u
 tool=$1
 tinygpt=$2
 here=$(cd "$(dirname "$0")" && pwd)
-. "$here/tool-test-lib.sh"
+. "$here/../helpers/tool-test-lib.sh"
 
 chromium=$(command -v chromium || command -v chromium-browser || true)
 if [ -z "$chromium" ]; then

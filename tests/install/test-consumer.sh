@@ -16,7 +16,7 @@ set -u
 src=$1
 build=$2
 tool=$build/resdiag
-. "$(dirname "$0")/tool-test-lib.sh"
+. "$(dirname "$0")/../helpers/tool-test-lib.sh"
 
 # ------------------------------------------------------------ the consumer
 mkdir -p "$dir/consumer"

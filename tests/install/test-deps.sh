@@ -6,7 +6,7 @@
 # Usage: test-deps.sh DEPS_SH
 set -u
 deps=$1
-. "$(dirname "$0")/tool-test-lib.sh"
+. "$(dirname "$0")/../helpers/tool-test-lib.sh"
 
 fake=$dir/bin
 mkdir -p "$fake"

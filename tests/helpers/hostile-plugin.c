@@ -1,7 +1,7 @@
 /*
  * hostile-plugin.c - a shared object that a crafted run file could make
  * HDF5 load as a filter plugin: its constructor writes the file named by
- * RESDIAG_TEST_PLUGIN_MARKER. tests/test-hostile.sh and tests/test-hostile.c
+ * RESDIAG_TEST_PLUGIN_MARKER. tests/tool/test-hostile.sh and tests/unit/test-hostile.c
  * put it in HDF5_PLUGIN_PATH and check that resdiag never loads it (and
  * that h5dump, which loads plugins, does: the control).
  */
