@@ -20,6 +20,31 @@
 
 /* ------------------------------------------------------------- fits */
 
+/* The 0.975 quantile of Student's t, found here without any table: the
+ * density's integral from 0 by Simpson's rule, bisected to 0.475. */
+static double t975_by_integration(int df)
+{
+    const double nu = df;
+    const double c = exp(lgamma((nu + 1) / 2) - lgamma(nu / 2)) / sqrt(nu * M_PI);
+    double lo = 0, hi = 20;
+    for (int it = 0; it < 48; it++) {
+        double t = (lo + hi) / 2;
+        enum { N = 2000 };
+        double h = t / N, area = 0;
+        for (int i = 0; i <= N; i++) {
+            double u = i * h;
+            double w = (i == 0 || i == N) ? 1 : (i % 2 ? 4 : 2);
+            area += w * pow(1 + u * u / nu, -(nu + 1) / 2);
+        }
+        area *= c * h / 3;
+        if (area < 0.475)
+            lo = t;
+        else
+            hi = t;
+    }
+    return (lo + hi) / 2;
+}
+
 START_TEST(fit_line_recovers_an_exact_line)
 {
     double x[6] = { 1, 2, 3, 4, 5, 6 }, y[6];
@@ -70,8 +95,26 @@ START_TEST(fit_line_matches_independent_computation)
     ck_assert_double_eq_tol(f.b, (double)b, 1e-12);
     ck_assert_double_eq_tol(f.a, (double)a, 1e-12);
     ck_assert_double_eq_tol(f.r2, (double)r2, 1e-12);
-    ck_assert_double_eq_tol(f.b_hi - f.b, 2.365 * (double)se, 1e-9); /* t(0.975, 7) = 2.365 */
-    ck_assert_double_eq_tol(f.b - f.b_lo, 2.365 * (double)se, 1e-9);
+    /* the half-width is t(0.975, 7) se; t from the integral, which a table
+     * of three decimals matches to 5e-4 */
+    double t = t975_by_integration(N - 2);
+    ck_assert_double_eq_tol(f.b_hi - f.b, t * (double)se, 5.1e-4 * (double)se);
+    ck_assert_double_eq_tol(f.b - f.b_lo, t * (double)se, 5.1e-4 * (double)se);
+}
+END_TEST
+
+/* rd_t975 against the integral: its table holds three decimals (so within
+ * 5e-4), the Cornish-Fisher expansion beyond 30 degrees of freedom as
+ * close. */
+START_TEST(t_quantiles_match_an_independent_computation)
+{
+    for (int df = 1; df <= 200; df += df < 40 ? 1 : 7) {
+        double want = t975_by_integration(df);
+        ck_assert_msg(fabs(rd_t975(df) - want) <= 5.1e-4, "df %d: rd_t975 %.6f, integral %.6f",
+                      df, rd_t975(df), want);
+    }
+    ck_assert_double_eq_tol(t975_by_integration(1), 12.7062, 1e-3); /* the integral itself */
+    ck_assert_double_eq_tol(t975_by_integration(10), 2.2281, 1e-3);
 }
 END_TEST
 
@@ -266,6 +309,23 @@ static int spike;                          /* > 0: embedding column 7 is this la
 enum final_sites { FN_NONE, FN_HEAD_INPUT, FN_LAYERNORM, FN_IDENTITY };
 static enum final_sites final_sites;
 static int skip_branch_sub = -1; /* >= 0: that sublayer's BRANCH_OUT is never observed */
+/* ||x_k|| of the first step from the very values handed to the hooks: the
+ * mean over tokens of the per-token L2 norm of the embedding (k = 0) and
+ * of the stream leaving layer k-1, in long double. */
+enum { MAX_L = 16 };
+static double raw_stream_norm[MAX_L + 1];
+
+static double mean_token_norm(const float *t)
+{
+    long double sum = 0;
+    for (int i = 0; i < ROWS; i++) {
+        long double ss = 0;
+        for (int j = 0; j < D; j++)
+            ss += (long double)t[i * D + j] * t[i * D + j];
+        sum += sqrtl(ss);
+    }
+    return (double)(sum / ROWS);
+}
 
 static void write_run(const char *path, enum kind kind, int L, int bf16, double scale, int steps,
                       int nan_step)
@@ -309,6 +369,8 @@ static void write_run(const char *path, enum kind kind, int L, int bf16, double 
             for (int i = 0; i < ROWS; i++)
                 x[i * D + 7] = (float)spike;
         store(x, bf16);
+        if (step == 0)
+            raw_stream_norm[0] = mean_token_norm(x);
         RESDIAG_MODEL_FWD(r, RESDIAG_EMBED_OUT, resdiag_f32(x, ROWS, D));
         for (int l = 0; l < L; l++)
             for (int s = 0; s < NSUB; s++) {
@@ -353,6 +415,8 @@ static void write_run(const char *path, enum kind kind, int L, int bf16, double 
                     hook(r, l, s, RESDIAG_NORM_OUT, y, bf16);
                 }
                 hook(r, l, s, RESDIAG_STREAM_OUT, y, bf16);
+                if (step == 0 && s == NSUB - 1 && l < MAX_L)
+                    raw_stream_norm[l + 1] = mean_token_norm(y);
                 memcpy(x, y, sizeof x);
             }
         if (final_sites == FN_LAYERNORM || final_sites == FN_IDENTITY)
@@ -414,16 +478,55 @@ static resdiag_check_result check(const resdiag_analysis *a, resdiag_placement p
     return r;
 }
 
+/* The number after `"key": ` at or after from in the JSON (NaN if absent
+ * or null), and where it ends. */
+static double json_number(const char *from, const char *key, const char **end)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(from, pat);
+    if (!p)
+        return NAN;
+    char *e;
+    double v = strtod(p + strlen(pat), &e);
+    if (end)
+        *end = e;
+    return e == p + strlen(pat) ? NAN : v;
+}
+
+/* The JSON's stream.norm[] and stream.growth against ||x_k|| computed in
+ * the test from the tensors it recorded: the values, not the keys. */
+static void assert_stream_json(const char *json, int L, double tol)
+{
+    const char *p = strstr(json, "\"stream\": {\"norm\": [");
+    ck_assert_msg(p != NULL, "%s", json);
+    p += strlen("\"stream\": {\"norm\": [");
+    for (int k = 0; k <= L; k++) {
+        char *e;
+        double v = strtod(p, &e);
+        ck_assert_msg(e != p, "stream.norm[%d] missing: %.40s", k, p);
+        ck_assert_msg(fabs(v - raw_stream_norm[k]) <= tol * raw_stream_norm[k],
+                      "stream.norm[%d] %.9g, recomputed %.9g", k, v, raw_stream_norm[k]);
+        p = e + strspn(e, ", ");
+    }
+    ck_assert_msg(*p == ']', "stream.norm has more than %d values: %.40s", L + 1, p);
+    double growth = json_number(p, "growth", NULL);
+    double want = raw_stream_norm[L] / raw_stream_norm[1];
+    ck_assert_msg(fabs(growth - want) <= 2 * tol * want, "stream.growth %.9g, recomputed %.9g",
+                  growth, want);
+}
+
 static const struct {
     enum kind kind;
     resdiag_verdict v;
     resdiag_placement p;
+    const char *json; /* placement.verdict, as doc/REPORT-JSON.md names it */
 } cases[] = {
-    { PRE, RESDIAG_VERDICT_PRE, RESDIAG_PLACEMENT_PRE },
-    { POST, RESDIAG_VERDICT_POST, RESDIAG_PLACEMENT_POST },
-    { DEEP, RESDIAG_VERDICT_DEEPNORM, RESDIAG_PLACEMENT_DEEPNORM },
-    { SANDWICH, RESDIAG_VERDICT_SANDWICH, RESDIAG_PLACEMENT_SANDWICH },
-    { NONE, RESDIAG_VERDICT_NONE, RESDIAG_PLACEMENT_NONE },
+    { PRE, RESDIAG_VERDICT_PRE, RESDIAG_PLACEMENT_PRE, "pre" },
+    { POST, RESDIAG_VERDICT_POST, RESDIAG_PLACEMENT_POST, "post" },
+    { DEEP, RESDIAG_VERDICT_DEEPNORM, RESDIAG_PLACEMENT_DEEPNORM, "deepnorm" },
+    { SANDWICH, RESDIAG_VERDICT_SANDWICH, RESDIAG_PLACEMENT_SANDWICH, "sandwich" },
+    { NONE, RESDIAG_VERDICT_NONE, RESDIAG_PLACEMENT_NONE, "none" },
 };
 
 /* _i: case x {f32, bf16}. A branch of realistic size (scale 0.5). */
@@ -448,7 +551,15 @@ START_TEST(verdict_of_synthetic_runs_in_f32_and_bf16)
     char *text = resdiag_analysis_to_text(a), *json = resdiag_analysis_to_json(a);
     ck_assert_ptr_nonnull(text);
     ck_assert_ptr_nonnull(json);
-    ck_assert_ptr_nonnull(strstr(json, "\"verdict\": \""));
+    char want[64];
+    snprintf(want, sizeof want, "\"placement\": {\"verdict\": \"%s\",", cases[c].json);
+    ck_assert_msg(strstr(json, want) != NULL, "case %d bf16 %d: no %s in %s", c, bf16, want, json);
+    /* the JSON prints 9 significant digits; the library sums in double */
+    assert_stream_json(json, 4, 1e-7);
+    if (cases[c].kind == DEEP) {
+        const char *pl = strstr(json, "\"placement\": {");
+        ck_assert_double_eq_tol(json_number(pl, "alpha", NULL), 2, bf16 ? 0.02 : 1e-5);
+    }
     resdiag_free(text);
     resdiag_free(json);
     resdiag_analysis_free(a);
@@ -849,6 +960,7 @@ int main(void)
     tcase_add_test(tc, fit_line_recovers_an_exact_line);
     tcase_add_test(tc, fit_line_matches_independent_computation);
     tcase_add_test(tc, t_quantiles_match_tables);
+    tcase_add_test(tc, t_quantiles_match_an_independent_computation);
     tcase_add_test(tc, fit_says_when_data_are_too_short);
     tcase_add_test(tc, loglog_slope_of_a_power_law);
     tcase_add_test(tc, relation_errors_on_synthetic_sketches);
