@@ -19,9 +19,9 @@ density) and its growth; the fits of the relative updates; the gradient
 lines; the sketch relation errors of the evidence, the final norm's
 difference and the stream's normalization signature (token-norm spread),
 the rounding-level ones (~1e-8) too. A printed number agrees
-with the recomputed one when they differ by at most one unit in its last
-printed digit (rounding takes half of it, the order of summation the rest)
-or by 2e-3 relative (%.3g of a value near 1).
+with the recomputed one when it is that value rounded to the digits
+printed: within half a unit of its last digit, plus 1e-6 relative for the
+six digits `dump` prints and the order of summation.
 
 Prints the report with every number it checked replaced by '#': the
 template that tests/tool/golden/ holds, which fixes the rest of the text
@@ -82,7 +82,7 @@ def agree(printed, want, what):
     unit = 10.0 ** -len(mant.split(".")[1]) if "." in mant else 1.0
     if "e" in printed:
         unit *= 10.0 ** int(printed.split("e")[1])
-    if want is None or not abs(float(printed) - want) <= max(unit, 2e-3 * abs(want)):
+    if want is None or not abs(float(printed) - want) <= 0.5 * unit + 1e-6 * abs(want):
         errors.append("%s: report %s, recomputed %s" % (what, printed, want))
 
 
