@@ -1357,11 +1357,14 @@ void rd_stored_init(const resdiag_reader *rd, rd_stored_cursor *c, const char *n
 int rd_stored_at(const resdiag_reader *rd, rd_stored_cursor *c, int64_t si, int64_t *next)
 {
     *next = INT64_MAX; /* absent, or every stored chunk met: NaN to the end */
-    if (!c->present || c->left == 0)
+    if (!c->present)
         return 0;
     if (c->left < 0)
         return 1;
     if (si >= c->row_end) {
+        /* (only past the row looked up last: the chunks met may be in it) */
+        if (c->left == 0)
+            return 0;
         int n_stored = 1;
         if (rd_reader_stored(rd, c->name, si, &n_stored, &c->row_end) != RESDIAG_OK) {
             c->left = -1;

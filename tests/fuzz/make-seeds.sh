@@ -26,7 +26,7 @@ for rec in stream; do
         --out "$r/tinygpt-rec-$rec.h5" --overwrite >/dev/null 2>&1 || true
 done
 mkdir -p "$out/tmp"
-"$build/make-bad-runs" "$out/tmp"
+"$build/tests/helpers/make-bad-runs" "$out/tmp"
 for f in "$out"/tmp/*.h5; do mv "$f" "$r/bad-$(basename "$f")"; done
 "$build/tests/fuzz/mutate-runs" "$out/tmp" 0 1
 for f in "$out"/tmp/base-*.h5; do mv "$f" "$r/mutate-$(basename "$f")"; done

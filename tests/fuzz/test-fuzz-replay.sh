@@ -15,7 +15,7 @@
 # with the secret they point at in no output and the plugin never loaded.
 # Usage: test-fuzz-replay.sh RESDIAG MUTATE-RUNS REPLAY-READER REPLAY-API CORPUS
 #                            MAKE-HOSTILE-RUNS PLUGIN.so
-. "$(dirname "$0")/../tool-test-lib.sh"
+. "$(dirname "$0")/../helpers/tool-test-lib.sh"
 tool=$1 mutate=$2 replay_reader=$3 replay_api=$4 corpus=$5 make_hostile=$6 plugin=$7
 n_mutants=${RESDIAG_FUZZ_MUTANTS:-80}
 # Under ASan (build-asan): HDF5's own leaks on damaged files are not ours.
@@ -40,7 +40,7 @@ timeout 60 "$make_hostile" "$dir/hostile" "$dir/secret.txt" "$dir/fifo" ||
     { echo "FAIL: make-hostile-runs"; exit 1; }
 # (copies: the originals stay where their links point; steps-100k.h5 is a
 # valid run of 100000 steps that the harness, which reads every slot over
-# every step, would take minutes over: tests/test-hostile.sh has it)
+# every step, would take minutes over: tests/tool/test-hostile.sh has it)
 for f in "$dir"/hostile/*.h5; do
     case $(basename "$f") in base.h5 | secret-target.h5 | steps-*) continue ;; esac
     cp "$f" "$dir/runs/hostile-$(basename "$f")"

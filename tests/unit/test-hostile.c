@@ -1,0 +1,185 @@
+/*
+ * test-hostile.c - the reader API on run files crafted to abuse it
+ * (tests/helpers/make-hostile-runs.c): resdiag_reader_open refuses each with
+ * RESDIAG_E_FORMAT and a message naming the object, before reading what it
+ * points at; a file whose table cannot be read opens, and the reads fail;
+ * the process-wide plugin state of HDF5 is what the caller had (the reader
+ * runs inside other people's processes, h5py's among them) and yet no
+ * plugin in HDF5_PLUGIN_PATH gets loaded.
+ *
+ *   test-hostile MAKE_HOSTILE_RUNS PLUGIN.so
+ */
+#include <check.h>
+#include <ftw.h>
+#include <hdf5.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check-one.h"
+#include "resdiag.h"
+
+static char g_dir[256], g_runs[320], g_marker[320], g_secret[320];
+static char g_last[1024];
+
+static void keep_message(resdiag_log_priority prio, const char *msg, void *user)
+{
+    (void)prio;
+    (void)user;
+    snprintf(g_last, sizeof g_last, "%s", msg);
+}
+
+static const char *run(const char *name)
+{
+    static char p[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/%s", g_runs, name);
+    return p[k];
+}
+
+static const struct {
+    const char *file, *says;
+} refused[] = {
+    { "external-callsite.h5", "dataset /forward/site_callsite uses external storage" },
+    { "external-table.h5", "dataset /forward/site_stats uses external storage" },
+    { "elink-callsite.h5", "/forward/site_callsite is an external link" },
+    { "elink-group.h5", "/backward is an external link" },
+    { "elink-fifo.h5", "/forward/site_stats is an external link" },
+    { "softlink.h5", "/forward/site_stats is a soft link" },
+    { "vds-callsite.h5", "dataset /forward/site_callsite is a virtual dataset" },
+    { "vds-fifo.h5", "dataset /forward/site_stats is a virtual dataset" },
+    { "filter.h5", "dataset /forward/site_stats is stored through HDF5 filter 32123" },
+    { "layers-100k.h5", "does not hold the 100000 layers" },
+    { "layers-1m.h5", "does not hold the 1000000 layers" },
+};
+
+START_TEST(refused_at_open)
+{
+    unsigned before = 0, after = 0;
+    ck_assert_int_ge(H5PLget_loading_state(&before), 0);
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        resdiag_reader *rd = (resdiag_reader *)1;
+        g_last[0] = 0;
+        resdiag_status st = resdiag_reader_open(&rd, run(refused[i].file));
+        ck_assert_msg(st == RESDIAG_E_FORMAT, "%s: status %s (%s)", refused[i].file,
+                      resdiag_strerror(st), g_last);
+        ck_assert_ptr_null(rd);
+        ck_assert_msg(strstr(g_last, refused[i].says) != NULL, "%s: message \"%s\" lacks \"%s\"",
+                      refused[i].file, g_last, refused[i].says);
+        ck_assert_msg(strstr(g_last, g_secret) == NULL, "%s: the secret is in the message",
+                      refused[i].file);
+        ck_assert_int_ge(H5PLget_loading_state(&after), 0);
+        ck_assert_uint_eq(after, before);
+    }
+    ck_assert_msg(access(g_marker, F_OK) != 0, "the reader loaded the plugin in HDF5_PLUGIN_PATH");
+}
+END_TEST
+
+START_TEST(read_errors_are_errors)
+{
+    resdiag_reader *rd = NULL;
+    ck_assert_int_eq(resdiag_reader_open(&rd, run("bad-chunk-index.h5")), RESDIAG_OK);
+    ck_assert_int_gt(resdiag_reader_info(rd)->n_steps, 0);
+    double f[RESDIAG_N_FIELDS];
+    int observed = 1;
+    g_last[0] = 0;
+    ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, f,
+                                         &observed), RESDIAG_E_IO);
+    ck_assert_int_eq(observed, 0);
+    ck_assert_msg(strstr(g_last, "forward/site_stats") != NULL, "message: %s", g_last);
+    double row[2 * 1 * RESDIAG_N_BLOCK_SITES * RESDIAG_N_FIELDS];
+    ck_assert_int_eq(resdiag_reader_read(rd, "forward/site_stats", 0, 1, row,
+                                         sizeof row / sizeof row[0]), RESDIAG_E_IO);
+    resdiag_analysis *an = (resdiag_analysis *)1;
+    ck_assert_int_ne(resdiag_analyze(rd, NULL, &an), RESDIAG_OK);
+    ck_assert_ptr_null(an);
+    resdiag_reader_close(rd);
+}
+END_TEST
+
+/* The message of a request past the end used to compute first + count - 1,
+ * which overflows for count = INT64_MAX (UBSan: signed integer overflow). */
+START_TEST(huge_count_message)
+{
+    resdiag_reader *rd = NULL;
+    ck_assert_int_eq(resdiag_reader_open(&rd, run("base.h5")), RESDIAG_OK);
+    int64_t n = resdiag_reader_info(rd)->n_steps;
+    ck_assert_int_eq(n, 3);
+    double v[4];
+    g_last[0] = 0;
+    ck_assert_int_eq(resdiag_reader_read(rd, "steps", 1, INT64_MAX, v, 4), RESDIAG_E_NOT_FOUND);
+    ck_assert_msg(strstr(g_last, "holds 3 steps; asked for 9223372036854775807 from index 1"),
+                  "message: %s", g_last);
+    ck_assert_int_eq(resdiag_reader_read(rd, "steps", INT64_MAX, INT64_MAX, v, 4),
+                     RESDIAG_E_NOT_FOUND);
+    ck_assert_int_eq(resdiag_reader_read(rd, "steps", 0, 3, v, 4), RESDIAG_OK);
+    ck_assert(v[0] == 0 && v[1] == 1 && v[2] == 2);
+    resdiag_reader_close(rd);
+    unsigned state = 0;
+    ck_assert_int_ge(H5PLget_loading_state(&state), 0);
+    ck_assert_uint_eq(state, H5PL_ALL_PLUGIN);
+}
+END_TEST
+
+static int remove_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s MAKE_HOSTILE_RUNS PLUGIN.so\n", argv[0]);
+        return EXIT_FAILURE;
+    }
+    if (!check_one_make_dir(g_dir, sizeof g_dir, "hostile"))
+        return EXIT_FAILURE;
+    char plugins[320], secret_file[320], fifo[320], cmd[2048];
+    snprintf(g_runs, sizeof g_runs, "%s/runs", g_dir);
+    snprintf(plugins, sizeof plugins, "%s/plugins", g_dir);
+    snprintf(g_marker, sizeof g_marker, "%s/plugin-loaded", g_dir);
+    snprintf(secret_file, sizeof secret_file, "%s/secret.txt", g_dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo", g_dir);
+    snprintf(g_secret, sizeof g_secret, "resdiag-secret-%ld", (long)getpid());
+    FILE *s = fopen(secret_file, "w");
+    if (!s || fprintf(s, "%s\n", g_secret) < 0 || fclose(s) != 0 || mkfifo(fifo, 0600) != 0
+        || mkdir(g_runs, 0700) != 0 || mkdir(plugins, 0700) != 0) {
+        perror("set-up");
+        return EXIT_FAILURE;
+    }
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s/' && timeout 60 '%s' '%s' '%s' '%s'", argv[2],
+             plugins, argv[1], g_runs, secret_file, fifo);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "cannot make the hostile runs: %s\n", cmd);
+        return EXIT_FAILURE;
+    }
+    /* before HDF5 starts: it reads HDF5_PLUGIN_PATH once */
+    setenv("HDF5_PLUGIN_PATH", plugins, 1);
+    setenv("RESDIAG_TEST_PLUGIN_MARKER", g_marker, 1);
+    resdiag_set_log_handler(keep_message, NULL);
+
+    Suite *suite = suite_create("hostile");
+    TCase *tc = tcase_create("hostile");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, refused_at_open);
+    tcase_add_test(tc, read_errors_are_errors);
+    tcase_add_test(tc, huge_count_message);
+    suite_add_tcase(suite, tc);
+    SRunner *sr = srunner_create(suite);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    if (failed == 0)
+        nftw(g_dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+    else
+        fprintf(stderr, "run files left in %s\n", g_dir);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
