@@ -24,6 +24,14 @@
  *
  * The library never exits, never aborts, and never writes to stdout. Errors
  * are returned as resdiag_status and described through the log handler.
+ *
+ * Names of the calls that end things, the same for every object:
+ *   X_destroy  frees an object (resdiag_destroy, resdiag_reader_destroy,
+ *              resdiag_analysis_destroy), first closing what it holds open;
+ *   X_close    only for a run being written: finishes the file and keeps
+ *              the handle, so its result and resdiag_errmsg can be read;
+ *   resdiag_free  frees the strings the library returns (reports, pages,
+ *              figures).
  */
 #ifndef RESDIAG_H
 #define RESDIAG_H
@@ -558,7 +566,7 @@ RESDIAG_API int resdiag_signal_pending(void);
 typedef struct resdiag_reader resdiag_reader; /* opaque */
 
 /* What the run file says about itself. All strings and arrays belong to
- * the reader and live until resdiag_reader_close. */
+ * the reader and live until resdiag_reader_destroy. */
 typedef struct resdiag_run_info {
     int schema_version;
     const char *resdiag_version;         /* of the writer */
@@ -597,7 +605,9 @@ typedef struct resdiag_run_info {
  * or one left by a killed trainer (every flushed step is there). On failure
  * *out is NULL and the reason is logged through the process-wide handler. */
 RESDIAG_API resdiag_status resdiag_reader_open(resdiag_reader **out, const char *path);
-/* NULL is a no-op. */
+/* Frees the reader and closes its file. NULL is a no-op. */
+RESDIAG_API void resdiag_reader_destroy(resdiag_reader *rd);
+/* Deprecated: the name of 0.1.0 for resdiag_reader_destroy. */
 RESDIAG_API void resdiag_reader_close(resdiag_reader *rd);
 /* Never NULL for an open reader. */
 RESDIAG_API const resdiag_run_info *resdiag_reader_info(const resdiag_reader *rd);
@@ -732,7 +742,7 @@ typedef struct resdiag_analysis resdiag_analysis; /* opaque */
 
 /* Analyses the run behind rd at the selected step. options may be NULL for
  * the defaults. On success *out is a new analysis (free it with
- * resdiag_analysis_free; it does not refer to rd afterwards). Fails with
+ * resdiag_analysis_destroy; it does not refer to rd afterwards). Fails with
  * RESDIAG_E_NOT_FOUND for a run with no recorded steps or a step index out
  * of range, RESDIAG_E_NULL / E_INVALID for bad arguments, E_IO / E_FORMAT
  * when the file cannot be read; *out is then NULL and the reason is logged.
@@ -740,7 +750,9 @@ typedef struct resdiag_analysis resdiag_analysis; /* opaque */
 RESDIAG_API resdiag_status resdiag_analyze(const resdiag_reader *rd,
                                            const resdiag_analyze_options *options,
                                            resdiag_analysis **out);
-/* NULL is a no-op. */
+/* Frees the analysis. NULL is a no-op. */
+RESDIAG_API void resdiag_analysis_destroy(resdiag_analysis *a);
+/* Deprecated: the name of 0.1.0 for resdiag_analysis_destroy. */
 RESDIAG_API void resdiag_analysis_free(resdiag_analysis *a);
 
 /* The whole-model verdict and its confidence. */

@@ -32,7 +32,7 @@ int cmd_dump(int argc, char **argv)
     d.run_name = o.path;
     d.n_steps = o.all ? -1 : 1;
     if (find_step(rd, o.path, o.want_step, &d.first_index) != 0) {
-        resdiag_reader_close(rd);
+        resdiag_reader_destroy(rd);
         return EXIT_BAD;
     }
     char *text = NULL;
@@ -46,6 +46,6 @@ int cmd_dump(int argc, char **argv)
         fprintf(stderr, "resdiag: %s\n",
                 tool_last_msg[0] ? tool_last_msg : "cannot read the run file");
     resdiag_free(text);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     return st == RESDIAG_OK ? 0 : EXIT_BAD;
 }

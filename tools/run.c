@@ -81,7 +81,7 @@ resdiag_analysis *open_analysis(const cli_args *o, resdiag_reader **rdp)
     if (o->want_step >= 0) {
         int64_t si;
         if (find_step(rd, o->path, o->want_step, &si) != 0) {
-            resdiag_reader_close(rd);
+            resdiag_reader_destroy(rd);
             return NULL;
         }
         opt.step_index = si;
@@ -89,7 +89,7 @@ resdiag_analysis *open_analysis(const cli_args *o, resdiag_reader **rdp)
     if (in->n_steps == 0) {
         fprintf(stderr, "resdiag: %s: the run holds no recorded steps (empty run, or the trainer "
                         "was stopped before its first step ended)\n", o->path);
-        resdiag_reader_close(rd);
+        resdiag_reader_destroy(rd);
         return NULL;
     }
     resdiag_analysis *an = NULL;
@@ -97,7 +97,7 @@ resdiag_analysis *open_analysis(const cli_args *o, resdiag_reader **rdp)
     if (resdiag_analyze(rd, &opt, &an) != RESDIAG_OK) {
         fprintf(stderr, "resdiag: %s: %s\n", o->path,
                 tool_last_msg[0] ? tool_last_msg : "cannot analyse the run");
-        resdiag_reader_close(rd);
+        resdiag_reader_destroy(rd);
         return NULL;
     }
     *rdp = rd;
@@ -119,8 +119,8 @@ int start_analysis(const char *cmd, int argc, char **argv, cli_args *o, resdiag_
 
 void end_analysis(resdiag_analysis *an, resdiag_reader *rd)
 {
-    resdiag_analysis_free(an);
-    resdiag_reader_close(rd);
+    resdiag_analysis_destroy(an);
+    resdiag_reader_destroy(rd);
 }
 
 /* Writes text to path ("-" = stdout); 0, or -1 with errno set. */

@@ -28,7 +28,7 @@ void resdiag_analyze_options_init(resdiag_analyze_options *o)
     o->max_growth = 10;
 }
 
-void resdiag_analysis_free(resdiag_analysis *a)
+void resdiag_analysis_destroy(resdiag_analysis *a)
 {
     if (!a)
         return;
@@ -62,7 +62,7 @@ void resdiag_analysis_free(resdiag_analysis *a)
     free(a->cs_norm_in2);
     free(a->head_param_name);
     free(a->residual_param_name);
-    resdiag_analysis_free(a->at_last);
+    resdiag_analysis_destroy(a->at_last);
     free(a);
 }
 
@@ -132,7 +132,7 @@ static resdiag_status analyze(const resdiag_reader *rd, const resdiag_analyze_op
     rd_analysis *a = NULL;
     resdiag_status st = rd_analysis_load(rd, &o, si, &a);
     if (!st && (st = run_phases(rd, a, whole_run))) {
-        resdiag_analysis_free(a);
+        resdiag_analysis_destroy(a);
         a = NULL;
     }
     if (st) {
@@ -155,4 +155,10 @@ resdiag_status resdiag_analyze(const resdiag_reader *rd, const resdiag_analyze_o
                                resdiag_analysis **out)
 {
     return analyze(rd, opt, out, 1);
+}
+
+/* The name of 0.1.0, kept for callers written against it. */
+void resdiag_analysis_free(resdiag_analysis *a)
+{
+    resdiag_analysis_destroy(a);
 }

@@ -3,7 +3,7 @@
  *
  * The depth laws are fitted over at most a few thousand layers, so the
  * straightforward two-pass formulas in double (centred sums) are accurate
- * enough; they are checked against closed forms in tests/test-analysis.c.
+ * enough; they are checked against closed forms in tests/unit/test-analysis.c.
  */
 #include "analysis/fit.h"
 

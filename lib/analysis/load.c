@@ -110,7 +110,7 @@ resdiag_status rd_analysis_load(const resdiag_reader *rd, const resdiag_analyze_
     if (!st)
         st = resdiag_reader_steps(rd, a->steps, a->n_steps);
     if (st) {
-        resdiag_analysis_free(a);
+        resdiag_analysis_destroy(a);
         return st;
     }
     a->step = a->steps[si];

@@ -1,5 +1,5 @@
 /*
- * h5_guard.c - the global heap collections of a file, walked before HDF5
+ * guard.c - the global heap collections of a file, walked before HDF5
  * reads it. Variable-length strings (the run's attributes, the callsites)
  * live in these collections ("GCOL"); HDF5 1.10.8 takes each object's size
  * from the file and copies that many bytes with only an assert to check it,

@@ -1,5 +1,5 @@
 /*
- * h5_guard.h - checks a run file's bytes, before HDF5 reads them, for the
+ * guard.h - checks a run file's bytes, before HDF5 reads them, for the
  * damage that HDF5 1.10 does not check and that crashes it (found by
  * tests/fuzz; doc/FUZZING.md lists what is guarded and what is not).
  */

@@ -857,7 +857,7 @@ fail:
     return st;
 }
 
-void resdiag_reader_close(resdiag_reader *rd)
+void resdiag_reader_destroy(resdiag_reader *rd)
 {
     if (!rd)
         return;
@@ -1377,4 +1377,10 @@ int rd_stored_at(const resdiag_reader *rd, rd_stored_cursor *c, int64_t si, int6
         return 1;
     *next = c->row_end;
     return 0;
+}
+
+/* The name of 0.1.0, kept for callers written against it. */
+void resdiag_reader_close(resdiag_reader *rd)
+{
+    resdiag_reader_destroy(rd);
 }

@@ -17,7 +17,7 @@
 #include "h5/common.h"
 
 #define MAX_LAYERS 1000000
-#define MAX_META 256 /* attributes of /meta, as the writer allows (run.c) */
+#define MAX_META 256 /* attributes of /meta, as the writer allows (record/validate.c) */
 
 static const char ROOT[] = "the root group";
 

@@ -18,7 +18,7 @@
 
 /* ------------------------------------------------------------- buffer */
 
-/* The growing string of lib/strbuf.h: out of memory drops everything after. */
+/* The growing string of lib/common/strbuf.h: out of memory drops everything after. */
 typedef rd_strbuf svg_buf;
 
 void svg_printf(svg_buf *b, const char *fmt, ...)
@@ -26,7 +26,7 @@ void svg_printf(svg_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-/* Appends s as XML text or attribute value: lib/escape.h's XML escaper
+/* Appends s as XML text or attribute value: lib/common/escape.h's XML escaper
  * (& < > " ' escaped, invalid UTF-8 and characters XML 1.0 forbids
  * replaced): the result is always well-formed. */
 void svg_escape(svg_buf *b, const char *s);

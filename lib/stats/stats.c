@@ -3,7 +3,7 @@
  *
  * Dimension names: rows = tokens, cols = width, K = sketch size.
  *
- * Semantics (the contract is lib/stats.h; these are the details):
+ * Semantics (the contract is lib/stats/stats.h; these are the details):
  * - Per token i: norm_i = sqrt(sum_j x_ij^2), mean_i = sum_j x_ij / cols,
  *   rms_i = norm_i / sqrt(cols), std_i = sqrt(max(0, sumsq/cols - mean_i^2))
  *   (population std about the token's own mean). std_i is computed from
@@ -41,7 +41,7 @@
  * the call: thread-safe.
  *
  * Paths: the one-read-per-row loop above (fast_row_portable) has vector
- * twins in lib/stats_simd.c (AVX2+FMA+F16C and AVX-512F+DQ; see
+ * twins in lib/stats/stats_simd.c (AVX2+FMA+F16C and AVX-512F+DQ; see
  * stats_impl.h), which sum f32/f16/bf16 rows in float lanes; the
  * AVX-512 path also reads up to 16 rows per call (rd_fast_rows_fn) and
  * hands the rows that need more back to the one-row kernel.

@@ -1,7 +1,7 @@
 /*
- * stats_impl.h - what lib/stats.c shares with its vector kernels
- * (lib/stats_simd.c, compiled once per instruction set). Not API, not part
- * of the stats contract: the contract is lib/stats.h.
+ * stats_impl.h - what lib/stats/stats.c shares with its vector kernels
+ * (lib/stats/stats_simd.c, compiled once per instruction set). Not API, not part
+ * of the stats contract: the contract is lib/stats/stats.h.
  *
  * A "fast row" kernel reads one row once, trusting it to be finite and in
  * range, and returns its sums; stats.c checks them, rescans the rare rows

@@ -1,5 +1,5 @@
 /*
- * stats_simd.c - the fast-row kernels of lib/stats.c (see stats_impl.h) in
+ * stats_simd.c - the fast-row kernels of lib/stats/stats.c (see stats_impl.h) in
  * x86 vector intrinsics.
  *
  * meson compiles this file twice, each time alone in a static library with

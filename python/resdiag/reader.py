@@ -86,7 +86,7 @@ class Analysis:
 
     def __del__(self):
         if getattr(self, "_a", None):
-            lib.resdiag_analysis_free(self._a)
+            lib.resdiag_analysis_destroy(self._a)
             self._a = None
 
     @property
@@ -211,7 +211,7 @@ class Run:
 
     def close(self):
         if getattr(self, "_r", None):
-            lib.resdiag_reader_close(self._r)
+            lib.resdiag_reader_destroy(self._r)
             self._r = None
 
     __del__ = close

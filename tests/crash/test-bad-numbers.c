@@ -18,7 +18,7 @@
  *
  * Tolerance: 1e-9 relative on the portable path and for f64 input, and
  * TOL_FLOAT = 6 G + 1e-12 (G = 24 * 2^-24) for f32, f16 and bf16 input on
- * the vector paths, which sum a row in float lanes (the bound lib/stats.h
+ * the vector paths, which sum a row in float lanes (the bound lib/stats/stats.h
  * documents and tests/unit/test-stats.c derives); each against a scale per
  * field (the field itself
  * for norms; the largest |value| for token means; the mean over tokens for
@@ -389,7 +389,7 @@ static void run_one(rd_stats_path path, resdiag_dtype dt, int hook_threads)
         }
         free(data[c]);
     }
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     unlink(path_h5);
 }
 

@@ -121,7 +121,7 @@ static int api_child(const char *path)
         return 1;
     }
     int64_t n = resdiag_reader_info(rd)->n_steps;
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     fprintf(stderr, "api: flush failed at step %lld of %d; %lld steps flushed before, the file "
             "holds %lld; 1 log line: %s\n", (long long)failed_at, N_STEPS,
             (long long)flushed + 1, (long long)n, g_first_log);

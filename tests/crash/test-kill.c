@@ -295,7 +295,7 @@ static void check_killed_file(const char *path, const setup *s, int64_t last, si
     /* a reader of a file still marked as being written can refresh */
     ck_assert_int_eq(resdiag_reader_refresh(rd), RESDIAG_OK);
     ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, n);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 
 /* Starts a writer child (see writer_child) and waits for its first report,

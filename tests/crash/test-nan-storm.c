@@ -196,7 +196,7 @@ START_TEST(the_report_names_the_first_nan_and_the_steps_before_are_untouched)
     ck_assert_int_eq(sub, BAD_SUB);
     ck_assert_int_eq(site, RESDIAG_BRANCH_OUT);
     ck_assert_int_eq(dir, RESDIAG_FORWARD);
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 
     /* the tool, text: the sentence with the counts counted here */
     char want[512];
@@ -268,8 +268,8 @@ START_TEST(the_report_names_the_first_nan_and_the_steps_before_are_untouched)
             "%d steps affected, %.0f NaN, %.0f Inf; %d datasets x %d steps (%zu values) "
             "bit-identical before\n", K, BAD_LAYER, g_first_nan, g_steps_affected, g_nan_total,
             g_inf_total, compared, K, values);
-    resdiag_reader_close(rc);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rc);
+    resdiag_reader_destroy(rd);
     unlink(clean);
     unlink(storm);
 }

@@ -124,7 +124,7 @@ static void test_api(void)
     int64_t n = -1;
     if (resdiag_reader_open(&rd, path) == RESDIAG_OK) {
         n = resdiag_reader_info(rd)->n_steps;
-        resdiag_reader_close(rd);
+        resdiag_reader_destroy(rd);
     }
     if (n != 4)
         fail(what, "the file holds %lld steps, want 4 (0..3, the last ended by step_end)",

@@ -216,7 +216,7 @@ static void check_file(int n_rec, int L, int S)
             }
         }
     }
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -442,7 +442,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 r ? "ok" : "refused", n_rec, trusted ? "file checked" : "file not checked",
                 log_lines);
     if (H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL) != 0)
-        fail("HDF5 objects left open after resdiag_reader_close");
+        fail("HDF5 objects left open after resdiag_reader_destroy");
     unlink(path);
     return 0;
 }

@@ -143,7 +143,7 @@ static void analyse(const resdiag_reader *rd, int64_t which, resdiag_analysis **
         char *diff = resdiag_analysis_diff_text(*keep, a, "first", NULL);
         touch_output(diff, 1);
         resdiag_free(diff);
-        resdiag_analysis_free(a);
+        resdiag_analysis_destroy(a);
     } else {
         *keep = a;
     }
@@ -242,7 +242,7 @@ static void read_everything(resdiag_reader *rd)
     analyse(rd, RESDIAG_STEP_FIRST, &first);
     analyse(rd, RESDIAG_STEP_LAST, &first);
     analyse(rd, n / 2, &first);
-    resdiag_analysis_free(first);
+    resdiag_analysis_destroy(first);
     free(steps);
     free(series);
 }
@@ -261,10 +261,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         read_everything(rd);
         resdiag_reader_refresh(rd);
         read_everything(rd);
-        resdiag_reader_close(rd);
+        resdiag_reader_destroy(rd);
     }
     if (H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL) != 0)
-        fail("HDF5 objects left open after resdiag_reader_close");
+        fail("HDF5 objects left open after resdiag_reader_destroy");
     unlink(path);
     return 0;
 }

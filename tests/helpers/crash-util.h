@@ -257,7 +257,7 @@ static inline int64_t cu_check_run(const char *file, int last_layer, int64_t row
     free(steps);
     free(frob);
     free(nrow);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     return ret;
 }
 

@@ -210,10 +210,10 @@ static void assert_same_step0(const char *pa, const char *pb, int accum)
         for (int s = 0; s < 2; s++)
             ck_assert_int_eq(resdiag_analysis_sublayer(xa, l, s, NULL),
                              resdiag_analysis_sublayer(xb, l, s, NULL));
-    resdiag_analysis_free(xa);
-    resdiag_analysis_free(xb);
-    resdiag_reader_close(a);
-    resdiag_reader_close(b);
+    resdiag_analysis_destroy(xa);
+    resdiag_analysis_destroy(xb);
+    resdiag_reader_destroy(a);
+    resdiag_reader_destroy(b);
 }
 
 /* One batch, then 2 and 4 micro-batches, of one model; want: the verdict
@@ -232,8 +232,8 @@ static void one_placement(const char *placement, const char *norm, int want)
         ck_assert_int_eq(resdiag_analyze(rd, NULL, &x), RESDIAG_OK);
         ck_assert_msg(resdiag_analysis_verdict(x) == (resdiag_verdict)want, "%s %s: verdict %s",
                       placement, norm, resdiag_verdict_name(resdiag_analysis_verdict(x)));
-        resdiag_analysis_free(x);
-        resdiag_reader_close(rd);
+        resdiag_analysis_destroy(x);
+        resdiag_reader_destroy(rd);
     }
     for (int accum = 2; accum <= 4; accum *= 2) {
         char fk[64], ok[64];

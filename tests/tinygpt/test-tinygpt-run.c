@@ -215,7 +215,7 @@ START_TEST(post_norm_stream_rms_is_one_at_every_layer)
     /* Not vacuous: the embedding entering layer 0 is not normalized. */
     site0(rd, RESDIAG_FORWARD, -1, 0, RESDIAG_EMBED_OUT, f);
     ck_assert_double_lt(f[RESDIAG_FIELD_TOK_RMS_MEAN], 0.5);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -298,7 +298,7 @@ START_TEST(pre_norm_stream_energy_is_linear_in_depth)
     ck_assert_msg(r2 >= 0.98, "||x_k||^2 = %.4f + %.4f k: R^2 %.4f < 0.98", a, b, r2);
     /* and it grows: the last layer's stream is several times the embedding's */
     ck_assert_double_gt(e[DL], 3 * e[0]);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -318,7 +318,7 @@ START_TEST(pre_norm_w2_gradient_falls_with_depth)
                 g[DL - 1] / g[0], slope, r2);
     ck_assert_msg(g[DL - 1] / g[0] < 1, "last/first %.3f", g[DL - 1] / g[0]);
     ck_assert_msg(slope < 0, "log-log slope %.3f", slope);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -349,7 +349,7 @@ START_TEST(post_norm_gpt2_rms_is_one_up_to_epsilon)
             else
                 ck_assert_msg(l == 0 && s == ATTN, "L%d/%d: norm input spread only %g", l, s, sd);
         }
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -433,7 +433,7 @@ START_TEST(record_stream_keeps_only_layer_outputs)
     }
     ck_assert_int_eq(observed0(rd, RESDIAG_FORWARD, -1, 0, RESDIAG_EMBED_OUT), 1);
     ck_assert_int_eq(observed0(rd, RESDIAG_FORWARD, -1, 0, RESDIAG_LOGITS), 0);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -503,7 +503,7 @@ START_TEST(record_full_observes_every_site)
         /* without a final norm, forward: what the head reads (the last stream) */
         ck_assert_int_eq(observed0(rd, dir, -1, 0, RESDIAG_FINAL_NORM_OUT), fn || dir == 0);
     }
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -611,7 +611,7 @@ START_TEST(step_times_follow_the_recorded_steps)
                   "time, tinygpt %g s", sum_wall, wall);
     resdiag_reader *rd = open_reader(tmp("a.h5"));
     ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, n_recorded);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 
     /* --record off: no step is recorded and no time is spent in resdiag */
     ck_assert_int_eq(run("out1", "err1", "--layers", "1", "--d-model", "32", "--steps", "4",
@@ -670,7 +670,7 @@ START_TEST(hooks_point_at_the_model_code)
     check_callsite(rd, 1, MLP, RESDIAG_BRANCH_OUT, "branch_forward(m, l, s, a->branch, a->norm_out)");
     check_callsite(rd, 1, MLP, RESDIAG_STREAM_OUT, "residual_forward(y, x, a->branch");
     check_callsite(rd, -1, 0, RESDIAG_EMBED_OUT, "encoder_forward(");
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 

@@ -463,7 +463,7 @@ static resdiag_analysis *analyse(const char *p, int64_t step_index)
     o.step_index = step_index;
     resdiag_analysis *a = NULL;
     ck_assert_int_eq(resdiag_analyze(rd, &o, &a), RESDIAG_OK);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     return a;
 }
 
@@ -563,7 +563,7 @@ START_TEST(verdict_of_synthetic_runs_in_f32_and_bf16)
     }
     resdiag_free(text);
     resdiag_free(json);
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 }
 END_TEST
 
@@ -587,7 +587,7 @@ START_TEST(tiny_branch_in_bf16_is_cannot_tell_never_wrong)
                 ck_assert_int_eq(v, kind == POST ? RESDIAG_VERDICT_POST : RESDIAG_VERDICT_PRE);
             if (kind == POST)
                 ck_assert_int_ne(check(a, RESDIAG_PLACEMENT_PRE), RESDIAG_CHECK_HOLDS);
-            resdiag_analysis_free(a);
+            resdiag_analysis_destroy(a);
         }
 }
 END_TEST
@@ -608,17 +608,17 @@ START_TEST(first_nonfinite_value_is_located)
     char *json = resdiag_analysis_to_json(a);
     ck_assert_ptr_nonnull(strstr(json, "\"nonfinite\": {\"step\": 2, \"layer\": 1"));
     resdiag_free(json);
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
     /* step 0 has none: a run analysed at its last step still reports step 2 */
     a = analyse(path("nan.h5"), RESDIAG_STEP_LAST);
     ck_assert_int_eq(resdiag_analysis_step(a), 3);
     ck_assert_int_eq(resdiag_analysis_first_nonfinite(a, &step, NULL, NULL, NULL, NULL), 1);
     ck_assert_int_eq(step, 2);
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
     write_run(path("ok.h5"), PRE, 2, 0, 0.5, 1, -1);
     a = analyse(path("ok.h5"), RESDIAG_STEP_FIRST);
     ck_assert_int_eq(resdiag_analysis_first_nonfinite(a, &step, NULL, NULL, NULL, NULL), 0);
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 }
 END_TEST
 
@@ -631,15 +631,15 @@ START_TEST(empty_run_and_bad_arguments_are_errors)
     ck_assert_int_eq(resdiag_analyze(rd, NULL, &a), RESDIAG_E_NOT_FOUND);
     ck_assert_ptr_null(a);
     ck_assert_int_eq(resdiag_analyze(NULL, NULL, &a), RESDIAG_E_NULL);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     write_run(path("one.h5"), PRE, 2, 0, 0.5, 1, -1);
     ck_assert_int_eq(resdiag_reader_open(&rd, path("one.h5")), RESDIAG_OK);
     resdiag_analyze_options o;
     resdiag_analyze_options_init(&o);
     o.step_index = 5;
     ck_assert_int_eq(resdiag_analyze(rd, &o, &a), RESDIAG_E_NOT_FOUND);
-    resdiag_reader_close(rd);
-    resdiag_analysis_free(NULL);
+    resdiag_reader_destroy(rd);
+    resdiag_analysis_destroy(NULL);
     resdiag_free(NULL);
     ck_assert_ptr_null(resdiag_analysis_to_text(NULL));
     ck_assert_int_eq(resdiag_analysis_check(NULL, NULL, NULL, 0), RESDIAG_CHECK_CANNOT_TELL);
@@ -690,7 +690,7 @@ START_TEST(final_norm_is_decided_from_the_data)
                                            : cases[i].want == 0 ? "\"final_norm\": \"absent\""
                                                                 : "\"final_norm\": \"not observed\""));
         resdiag_free(json);
-        resdiag_analysis_free(a);
+        resdiag_analysis_destroy(a);
     }
 }
 END_TEST
@@ -714,7 +714,7 @@ START_TEST(missing_site_is_cannot_tell)
     ck_assert_msg(strstr(text, "branch_out not observed while the other sites are, in 3 of 6 "
                                "sublayers (first: layer 0 mlp"), "%s", text);
     resdiag_free(text);
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 }
 END_TEST
 
@@ -738,7 +738,7 @@ START_TEST(check_final_norm_and_growth)
     ck_assert_int_eq(resdiag_analysis_check(a, &c, NULL, 0), RESDIAG_CHECK_FAILS);
     c.max_growth = g * 1.1;
     ck_assert_int_eq(resdiag_analysis_check(a, &c, NULL, 0), RESDIAG_CHECK_HOLDS);
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 }
 END_TEST
 
@@ -787,7 +787,7 @@ START_TEST(check_options_of_an_older_caller_get_the_defaults)
                          RESDIAG_CHECK_CANNOT_TELL);
         ck_assert_msg(strstr(why, "struct_size") != NULL, "struct_size %zu: %s", bad[i], why);
     }
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 }
 END_TEST
 
@@ -804,7 +804,7 @@ START_TEST(warnings_name_the_contradiction_and_the_column)
     ck_assert_ptr_nonnull(strstr(text, "the trainer declares pre, but the data say post"));
     ck_assert_ptr_null(strstr(text, "massive activation"));
     resdiag_free(text);
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 
     spike = 3000;
     write_run(path("s.h5"), PRE, 3, 0, 0.5, 1, -1);
@@ -816,7 +816,7 @@ START_TEST(warnings_name_the_contradiction_and_the_column)
     ck_assert_ptr_nonnull(strstr(text, "in column 7,"));
     ck_assert_int_eq(resdiag_analysis_verdict(a), RESDIAG_VERDICT_PRE);
     resdiag_free(text);
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 }
 END_TEST
 
@@ -844,7 +844,7 @@ START_TEST(check_expect_declared_is_the_gate_for_the_declaration)
     ck_assert_ptr_nonnull(strstr(json, "\"declared_contradicted\": false"));
     resdiag_free(text);
     resdiag_free(json);
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 
     /* post-norm data declared pre: fails, and every output says so first */
     declare_override = RESDIAG_PLACEMENT_PRE;
@@ -863,7 +863,7 @@ START_TEST(check_expect_declared_is_the_gate_for_the_declaration)
     ck_assert_ptr_nonnull(strstr(json, "\"declared_agrees\": false"));
     resdiag_free(text);
     resdiag_free(json);
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 
     /* nothing declared: cannot tell, and no warning */
     declare_nothing = 1;
@@ -875,7 +875,7 @@ START_TEST(check_expect_declared_is_the_gate_for_the_declaration)
     text = resdiag_analysis_to_text(a);
     ck_assert_ptr_null(strstr(text, "WARNING"));
     resdiag_free(text);
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 
     /* pre data declared mixed: contradicted, the gate fails */
     declare_override = RESDIAG_PLACEMENT_MIXED;
@@ -890,7 +890,7 @@ START_TEST(check_expect_declared_is_the_gate_for_the_declaration)
                                "trainer declares mixed (post-norm in layers 0..0), the data "
                                "say pre-norm") == text, "%s", text);
     resdiag_free(text);
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 
     /* the options of a caller that knows only expect work too */
     a = analyse(path("post-as-pre.h5"), RESDIAG_STEP_FIRST);
@@ -899,7 +899,7 @@ START_TEST(check_expect_declared_is_the_gate_for_the_declaration)
     c.expect = RESDIAG_EXPECT_DECLARED;
     c.struct_size = offsetof(resdiag_check_options, require_final_norm);
     ck_assert_int_eq(resdiag_analysis_check(a, &c, why, sizeof why), RESDIAG_CHECK_FAILS);
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 }
 END_TEST
 
@@ -932,7 +932,7 @@ START_TEST(forward_only_runs_are_not_worded_as_training)
         ck_assert_msg(strstr(json, key) != NULL, "%s", json);
         resdiag_free(text);
         resdiag_free(json);
-        resdiag_analysis_free(a);
+        resdiag_analysis_destroy(a);
     }
     /* a training run keeps its words */
     write_run(path("train.h5"), PRE, 3, 0, 0.5, 2, -1);
@@ -942,7 +942,7 @@ START_TEST(forward_only_runs_are_not_worded_as_training)
     ck_assert_ptr_nonnull(strstr(text, "Over training (step 0 -> 1"));
     ck_assert_ptr_nonnull(strstr(text, "Gradients: none recorded."));
     resdiag_free(text);
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 }
 END_TEST
 

@@ -159,7 +159,7 @@ START_TEST(null_handle_makes_every_call_a_no_op)
     ck_assert_int_eq(resdiag_set_enabled(NULL, 1), RESDIAG_OK);
     resdiag_destroy(NULL);
     ck_assert_str_eq(resdiag_errmsg(NULL), "");
-    resdiag_reader_close(NULL);
+    resdiag_reader_destroy(NULL);
     ck_assert_int_eq(log_count, 0);
 }
 END_TEST
@@ -396,7 +396,7 @@ START_TEST(hooks_reject_bad_calls_and_the_run_goes_on)
                                              &observed), RESDIAG_OK);
         ck_assert_int_eq(observed, 0);
     }
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -450,7 +450,7 @@ START_TEST(empty_tensors_are_observed_with_zero_rows)
     ck_assert_double_eq_tol(u[RESDIAG_UPDATE_RATIO_FROB],
                             (double)(ref_frob(f, T, D) / ref_frob(x, T, D)), 1e-12);
     ck_assert(isfinite(u[RESDIAG_UPDATE_RATIO_TOK_MEAN]));
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -510,7 +510,7 @@ START_TEST(param_grad_rejects_unknown_names_and_layers)
     ck_assert_int_eq(resdiag_reader_param(rd, 0, 1, "mlp.w2", f, &obs), RESDIAG_OK);
     ck_assert_int_eq(obs, 0);
     ck_assert_int_eq(resdiag_reader_param(rd, 0, 1, "nope", f, &obs), RESDIAG_E_NOT_FOUND);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -562,7 +562,7 @@ START_TEST(calls_out_of_order_are_refused)
     int64_t step = -1;
     ck_assert_int_eq(resdiag_reader_steps(rd, &step, 1), RESDIAG_OK);
     ck_assert_int_eq(step, 5);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -659,7 +659,7 @@ START_TEST(hooks_outside_a_step_are_a_quiet_no_op)
     ck_assert_double_eq_tol(u[RESDIAG_UPDATE_RATIO_FROB], 1.0, 1e-12);
     ck_assert_int_eq(resdiag_reader_update(rd, 1, 0, 0, u), RESDIAG_OK);
     ck_assert(isnan(u[RESDIAG_UPDATE_RATIO_FROB]));
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 
     /* at DEBUG level: one line the first time, naming the call site */
     log_count = 0;
@@ -803,7 +803,7 @@ static void assert_steps(const char *path, const int64_t *want, int n)
                                              f, NULL), RESDIAG_OK);
         ck_assert_double_eq_tol(f[RESDIAG_FIELD_FROB], (double)ref_frob(x, T, D), 1e-12);
     }
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 
 START_TEST(record_every_and_range_select_steps)
@@ -951,7 +951,7 @@ START_TEST(file_holds_statistics_ratios_order_and_callsites)
     snprintf(want, sizeof want, "test-api.c:%d", line_in);
     ck_assert_msg(strstr(cs, want) != NULL, "callsite '%s' lacks '%s'", cs, want);
     ck_assert_str_eq(resdiag_reader_callsite(rd, RESDIAG_FORWARD, 0, 0, RESDIAG_NORM_IN), "");
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -996,7 +996,26 @@ START_TEST(open_accepts_a_model_of_a_header_without_roles)
     ck_assert_int_eq(log_count, 0);
     resdiag_reader *rd = reopen(path_a);
     ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 2);
+    resdiag_reader_destroy(rd);
+}
+END_TEST
+
+/* Callers written against 0.1.0 free readers and analyses by the old
+ * names; the symbols must stay and do the same. */
+START_TEST(the_0_1_0_names_of_destroy_still_free)
+{
+    resdiag_model m = test_model();
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, path_a, &m, NULL), RESDIAG_OK);
+    record_steps(r, 2);
+    resdiag_destroy(r);
+    resdiag_reader *rd = reopen(path_a);
+    resdiag_analysis *a = NULL;
+    ck_assert_int_eq(resdiag_analyze(rd, NULL, &a), RESDIAG_OK);
+    ck_assert_ptr_nonnull(a);
+    resdiag_analysis_free(a);
     resdiag_reader_close(rd);
+    ck_assert_int_eq(log_count, 0);
 }
 END_TEST
 
@@ -1043,7 +1062,7 @@ START_TEST(model_description_and_metadata_reach_the_file)
     double sk[4];
     ck_assert_int_eq(resdiag_reader_sketch(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_OUT, sk),
                      RESDIAG_E_NOT_FOUND);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -1069,7 +1088,7 @@ START_TEST(run_kind_reaches_the_file_and_old_files_read_as_training)
     resdiag_destroy(r);
     resdiag_reader *rd = reopen(path_a);
     ck_assert_int_eq(resdiag_reader_info(rd)->run_kind, RESDIAG_RUN_INFERENCE);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 
     /* a file of an older writer has no run_kind: a training run */
     hid_t f = H5Fopen(path_a, H5F_ACC_RDWR, H5P_DEFAULT);
@@ -1079,7 +1098,7 @@ START_TEST(run_kind_reaches_the_file_and_old_files_read_as_training)
     H5Fclose(f);
     rd = reopen(path_a);
     ck_assert_int_eq(resdiag_reader_info(rd)->run_kind, RESDIAG_RUN_TRAINING);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 
     /* a forged value is a format error naming the attribute */
     f = H5Fopen(path_a, H5F_ACC_RDWR, H5P_DEFAULT);
@@ -1126,7 +1145,7 @@ static int count_steps_main(const char *path)
     if (resdiag_reader_open(&rd, path) != RESDIAG_OK)
         return 255;
     int64_t n = resdiag_reader_info(rd)->n_steps;
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     return n > 200 ? 254 : (int)n;
 }
 
@@ -1299,8 +1318,8 @@ START_TEST(concurrent_hooks_on_different_layers_match_a_sequential_run)
         compared++;
     }
     ck_assert_int_ge(compared, 6);
-    resdiag_reader_close(a);
-    resdiag_reader_close(b);
+    resdiag_reader_destroy(a);
+    resdiag_reader_destroy(b);
 }
 END_TEST
 
@@ -1395,7 +1414,7 @@ static void ht_load(ht_read *h, const char *path)
     ck_assert_int_eq(resdiag_reader_sketch(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,
                                            h->sk), RESDIAG_OK);
     ck_assert_int_eq(resdiag_reader_update(rd, 0, 0, 0, h->upd), RESDIAG_OK);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 
 static void ht_close(const double *a, const double *b, int n, const char *what)
@@ -1497,7 +1516,7 @@ START_TEST(a_full_disk_is_reported_once_and_earlier_steps_survive)
         ck_assert_double_eq_tol(f[RESDIAG_FIELD_FROB], (double)ref_frob(x, T, D), 1e-12);
     }
     free(steps);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -1519,6 +1538,7 @@ static Suite *api_suite(void)
     tcase_add_test(tc, open_uses_the_handler_named_in_options);
     tcase_add_test(tc, open_accepts_roles_that_name_declared_parameters);
     tcase_add_test(tc, open_accepts_a_model_of_a_header_without_roles);
+    tcase_add_test(tc, the_0_1_0_names_of_destroy_still_free);
     tcase_add_loop_test(tc, hooks_reject_bad_calls_and_the_run_goes_on, 0,
                         (int)(sizeof bad_hooks / sizeof bad_hooks[0]));
     tcase_add_test(tc, shard_width_is_accepted_only_when_declared);

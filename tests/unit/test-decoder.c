@@ -290,7 +290,7 @@ static resdiag_verdict verdict_of(resdiag_reader *rd, resdiag_confidence *conf)
     for (int l = 0; l < L; l++)
         for (int s = 0; s < S; s++)
             ck_assert_int_eq(resdiag_analysis_sublayer(a, l, s, NULL), v);
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
     return v;
 }
 
@@ -388,8 +388,8 @@ static void decode(placement p, resdiag_verdict want)
                   resdiag_verdict_name(vt), resdiag_confidence_name(ct));
     ck_assert_int_eq(va, vt);
     ck_assert_int_eq(ca, ct);
-    resdiag_reader_close(tok);
-    resdiag_reader_close(all);
+    resdiag_reader_destroy(tok);
+    resdiag_reader_destroy(all);
     unlink(tok_path);
     unlink(all_path);
     free(w);

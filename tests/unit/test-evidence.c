@@ -206,7 +206,7 @@ static resdiag_analysis *analyse(const char *p)
     ck_assert_int_eq(resdiag_reader_open(&rd, p), RESDIAG_OK);
     resdiag_analysis *a = NULL;
     ck_assert_int_eq(resdiag_analyze(rd, NULL, &a), RESDIAG_OK);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     return a;
 }
 
@@ -239,7 +239,7 @@ START_TEST(decisive_evidence_at_initialization_is_high)
                                                           r->floor), 1e-12 * r->strength);
     }
     expect_in(resdiag_analysis_to_json(a), "\"confidence_why\": \"\"");
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 }
 END_TEST
 
@@ -266,7 +266,7 @@ START_TEST(evidence_near_the_rounding_floor_is_medium_and_says_why)
     ck_assert_ptr_nonnull(strstr(a->conf_why, "rounding floor"));
     expect_in(resdiag_analysis_to_text(a), "confidence medium: layer ");
     expect_in(resdiag_analysis_to_json(a), "\"confidence_why\": \"layer ");
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 }
 END_TEST
 
@@ -295,8 +295,8 @@ START_TEST(sandwich_from_the_norm_on_the_branch)
     ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_BRANCH_OUT, st,
                                          &obs), RESDIAG_OK);
     ck_assert_double_gt(st[RESDIAG_FIELD_TOK_NORM_STD] / st[RESDIAG_FIELD_TOK_NORM_MEAN], 1e-2);
-    resdiag_reader_close(rd);
-    resdiag_analysis_free(a);
+    resdiag_reader_destroy(rd);
+    resdiag_analysis_destroy(a);
 }
 END_TEST
 
@@ -311,7 +311,7 @@ START_TEST(relations_by_construction_decide_nothing)
     ck_assert_int_eq(resdiag_analysis_verdict(a), RESDIAG_VERDICT_CANNOT_TELL);
     ck_assert_uint_eq(a->sub[0].constructed, 0);
     ck_assert_ptr_nonnull(strstr(a->sub[0].why, "branch_out not observed"));
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 
     write_run(path("alias.h5"), PRE_NO_BRANCH, 0.5, 1);
     a = analyse(path("alias.h5"));
@@ -325,7 +325,7 @@ START_TEST(relations_by_construction_decide_nothing)
         ck_assert_ptr_nonnull(strstr(r->why, "branch_out not observed"));
     }
     expect_in(resdiag_analysis_to_json(a), "\"by_construction\": [\"norm_reads_stream\"]");
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 }
 END_TEST
 
@@ -349,7 +349,7 @@ START_TEST(relations_by_construction_are_shown_not_counted)
     expect_in(text, "by construction: 6 relation(s)");
     expect_in(resdiag_analysis_to_json(a), "\"by_construction\": [\"norm_reads_stream\", "
                                            "\"norm_reads_sum\", \"norm_reads_alpha_sum\"]");
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 }
 END_TEST
 
@@ -377,7 +377,7 @@ START_TEST(alias_is_recorded_per_step_and_read_back)
     ck_assert_int_eq(resdiag_reader_alias(rd, 1, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,
                                           &same), RESDIAG_E_NOT_FOUND);
     resdiag_set_log_priority(RESDIAG_LOG_ERROR);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -443,7 +443,7 @@ START_TEST(files_without_aliases_and_files_with_bad_ones)
     resdiag_analysis *a = analyse(path("old.h5"));
     ck_assert_int_eq(resdiag_analysis_verdict(a), RESDIAG_VERDICT_PRE);
     ck_assert_uint_eq(a->sub[0].constructed, 0);
-    resdiag_analysis_free(a);
+    resdiag_analysis_destroy(a);
 
     static const double bad[] = { 7, 1.5, -1, RESDIAG_STREAM_IN };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -460,7 +460,7 @@ START_TEST(files_without_aliases_and_files_with_bad_ones)
         ck_assert_int_eq(resdiag_analyze(rd, NULL, &b), RESDIAG_E_FORMAT);
         ck_assert_ptr_null(b);
         resdiag_set_log_priority(RESDIAG_LOG_ERROR);
-        resdiag_reader_close(rd);
+        resdiag_reader_destroy(rd);
         unlink(path("bad.h5"));
     }
 }

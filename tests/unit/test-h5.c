@@ -672,7 +672,7 @@ START_TEST(h5_unobserved_sites_take_no_space)
                                              out, &obs), RESDIAG_OK);
         ck_assert(!obs && isnan(out[RESDIAG_FIELD_FROB]));
     }
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     free(rec);
 }
 END_TEST
@@ -761,7 +761,7 @@ static resdiag_analysis *analyse(const char *path, int with_summary, int64_t ste
     o.step_index = step_index;
     resdiag_analysis *a = NULL;
     ck_assert_int_eq(resdiag_analyze(rd, &o, &a), RESDIAG_OK);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     return a;
 }
 
@@ -884,7 +884,7 @@ START_TEST(h5_summary_gives_the_report_of_the_full_tables)
     free(ob);
     free(xn);
     free(ur);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 
     /* the analysis: summary, summary ignored, no summary in the file */
     static const int64_t at[3] = { RESDIAG_STEP_FIRST, 20, RESDIAG_STEP_LAST };
@@ -908,9 +908,9 @@ START_TEST(h5_summary_gives_the_report_of_the_full_tables)
         ck_assert(a->nan_total == 4 && a->inf_total == 2);
         /* gradients: the analysed step if it has them, else the first that has */
         ck_assert_int_eq(a->grad_step, k == 0 ? 3 : k == 1 ? 3 : SM_STEPS - 1);
-        resdiag_analysis_free(a);
-        resdiag_analysis_free(b);
-        resdiag_analysis_free(c);
+        resdiag_analysis_destroy(a);
+        resdiag_analysis_destroy(b);
+        resdiag_analysis_destroy(c);
     }
     /* a damaged summary that claims a non-finite value the tables do not
      * have: the analysis notices and takes the full tables */
@@ -930,8 +930,8 @@ START_TEST(h5_summary_gives_the_report_of_the_full_tables)
     resdiag_analysis *a = analyse(with, 1, RESDIAG_STEP_FIRST),
                      *c = analyse(old, 0, RESDIAG_STEP_FIRST);
     expect_same_analysis(a, c);
-    resdiag_analysis_free(a);
-    resdiag_analysis_free(c);
+    resdiag_analysis_destroy(a);
+    resdiag_analysis_destroy(c);
 
     /* the environment variable does what rd_h5_reader_summary = 0 does */
     setenv("RESDIAG_IGNORE_SUMMARY", "1", 1);
@@ -939,7 +939,7 @@ START_TEST(h5_summary_gives_the_report_of_the_full_tables)
     unsetenv("RESDIAG_IGNORE_SUMMARY");
     for (int i = 0; i < resdiag_reader_n_datasets(e); i++)
         ck_assert_ptr_null(strstr(resdiag_reader_dataset_name(e, i), "summary"));
-    resdiag_reader_close(e);
+    resdiag_reader_destroy(e);
 }
 END_TEST
 
@@ -1038,7 +1038,7 @@ START_TEST(h5_roundtrip_every_value_and_attribute)
     check_info(rd, &r, 10);
     check_values(rd, &r, 10, 1);
     check_series_and_datasets(rd, &r, 10);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -1078,7 +1078,7 @@ START_TEST(h5_roundtrip_without_sketch_or_params)
                      RESDIAG_E_NOT_FOUND);
     ck_assert_int_eq(resdiag_reader_dims(rd, "backward/param_stats", dims, 8, &rank),
                      RESDIAG_E_NOT_FOUND);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 
     /* the absent tables are absent from the file too; the empty name lists
      * are zero-length */
@@ -1108,7 +1108,7 @@ START_TEST(h5_zero_steps_file_opens_with_no_steps)
     ck_assert_int_eq(resdiag_reader_site(rd, 0, 0, 0, 0, 0, out, NULL), RESDIAG_E_NOT_FOUND);
     ck_assert_int_eq(resdiag_reader_steps(rd, NULL, 0), RESDIAG_OK);
     ck_assert_str_eq(resdiag_reader_callsite(rd, 0, 0, 0, RESDIAG_NORM_IN), "");
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -1147,7 +1147,7 @@ START_TEST(h5_callsites_keep_the_end_of_long_paths)
     snprintf(want, sizeof want, "%s:42", exact);
     ck_assert_uint_eq(strlen(want), RD_CALLSITE_LEN - 1);
     ck_assert_str_eq(resdiag_reader_callsite(rd, 0, 0, 0, RESDIAG_NORM_OUT), want);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     free(cs);
 }
 END_TEST
@@ -1275,7 +1275,7 @@ static int64_t n_steps_of(const char *path)
 {
     resdiag_reader *rd = open_or_fail(path);
     int64_t n = resdiag_reader_info(rd)->n_steps;
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     return n;
 }
 
@@ -1334,7 +1334,7 @@ START_TEST(h5_reader_counts_only_committed_steps)
     check_values(rd, &r, 4, 0); /* 5 steps = batches 1 + 4: call sites v0 */
     double out[F];
     ck_assert_int_eq(resdiag_reader_site(rd, 4, 0, 0, 0, 0, out, NULL), RESDIAG_E_NOT_FOUND);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -1571,8 +1571,8 @@ START_TEST(h5_reader_checks_every_argument)
     ck_assert(same(two[M * F + 1], expect(&r.lay, 2, r.lay.tables[RD_T_FWD_MODEL].offset + 1)));
     ck_assert_int_eq(resdiag_reader_n_datasets(NULL), 0);
     ck_assert_ptr_null(resdiag_reader_info(NULL));
-    resdiag_reader_close(rd);
-    resdiag_reader_close(NULL);
+    resdiag_reader_destroy(rd);
+    resdiag_reader_destroy(NULL);
 }
 END_TEST
 
@@ -1728,7 +1728,7 @@ START_TEST(h5_reader_follows_a_writer_in_another_process)
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     ck_assert_int_eq(resdiag_reader_refresh(rd), RESDIAG_OK);
     ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 7);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     close(c2p[0]);
     close(p2c[1]);
     /* and after the writer closed, a plain HDF5 open works too */
@@ -1852,7 +1852,7 @@ static void disk_full_case(full_mode mode, long headroom, size_t batch)
                   "n_steps %lld, committed %lld", (long long)n, res.committed);
     check_values(rd, &r, n, 0);
     check_series_and_datasets(rd, &r, n);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     int stopped_before = mode.size_check || (mode.reserve && dir_has_fallocate());
     if (stopped_before) {
         /* nothing reached HDF5: the file was closed cleanly, exactly the
@@ -2004,7 +2004,7 @@ static void expect_roles(const char *path, const char *head, const char *residua
         ck_assert_pstr_eq(in->residual_param, residual);
     else
         ck_assert_ptr_null(in->residual_param);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 
 static const char *const ROLE_LP[] = { "attn.out", "ffn.down" };

@@ -98,7 +98,7 @@ START_TEST(read_errors_are_errors)
     resdiag_analysis *an = (resdiag_analysis *)1;
     ck_assert_int_ne(resdiag_analyze(rd, NULL, &an), RESDIAG_OK);
     ck_assert_ptr_null(an);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -119,7 +119,7 @@ START_TEST(huge_count_message)
                      RESDIAG_E_NOT_FOUND);
     ck_assert_int_eq(resdiag_reader_read(rd, "steps", 0, 3, v, 4), RESDIAG_OK);
     ck_assert(v[0] == 0 && v[1] == 1 && v[2] == 2);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     unsigned state = 0;
     ck_assert_int_ge(H5PLget_loading_state(&state), 0);
     ck_assert_uint_eq(state, H5PL_ALL_PLUGIN);

@@ -363,8 +363,8 @@ static void open_stream_run(void)
 
 static void close_stream_run(void)
 {
-    resdiag_analysis_free(run_analysis);
-    resdiag_reader_close(run_reader);
+    resdiag_analysis_destroy(run_analysis);
+    resdiag_reader_destroy(run_reader);
 }
 
 static int count(const char *s, const char *what)

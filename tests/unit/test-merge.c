@@ -282,7 +282,7 @@ START_TEST(three_calls_hold_the_statistics_of_all_their_rows)
                                          &obs), RESDIAG_OK);
     assert_fields(got, want1, "step 1");
 
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     remove_run("three.h5");
 
     /* the call site of a step's calls is the first call's */
@@ -299,7 +299,7 @@ START_TEST(three_calls_hold_the_statistics_of_all_their_rows)
     char cs[64];
     snprintf(cs, sizeof cs, "decoder.c:%d", first_line);
     ck_assert_str_eq(resdiag_reader_callsite(rd, RESDIAG_FORWARD, 1, 1, RESDIAG_STREAM_OUT), cs);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     remove_run("callsite.h5");
 }
 END_TEST
@@ -352,7 +352,7 @@ START_TEST(extreme_values_merge_like_one_call)
                               isfinite(merged[RESDIAG_FIELD_TOK_RMS_MEAN]),
                           "frob %g, rms mean %g, norm max %g", merged[RESDIAG_FIELD_FROB],
                           merged[RESDIAG_FIELD_TOK_RMS_MEAN], merged[RESDIAG_FIELD_TOK_NORM_MAX]);
-        resdiag_reader_close(rd);
+        resdiag_reader_destroy(rd);
         remove_run("extreme.h5");
     }
 }
@@ -405,7 +405,7 @@ START_TEST(one_call_per_site_refuses_a_second_call)
     ck_assert_int_eq(resdiag_reader_param(rd, 0, 0, "mlp.w2", got, &obs), RESDIAG_OK);
     assert_fields(got, want, "the first parameter call");
     ck_assert_double_eq(read_one(rd, "backward/param_calls", 0, 0), 1);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     remove_run("one.h5");
 
     /* the option takes 0 or 1 */
@@ -455,7 +455,7 @@ START_TEST(calls_of_another_width_are_refused)
                                          NULL), RESDIAG_OK);
     assert_fields(got, want, "the first width");
     ck_assert_double_eq(read_one(rd, "forward/site_calls", 0, site_index(1, 0, 0)), 1);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     remove_run("width.h5");
 }
 END_TEST
@@ -549,7 +549,7 @@ START_TEST(update_ratio_pairs_the_kth_calls)
     }
     ck_assert_double_eq(read_one(rd, "forward/site_calls", 4, site_index(0, 1, 0)), 3);
     ck_assert_double_eq(read_one(rd, "forward/site_calls", 4, site_index(0, 1, 3)), 2);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     remove_run("ratio.h5");
 }
 END_TEST
@@ -594,8 +594,8 @@ START_TEST(files_without_call_counts_still_read)
     ck_assert_int_ne(resdiag_reader_read(rd, "forward/site_calls", 0, 1, buf, 64), RESDIAG_OK);
     resdiag_analysis *a = NULL;
     ck_assert_int_eq(resdiag_analyze(rd, NULL, &a), RESDIAG_OK);
-    resdiag_analysis_free(a);
-    resdiag_reader_close(rd);
+    resdiag_analysis_destroy(a);
+    resdiag_reader_destroy(rd);
     remove_run("old.h5");
 }
 END_TEST

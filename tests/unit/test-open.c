@@ -135,7 +135,7 @@ static int holds_steps(const char *path, int64_t first, int n)
     ok = ok && n <= 64 && resdiag_reader_steps(rd, got, n) == RESDIAG_OK;
     for (int k = 0; ok && k < n; k++)
         ok = got[k] == first + k;
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     return ok;
 }
 
@@ -607,7 +607,7 @@ START_TEST(second_process_is_locked_out)
     ck_assert_int_eq(finish_writer(&p), 0);
     ck_assert_int_eq(resdiag_reader_refresh(rd), RESDIAG_OK);
     ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 6);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
     ck_assert(holds_steps(path, 100, 6));
 }
 END_TEST

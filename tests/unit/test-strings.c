@@ -1,6 +1,6 @@
 /*
  * test-strings.c - strings in and out of a run file: the UTF-8 decoder and
- * checker (lib/utf8.c) and the three escapers (lib/escape.c) against
+ * checker (lib/common/utf8.c) and the three escapers (lib/common/escape.c) against
  * expected strings worked out by hand; resdiag_open refusing names,
  * metadata and descriptions that are not UTF-8 or hold control characters;
  * a hook whose call site is not UTF-8 recording a valid one.
@@ -323,7 +323,7 @@ START_TEST(free_text_keeps_newlines_and_tabs)
     ck_assert_str_eq(in->meta[3], "line 1\nline\t2");
     /* provenance from the system is scrubbed to clean UTF-8 too */
     ck_assert_int_eq(rd_utf8_check(in->program, 0, NULL), RD_TEXT_OK);
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 
@@ -340,7 +340,7 @@ START_TEST(a_call_site_that_is_not_utf8_is_recorded_as_valid_utf8)
     ck_assert_int_eq(resdiag_reader_open(&rd, p), RESDIAG_OK);
     const char *cs = resdiag_reader_callsite(rd, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN);
     ck_assert_str_eq(cs, "src?/??model?]0;title?.c:42");
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 
     /* a long path keeps its end; the cut falls inside a UTF-8 character */
     char file[300];
@@ -360,7 +360,7 @@ START_TEST(a_call_site_that_is_not_utf8_is_recorded_as_valid_utf8)
     size_t n = strlen(cs);
     ck_assert_uint_le(n, 127);
     ck_assert_str_eq(cs + n - 7, "/m?.c:7");
-    resdiag_reader_close(rd);
+    resdiag_reader_destroy(rd);
 }
 END_TEST
 

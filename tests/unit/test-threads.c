@@ -262,8 +262,8 @@ static void assert_same_but_order(int with_big)
                                                              (resdiag_site)site),
                                      resdiag_reader_callsite(b, (resdiag_direction)d, l, s,
                                                              (resdiag_site)site));
-    resdiag_reader_close(a);
-    resdiag_reader_close(b);
+    resdiag_reader_destroy(a);
+    resdiag_reader_destroy(b);
 }
 
 START_TEST(threads_on_different_layers_write_what_one_thread_writes)
@@ -607,8 +607,8 @@ START_TEST(same_site_from_two_threads_keeps_whole_calls)
                           tok == ref_u[1][RESDIAG_UPDATE_RATIO_TOK_MEAN],
                       "step %d: ratio_tok_mean %.17g is no pairing's", s, tok);
     }
-    resdiag_reader_close(ref);
-    resdiag_reader_close(two);
+    resdiag_reader_destroy(ref);
+    resdiag_reader_destroy(two);
     unlink(path_ref);
     unlink(path_two);
     for (int k = 0; k < 2; k++) {

@@ -1539,7 +1539,7 @@ static void print_targets(int quick)
         target("writer-per-record", "not measured", "<= 2 us", 0);
     }
     target("no-hdf5-in-hooks", "hooks fill the step buffer only; HDF5 is called from "
-           "step_end/flush/close (lib/run.c)", "no HDF5 call inside a hook", 1);
+           "step_end/flush/close (lib/record/steps.c)", "no HDF5 call inside a hook", 1);
     /* the step-interleaved figure and the time inside resdiag (bench_e2e),
      * judged on the larger of the two */
     {
