@@ -40,7 +40,7 @@ const char *resdiag_figure_name(resdiag_figure figure)
  * with circles, the second dashed with squares, ... */
 static svg_style run_style(int i, int c)
 {
-    svg_style st = { palette[c % N_PALETTE], i % 3, 1 + i % 3, 0 };
+    svg_style st = { palette[c % N_PALETTE], i % 3, 1 + i % 3, 0, 0 };
     return st;
 }
 
@@ -79,6 +79,50 @@ static void begin_doc(svg_buf *b, const char *title)
 }
 
 /* ------------------------------------------------------------- growth */
+
+/* Below this R² a fit of a run whose stream energy is not flat is called
+ * poor in the figure. */
+#define POOR_R2 0.5
+
+/* The fitted ||x_k||^2 = a + b k as sqrt(a + b k), only over the data's own
+ * k and where a + b k > 0; not drawn when the intercept is not positive
+ * (the stream energy cannot be negative: the line then describes the data
+ * badly), and the figure says so, as it says when the fit is poor. */
+static void growth_fit(svg_plot *p, const rd_analysis *r, const char *color)
+{
+    const rd_fit *f = &r->fit_energy;
+    char text[SVG_NOTE_BYTES];
+    if (f->n < 2 || !isfinite(f->a) || !isfinite(f->b))
+        return;
+    if (!(f->a > 0)) {
+        snprintf(text, sizeof text, "fit √(a + b·k) not drawn: its intercept a = %.4g is "
+                 "negative, so a + b·k describes the data badly", f->a);
+        svg_note(p, text);
+        return;
+    }
+    int k0 = 0, k1 = 0; /* the first and last k = 1..L with a value */
+    for (int k = 1; k <= r->n_layers; k++)
+        if (isfinite(r->xnorm[k])) {
+            k0 = k0 ? k0 : k;
+            k1 = k;
+        }
+    if (k1 <= k0)
+        return;
+    enum { NS = 64 };
+    double fx[NS], fy[NS];
+    for (int j = 0; j < NS; j++) {
+        fx[j] = k0 + (k1 - k0) * (double)j / (NS - 1);
+        double e = f->a + f->b * fx[j];
+        fy[j] = e > 0 ? sqrt(e) : NAN;
+    }
+    svg_style fs = { color, 1, 0, 1.4, 0 };
+    snprintf(text, sizeof text, "fit √(a + b·k), b = %.3g", f->b);
+    svg_series(p, fx, fy, NS, &fs, "fit.energy", text);
+    if (f->y_spread >= RD_FLAT_SPREAD && isfinite(f->r2) && f->r2 < POOR_R2) {
+        snprintf(text, sizeof text, "the fit √(a + b·k) is poor: R² = %.2f", f->r2);
+        svg_note(p, text);
+    }
+}
 
 static int fig_growth(svg_buf *b, const rd_analysis *const *a, const char *const *names, int n)
 {
@@ -133,19 +177,8 @@ static int fig_growth(svg_buf *b, const rd_analysis *const *a, const char *const
                    key_of(key, sizeof key, names, n, i, "stream.norm"), label);
         free(k);
         /* ||x_k||^2 = a + b k fitted to the mean squared token norm */
-        const rd_fit *f = &r->fit_energy;
-        if (n == 1 && f->n >= 2 && isfinite(f->a) && isfinite(f->b)) {
-            enum { NS = 64 };
-            double fx[NS], fy[NS];
-            for (int j = 0; j < NS; j++) {
-                fx[j] = 1 + (L - 1) * (double)j / (NS - 1);
-                double e = f->a + f->b * fx[j];
-                fy[j] = e > 0 ? sqrt(e) : NAN;
-            }
-            svg_style fs = { palette[i % N_PALETTE], 1, 0, 1.4 };
-            snprintf(label, sizeof label, "fit √(a + b·k), b = %.3g", f->b);
-            svg_series(&p, fx, fy, NS, &fs, "fit.energy", label);
-        }
+        if (n == 1)
+            growth_fit(&p, r, palette[i % N_PALETTE]);
     }
     for (int i = 0; i < n; i++) {
         int same = 0;
@@ -153,11 +186,15 @@ static int fig_growth(svg_buf *b, const rd_analysis *const *a, const char *const
             same |= a[j]->d_model == a[i]->d_model;
         if (same)
             continue;
-        svg_style rs = { REF_COLOR, 2, 0, 1.4 };
+        svg_style rs = { REF_COLOR, 2, 0, 1.4, 0 };
         double sd = sqrt((double)a[i]->d_model);
-        snprintf(label, sizeof label, "√d = %.3g: post-norm%s", sd,
-                 svg_axis_map(&p.ay, sd) < p.y - 1e-6 ? " (above)" : "");
-        svg_hline(&p, sqrt((double)a[i]->d_model), &rs, "ref.sqrt_d", label);
+        snprintf(label, sizeof label, "√d = %.3g: post-norm", sd);
+        svg_hline(&p, sd, &rs, "ref.sqrt_d", label); /* listed only when drawn */
+        if (svg_axis_map(&p.ay, sd) < p.y - 1e-6) {
+            snprintf(label, sizeof label, "√d = %.3g (post-norm level) lies above the frame",
+                     sd);
+            svg_note(&p, label);
+        }
     }
     for (int i = 0; i < n; i++) {
         const rd_analysis *r = a[i];
@@ -254,7 +291,7 @@ static int fig_updates(svg_buf *b, const rd_analysis *const *a, const char *cons
             const rd_fit *f = s < RD_MAX_RFIT ? &r->fit_r[s] : NULL;
             if (n == 1 && f && f->n >= 2 && isfinite(f->a) && isfinite(f->b)) {
                 double fx[2] = { 1, L }, fy[2] = { exp(f->a), exp(f->a) * pow(L, f->b) };
-                svg_style fs = { palette[s % N_PALETTE], 1, 0, 1.3 };
+                svg_style fs = { palette[s % N_PALETTE], 1, 0, 1.3, 0 };
                 snprintf(label, sizeof label, "%.12s fit, slope %+.2f", r->sublayer_names[s],
                          f->b);
                 snprintf(key, sizeof key, "fit.%s", r->sublayer_names[s]);
@@ -267,7 +304,7 @@ static int fig_updates(svg_buf *b, const rd_analysis *const *a, const char *cons
     if (isfinite(ref_c)) {
         enum { NS = 2 };
         double fx[NS] = { 1, kmax }, fy[NS] = { ref_c, ref_c / sqrt(kmax) };
-        svg_style rs = { REF_COLOR, 2, 0, 1.4 };
+        svg_style rs = { REF_COLOR, 2, 0, 1.4, 0 };
         svg_series(&p, fx, fy, NS, &rs, "ref.inv_sqrt_k", "1/√k: slope −½ (pre-norm)");
     }
     free(all);
@@ -296,43 +333,102 @@ static int prenorm_reference(const rd_analysis *r, int pi, double *col)
     return 1;
 }
 
-static int fig_gradients(svg_buf *b, const rd_analysis *const *a, const char *const *names,
-                         int n)
+/* Colours of the per-layer parameters' gradients (the stream's is
+ * palette[2], the head's palette[3]). */
+static const int param_color[] = { 0, 1, 4, 5, 6, 7 };
+#define N_PARAM_COLORS (sizeof param_color / sizeof param_color[0])
+
+/* 1 when run r has a head gradient to draw as its one point. */
+static int has_head(const rd_analysis *r)
 {
-    int kmax = 1, any = 0, ref_n = 0;
-    size_t m = 0, cap = 0;
-    double *ref_v = NULL;
-    for (int i = 0; i < n; i++) {
-        kmax = a[i]->n_layers > kmax ? a[i]->n_layers : kmax;
-        cap += 3 * (size_t)a[i]->n_layers + 1;
-    }
-    if (n == 1 && a[0]->grad_step >= 0 && a[0]->n_order > 0) { /* the reference inside the frame */
-        double *ref = malloc((size_t)a[0]->n_layers * sizeof *ref);
-        if (!ref)
-            return -1;
-        ref_n = prenorm_reference(a[0], a[0]->param_order[0], ref) ? a[0]->n_layers : 0;
-        ref_v = ref;
-    }
-    double *all = malloc((cap + 1 + (size_t)ref_n) * sizeof *all);
-    if (!all) {
-        free(ref_v);
-        return -1;
-    }
-    for (int l = 0; l < ref_n; l++)
-        all[m++] = ref_v[l];
-    free(ref_v);
+    return r->grad_step >= 0 && isfinite(r->head_grad) && r->head_grad > 0;
+}
+
+/* The values the gradient figure draws, for its y range: every recorded
+ * per-layer parameter gradient, the stream's, the head's and the pre-norm
+ * reference of a single run. NULL when memory is short. */
+static double *gradient_values(const rd_analysis *const *a, int n, size_t *m)
+{
+    size_t cap = 0;
+    for (int i = 0; i < n; i++)
+        cap += (size_t)(a[i]->n_order + 2) * a[i]->n_layers + 1;
+    double *all = malloc((cap + 1) * sizeof *all);
+    if (!all)
+        return NULL;
+    *m = 0;
     for (int i = 0; i < n; i++) {
         const rd_analysis *r = a[i];
         if (r->grad_step < 0)
             continue;
         int L = r->n_layers, P = r->n_layer_params;
         for (int l = 0; l < L; l++) {
-            if (r->n_order > 0)
-                all[m++] = r->grad[(size_t)l * P + r->param_order[0]];
-            all[m++] = r->sgrad[l];
+            for (int j = 0; j < r->n_order; j++)
+                all[(*m)++] = r->grad[(size_t)l * P + r->param_order[j]];
+            all[(*m)++] = r->sgrad[l];
         }
-        all[m++] = r->head_grad;
+        all[(*m)++] = r->head_grad;
+        if (n == 1 && r->n_order > 0 && prenorm_reference(r, r->param_order[0], all + *m))
+            *m += (size_t)L;
     }
+    return all;
+}
+
+/* The curves of run i: one per recorded per-layer parameter (the residual
+ * writer first), the pre-norm reference, the stream's gradient, and the
+ * head's gradient as one point at k = L + 1. */
+static void gradient_series(svg_plot *p, const rd_analysis *r, const char *const *names, int n,
+                            int i, double *k, double *col)
+{
+    int L = r->n_layers, P = r->n_layer_params;
+    char label[200], key[200], what[96];
+    for (int j = 0; j < r->n_order; j++) {
+        int pi = r->param_order[j];
+        for (int l = 0; l < L; l++)
+            col[l] = r->grad[(size_t)l * P + pi];
+        svg_style st = run_style(i, param_color[j % N_PARAM_COLORS]);
+        if (j > 0)
+            st.width = 1.2; /* the residual writer stands out */
+        snprintf(what, sizeof what, "‖∇%.24s‖", r->param_names[pi]);
+        label_of(label, sizeof label, names, n, i, what);
+        snprintf(what, sizeof what, "gradients.%s", r->param_names[pi]);
+        svg_series(p, k, col, (size_t)L, &st, key_of(key, sizeof key, names, n, i, what), label);
+        /* Xiong et al.: pre-norm gradients fall like 1/||x_k|| from the
+         * first layer; drawn for the placements that theory is about */
+        if (j == 0 && n == 1 && prenorm_reference(r, pi, col)) {
+            svg_style rs = { REF_COLOR, 2, 0, 1.4, 0 };
+            svg_series(p, k, col, (size_t)L, &rs, "ref.inv_xnorm", "pre-norm: ∝ 1/‖x_k‖ (Xiong)");
+        }
+    }
+    svg_style st = run_style(i, 2);
+    label_of(label, sizeof label, names, n, i, "‖∂L/∂x_k‖ stream");
+    svg_series(p, k, r->sgrad, (size_t)L, &st,
+               key_of(key, sizeof key, names, n, i, "gradients.stream"), label);
+    if (has_head(r)) {
+        svg_style hs = { palette[3], 0, 4, 0, 1 };
+        if (i % 2)
+            hs.color = palette[7];
+        if (rd_head_name(r))
+            snprintf(what, sizeof what, "‖∇%.24s‖ output head", rd_head_name(r));
+        else
+            snprintf(what, sizeof what, "‖∂L/∂logits‖ output head");
+        label_of(label, sizeof label, names, n, i, what);
+        svg_point(p, L + 1, r->head_grad, &hs, key_of(key, sizeof key, names, n, i, "gradients.head"),
+                  label);
+    }
+}
+
+static int fig_gradients(svg_buf *b, const rd_analysis *const *a, const char *const *names,
+                         int n)
+{
+    int kmax = 1, any = 0, head = 0;
+    size_t m = 0;
+    for (int i = 0; i < n; i++) {
+        kmax = a[i]->n_layers > kmax ? a[i]->n_layers : kmax;
+        head |= has_head(a[i]);
+    }
+    double *all = gradient_values(a, n, &m);
+    if (!all)
+        return -1;
     for (size_t j = 0; j < m; j++)
         any |= all[j] > 0 && isfinite(all[j]);
     if (!any) {
@@ -340,58 +436,24 @@ static int fig_gradients(svg_buf *b, const rd_analysis *const *a, const char *co
         return -1;
     }
     svg_axis ax, ay;
-    depth_axis(&ax, 1, kmax, 1);
+    /* the head sits one place right of the last layer, off the frame */
+    depth_axis(&ax, 1, head ? (kmax + 1) * 1.1 : kmax, 1);
     svg_axis_range(&ay, all, m, 1, 0);
     free(all);
     begin_doc(b, "Gradients per layer");
     svg_plot p;
     svg_plot_begin(&p, b, AREA_X, AREA_Y, AREA_W, AREA_H, &ax, &ay, 1,
                    "Gradients per layer at the first recorded backward (log-log)",
-                   "layer k = layer index + 1 (log scale)",
+                   head ? "layer k = layer index + 1 (log scale); head at k = L + 1"
+                        : "layer k = layer index + 1 (log scale)",
                    "gradient norm (Frobenius, log scale)");
-    char label[200], key[200];
     for (int i = 0; i < n; i++) {
-        const rd_analysis *r = a[i];
-        if (r->grad_step < 0)
+        if (a[i]->grad_step < 0)
             continue;
-        int L = r->n_layers, P = r->n_layer_params;
         double *k, *col;
-        if (!layer_columns(L, &k, &col))
+        if (!layer_columns(a[i]->n_layers, &k, &col))
             break;
-        if (r->n_order > 0) {
-            int pi = r->param_order[0];
-            for (int l = 0; l < L; l++)
-                col[l] = r->grad[(size_t)l * P + pi];
-            svg_style st = run_style(i, 0);
-            char what[80];
-            snprintf(what, sizeof what, "‖∇%.24s‖", r->param_names[pi]);
-            label_of(label, sizeof label, names, n, i, what);
-            snprintf(what, sizeof what, "gradients.%s", r->param_names[pi]);
-            svg_series(&p, k, col, (size_t)L, &st, key_of(key, sizeof key, names, n, i, what),
-                       label);
-            /* Xiong et al.: pre-norm gradients fall like 1/||x_k|| from the
-             * first layer; drawn for the placements that theory is about */
-            if (n == 1 && prenorm_reference(r, pi, col)) {
-                svg_style rs = { REF_COLOR, 2, 0, 1.4 };
-                svg_series(&p, k, col, (size_t)L, &rs, "ref.inv_xnorm",
-                           "pre-norm: ∝ 1/‖x_k‖ (Xiong)");
-            }
-        }
-        svg_style st = run_style(i, 2);
-        label_of(label, sizeof label, names, n, i, "‖∂L/∂x_k‖ stream");
-        svg_series(&p, k, r->sgrad, (size_t)L, &st,
-                   key_of(key, sizeof key, names, n, i, "gradients.stream"), label);
-        if (isfinite(r->head_grad) && r->head_grad > 0) {
-            svg_style hs = { palette[3], i % 2 ? 1 : 2, 0, 1.4 };
-            char head[160];
-            if (rd_head_name(r))
-                snprintf(head, sizeof head, "‖∇%s‖", rd_head_name(r));
-            else
-                snprintf(head, sizeof head, "‖∂L/∂logits‖");
-            label_of(label, sizeof label, names, n, i, head);
-            svg_hline(&p, r->head_grad, &hs, key_of(key, sizeof key, names, n, i, "gradients.head"),
-                      label);
-        }
+        gradient_series(&p, a[i], names, n, i, k, col);
         free(k);
         free(col);
     }
@@ -517,29 +579,34 @@ out:
 
 void plot_heat_figure(svg_buf *b, const plot_heat *h, int64_t mark_step)
 {
-    int maps = h->n_sub + 1;
+    /* the growth map starts at layer 1: layer 0's ratio is 1 by definition */
+    int growth_rows = h->rows - 1;
+    int maps = h->n_sub + (growth_rows > 0);
     double mh = h->rows <= 24 ? 150 : h->rows <= 48 ? 220 : 300; /* map height */
     double gap = 90, top = 40;
     double H = top + maps * (mh + gap) - 20;
     double mx = AREA_X, mw = FIG_W - AREA_X - 150;
     svg_doc_begin(b, FIG_W, H, "Layer x step heat maps");
     double mark = mark_step >= 0 ? (double)mark_step : NAN;
-    char title[128], key[96];
+    const char *over = h->training ? "training" : "the recorded steps";
+    char title[160], key[96];
     for (int s = 0; s < maps; s++) {
         double y = top + s * (mh + gap);
-        const double *v = s < h->n_sub ? h->r + (size_t)s * h->rows * h->cols : h->growth;
         if (s < h->n_sub) {
             snprintf(title, sizeof title, "Relative update r of %.40s per layer over %s",
-                     h->sub_names[s], h->training ? "training" : "the recorded steps");
+                     h->sub_names[s], over);
             snprintf(key, sizeof key, "heat.updates.%s", h->sub_names[s]);
+            svg_heatmap(b, mx, y, mw, mh, h->r + (size_t)s * h->rows * h->cols, h->rows, 0,
+                        h->cols, h->col_x, 1, mx + mw + 14, title,
+                        h->training ? "training step" : "step", "layer", "r (log colour)", mark,
+                        key);
         } else {
-            snprintf(title, sizeof title, "Stream growth ‖x_k‖/‖x_1‖ per layer over %s",
-                     h->training ? "training" : "the recorded steps");
-            snprintf(key, sizeof key, "heat.growth");
+            snprintf(title, sizeof title, "Stream growth ‖x_k‖/‖x_1‖ per layer over %s "
+                     "(layer 0: 1 by definition)", over);
+            svg_heatmap(b, mx, y, mw, mh, h->growth + h->cols, growth_rows, 1, h->cols, h->col_x,
+                        1, mx + mw + 14, title, h->training ? "training step" : "step", "layer",
+                        "growth (log)", mark, "heat.growth");
         }
-        svg_heatmap(b, mx, y, mw, mh, v, h->rows, h->cols, h->col_x, 1, mx + mw + 14, title,
-                    h->training ? "training step" : "step", "layer", s < h->n_sub ? "r (log colour)" : "growth (log)",
-                    mark, key);
     }
     svg_doc_end(b);
 }

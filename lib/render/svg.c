@@ -59,6 +59,14 @@ static double nice_next(double s)
     return (f < 1.5 ? 2 : f < 3.5 ? 5 : 10) * e;
 }
 
+/* The 1-2-5 step before s. */
+static double nice_prev(double s)
+{
+    double e = pow(10, floor(log10(s) + 1e-9));
+    double f = s / e;
+    return (f < 1.5 ? 0.5 : f < 3.5 ? 1 : 2) * e;
+}
+
 /* Data closer to an edge of the range than this part of it are drawn on
  * (under) the frame: the range grows by one tick step there. */
 #define EDGE_MARGIN 0.02
@@ -255,6 +263,93 @@ static int ticks_log(double lo, double hi, double len, int horizontal, int integ
     return n;
 }
 
+/* ------------------------------------------------------------- colour bars */
+
+/* A colour bar's labels: enough values to read a colour by (the decades
+ * alone are often two or fewer), never closer than a label's height. */
+#define CB_WANT 5   /* the coarsest candidate set with this many labels wins */
+#define CB_GAP (1.6 * FONT)
+#define CB_LOG_SETS 5
+
+/* Values m * 10^e in [lo, hi] for the mantissas m of set (0: 1; 1: 1 3;
+ * 2: 1 2 5; 3: 1 2 3 5; 4: 1..9), of every e that every divides. */
+static int cb_log_values(double lo, double hi, int set, int every, tick *t)
+{
+    static const int sets[CB_LOG_SETS][10] = {
+        { 1 }, { 1, 3 }, { 1, 2, 5 }, { 1, 2, 3, 5 }, { 1, 2, 3, 4, 5, 6, 7, 8, 9 }
+    };
+    int n = 0;
+    for (int e = (int)floor(log10(lo)) - 1; e <= (int)ceil(log10(hi)) && n < MAX_TICKS; e++)
+        for (int i = 0; i < 10 && sets[set][i] && n < MAX_TICKS && e % every == 0; i++) {
+            double v = sets[set][i] * pow(10, e);
+            if (v < lo * (1 - 1e-9) || v > hi * (1 + 1e-9))
+                continue;
+            t[n].v = v;
+            t[n].major = 1;
+            if (sets[set][i] == 1)
+                fmt_power(t[n].text, sizeof t[n].text, v);
+            else
+                snprintf(t[n].text, sizeof t[n].text, "%g", v);
+            n++;
+        }
+    return n;
+}
+
+/* Multiples of step in [lo, hi]; 0 when more than MAX_TICKS. */
+static int cb_linear_values(double lo, double hi, double step, tick *t)
+{
+    long long i0 = (long long)ceil(lo / step - 1e-9), i1 = (long long)floor(hi / step + 1e-9);
+    if (i1 - i0 + 1 > MAX_TICKS)
+        return 0;
+    int n = 0;
+    for (long long i = i0; i <= i1; i++, n++) {
+        t[n].v = (double)i * step;
+        t[n].major = 1;
+        fmt_linear(t[n].text, sizeof t[n].text, t[n].v, step);
+    }
+    return n;
+}
+
+/* 1 when the n labels (ascending values) of t keep CB_GAP pixels apart on ac. */
+static int cb_fits(const svg_axis *ac, const tick *t, int n)
+{
+    for (int i = 0; i + 1 < n; i++)
+        if (fabs(svg_axis_map(ac, t[i + 1].v) - svg_axis_map(ac, t[i].v)) < CB_GAP)
+            return 0;
+    return n > 0;
+}
+
+/* Candidate sets from coarse to fine (on a log bar every 5th and every
+ * 2nd decade, the mantissa sets; then 1-2-5 steps from half the range
+ * down): the first that fits with CB_WANT labels or more, else the fitting
+ * one with the most labels. */
+static int colorbar_ticks(const svg_axis *ac, tick *t)
+{
+    tick cand[MAX_TICKS];
+    int best = 0;
+    double span = ac->hi - ac->lo;
+    double step = nice_ceil(span / 2);
+    for (int c = 0; c < 2 + CB_LOG_SETS + 12; c++) {
+        int n;
+        if (c < 2 + CB_LOG_SETS) {
+            if (!ac->log)
+                continue;
+            n = c < 2 ? cb_log_values(ac->lo, ac->hi, 0, c == 0 ? 5 : 2, cand)
+                      : cb_log_values(ac->lo, ac->hi, c - 2, 1, cand);
+        } else {
+            n = cb_linear_values(ac->lo, ac->hi, step, cand);
+            step = nice_prev(step);
+        }
+        if (n > best && cb_fits(ac, cand, n)) {
+            memcpy(t, cand, (size_t)n * sizeof *t);
+            best = n;
+            if (n >= CB_WANT)
+                break;
+        }
+    }
+    return best;
+}
+
 static int axis_ticks(const svg_axis *ax, int horizontal, int integer, tick *t)
 {
     double len = fabs(ax->p1 - ax->p0);
@@ -419,6 +514,9 @@ static void marker(svg_buf *b, int kind, double px, double py, const char *color
                    px - 2.7, py - 2.7, color);
     else if (kind == 3)
         svg_printf(b, "<path d=\"M%.3f %.3fl3.2 5.6h-6.4z\" fill=\"%s\"/>", px, py - 3.4, color);
+    else if (kind == 4)
+        svg_printf(b, "<path d=\"M%.3f %.3fl4.5 4.5l-4.5 4.5l-4.5 -4.5z\" fill=\"%s\"/>", px,
+                   py - 4.5, color);
 }
 
 void svg_series(svg_plot *p, const double *x, const double *y, size_t n, const svg_style *st,
@@ -465,7 +563,9 @@ void svg_series(svg_plot *p, const double *x, const double *y, size_t n, const s
 void svg_hline(svg_plot *p, double y, const svg_style *st, const char *key, const char *label)
 {
     double py = svg_axis_map(&p->ay, y);
-    if (isfinite(py) && py >= p->y - 1e-6 && py <= p->y + p->h + 1e-6) {
+    if (!(isfinite(py) && py >= p->y - 1e-6 && py <= p->y + p->h + 1e-6))
+        return; /* off the chart: not drawn, so not in the legend */
+    {
         svg_printf(p->b, "<line class=\"ref\" x1=\"%.3f\" y1=\"%.3f\" x2=\"%.3f\" y2=\"%.3f\" "
                          "stroke=\"%s\" stroke-width=\"%.1f\"%s",
                    p->x, py, p->x + p->w, py, st->color, st->width > 0 ? st->width : 1.4,
@@ -480,6 +580,81 @@ void svg_hline(svg_plot *p, double y, const svg_style *st, const char *key, cons
     add_legend(p, st, label);
 }
 
+/* 1 when pixel (px, py) lies inside the plot area of p. */
+static int in_area(const svg_plot *p, double px, double py)
+{
+    return isfinite(px) && isfinite(py) && px >= p->x - 1e-6 && px <= p->x + p->w + 1e-6 &&
+           py >= p->y - 1e-6 && py <= p->y + p->h + 1e-6;
+}
+
+void svg_point(svg_plot *p, double x, double y, const svg_style *st, const char *key,
+               const char *label)
+{
+    double px = svg_axis_map(&p->ax, x), py = svg_axis_map(&p->ay, y);
+    if (!in_area(p, px, py))
+        return;
+    svg_printf(p->b, "<path class=\"point\" data-px=\"%.3f\" data-py=\"%.3f\"", px, py);
+    if (key) {
+        svg_printf(p->b, " data-key=\"");
+        svg_escape(p->b, key);
+        svg_printf(p->b, "\"");
+    }
+    svg_printf(p->b, " d=\"M%.3f %.3fl5 5l-5 5l-5 -5z\" fill=\"%s\" stroke=\"#222\" "
+                     "stroke-width=\"0.8\"/>",
+               px, py - 5, st->color);
+    svg_style legend = *st;
+    legend.no_line = 1;
+    add_legend(p, &legend, label);
+}
+
+void svg_note(svg_plot *p, const char *text)
+{
+    if (!text || p->n_notes >= SVG_MAX_NOTES)
+        return;
+    snprintf(p->notes[p->n_notes++], SVG_NOTE_BYTES, "%s", text);
+}
+
+/* The notes under the legend from y, each wrapped at spaces to lines of
+ * at most SVG_LEGEND_CHARS + 4 characters. */
+static void draw_notes(const svg_plot *p, double x, double y)
+{
+    svg_buf *b = p->b;
+    if (!p->n_notes)
+        return;
+    svg_printf(b, "<g class=\"notes\">");
+    for (int i = 0; i < p->n_notes; i++) {
+        const char *s = p->notes[i];
+        while (*s) {
+            /* the longest run of whole words within the width (a word
+             * longer than the width is cut) */
+            size_t len = strlen(s), cut = 0, at = 0;
+            int chars = 0;
+            while (at < len && chars < SVG_LEGEND_CHARS + 4) {
+                uint32_t cp;
+                size_t n = rd_utf8_next((const unsigned char *)s + at, len - at, &cp);
+                at += n ? n : 1;
+                chars++;
+                if (at == len || s[at] == ' ')
+                    cut = at;
+            }
+            if (!cut)
+                cut = at;
+            char line[SVG_NOTE_BYTES];
+            memcpy(line, s, cut);
+            line[cut] = 0;
+            svg_printf(b, "<text class=\"note\" x=\"%.3f\" y=\"%.3f\">", x, y);
+            svg_escape(b, line);
+            svg_printf(b, "</text>");
+            y += FONT + 3;
+            s += cut;
+            while (*s == ' ')
+                s++;
+        }
+        y += 4;
+    }
+    svg_printf(b, "</g>");
+}
+
 void svg_highlight(svg_plot *p, double x, double y, const char *label)
 {
     double px = svg_axis_map(&p->ax, x), py = svg_axis_map(&p->ay, y);
@@ -488,7 +663,7 @@ void svg_highlight(svg_plot *p, double x, double y, const char *label)
     if (!isfinite(py))
         py = p->y + 8; /* the value itself is not finite: mark the top edge */
     svg_printf(p->b, "<circle class=\"highlight\" cx=\"%.3f\" cy=\"%.3f\" r=\"7\"/>", px, py);
-    svg_style st = { "#d62728", 0, 1, 0 };
+    svg_style st = { "#d62728", 0, 1, 0, 0 };
     add_legend(p, &st, label);
 }
 
@@ -503,10 +678,11 @@ void svg_plot_end(svg_plot *p, double legend_x)
         for (int i = 0; i < p->n_legend; i++) {
             const svg_style *st = &p->legend_style[i];
             double ly = p->y + 8 + i * 17;
-            svg_printf(b, "<line x1=\"%.3f\" y1=\"%.3f\" x2=\"%.3f\" y2=\"%.3f\" stroke=\"%s\" "
-                          "stroke-width=\"%.1f\"%s/>",
-                       legend_x, ly, legend_x + 24, ly, st->color,
-                       st->width > 0 ? st->width : 1.8, dash_attr(st->dash));
+            if (!st->no_line)
+                svg_printf(b, "<line x1=\"%.3f\" y1=\"%.3f\" x2=\"%.3f\" y2=\"%.3f\" "
+                              "stroke=\"%s\" stroke-width=\"%.1f\"%s/>",
+                           legend_x, ly, legend_x + 24, ly, st->color,
+                           st->width > 0 ? st->width : 1.8, dash_attr(st->dash));
             marker(b, st->marker, legend_x + 12, ly, st->color);
             svg_printf(b, "<text x=\"%.3f\" y=\"%.3f\">", legend_x + 30, ly + FONT * 0.35);
             svg_escape(b, p->legend[i]);
@@ -514,6 +690,7 @@ void svg_plot_end(svg_plot *p, double legend_x)
         }
         svg_printf(b, "</g>");
     }
+    draw_notes(p, legend_x, p->y + 8 + p->n_legend * 17 + (p->n_legend ? 10 : 0));
     svg_printf(b, "</g>\n");
 }
 
@@ -541,12 +718,12 @@ void svg_ramp(double t, char out[8])
 }
 
 void svg_heatmap(svg_buf *b, double x, double y, double w, double h, const double *v, int rows,
-                 int cols, const double *col_x, int log_c, double bar_x, const char *title,
+                 int first_row, int cols, const double *col_x, int log_c, double bar_x, const char *title,
                  const char *xlabel, const char *ylabel, const char *clabel, double mark_x,
                  const char *key)
 {
     svg_axis ax = { 0, col_x[0], col_x[cols], x, x + w };
-    svg_axis ay = { 0, -0.5, rows - 0.5, y + h, y };
+    svg_axis ay = { 0, first_row - 0.5, first_row + rows - 0.5, y + h, y };
     if (!(ax.hi > ax.lo))
         ax.hi = ax.lo + 1;
     /* colour range: the data's own, not widened, so that small changes show */
@@ -627,7 +804,7 @@ void svg_heatmap(svg_buf *b, double x, double y, double w, double h, const doubl
     svg_printf(b, "<rect class=\"frame\" x=\"%.3f\" y=\"%.3f\" width=\"%.3f\" height=\"%.3f\"/>",
                bar_x, y, bw, h);
     tick t[MAX_TICKS];
-    int n = axis_ticks(&ac, 0, 0, t);
+    int n = colorbar_ticks(&ac, t);
     for (int i = 0; i < n; i++) {
         double py = svg_axis_map(&ac, t[i].v);
         if (!isfinite(py))
@@ -665,7 +842,7 @@ void svg_doc_begin(svg_buf *b, double w, double h, const char *title)
     svg_printf(b, "</title>\n<style>"
                   ".area{fill:#fff}.frame{fill:none;stroke:#333;stroke-width:1}"
                   ".nodata{fill:#ddd}.grid{stroke:#e4e4e4;stroke-width:1}"
-                  ".tick{stroke:#333;stroke-width:1}text{fill:#222}"
+                  ".tick{stroke:#333;stroke-width:1}text{fill:#222}.note{fill:#8a4b00}"
                   ".title{font-size:13px;font-weight:bold}.label{font-size:12px}"
                   ".highlight{fill:none;stroke:#d62728;stroke-width:2.5}"
                   ".nfmark{stroke:#d62728;stroke-width:2}"

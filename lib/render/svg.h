@@ -54,13 +54,16 @@ double svg_axis_map(const svg_axis *ax, double v);
 /* ------------------------------------------------------------- plots */
 
 #define SVG_MAX_LEGEND 16
+#define SVG_MAX_NOTES 3
+#define SVG_NOTE_BYTES 200
 #define SVG_LEGEND_CHARS 30 /* longer legend labels end in an ellipsis */
 
 typedef struct svg_style {
     const char *color;  /* CSS colour */
     int dash;           /* 0 solid, 1 dashed, 2 dotted */
-    int marker;         /* 0 none, 1 circle, 2 square, 3 triangle */
+    int marker;         /* 0 none, 1 circle, 2 square, 3 triangle, 4 diamond */
     double width;       /* stroke width, 0 = 1.8 */
+    int no_line;        /* a point, not a line: the legend shows the marker alone */
 } svg_style;
 
 typedef struct svg_plot {
@@ -71,6 +74,8 @@ typedef struct svg_plot {
     int n_legend;
     char legend[SVG_MAX_LEGEND][4 * SVG_LEGEND_CHARS + 8];
     svg_style legend_style[SVG_MAX_LEGEND];
+    int n_notes;
+    char notes[SVG_MAX_NOTES][SVG_NOTE_BYTES];
 } svg_plot;
 
 /* Legend column width for labels of at most max_chars characters. */
@@ -88,8 +93,18 @@ void svg_plot_begin(svg_plot *p, svg_buf *b, double x, double y, double w, doubl
  * NULL) adds a legend entry. */
 void svg_series(svg_plot *p, const double *x, const double *y, size_t n, const svg_style *st,
                 const char *key, const char *label);
-/* A horizontal reference line at y, across the plot, with a legend entry. */
+/* A horizontal reference line at y, across the plot; the legend entry
+ * only when the line lies inside the frame (a line not drawn is not listed). */
 void svg_hline(svg_plot *p, double y, const svg_style *st, const char *key, const char *label);
+/* One value drawn as a marker of style st at (x, y), not a line: a
+ * <path class="point"> whose data-px, data-py hold its pixel; label (may be
+ * NULL) adds a legend entry showing the marker alone. Nothing is drawn
+ * outside the frame. */
+void svg_point(svg_plot *p, double x, double y, const svg_style *st, const char *key,
+               const char *label);
+/* A line of text below the legend (what the figure leaves out, and why);
+ * wrapped to the legend column. */
+void svg_note(svg_plot *p, const char *text);
 /* A ring around one point, to highlight it (non-finite values, ...). */
 void svg_highlight(svg_plot *p, double x, double y, const char *label);
 /* Ends the plot area: the legend in a column right of it at legend_x. */
@@ -102,12 +117,13 @@ void svg_ramp(double t, char out[8]);
 
 /* A rows x cols heat map at (x, y, w, h): column c spans steps
  * [col_x[c], col_x[c+1]) on a linear step axis (col_x has cols + 1 entries),
- * row r is layer r (row 0 at the bottom). v (rows, cols), NaN = no data
- * (grey). Log colour scale when log_c. A colour bar with its own ticks
- * right of the map at bar_x. mark_x (NaN = none) draws a red line at that
+ * row r is layer first_row + r (row 0 at the bottom). v (rows, cols), NaN =
+ * no data (grey). Log colour scale when log_c. A colour bar right of the map
+ * at bar_x, with several labelled ticks (four or more where the bar's
+ * height leaves room for them). mark_x (NaN = none) draws a red line at that
  * step (the first non-finite value). key names the data (data-key). */
 void svg_heatmap(svg_buf *b, double x, double y, double w, double h, const double *v, int rows,
-                 int cols, const double *col_x, int log_c, double bar_x, const char *title,
+                 int first_row, int cols, const double *col_x, int log_c, double bar_x, const char *title,
                  const char *xlabel, const char *ylabel, const char *clabel, double mark_x,
                  const char *key);
 

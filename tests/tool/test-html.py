@@ -3,6 +3,7 @@
 `diff --html` against the numbers of `resdiag report --json`.
 
 usage: test-html.py check-page PAGE.html JSON [JSON_B] [--steps N] [--json-last J]
+                     [--json-first J] (the heat maps' first step, when JSON is not it)
        test-html.py check-svg FILE.svg JSON
 Prints FAIL lines and exits 1 on any failure, 0 otherwise.
 
@@ -21,7 +22,16 @@ What is checked:
     log axes have their decade ticks equally spaced, and neighbouring tick
     labels on an axis do not overlap; the legend sits outside the plot area;
   - heat maps: no more than the column limits, first and last column equal
-    the report's r at the first and the last recorded step.
+    the report's r at the first and the last recorded step; the growth map
+    starts at layer 1 (layer 0's ratio is 1 by definition) and its first
+    column equals the report's norm[k] / norm[1]; every colour bar labels
+    four or more values, each where the bar's axis maps it, apart;
+  - the legend lists only what is drawn (no sqrt(d) entry without its line);
+    every recorded per-layer parameter gradient is a series of its own colour
+    with a legend entry; the head's single gradient is one point at
+    k = L + 1 (no line); the fit sqrt(a + b k) reads back as the report's
+    energy fit over the data's k range, and is not drawn (the figure says
+    so in a note) when its intercept is not positive.
 """
 import html.parser
 import json
@@ -198,6 +208,97 @@ def check_legend(where, g, width):
                 fail("%s: legend runs below the plot area" % where)
 
 
+def legend_texts(g):
+    return [e.text or "" for lg in g.iter(SVGNS + "g") if lg.get("class") == "legend"
+            for e in lg.iter(SVGNS + "text")]
+
+
+def note_texts(g):
+    return " ".join(e.text or "" for n in g.iter(SVGNS + "g") if n.get("class") == "notes"
+                    for e in n.iter(SVGNS + "text"))
+
+
+def keyed(g, tag, key):
+    return [e for e in g.iter(SVGNS + tag) if e.get("data-key") == key]
+
+
+def check_drawn_legend(where, g, run_names):
+    """the sqrt(d) entry only with its line inside the frame"""
+    ay = Axis(g, "y")
+    lines = keyed(g, "line", "ref.sqrt_d")
+    listed = [t for t in legend_texts(g) if t.startswith("√d")]
+    if listed and not lines:
+        fail("%s: the legend lists %s, which is not drawn" % (where, listed[0]))
+    for e in lines:
+        if not ay.inside(float(e.get("y1"))):
+            fail("%s: the sqrt(d) line lies outside the frame" % where)
+
+
+def check_fit(where, g, j):
+    """fit.energy = sqrt(a + b k) of the report, over the data's k only"""
+    polys = keyed(g, "polyline", "fit.energy")
+    f = j["stream"]["energy_fit"]
+    if f is None or f["intercept"] is None or f["slope"] is None:
+        return
+    a, b = f["intercept"], f["slope"]
+    ks = [k for k, v in enumerate(j["stream"]["norm"]) if k >= 1 and v is not None]
+    if a <= 0:
+        if polys:
+            fail("%s: the fit with intercept %g < 0 is drawn" % (where, a))
+        if "not drawn" not in note_texts(g):
+            fail("%s: the figure does not say why the fit (intercept %g) is missing" % (where, a))
+        return
+    ax, ay = Axis(g, "x"), Axis(g, "y")
+    for pl in polys:
+        for px, py in parse_points(pl.get("points")):
+            k, y = ax.inverse(px), ay.inverse(py)
+            if k < min(ks) - ax.tol(k) or k > max(ks) + ax.tol(k):
+                fail("%s: the fit is drawn at k = %.3f, outside the data's k %d..%d"
+                     % (where, k, min(ks), max(ks)))
+            want = math.sqrt(a + b * k) if a + b * k > 0 else float("nan")
+            if not abs(y - want) <= ay.tol(y) + 1e-6 * abs(want):
+                fail("%s: the fit at k = %.3f reads %.6g, sqrt(a + b k) = %.6g"
+                     % (where, k, y, want))
+                break
+
+
+def check_gradients(where, g, j, name):
+    """every parameter a series of its own colour; the head one point"""
+    pre = "" if name is None else name + "/"
+    L = j["run"]["n_layers"]
+    colours = {}
+    for p in j["gradients"]["params"]:
+        if not any(v is not None and v > 0 for v in p["norm"]):
+            continue
+        pl = keyed(g, "polyline", pre + "gradients." + p["name"])
+        if not pl:
+            fail("%s: the gradient of %s is not drawn" % (where, p["name"]))
+            continue
+        colours.setdefault(pl[0].get("stroke"), []).append(p["name"])
+        if not any("∇" + p["name"] in t for t in legend_texts(g)):
+            fail("%s: the legend has no entry for the gradient of %s" % (where, p["name"]))
+    for c, ps in colours.items():
+        if len(ps) > 1:
+            fail("%s: the gradients of %s share the colour %s" % (where, ps, c))
+    key = pre + "gradients.head"
+    if keyed(g, "line", key) or keyed(g, "polyline", key):
+        fail("%s: the head's one gradient is drawn as a line" % where)
+    head = j["gradients"]["head"]
+    pts = keyed(g, "path", key)
+    if head is None or head <= 0:
+        return
+    if len(pts) != 1:
+        fail("%s: %d head points, the report has one head gradient" % (where, len(pts)))
+        return
+    ax, ay = Axis(g, "x"), Axis(g, "y")
+    k, v = ax.inverse(float(pts[0].get("data-px"))), ay.inverse(float(pts[0].get("data-py")))
+    if abs(k - (L + 1)) > ax.tol(k) or abs(v - head) > ay.tol(v) + 1e-7 * head:
+        fail("%s: the head point at (%.4f, %.6g), the report says (%d, %.6g)"
+             % (where, k, v, L + 1, head))
+    if not any("head" in t for t in legend_texts(g)):
+        fail("%s: the head point has no legend entry" % where)
+
+
 def check_plots(where, root, jsons, names):
     """every <g class=plot> of an svg root; returns {key: points checked}"""
     checked = {}
@@ -208,6 +309,14 @@ def check_plots(where, root, jsons, names):
         ax, ay = Axis(g, "x"), Axis(g, "y")
         check_ticks(where, g)
         check_legend(where, g, width)
+        check_drawn_legend(where, g, names)
+        keys = [p.get("data-key") or "" for p in g.iter(SVGNS + "polyline")]
+        if any(k.split("/")[-1] == "stream.norm" for k in keys) and len(jsons) == 1:
+            check_fit(where, g, jsons[0])
+        if any(k.split("/")[-1] == "gradients.stream" for k in keys):
+            for run, j in enumerate(jsons):
+                if j["gradients"] is not None:
+                    check_gradients(where, g, j, names[run])
         polys = {}
         for p in g.iter(SVGNS + "polyline"):
             k = p.get("data-key")
@@ -248,6 +357,7 @@ def check_heatmaps(where, root, j_first, j_last, n_steps):
                 fail("%s %s: non-finite mark at step %.3f, the report says %d"
                      % (where, key, ax.inverse(float(marks[0].get("x1"))), nf["step"]))
         check_ticks("%s %s" % (where, key), g)
+        check_colorbar("%s %s" % (where, key), g)
         cells = [r for r in g.iter(SVGNS + "rect") if r.get("data-v") is not None]
         cols = sorted(set(round(float(r.get("x")), 3) for r in cells))
         limit = min(n_steps, 500, max(1, 12000 // L))
@@ -255,6 +365,8 @@ def check_heatmaps(where, root, j_first, j_last, n_steps):
             fail("%s %s: %d columns, expected %d" % (where, key, len(cols), limit))
         if abs(ax.lo - j_first["steps"]["first"]) > 1e-9:
             fail("%s %s: step axis starts at %g" % (where, key, ax.lo))
+        if key == "heat.growth":
+            check_growth_map("%s %s" % (where, key), g, cells, cols[0], j_first)
         if not key.startswith("heat.updates."):
             continue
         name = key[len("heat.updates."):]
@@ -274,6 +386,48 @@ def check_heatmaps(where, root, j_first, j_last, n_steps):
                         fail("%s %s: layer %d has a cell, the report has no value" % (where, key, layer))
                 elif v is None or abs(v - w) > 1e-5 * abs(w):
                     fail("%s %s: layer %d reads %s, report says %.9g" % (where, key, layer, v, w))
+
+
+def check_colorbar(where, g):
+    """four or more labels, each where the colour axis maps it, apart"""
+    ac = Axis(g, "c")
+    bars = [b for b in g.iter(SVGNS + "g") if b.get("class") == "colorbar"]
+    labels = [e for b in bars for e in b.iter(SVGNS + "text") if e.get("data-v") is not None]
+    if len(labels) < 4:
+        fail("%s: the colour bar labels %d values" % (where, len(labels)))
+    ys = []
+    for e in labels:
+        v, py = float(e.get("data-v")), float(e.get("y")) - 11 * 0.35
+        if abs(float(e.text) - v) > 1e-9 * abs(v) + 1e-300:
+            fail("%s: colour bar label %s for the value %r" % (where, e.text, v))
+        if not ac.inside(py) or abs(ac.inverse(py) - v) > ac.tol(v) + 1e-9 * abs(v):
+            fail("%s: colour bar label %s sits where the bar says %.6g" % (where, e.text, ac.inverse(py)))
+        ys.append(py)
+    ys.sort()
+    for a, b in zip(ys, ys[1:]):
+        if b - a < 12:
+            fail("%s: colour bar labels overlap (%.1f px apart)" % (where, b - a))
+
+
+def check_growth_map(where, g, cells, col, j):
+    """rows from layer 1; the first column is norm[k] / norm[1] (k = layer + 1)"""
+    h = Axis(g, "y")
+    norm = j["stream"]["norm"]
+    seen = 0
+    for c in cells:
+        if round(float(c.get("x")), 3) != col:
+            continue
+        mid = float(c.get("y")) + (float(c.get("height")) - 0.3) / 2
+        layer = round(h.inverse(mid))
+        if layer < 1:
+            fail("%s: a row for layer %d, whose ratio is 1 by definition" % (where, layer))
+            continue
+        want = norm[layer + 1] / norm[1]
+        if abs(float(c.get("data-v")) - want) > 1e-5 * want:
+            fail("%s: layer %d reads %s, the report's norms give %.6g" % (where, layer, c.get("data-v"), want))
+        seen += 1
+    if seen != j["run"]["n_layers"] - 1:
+        fail("%s: %d growth rows, expected layers 1..%d" % (where, seen, j["run"]["n_layers"] - 1))
 
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "col", "area", "base", "wbr", "source"}
@@ -332,6 +486,11 @@ def main():
         i = args.index("--steps")
         steps = int(args[i + 1])
         del args[i:i + 2]
+    jfirst = None
+    if "--json-first" in args:
+        i = args.index("--json-first")
+        jfirst = json.load(open(args[i + 1]))
+        del args[i:i + 2]
     if "--json-last" in args:
         i = args.index("--json-last")
         jlast = json.load(open(args[i + 1]))
@@ -365,6 +524,8 @@ def main():
                                   if any(v is not None and v > 0 for v in u["r"])]
         if all(j["gradients"] is not None for j in jsons):
             want.append("gradients.stream")
+            want += ["gradients." + p["name"] for p in jsons[0]["gradients"]["params"]
+                     if any(v is not None and v > 0 for v in p["norm"])]
         for n in names:
             for k in want:
                 key = k if n is None else n + "/" + k
@@ -377,7 +538,7 @@ def main():
             fail("%s: no verdict card" % path)
         has_heat = 'class="heatmap"' in text
         if steps > 1:
-            check_heatmaps(path, root, jsons[0], jlast or jsons[0], steps)
+            check_heatmaps(path, root, jfirst or jsons[0], jlast or jsons[0], steps)
         elif has_heat:
             fail("%s: heat maps for a single step" % path)
         print("%s: %s, %d series, %d points checked" % (path, verdict, len(checked),

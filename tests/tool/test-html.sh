@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test-html.sh - the pictures: `resdiag report --html`, `resdiag plot` and
 # `resdiag diff --html` on real tinygpt runs (L = 2, 12 pre and post, 96; one
-# step and 600 steps). Each page and SVG must parse strictly (xmllint, and
+# step and 600 steps; 96 layers trained to a negative-intercept energy fit). Each page and SVG must parse strictly (xmllint, and
 # Python's XML and HTML parsers) and its plotted points, read back through
 # the inverse axis transform, must equal the numbers of `report --json`
 # (tests/tool/test-html.py says how, and the tolerance). Then help, and the bad
@@ -71,6 +71,17 @@ for run in l2 pre12 post12 l96 many nf; do
         check check-svg "$dir/$run-$what.svg" "$dir/$run.json"
     done
 done
+# A 96-layer run trained until ||x_k||^2 = a + b k fits with a negative
+# intercept at its last step: the fit is not drawn, and the figure says why.
+tg --placement pre --layers 96 --steps 30 --lr 0.01 --out "$dir/l96t.h5"
+"$tool" report --last --json "$dir/l96t.h5" >"$dir/l96t.json" || fail "report --json l96t"
+"$tool" report --json "$dir/l96t.h5" >"$dir/l96t-first.json" || fail "report --json l96t"
+"$tool" report --last --html "$dir/l96t.html" "$dir/l96t.h5" || fail "report --html l96t"
+check check-page "$dir/l96t.html" "$dir/l96t.json" --steps 30 --json-first "$dir/l96t-first.json" \
+    --json-last "$dir/l96t.json"
+grep -q '"intercept": -' "$dir/l96t.json" && pass ||
+    fail "l96t: the energy fit's intercept is not negative: the case is not tested"
+
 # --last draws the last step: its numbers, not the first step's
 expect_exit 0 "plot --last" -- "$tool" plot --last --what updates -o "$dir/last.svg" "$dir/many.h5"
 check check-svg "$dir/last.svg" "$dir/many-last.json"

@@ -172,7 +172,7 @@ START_TEST(svg_heatmap_ticks_readable_for_any_length)
             for (int i = 0; i < L * C; i++)
                 v[i] = 1e-3 * (1 + i % 17);
             svg_buf b = { 0 };
-            svg_heatmap(&b, 84, 40, 546, 150, v, L, C, cx, 1, 644, "t", "step", "layer", "r",
+            svg_heatmap(&b, 84, 40, 546, 150, v, L, 0, C, cx, 1, 644, "t", "step", "layer", "r",
                         NAN, "k");
             char *s = svg_finish(&b);
             ck_assert_ptr_nonnull(s);
@@ -211,7 +211,7 @@ START_TEST(svg_plot_ticks_readable_linear_and_log)
             svg_plot p;
             svg_plot_begin(&p, &b, 84, 40, 444, 278, &ax, &ay, 1, "t", "k", "y");
             double xs[2] = { ax.lo, ax.hi };
-            svg_style st = { "#000", 0, 1, 0 };
+            svg_style st = { "#000", 0, 1, 0, 0 };
             svg_series(&p, xs, yv, 2, &st, "k", "series");
             svg_plot_end(&p, 544);
             char *s = svg_finish(&b);
@@ -262,7 +262,7 @@ START_TEST(svg_legend_labels_are_cut_whole)
     svg_plot p;
     svg_axis ax = { 0, 0, 1, 0, 0 }, ay = { 0, 0, 1, 0, 0 };
     svg_plot_begin(&p, &b, 10, 10, 100, 100, &ax, &ay, 0, NULL, NULL, NULL);
-    svg_style st = { "#000", 0, 0, 0 };
+    svg_style st = { "#000", 0, 0, 0, 0 };
     /* 40 characters of two bytes each: cut to 29 and an ellipsis */
     char lab[128] = "";
     for (int i = 0; i < 40; i++)
