@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # render-html.sh - renders `resdiag report --html` of a tinygpt run (and the
-# diff page) with headless Chromium to PNG and checks that a picture came
-# out: a PNG of the window's size whose pixels are not all one colour.
+# diff page) with headless Chromium to PNG at a fixed window size and checks
+# the picture: for the report page, render-check.py finds each plot's frame
+# on the screen and checks that the numbers of `report --json` land on
+# pixels of their series' colour where the SVG's declared axis mapping puts
+# them, that the legend swatches are painted, and that nothing is painted
+# outside the page's column or past the window; the diff page must be a PNG
+# of the window's size that is not blank.
 # Usage: render-html.sh RESDIAG TINYGPT
-# Skipped (77) when Debian's chromium is not installed (CI does not install
-# it). RENDER_KEEP=DIR keeps the pages and PNGs in DIR.
+# Skipped (77) when Debian's chromium is not installed (.ci/run installs
+# it; scripts/deps.sh does not), failed instead when RESDIAG_REQUIRE_CHROMIUM
+# is set (.ci/run sets it). RENDER_KEEP=DIR keeps the pages and PNGs.
 set -u
 tool=$1
 tinygpt=$2
@@ -13,6 +19,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 chromium=$(command -v chromium || command -v chromium-browser || true)
 if [ -z "$chromium" ]; then
+    if [ -n "${RESDIAG_REQUIRE_CHROMIUM:-}" ]; then
+        echo "FAIL: chromium not installed, and RESDIAG_REQUIRE_CHROMIUM is set (CI)"
+        exit 1
+    fi
     echo "chromium not installed: skipped"
     exit 77
 fi
@@ -23,6 +33,7 @@ tg() { "$tinygpt" --d-model 32 --heads 2 --seq 8 --batch 2 --seed 1 --threads 1 
 tg --placement pre --layers 12 --steps 20 --out "$dir/pre.h5"
 tg --placement post --layers 12 --steps 20 --out "$dir/post.h5"
 "$tool" report --html "$dir/pre.html" "$dir/pre.h5" || fail "report --html"
+"$tool" report --json "$dir/pre.h5" >"$dir/pre.json" || fail "report --json"
 "$tool" diff --html "$dir/diff.html" "$dir/pre.h5" "$dir/post.h5" >/dev/null || fail "diff --html"
 
 # A PNG of width x height with more than one colour: the header, then the
@@ -55,12 +66,23 @@ PY
     then pass; else fail "$1 is not the rendered page"; fi
 }
 
+# The window: wide enough for the page's 820 px column and a margin on
+# each side, tall enough for the whole report page.
+W=860 H=4200
 for page in pre diff; do
     timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --hide-scrollbars \
-        --user-data-dir="$dir/profile" --window-size=860,2600 \
+        --force-device-scale-factor=1 --user-data-dir="$dir/profile" --window-size=$W,$H \
         --screenshot="$dir/$page.png" "file://$dir/$page.html" >/dev/null 2>&1
-    check_png "$dir/$page.png" 860 2600
+    check_png "$dir/$page.png" $W $H
 done
+if [ -n "$py" ]; then
+    if "$py" "$here/render-check.py" "$dir/pre.png" "$dir/pre.html" "$dir/pre.json" $W $H \
+        >"$dir/check.out" 2>&1; then
+        pass
+    else
+        fail "the rendered report page:"; head -20 "$dir/check.out"
+    fi
+fi
 if [ -n "${RENDER_KEEP:-}" ]; then
     mkdir -p "$RENDER_KEEP" && cp "$dir"/*.html "$dir"/*.png "$RENDER_KEEP"/
 fi
