@@ -3,7 +3,9 @@
  * escaping, the axis transform and its ranges, and the ticks read back
  * from the written SVG: on step axes of 1 to 100,000 steps and layer axes
  * of 2 to 96 layers, linear and log, every label sits where its value maps,
- * labels never overlap, and log axes put decades at equal distances.
+ * labels never overlap, and log axes put decades at equal distances;
+ * colour bars label four or more values; a legend lists only what is drawn
+ * (a reference line off the chart is left out; a single value is a point).
  * Then the public calls over a stream-only run written here: the growth
  * figure draws the per-token norms computed here, the pages hold what
  * their options ask for, dump prints the steps asked for, and every bad
@@ -194,6 +196,92 @@ START_TEST(svg_heatmap_ticks_readable_for_any_length)
             free(cx);
             free(v);
         }
+}
+END_TEST
+
+/* The labels of a heat map's colour bar: value, position. */
+static int read_colorbar_labels(const char *s, label *out, int max)
+{
+    const char *p = strstr(s, "<g class=\"colorbar\"");
+    ck_assert_ptr_nonnull(p);
+    int n = 0;
+    while ((p = strstr(p, "<text x=")) && n < max) {
+        label *l = &out[n];
+        int used = 0;
+        if (sscanf(p, "<text x=\"%lf\" y=\"%lf\" data-v=\"%lf\">%31[^<]</text>%n", &l->x, &l->y,
+                   &l->v, l->text, &used) != 4)
+            break; /* the bar's axis label */
+        p += used;
+        n++;
+    }
+    return n;
+}
+
+/* Colour bars of ranges from a few per mille to 15 decades, log and
+ * linear: four or more labels, each where the bar's axis maps its value,
+ * its text its value, never overlapping. */
+START_TEST(svg_colorbar_labels_several_values)
+{
+    static const double ranges[][2] = {
+        { 0.00273, 0.4496 }, { 0.004945, 0.1314 }, { 1.0000000521, 1.0034748 }, { 1.18, 5.8e14 },
+        { 0.0123, 0.345 }, { 1, 10 }, { 0.95, 1.05 }, { 2e-5, 3e-3 }, { 1, 2 }, { 0.5, 60 },
+    };
+    for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++)
+        for (int log_c = 0; log_c <= 1; log_c++) {
+            double cx[3] = { 0, 1, 2 }, v[4] = { ranges[ri][0], ranges[ri][1], ranges[ri][0],
+                                                 ranges[ri][1] };
+            svg_buf b = { 0 };
+            svg_heatmap(&b, 84, 40, 546, 150, v, 2, 0, 2, cx, log_c, 644, "t", "step", "layer",
+                        "c", NAN, "k");
+            char *s = svg_finish(&b);
+            ck_assert_ptr_nonnull(s);
+            label l[128];
+            int n = read_colorbar_labels(s, l, 128);
+            ck_assert_msg(n >= 4, "[%g, %g] %s: %d labels", ranges[ri][0], ranges[ri][1],
+                          log_c ? "log" : "linear", n);
+            svg_axis ac = { log_c, ranges[ri][0], ranges[ri][1], 190, 40 };
+            check_label_values(l, n, &ac, 0);
+            check_no_overlap(l, n, 0);
+            free(s);
+        }
+}
+END_TEST
+
+/* A reference line off the chart is neither drawn nor listed; a point is
+ * one marker at its pixel, listed with no line. */
+START_TEST(svg_legend_lists_only_what_is_drawn)
+{
+    svg_buf b = { 0 };
+    svg_plot p;
+    svg_axis ax = { 0, 0, 10, 0, 0 }, ay = { 0, 0, 1, 0, 0 };
+    svg_plot_begin(&p, &b, 10, 10, 100, 100, &ax, &ay, 0, NULL, NULL, NULL);
+    svg_style st = { "#123456", 2, 0, 0, 0 };
+    svg_hline(&p, 5, &st, "off", "above the chart");
+    ck_assert_int_eq(p.n_legend, 0);
+    svg_hline(&p, 0.5, &st, "on", "inside");
+    ck_assert_int_eq(p.n_legend, 1);
+    svg_style pt = { "#654321", 0, 4, 0, 1 };
+    svg_point(&p, 7, 0.25, &pt, "one", "one value");
+    svg_point(&p, 70, 0.25, &pt, "outside", "not drawn");
+    ck_assert_int_eq(p.n_legend, 2);
+    ck_assert(p.legend_style[1].no_line);
+    svg_plot_end(&p, 120);
+    char *s = svg_finish(&b);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_ptr_null(strstr(s, "data-key=\"off\""));
+    ck_assert_ptr_null(strstr(s, "above the chart"));
+    ck_assert_ptr_null(strstr(s, "data-key=\"outside\""));
+    const char *q = strstr(s, "<path class=\"point\"");
+    ck_assert_ptr_nonnull(q);
+    double px, py;
+    ck_assert_int_eq(sscanf(q, "<path class=\"point\" data-px=\"%lf\" data-py=\"%lf\"", &px, &py), 2);
+    ck_assert(fabs(px - (10 + 70)) < 1e-3 && fabs(py - (110 - 25)) < 1e-3);
+    /* the point's legend entry: its marker, no line of its colour */
+    const char *legend = strstr(s, "<g class=\"legend\">");
+    ck_assert_ptr_nonnull(legend);
+    ck_assert_ptr_null(strstr(legend, "stroke=\"#654321\""));
+    ck_assert_ptr_nonnull(strstr(legend, "fill=\"#654321\""));
+    free(s);
 }
 END_TEST
 
@@ -552,6 +640,8 @@ int main(void)
     tcase_add_test(tc, svg_heatmap_ticks_readable_for_any_length);
     tcase_add_test(tc, svg_plot_ticks_readable_linear_and_log);
     tcase_add_test(tc, svg_legend_labels_are_cut_whole);
+    tcase_add_test(tc, svg_colorbar_labels_several_values);
+    tcase_add_test(tc, svg_legend_lists_only_what_is_drawn);
     tcase_add_test(tc, svg_ramp_runs_dark_to_light);
     suite_add_tcase(s, tc);
     TCase *api = tcase_create("public");
