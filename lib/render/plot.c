@@ -148,7 +148,7 @@ static int fig_growth(svg_buf *b, const rd_analysis *const *a, const char *const
         return -1;
     }
     /* the sqrt(d) level joins the axis when it is near the data; far
-     * above, it would flatten the curves, and the legend says so instead */
+     * above, it would flatten the curves, and a note says so instead */
     for (int i = 0; i < n; i++)
         if (sqrt((double)a[i]->d_model) <= 3 * dmax)
             all[m++] = sqrt((double)a[i]->d_model);
