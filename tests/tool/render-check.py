@@ -15,9 +15,11 @@ row filters, no imaging library):
     per <g class="plot"> in page order; its size gives the figure's scale,
     the same across and down (no distortion);
   - through that frame and the data-x-* / data-y-* mapping the SVG
-    declares, the report's stream norms (k = 0, L/2, L), every parameter's
-    gradient at k = 1 and k = L, and the head's one gradient at k = L + 1
-    land on pixels of their series' colour;
+    declares, the report's stream norms (k = 0, 1, L/2, L-1, L), every
+    parameter's gradient (k = 1, 2, L/2, L-1, L) and the head's one gradient
+    at k = L + 1 land on pixels of their series' colour (within 3 pixels;
+    points within 4 pixels of the frame, which is painted over them, are
+    left out, and two at least of each series must be clear of it);
   - every legend swatch shows its colour where the legend puts it.
 Prints FAIL lines and exits 1 on any failure.
 """
@@ -30,6 +32,7 @@ import zlib
 SVGNS = "{http://www.w3.org/2000/svg}"
 BACKGROUND = (0xf4, 0xf5, 0xf7)  # the page's body colour (html.c's CSS)
 MAIN_W = 820                     # main{max-width:820px}
+EDGE = 4                         # pixels near the frame, which covers a line there
 failures = []
 
 
@@ -174,11 +177,25 @@ def axis_map(g, name, v):
     return p0 + t * (p1 - p0)
 
 
-def check_point(shot, where, g, m, k, v, colour):
+def check_point(shot, where, g, m, k, v, colour, frame):
+    """0 when the point lies within EDGE pixels of the frame (the frame is
+    painted over it there), else 1 after checking it"""
     sx, sy = m(axis_map(g, "x", k), axis_map(g, "y", v))
+    x0, y0, x1, y1 = frame
+    if min(sx - x0, x1 - sx, sy - y0, y1 - sy) < EDGE:
+        return 0
     if not shot.near(sx, sy, colour, 3):
         fail("%s: no pixel of %s near (%.1f, %.1f), where k = %g, value %.6g is drawn"
              % (where, "#%02x%02x%02x" % colour, sx, sy, k, v))
+    return 1
+
+
+def check_series(shot, where, g, m, ks, values, colour, frame):
+    """the points at ks (values[k]) that are clear of the frame: two at least"""
+    n = sum(check_point(shot, where, g, m, k, values[k], colour, frame)
+            for k in sorted(set(ks)) if values[k] is not None and values[k] > 0)
+    if n < 2:
+        fail("%s: only %d of the points at k = %s lie clear of the frame" % (where, n, ks))
 
 
 def check_legend(shot, where, g, m):
@@ -242,36 +259,35 @@ def main():
         keys = [p.get("data-key") for p in g.iter(SVGNS + "polyline")]
         name = "growth" if "stream.norm" in keys else "gradients" if "gradients.stream" in keys \
             else "updates"
-        figures[name] = (g, m)
+        figures[name] = (g, m, fr)
         check_legend(shot, name, g, m)
     if "growth" not in figures:
         fail("no growth figure found")
     else:
-        g, m = figures["growth"]
+        g, m, fr = figures["growth"]
         blue = hexcolour([p.get("stroke") for p in g.iter(SVGNS + "polyline")
                           if p.get("data-key") == "stream.norm"][0])
-        for k in (0, L // 2, L):
-            check_point(shot, "growth", g, m, k, j["stream"]["norm"][k], blue)
+        check_series(shot, "growth", g, m, (0, 1, L // 2, L - 1, L), j["stream"]["norm"], blue, fr)
     if j["gradients"] is not None:
         if "gradients" not in figures:
             fail("no gradient figure found")
             return 1
-        g, m = figures["gradients"]
+        g, m, fr = figures["gradients"]
         strokes = {p.get("data-key"): p.get("stroke") for p in g.iter(SVGNS + "polyline")}
         for p in j["gradients"]["params"]:
             c = strokes.get("gradients." + p["name"])
             if c is None:
                 fail("gradients: no series for %s" % p["name"])
                 continue
-            for k in (1, L):
-                check_point(shot, "gradients " + p["name"], g, m, k, p["norm"][k - 1],
-                            hexcolour(c))
+            check_series(shot, "gradients " + p["name"], g, m, (1, 2, L // 2, L - 1, L),
+                         [None] + p["norm"], hexcolour(c), fr)
         head = [e for e in g.iter(SVGNS + "path") if e.get("data-key") == "gradients.head"]
         if j["gradients"]["head"] and not head:
             fail("gradients: no head point")
         elif head:
-            check_point(shot, "gradients head", g, m, L + 1, j["gradients"]["head"],
-                        hexcolour(head[0].get("fill")))
+            if not check_point(shot, "gradients head", g, m, L + 1, j["gradients"]["head"],
+                               hexcolour(head[0].get("fill")), fr):
+                fail("gradients: the head point lies on the frame")
     print("%s: %d plots found on the screen, %d colours" % (png, len(found), len(colours)))
     return 1 if failures else 0
 
