@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# render-html.sh - renders `resdiag report --html` of a tinygpt run (and the
-# diff page) with headless Chromium to PNG at a fixed window size and checks
+# render-html.sh - renders `resdiag report --html` of two tinygpt runs (12
+# layers at initialization, 96 layers trained) and the diff page with headless Chromium to PNG at a fixed window size and checks
 # the picture: for the report page, render-check.py finds each plot's frame
 # on the screen and checks that the numbers of `report --json` land on
 # pixels of their series' colour where the SVG's declared axis mapping puts
@@ -34,6 +34,10 @@ tg --placement pre --layers 12 --steps 20 --out "$dir/pre.h5"
 tg --placement post --layers 12 --steps 20 --out "$dir/post.h5"
 "$tool" report --html "$dir/pre.html" "$dir/pre.h5" || fail "report --html"
 "$tool" report --json "$dir/pre.h5" >"$dir/pre.json" || fail "report --json"
+# 96 layers at a trained step: lines without markers, a fit not drawn
+tg --placement pre --layers 96 --steps 30 --lr 0.01 --out "$dir/deep.h5"
+"$tool" report --last --html "$dir/deep.html" "$dir/deep.h5" || fail "report --html deep"
+"$tool" report --last --json "$dir/deep.h5" >"$dir/deep.json" || fail "report --json deep"
 "$tool" diff --html "$dir/diff.html" "$dir/pre.h5" "$dir/post.h5" >/dev/null || fail "diff --html"
 
 # A PNG of width x height with more than one colour: the header, then the
@@ -69,20 +73,21 @@ PY
 # The window: wide enough for the page's 820 px column and a margin on
 # each side, tall enough for the whole report page.
 W=860 H=4200
-for page in pre diff; do
+for page in pre deep diff; do
     timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --hide-scrollbars \
         --force-device-scale-factor=1 --user-data-dir="$dir/profile" --window-size=$W,$H \
         --screenshot="$dir/$page.png" "file://$dir/$page.html" >/dev/null 2>&1
     check_png "$dir/$page.png" $W $H
 done
-if [ -n "$py" ]; then
-    if "$py" "$here/render-check.py" "$dir/pre.png" "$dir/pre.html" "$dir/pre.json" $W $H \
+for page in pre deep; do
+    [ -n "$py" ] || break
+    if "$py" "$here/render-check.py" "$dir/$page.png" "$dir/$page.html" "$dir/$page.json" $W $H \
         >"$dir/check.out" 2>&1; then
         pass
     else
-        fail "the rendered report page:"; head -20 "$dir/check.out"
+        fail "the rendered report page $page:"; head -20 "$dir/check.out"
     fi
-fi
+done
 if [ -n "${RENDER_KEEP:-}" ]; then
     mkdir -p "$RENDER_KEEP" && cp "$dir"/*.html "$dir"/*.png "$RENDER_KEEP"/
 fi
