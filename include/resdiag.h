@@ -347,10 +347,16 @@ typedef struct resdiag_options {
     resdiag_log_fn log_fn;  /* NULL: the process-wide handler */
     void *log_user_data;
     /* Threads a hook may use for one large tensor (1 MiB or more): 1 = the
-     * caller's thread only; 2 = the hook starts a second thread for half of
-     * the rows and joins it before returning. The split and the order of
-     * combining are fixed, so results are deterministic (and equal to one
-     * thread's within rounding). Costs a thread start per large tensor. */
+     * caller's thread only; 2 = resdiag_open starts one worker thread for
+     * the run (every signal blocked in it; joined by resdiag_destroy) that
+     * computes half of the rows while the hook computes the other half. A
+     * hook that finds the worker busy with another layer's tensor does both
+     * halves itself rather than wait. The split and the order of combining
+     * are fixed, so results are deterministic, the same bits either way
+     * (and equal to one thread's within rounding). If the thread cannot
+     * start, open still succeeds, logs a warning (RESDIAG_LOG_INFO) and the
+     * hooks use the caller's thread. A child forked from the trainer has no
+     * copy of the worker: its hooks compute alone. doc/USING.md. */
     int hook_threads;       /* 1..2; default 1 */
     /* What resdiag_open may do with an existing file at the path: 0 refuses
      * it (RESDIAG_E_EXISTS); 1 replaces it only if it is a resdiag run file

@@ -134,6 +134,18 @@ static resdiag_status check_repeat(resdiag *r, const char *fn, const char *what,
     return RESDIAG_OK;
 }
 
+/* The statistics of t: hook_threads 2 splits a large tensor with the run's
+ * worker (split.h; the caller alone does both halves while the worker is
+ * busy with another layer's, or when it could not start). */
+static void tensor_stats(resdiag *r, double *fields, double *sketch, double *row_norms,
+                         const resdiag_tensor *t, const rd_sketch_params *sp)
+{
+    if (r->opt.hook_threads >= 2)
+        rd_split_compute(r->split, fields, sketch, row_norms, t, sp);
+    else
+        rd_stats_compute(fields, sketch, row_norms, t, sp);
+}
+
 /* The statistics of t into a slot (fields, sketch, *calls): the first call
  * of the step computes them in place; a later one computes its own, with
  * the sketch's rows numbered after the rows seen, and merges them in, so
@@ -145,7 +157,7 @@ static void observe_slot(resdiag *r, double *fields, double *sketch, double *cal
 {
     int seq = atomic_fetch_add(&r->seq, 1);
     if (isnan(*calls)) {
-        rd_stats_compute_split(r->opt.hook_threads, fields, sketch, row_norms, t, sp);
+        tensor_stats(r, fields, sketch, row_norms, t, sp);
         fields[RESDIAG_FIELD_CALL_SEQ] = (double)seq;
         *calls = 1;
         note_callsite(r, cs, file, line);
@@ -154,8 +166,7 @@ static void observe_slot(resdiag *r, double *fields, double *sketch, double *cal
     double more[RESDIAG_N_FIELDS], more_sketch[RESDIAG_MAX_SKETCH];
     rd_sketch_params later = *sp;
     later.row0 = (int64_t)fields[RESDIAG_FIELD_ROWS];
-    rd_stats_compute_split(r->opt.hook_threads, more, sketch ? more_sketch : NULL, row_norms,
-                           t, &later);
+    tensor_stats(r, more, sketch ? more_sketch : NULL, row_norms, t, &later);
     rd_stats_merge(fields, sketch, more, more_sketch, sketch ? sp->k : 0);
     *calls += 1;
 }

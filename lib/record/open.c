@@ -99,6 +99,7 @@ static void free_run(resdiag *r)
     free(r->batch_times);
     free(r->callsites);
     free(r->slot_busy);
+    rd_split_worker_destroy(r->split);
     pthread_mutex_destroy(&r->msg_lock);
     free(r);
 }
@@ -235,6 +236,13 @@ resdiag_status resdiag_open(resdiag **out, const char *path, const resdiag_model
         free_run(r);
         return rd_open_fail(&c, st, "cannot create run file '%s': %s", path, err);
     }
+    /* Started last, so that no failure above has a thread to join. */
+    int thread_err = opt.hook_threads >= 2 ? rd_split_worker_create(&r->split) : 0;
+    if (thread_err)
+        rd_run_log(r, RESDIAG_LOG_INFO,
+                   "warning: hook_threads 2: cannot start the hooks' second thread (%s); "
+                   "hooks compute on the caller's thread alone, with the same results",
+                   strerror(thread_err));
     r->state = RUN_OPEN;
     r->enabled = 1;
     r->step = -1;

@@ -52,9 +52,9 @@
  * keeps the portable one, and rd_stats_set_path() switches (tests, bench).
  */
 #include "stats/stats.h"
+#include "stats/part.h"
 #include "stats/stats_impl.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -602,13 +602,13 @@ int rd_stats_set_path(rd_stats_path path)
     return 0;
 }
 
-static void compute(rd_stats_path path, int threads, double *fields, double *sketch,
-                    double *row_norms, const resdiag_tensor *t, const rd_sketch_params *sp);
+static void compute(rd_stats_path path, double *fields, double *sketch, double *row_norms,
+                    const resdiag_tensor *t, const rd_sketch_params *sp);
 
 void rd_stats_compute(double *fields, double *sketch, double *row_norms,
                       const resdiag_tensor *t, const rd_sketch_params *sp)
 {
-    compute(rd_stats_active_path(), 1, fields, sketch, row_norms, t, sp);
+    compute(rd_stats_active_path(), fields, sketch, row_norms, t, sp);
 }
 
 void rd_stats_compute_path(rd_stats_path path, double *fields, double *sketch,
@@ -617,13 +617,7 @@ void rd_stats_compute_path(rd_stats_path path, double *fields, double *sketch,
 {
     if (!rd_stats_path_available(path))
         path = RD_STATS_PORTABLE;
-    compute(path, 1, fields, sketch, row_norms, t, sp);
-}
-
-void rd_stats_compute_split(int threads, double *fields, double *sketch, double *row_norms,
-                            const resdiag_tensor *t, const rd_sketch_params *sp)
-{
-    compute(rd_stats_active_path(), threads, fields, sketch, row_norms, t, sp);
+    compute(path, fields, sketch, row_norms, t, sp);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -946,23 +940,6 @@ static void partial_merge(partial *a, const partial *b, size_t K)
     a->n += b->n;
 }
 
-typedef struct half_job {
-    partial p;
-    rd_fast_row_fn fast_row;
-    rd_fast_rows_fn fast_rows;
-    double *row_norms;
-    const resdiag_tensor *t;
-    const rd_sketch_params *sp;
-    int64_t r0, r1;
-} half_job;
-
-static void *half_main(void *arg)
-{
-    half_job *j = arg;
-    compute_rows(&j->p, j->fast_row, j->fast_rows, j->row_norms, j->t, j->sp, j->r0, j->r1);
-    return NULL;
-}
-
 /* The fields (and sketch) of the partial p of a whole tensor. */
 static void partial_fields(const partial *p_, int64_t rows, int64_t cols, size_t K,
                            double *fields, double *sketch)
@@ -1070,38 +1047,48 @@ void rd_stats_merge(double *fields, double *sketch, const double *more,
     fields[RESDIAG_FIELD_CALL_SEQ] = seq;
 }
 
-/* Below this many bytes a second thread costs more than it saves. */
-#define SPLIT_MIN_BYTES (1u << 20)
+/* ------------------------------------------------------------------------ */
+/* Parts of a tensor (part.h: lib/stats/split.c computes the halves of a    */
+/* large tensor on two threads with them)                                   */
+/* ------------------------------------------------------------------------ */
 
-static void compute(rd_stats_path path, int threads, double *fields, double *sketch,
-                    double *row_norms, const resdiag_tensor *t, const rd_sketch_params *sp)
+_Static_assert(sizeof(partial) <= sizeof(rd_stats_part) &&
+                   _Alignof(partial) <= _Alignof(rd_stats_part),
+               "rd_stats_part must hold a partial");
+
+size_t rd_stats_dtype_size(resdiag_dtype dtype)
 {
-    const rd_fast_row_fn fast_row = path_kernel[path];
-    const rd_fast_rows_fn fast_rows = path_rows_kernel[path];
-    const int64_t rows = t->rows, cols = t->cols;
-    const size_t K = sp != NULL && sp->k > 0 ? (size_t)sp->k : 0;
-    partial p;
-
-    /* The split is fixed (rows [0, h) and [h, rows)) and merged in that
-     * order whichever thread finishes first, so results do not depend on
-     * timing; if the thread cannot start, this thread does both halves. */
-    int64_t h = rows / 2;
-    if (threads >= 2 && h > 0 &&
-        (double)rows * (double)cols * (double)dtype_size(t->dtype) >= SPLIT_MIN_BYTES) {
-        half_job hi = { .fast_row = fast_row, .fast_rows = fast_rows, .row_norms = row_norms, .t = t, .sp = sp,
-                        .r0 = h, .r1 = rows };
-        pthread_t th;
-        int started = pthread_create(&th, NULL, half_main, &hi) == 0;
-        compute_rows(&p, fast_row, fast_rows, row_norms, t, sp, 0, h);
-        if (started)
-            pthread_join(th, NULL);
-        else
-            half_main(&hi);
-        partial_merge(&p, &hi.p, K);
-    } else {
-        compute_rows(&p, fast_row, fast_rows, row_norms, t, sp, 0, rows);
-    }
-
-    partial_fields(&p, rows, cols, K, fields, sketch);
+    return dtype_size(dtype);
 }
 
+void rd_stats_part_rows(rd_stats_part *part, rd_stats_path path, double *row_norms,
+                        const resdiag_tensor *t, const rd_sketch_params *sp, int64_t r0,
+                        int64_t r1)
+{
+    partial p;
+    compute_rows(&p, path_kernel[path], path_rows_kernel[path], row_norms, t, sp, r0, r1);
+    memcpy(part->opaque, &p, sizeof p);
+}
+
+void rd_stats_part_fields(double *fields, double *sketch, const rd_stats_part *first,
+                          const rd_stats_part *second, const resdiag_tensor *t,
+                          const rd_sketch_params *sp)
+{
+    const size_t K = sp != NULL && sp->k > 0 ? (size_t)sp->k : 0;
+    partial p, q;
+    memcpy(&p, first->opaque, sizeof p);
+    if (second != NULL) { /* the rows of second come after those of first */
+        memcpy(&q, second->opaque, sizeof q);
+        partial_merge(&p, &q, K);
+    }
+    partial_fields(&p, t->rows, t->cols, K, fields, sketch);
+}
+
+static void compute(rd_stats_path path, double *fields, double *sketch, double *row_norms,
+                    const resdiag_tensor *t, const rd_sketch_params *sp)
+{
+    const size_t K = sp != NULL && sp->k > 0 ? (size_t)sp->k : 0;
+    partial p;
+    compute_rows(&p, path_kernel[path], path_rows_kernel[path], row_norms, t, sp, 0, t->rows);
+    partial_fields(&p, t->rows, t->cols, K, fields, sketch);
+}

@@ -5,6 +5,7 @@
  * writer that runs out of space.
  */
 #include <check.h>
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1370,7 +1371,7 @@ static int fill_disk_main(const char *path, int fd)
  * quantities, and the same bits every time. */
 enum { HT_T = 1024, HT_D = 512 }; /* 2 MiB of f32: above the 1 MiB threshold */
 
-static void ht_run(const char *path, int threads, const float *x, const float *f)
+static resdiag_model ht_model(void)
 {
     static const char *const names[1] = { "blk" };
     static const char *const lp[1] = { "w" };
@@ -1382,6 +1383,12 @@ static void ht_run(const char *path, int threads, const float *x, const float *f
     m.sublayer_names = names;
     m.n_layer_params = 1;
     m.layer_param_names = lp;
+    return m;
+}
+
+static void ht_run(const char *path, int threads, const float *x, const float *f)
+{
+    resdiag_model m = ht_model();
     resdiag_options o;
     resdiag_options_init(&o);
     ck_assert_int_eq(o.hook_threads, 1);
@@ -1483,6 +1490,261 @@ START_TEST(hook_threads_out_of_range_is_refused)
 }
 END_TEST
 
+/* The threads of this process (/proc/self/task): up to cap ids into tids,
+ * and the id of the one named "resdiag-split" (hook_threads = 2's worker)
+ * into *worker with *n_workers such threads. Returns how many threads. */
+static int list_threads(long *tids, int cap, long *worker, int *n_workers)
+{
+    DIR *d = opendir("/proc/self/task");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    *n_workers = 0;
+    *worker = -1;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        long tid = strtol(e->d_name, NULL, 10);
+        if (n < cap)
+            tids[n] = tid;
+        n++;
+        char path[96], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%ld/comm", tid);
+        FILE *f = fopen(path, "r");
+        if (f && fgets(comm, sizeof comm, f) && strcmp(comm, "resdiag-split\n") == 0) {
+            (*n_workers)++;
+            *worker = tid;
+        }
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* The times thread tid has gone to sleep on its own (waiting for work). */
+static long sleeps_of(long tid)
+{
+    char path[96], line[128];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/status", tid);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    long n = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+            break;
+    fclose(f);
+    return n;
+}
+
+/* Waits (up to 5 s) until thread tid sleeps: state S in its stat line. */
+static void wait_asleep(long tid)
+{
+    char path[96], line[512];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+    for (int ms = 0; ms < 5000; ms++) {
+        FILE *f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        const char *paren = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+        fclose(f);
+        if (paren && paren[1] == ' ' && paren[2] == 'S')
+            return;
+        usleep(1000);
+    }
+    ck_abort_msg("thread %ld never went to sleep", tid);
+}
+
+static int cmp_long(const void *a, const void *b)
+{
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+/* hook_threads = 2: resdiag_open starts one worker thread (signals all
+ * blocked), 100 large tensors later it is the same thread and no other
+ * has appeared, and resdiag_destroy leaves the threads of before open.
+ * hook_threads = 1 starts none. */
+START_TEST(hook_threads_2_keeps_one_worker_from_open_to_destroy)
+{
+    enum { CAP = 64, HOOKS = 100 };
+    float *x = malloc(sizeof(float) * HT_T * HT_D); /* 2 MiB: split */
+    ck_assert_ptr_nonnull(x);
+    for (int k = 0; k < HT_T * HT_D; k++)
+        x[k] = (float)(k % 1013) * 0x1p-9f - 1.0f;
+    long before[CAP], now[CAP], opened[CAP], worker, w2;
+    int nw;
+    const int n0 = list_threads(before, CAP, &worker, &nw);
+    ck_assert_int_le(n0, CAP);
+    ck_assert_int_eq(nw, 0);
+
+    resdiag_model m = ht_model();
+    resdiag_options o;
+    resdiag_options_init(&o);
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, path_a, &m, &o), RESDIAG_OK);
+    ck_assert_int_eq(list_threads(now, CAP, &w2, &nw), n0); /* hook_threads 1: none */
+    resdiag_destroy(r);
+    unlink(path_a);
+
+    o.hook_threads = 2;
+    /* opened from a thread that blocks nothing (test runners may block
+     * signals), which must still block nothing afterwards */
+    sigset_t none, saved, after;
+    sigemptyset(&none);
+    ck_assert_int_eq(pthread_sigmask(SIG_SETMASK, &none, &saved), 0);
+    ck_assert_int_eq(resdiag_open(&r, path_a, &m, &o), RESDIAG_OK);
+    ck_assert_int_eq(pthread_sigmask(SIG_SETMASK, &saved, &after), 0);
+    for (int sig = 1; sig < SIGRTMIN; sig++)
+        ck_assert_msg(!sigismember(&after, sig), "open left signal %d blocked", sig);
+    ck_assert_int_eq(list_threads(opened, CAP, &worker, &nw), n0 + 1);
+    ck_assert_int_eq(nw, 1);
+    wait_asleep(worker); /* started, waiting for work */
+    const long sleeps0 = sleeps_of(worker);
+
+    for (int s = 0; s < HOOKS; s++) {
+        ck_assert_int_eq(resdiag_step_begin(r, s), RESDIAG_OK);
+        ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, HT_T, HT_D)),
+                         RESDIAG_OK);
+        ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    }
+    ck_assert_int_eq(list_threads(now, CAP, &w2, &nw), n0 + 1);
+    ck_assert_int_eq(nw, 1);
+    ck_assert_int_eq(w2, worker);
+    qsort(opened, (size_t)(n0 + 1), sizeof *opened, cmp_long);
+    qsort(now, (size_t)(n0 + 1), sizeof *now, cmp_long);
+    ck_assert_mem_eq(opened, now, (size_t)(n0 + 1) * sizeof *now);
+    /* the hooks woke that thread: it went back to sleep since */
+    wait_asleep(worker);
+    ck_assert_int_gt(sleeps_of(worker), sleeps0);
+    char path[96], line[128];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/status", worker);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    unsigned long long blocked = 0; /* bit n - 1: signal n */
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "SigBlk:", 7) == 0)
+            blocked = strtoull(line + 7, NULL, 16);
+    fclose(f);
+    /* all but SIGKILL and SIGSTOP (no one can block those) and glibc's own 32, 33 */
+    const unsigned long long unblockable = (1ull << (SIGKILL - 1)) | (1ull << (SIGSTOP - 1)) |
+                                           (3ull << 31);
+    ck_assert_msg((blocked | unblockable) == ~0ull, "the worker blocks only %llx", blocked);
+
+    resdiag_destroy(r); /* joins the worker */
+    ck_assert_int_eq(list_threads(now, CAP, &w2, &nw), n0);
+    ck_assert_int_eq(nw, 0);
+    qsort(before, (size_t)n0, sizeof *before, cmp_long);
+    qsort(now, (size_t)n0, sizeof *now, cmp_long);
+    ck_assert_mem_eq(before, now, (size_t)n0 * sizeof *now);
+    free(x);
+}
+END_TEST
+
+/* In a child forked while a run has its worker (the child has no copy of
+ * that thread), a hook on a large tensor returns OK without waiting for it
+ * (the bits are checked in test-threads.c); the parent's run goes on. The
+ * child leaves the parent's file alone (_exit). */
+START_TEST(hook_threads_2_hooks_work_in_a_forked_child)
+{
+    float *x = malloc(sizeof(float) * HT_T * HT_D), *f = malloc(sizeof(float) * HT_T * HT_D);
+    ck_assert(x && f);
+    for (int k = 0; k < HT_T * HT_D; k++) {
+        x[k] = (float)(k % 977) * 0x1p-8f - 2.0f;
+        f[k] = 0.5f * x[k];
+    }
+    resdiag_model m = ht_model();
+    resdiag_options o;
+    resdiag_options_init(&o);
+    o.hook_threads = 2;
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, path_a, &m, &o), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        alarm(20); /* a hang ends the child by SIGALRM */
+        int rc = RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, HT_T, HT_D));
+        ssize_t ok = write(fds[1], &rc, sizeof rc);
+        _exit(ok == (ssize_t)sizeof rc ? 0 : 3);
+    }
+    close(fds[1]);
+    int rc_child = -1, status = 0;
+    ck_assert_int_eq(read(fds[0], &rc_child, sizeof rc_child), (ssize_t)sizeof rc_child);
+    close(fds[0]);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    ck_assert_int_eq(rc_child, RESDIAG_OK);
+    /* the parent's run goes on with its worker */
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, HT_T, HT_D)),
+                     RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    resdiag_destroy(r);
+    free(x);
+    free(f);
+}
+END_TEST
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RD_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define RD_TEST_SANITIZED 1
+#endif
+#endif
+
+/* The child of the test below: with too little address space left for a
+ * thread's stack, hook_threads = 2 opens with an INFO warning and computes
+ * on one thread the bits a worker would have given. Exit 0 when so. */
+static int open_without_a_thread(const float *x, const float *f)
+{
+    resdiag_set_log_priority(RESDIAG_LOG_INFO);
+    ht_run(path_b, 1, x, f); /* HDF5 and the heap warmed up */
+    unlink(path_b);
+    FILE *sf = fopen("/proc/self/statm", "r");
+    long pages = 0;
+    if (!sf || fscanf(sf, "%ld", &pages) != 1)
+        return 10;
+    fclose(sf);
+    struct rlimit lim = { .rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (1u << 20),
+                          .rlim_max = RLIM_INFINITY };
+    if (setrlimit(RLIMIT_AS, &lim))
+        return 11;
+    log_count = 0;
+    ht_run(path_b, 2, x, f);
+    if (!strstr(log_last, "warning: hook_threads 2: cannot start"))
+        return 12;
+    return 0;
+}
+
+START_TEST(hook_threads_2_falls_back_to_one_thread_when_none_can_start)
+{
+#ifdef RD_TEST_SANITIZED
+    return; /* the sanitizers reserve more address space than any limit leaves */
+#endif
+    float *x = malloc(sizeof(float) * HT_T * HT_D), *f = malloc(sizeof(float) * HT_T * HT_D);
+    ck_assert(x && f);
+    for (int k = 0; k < HT_T * HT_D; k++) {
+        x[k] = (float)(k % 1009) * 0x1p-8f - 2.0f;
+        f[k] = 0.25f * x[k] + 0x1p-12f * (float)(k % 13);
+    }
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        _exit(open_without_a_thread(x, f));
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    ht_run(path_a, 2, x, f); /* with its worker */
+    ht_read with, without;
+    ht_load(&with, path_a);
+    ht_load(&without, path_b);
+    ck_assert_mem_eq(&with, &without, sizeof with);
+    free(x);
+    free(f);
+}
+END_TEST
+
 START_TEST(a_full_disk_is_reported_once_and_earlier_steps_survive)
 {
     int fds[2];
@@ -1557,6 +1819,9 @@ static Suite *api_suite(void)
     tcase_add_test(tc, concurrent_hooks_on_different_layers_match_a_sequential_run);
     tcase_add_test(tc, hook_threads_split_large_tensors_deterministically);
     tcase_add_test(tc, hook_threads_out_of_range_is_refused);
+    tcase_add_test(tc, hook_threads_2_keeps_one_worker_from_open_to_destroy);
+    tcase_add_test(tc, hook_threads_2_hooks_work_in_a_forked_child);
+    tcase_add_test(tc, hook_threads_2_falls_back_to_one_thread_when_none_can_start);
     tcase_add_test(tc, empty_tensors_are_observed_with_zero_rows);
     tcase_add_test(tc, a_full_disk_is_reported_once_and_earlier_steps_survive);
     suite_add_tcase(s, tc);

@@ -7,6 +7,10 @@
  * ratios, parameter gradients, refused calls logged from several threads at
  * once, and hook_threads = 2 splitting large tensors inside those threads.
  *
+ * hook_threads = 2's worker (lib/stats/split.h) shared by several threads:
+ * the callers that find it busy compute both halves alone, with the same
+ * bits; so does a forked child, which has no copy of the worker's thread.
+ *
  * And what resdiag.h does not allow: two threads observing the same site
  * (or the two tensors of one residual add, or one parameter) at once. The
  * second of two overlapping calls returns RESDIAG_E_BUSY and the slot keeps
@@ -23,9 +27,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "resdiag.h"
+#include "stats/split.h"
 
 enum { L = 8, S = 2, D = 64, T = 24, STEPS = 5, THREADS = 4 };
 /* A parameter gradient of 1 MiB of f32: large enough for hook_threads = 2. */
@@ -283,6 +289,115 @@ START_TEST(hook_threads_2_inside_concurrent_hooks_is_deterministic)
 }
 END_TEST
 
+
+/* ------------------------------------------- one split worker, many callers */
+
+enum { SPLIT_ROWS = 1025, SPLIT_COLS = 512, SPLIT_CALLS = 12 }; /* 2 MiB of f32 */
+
+typedef struct split_out {
+    double f[RESDIAG_N_FIELDS], sketch[8];
+    double norms[SPLIT_ROWS];
+} split_out;
+
+typedef struct split_job {
+    rd_split_worker *w;
+    const resdiag_tensor *t;
+    const rd_sketch_params *sp;
+    const split_out *want;
+    pthread_barrier_t *go;
+    int mismatches;
+} split_job;
+
+static void split_run(split_out *o, rd_split_worker *w, const resdiag_tensor *t,
+                      const rd_sketch_params *sp)
+{
+    memset(o, 0, sizeof *o);
+    rd_split_compute(w, o->f, o->sketch, o->norms, t, sp);
+}
+
+static int split_same(const split_out *a, const split_out *b)
+{
+    return memcmp(a, b, sizeof *a) == 0;
+}
+
+static void *split_caller(void *p)
+{
+    split_job *j = p;
+    split_out *o = malloc(sizeof *o);
+    ck_assert_ptr_nonnull(o);
+    pthread_barrier_wait(j->go);
+    for (int c = 0; c < SPLIT_CALLS; c++) {
+        split_run(o, j->w, j->t, j->sp);
+        j->mismatches += !split_same(o, j->want);
+    }
+    free(o);
+    return NULL;
+}
+
+/* One worker, THREADS callers at once: each call gives the bits of a call
+ * with the worker to itself, of one without a worker (the caller does both
+ * halves), and of rd_stats_compute_split(2). After fork() the child's calls
+ * give them too and destroying the worker there returns (its thread is not
+ * in the child: a join would wait forever). */
+START_TEST(split_worker_shared_absent_or_forked_gives_the_same_bits)
+{
+    float *x = malloc((size_t)SPLIT_ROWS * SPLIT_COLS * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    for (int i = 0; i < SPLIT_ROWS * SPLIT_COLS; i++)
+        x[i] = value(77, i) * (1.0f + (float)(i / SPLIT_COLS % 5));
+    x[3 * SPLIT_COLS + 1] = NAN; /* a rescanned row in each half */
+    x[900 * SPLIT_COLS + 2] = INFINITY;
+    const resdiag_tensor t = resdiag_f32(x, SPLIT_ROWS, SPLIT_COLS);
+    float tau[4097];
+    rd_fill_column_signs(tau, 4097, 9);
+    const rd_sketch_params sp = { 8, tau, 4097, 11, 0 };
+    split_out *want = malloc(sizeof *want), *got = malloc(sizeof *got);
+    ck_assert(want && got);
+    memset(want, 0, sizeof *want);
+    rd_stats_compute_split(2, want->f, want->sketch, want->norms, &t, &sp);
+
+    rd_split_worker *w = NULL;
+    ck_assert_int_eq(rd_split_worker_create(&w), 0);
+    split_run(got, w, &t, &sp);
+    ck_assert_msg(split_same(got, want), "the worker's result differs");
+    split_run(got, NULL, &t, &sp);
+    ck_assert_msg(split_same(got, want), "without a worker the result differs");
+
+    pthread_t th[THREADS];
+    split_job jobs[THREADS];
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, THREADS);
+    for (int i = 0; i < THREADS; i++) {
+        jobs[i] = (split_job){ w, &t, &sp, want, &go, 0 };
+        ck_assert_int_eq(pthread_create(&th[i], NULL, split_caller, &jobs[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_msg(jobs[i].mismatches == 0, "thread %d: %d of %d calls differ", i,
+                      jobs[i].mismatches, SPLIT_CALLS);
+    }
+    pthread_barrier_destroy(&go);
+
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        alarm(20); /* a hang ends the child by SIGALRM */
+        split_run(got, w, &t, &sp);
+        int same = split_same(got, want);
+        rd_split_worker_destroy(w);
+        _exit(same ? 0 : 1);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", status);
+    split_run(got, w, &t, &sp); /* the parent's worker is still there */
+    ck_assert(split_same(got, want));
+    rd_split_worker_destroy(w);
+    free(want);
+    free(got);
+    free(x);
+}
+END_TEST
 
 /* ------------------------------------------------- same site, two threads */
 
@@ -629,6 +744,7 @@ int main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, threads_on_different_layers_write_what_one_thread_writes);
     tcase_add_test(tc, hook_threads_2_inside_concurrent_hooks_is_deterministic);
+    tcase_add_test(tc, split_worker_shared_absent_or_forked_gives_the_same_bits);
     tcase_add_test(tc, same_site_from_two_threads_keeps_whole_calls);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
