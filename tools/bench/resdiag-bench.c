@@ -8,9 +8,9 @@
  * CPU clock, with the load average at the start and the end of the run.
  * doc/BENCHMARK.md says what each figure means.
  *
- *   resdiag-bench [--quick] [--long] [--reps N] [--no-peers] [--no-hook]
- *                 [--no-writer] [--no-e2e] [--no-report] [--cols N]
- *                 [--e2e-steps N]
+ *   resdiag-bench [--quick | --long] [--reps N] [--no-kernels] [--no-peers]
+ *                 [--no-hook] [--no-writer] [--no-e2e] [--no-report]
+ *                 [--cols N] [--e2e-steps N]
  *   resdiag-bench --fixed-cost N     (the scenario of scripts/bench-callgrind.sh)
  *
  * Dimension names: rows = tokens, cols = width (768 here, GPT-2 small;
@@ -721,7 +721,9 @@ static void bench_writer(int quick)
     static const int flushes[2] = { 64, 1 };
     for (int a = 0; a < 2; a++)
         for (int b = 0; b < 2; b++) {
-            int steps = (layer_counts[a] == 12 ? 1280 : 256) / (quick ? 4 : 1);
+            /* appending every step costs ~10 ms here: fewer steps for it */
+            int steps = (layer_counts[a] == 12 ? 1280 : 256) / (quick ? 4 : 1) /
+                        (flushes[b] == 1 ? 4 : 1);
             wresult w[5];
             double per[5];
             int n = quick ? 1 : 3, ok = 1;
@@ -797,12 +799,7 @@ static void bench_hook_threads(int reps)
     char path[2][600];
     int ok = 1;
     for (int h = 0; h < 2; h++) {
-        resdiag_model m;
-        resdiag_model_init(&m);
-        m.n_layers = 1;
-        m.d_model = C;
-        m.n_sublayers = 1;
-        m.sublayer_names = subs;
+        resdiag_model m = bench_model(1, C, 1, subs, 0, NULL, 0, NULL);
         resdiag_options o;
         resdiag_options_init(&o);
         o.hook_threads = h + 1;
@@ -870,14 +867,7 @@ static int fixed_cost_scenario(int steps)
         x[k] = (float)rnd_normal();
     static const char *const subs[] = { "attn", "mlp" };
     static const char *const lp[] = { "attn.wo", "mlp.w2" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = LAYERS;
-    m.d_model = C;
-    m.n_sublayers = 2;
-    m.sublayer_names = subs;
-    m.n_layer_params = 2;
-    m.layer_param_names = lp;
+    resdiag_model m = bench_model(LAYERS, C, 2, subs, 2, lp, 0, NULL);
     resdiag_options o;
     resdiag_options_init(&o);
     o.flush_steps = 64;
@@ -1678,8 +1668,9 @@ static void kernel_target(const char *name, int si, int d, int m, double goal)
     char g[32], meas[256];
     snprintf(g, sizeof g, ">= %.2fx", goal);
     if (!k->valid) {
-        not_measured(name, si == 2 ? "256 MiB is not run with --quick"
-                                   : "the path does not run on this CPU");
+        not_measured(name, kernel_reps == 0 ? "--no-kernels"
+                           : si == 2        ? "256 MiB is not run with --quick"
+                                            : "the path does not run on this CPU");
         return;
     }
     snprintf(meas, sizeof meas, "%.2fx [%.2f-%.2f] of the %s ceiling (%s %.2f GB/s CPU, "
@@ -1795,7 +1786,8 @@ static void print_targets(const char *load_start)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: resdiag-bench [--quick | --long] [--reps N] [--no-peers] "
+    fprintf(stderr, "usage: resdiag-bench [--quick | --long] [--reps N] [--no-kernels] "
+                    "[--no-peers] "
                     "[--no-hook] [--no-writer] [--no-e2e] [--no-report] [--cols N] "
                     "[--e2e-steps N]\n"
                     "       resdiag-bench --fixed-cost STEPS\n");
@@ -1804,13 +1796,16 @@ static int usage(void)
 
 int main(int argc, char **argv)
 {
-    int mode = 1, peers_on = 1, hook_on = 1, writer_on = 1, e2e_on = 1, report_on = 1;
+    int mode = 1, kernels_on = 1, peers_on = 1, hook_on = 1, writer_on = 1, e2e_on = 1;
+    int report_on = 1;
     int reps = 15;
     for (int k = 1; k < argc; k++) {
         if (!strcmp(argv[k], "--quick"))
             mode = 0;
         else if (!strcmp(argv[k], "--long"))
             mode = 2;
+        else if (!strcmp(argv[k], "--no-kernels"))
+            kernels_on = 0;
         else if (!strcmp(argv[k], "--no-peers"))
             peers_on = 0;
         else if (!strcmp(argv[k], "--no-hook"))
@@ -1858,7 +1853,8 @@ int main(int argc, char **argv)
            sysconf(_SC_NPROCESSORS_ONLN), load_start);
     fflush(stdout);
 
-    bench_kernels(reps, mode == 0);
+    if (kernels_on)
+        bench_kernels(reps, mode == 0);
     if (peers_on)
         bench_peer_pairs(reps);
     if (hook_on)
