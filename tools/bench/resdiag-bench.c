@@ -3,26 +3,31 @@
  * the machine's own ceiling and the peers installed on it.
  *
  * Not a test: it times things and prints the figures, ending with one line
- * performance target, "target NAME: measured X, goal Y, met|missed".
+ * per performance target, "target NAME: measured X, goal Y, met|missed"
+ * (or "target NAME: not measured (why)"), judged on medians by the thread's
+ * CPU clock, with the load average at the start and the end of the run.
  * doc/BENCHMARK.md says what each figure means.
  *
- *   resdiag-bench [--quick] [--reps N] [--no-peers] [--no-writer] [--no-e2e]
- *                 [--no-report] [--cols N] [--e2e-steps N]
+ *   resdiag-bench [--quick | --long] [--reps N] [--no-kernels] [--no-peers]
+ *                 [--no-hook] [--no-writer] [--no-e2e] [--no-report]
+ *                 [--cols N] [--e2e-steps N]
+ *   resdiag-bench --fixed-cost N     (the scenario of scripts/bench-callgrind.sh)
  *
  * Dimension names: rows = tokens, cols = width (768 here, GPT-2 small;
  * --cols N reads the same bytes as rows of N, which shows the per-row cost).
  *
- * Kernels: in one run, on the same buffers, for 24 MiB and 256 MiB of input,
- * 1 and 2 threads (2 threads = two tensors of that size, one per thread, at
- * the same time), each dtype: the ceiling (a plain AVX2 sum of squares of
- * the buffer's bytes read as f32, and a read-only sum), every resdiag kernel
- * path (all statistics, the sketch with K = 16 and the per-token norms, as a
- * hook computes them), the same on one tensor split over two threads
- * (rd_stats_compute_split, in the 1-thread rows), OpenBLAS snrm2 / sdot per row (f32) when built with
- * it. Repetitions of all methods are interleaved (rep 1 of each, rep 2 of
- * each, ...) so that the machine's drift hits them alike; the figures are
- * medians with [min-max], in GB/s of input (1e9 bytes/s). numpy and torch
- * run in scripts/bench-peers.py, on buffers of the same shape.
+ * Kernels: one thread, on the same buffer, from L2, at 24 MiB and 256 MiB,
+ * each dtype: the ceiling loops (ceiling.h: AVX-512 and AVX2 read-only sum,
+ * sum of squares, sum of squares with prefetch), every resdiag kernel path
+ * (all statistics, the sketch with K = 16 and the per-token norms, as a
+ * hook computes them), the active path with K = 0, OpenBLAS snrm2 / dnrm2
+ * per row when built with it. Every method runs once in every repetition
+ * (rep 1 of each, rep 2 of each, ...), each call timed by the thread's CPU
+ * clock (CLOCK_THREAD_CPUTIME_ID: the time other jobs take the core from
+ * us is not counted) and the wall clock; a method's ratio is, per
+ * repetition, the ceiling's CPU time over its own, and the figures are
+ * medians with [min-max]. numpy and torch run in scripts/bench-peers.py,
+ * paired call by call with resdiag.
  */
 #include <errno.h>
 #include <immintrin.h>
@@ -41,6 +46,8 @@
 
 #include "resdiag.h"
 #include "stats/stats.h"
+
+#include "ceiling.h"
 
 #ifdef RD_BENCH_OPENBLAS
 #include <cblas.h>
@@ -65,6 +72,20 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The calling thread's CPU time: what the work itself took, whatever else
+ * the machine runs. */
+static double thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* seconds of one timed piece of work by both clocks */
+typedef struct span {
+    double wall, cpu;
+} span;
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -85,155 +106,6 @@ static summary summarize(const double *v, int n)
 }
 
 static volatile double sink; /* keeps results alive */
-
-/* ------------------------------------------------------------------------ */
-/* The ceiling: the plainest vector loops over the same bytes               */
-/* ------------------------------------------------------------------------ */
-
-__attribute__((target("avx2,fma"))) static double ceil_sumsq(const void *buf, size_t bytes)
-{
-    const float *x = buf;
-    size_t n = bytes / 4, i = 0;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (; i + 32 <= n; i += 32) {
-        __m256 v0 = _mm256_load_ps(x + i), v1 = _mm256_load_ps(x + i + 8);
-        __m256 v2 = _mm256_load_ps(x + i + 16), v3 = _mm256_load_ps(x + i + 24);
-        a0 = _mm256_fmadd_ps(v0, v0, a0);
-        a1 = _mm256_fmadd_ps(v1, v1, a1);
-        a2 = _mm256_fmadd_ps(v2, v2, a2);
-        a3 = _mm256_fmadd_ps(v3, v3, a3);
-    }
-    __m256 a = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
-    float t[8];
-    _mm256_storeu_ps(t, a);
-    double s = 0.0;
-    for (int l = 0; l < 8; l++)
-        s += t[l];
-    return s;
-}
-
-__attribute__((target("avx2"))) static double ceil_sum(const void *buf, size_t bytes)
-{
-    const float *x = buf;
-    size_t n = bytes / 4, i = 0;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm256_add_ps(a0, _mm256_load_ps(x + i));
-        a1 = _mm256_add_ps(a1, _mm256_load_ps(x + i + 8));
-        a2 = _mm256_add_ps(a2, _mm256_load_ps(x + i + 16));
-        a3 = _mm256_add_ps(a3, _mm256_load_ps(x + i + 24));
-    }
-    __m256 a = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
-    float t[8];
-    _mm256_storeu_ps(t, a);
-    double s = 0.0;
-    for (int l = 0; l < 8; l++)
-        s += t[l];
-    return s;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Methods                                                                   */
-/* ------------------------------------------------------------------------ */
-
-/* M_SPLIT: the active path on one tensor split over 2 threads (1-thread rows) */
-enum { M_SUMSQ, M_SUM, M_PATH0, M_SPLIT = M_PATH0 + RD_STATS_N_PATHS, M_SNRM2, M_SDOT,
-       N_METHODS };
-
-static const char *method_name(int m)
-{
-    static char buf[RD_STATS_N_PATHS][32];
-    switch (m) {
-    case M_SUMSQ: return "ceiling sumsq (AVX2)";
-    case M_SUM: return "ceiling read-only sum";
-    case M_SNRM2: return "OpenBLAS snrm2 per row";
-    case M_SDOT: return "OpenBLAS sdot per row";
-    case M_SPLIT: return "resdiag split x2 threads";
-    default:
-        snprintf(buf[m - M_PATH0], sizeof buf[0], "resdiag %s",
-                 rd_stats_path_name((rd_stats_path)(m - M_PATH0)));
-        return buf[m - M_PATH0];
-    }
-}
-
-typedef struct job {
-    int method;
-    const void *buf;       /* (rows, bench_cols) of dtype */
-    size_t bytes;
-    resdiag_dtype dtype;
-    int64_t rows;
-    double *row_norms;     /* (rows) */
-    const rd_sketch_params *sp;
-    double result;
-} job;
-
-static void run_job(job *j)
-{
-    switch (j->method) {
-    case M_SUMSQ: j->result = ceil_sumsq(j->buf, j->bytes); return;
-    case M_SUM: j->result = ceil_sum(j->buf, j->bytes); return;
-    case M_SPLIT: {
-        double f[RESDIAG_N_FIELDS], sk[16];
-        resdiag_tensor t = resdiag_tensor_make(j->buf, j->dtype, j->rows, bench_cols, 0);
-        rd_stats_compute_split(2, f, sk, j->row_norms, &t, j->sp);
-        j->result = f[RESDIAG_FIELD_FROB];
-        return;
-    }
-#ifdef RD_BENCH_OPENBLAS
-    case M_SNRM2: {
-        double s = 0.0;
-        for (int64_t i = 0; i < j->rows; i++)
-            s += cblas_snrm2(bench_cols, (const float *)j->buf + i * bench_cols, 1);
-        j->result = s;
-        return;
-    }
-    case M_SDOT: {
-        double s = 0.0;
-        for (int64_t i = 0; i < j->rows; i++) {
-            const float *x = (const float *)j->buf + i * bench_cols;
-            s += sqrt(cblas_sdot(bench_cols, x, 1, x, 1));
-        }
-        j->result = s;
-        return;
-    }
-#endif
-    default: {
-        double f[RESDIAG_N_FIELDS], sk[16];
-        resdiag_tensor t = resdiag_tensor_make(j->buf, j->dtype, j->rows, bench_cols, 0);
-        rd_stats_compute_path((rd_stats_path)(j->method - M_PATH0), f, sk, j->row_norms, &t,
-                              j->sp);
-        j->result = f[RESDIAG_FIELD_FROB];
-    }
-    }
-}
-
-static void *job_thread(void *arg)
-{
-    run_job(arg);
-    return NULL;
-}
-
-/* Seconds for nt jobs at once (one per thread). */
-static double time_jobs(job *jobs, int nt)
-{
-    pthread_t th[2];
-    double t0 = now();
-    if (nt == 1) {
-        run_job(&jobs[0]);
-    } else {
-        for (int k = 1; k < nt; k++)
-            if (pthread_create(&th[k], NULL, job_thread, &jobs[k]) != 0)
-                run_job(&jobs[k]), th[k] = 0;
-        run_job(&jobs[0]);
-        for (int k = 1; k < nt; k++)
-            if (th[k])
-                pthread_join(th[k], NULL);
-    }
-    double dt = now() - t0;
-    for (int k = 0; k < nt; k++)
-        sink += jobs[k].result;
-    return dt;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Test data                                                                 */
@@ -291,215 +163,264 @@ static void fill(void *buf, size_t bytes, resdiag_dtype dt)
     }
 }
 
-/* ------------------------------------------------------------------------ */
-/* Results kept for the targets                                              */
-/* ------------------------------------------------------------------------ */
-
-typedef struct kresult {
-    int valid;
-    summary s;
-} kresult;
-
-/* [size index][threads-1][dtype][method] */
-static kresult kres[2][2][4][N_METHODS];
-static const int sizes_mib[2] = { 24, 256 };
-
-typedef struct peer {
-    char name[16], dtype[8];
-    int mib, threads;
-    summary s;
-} peer;
-static peer peers[64];
-static int n_peers;
-static char peers_note[256] = "not run";
-
-static const peer *find_peer(const char *name, const char *dtype, int mib, int threads)
-{
-    for (int k = 0; k < n_peers; k++)
-        if (!strcmp(peers[k].name, name) && !strcmp(peers[k].dtype, dtype) &&
-            peers[k].mib == mib && peers[k].threads == threads)
-            return &peers[k];
-    return NULL;
-}
-
 static const char *dtype_label(resdiag_dtype dt)
 {
     return resdiag_dtype_name(dt);
 }
 
 /* ------------------------------------------------------------------------ */
-/* Kernels                                                                   */
+/* Kernels against the ceiling, interleaved in every repetition              */
 /* ------------------------------------------------------------------------ */
 
-static int method_available(int m, resdiag_dtype dt, int have_avx2)
+/* Methods of the kernel table: the ceiling loops of each ISA
+ * (isa * CEIL_N_LOOPS + loop), every resdiag path, the active path without
+ * the sketch (K = 0), and OpenBLAS's norm per row. */
+enum { M_CEIL0 = 0, M_PATH0 = CEIL_N_ISAS * CEIL_N_LOOPS, M_K0 = M_PATH0 + RD_STATS_N_PATHS,
+       M_BLAS, N_METHODS };
+
+/* L2 (3/4 of this CPU's L2, at most 1.5 MiB), 24 MiB, 256 MiB */
+enum { N_SIZES = 3, SIZE_L2 = 0 };
+static size_t size_bytes[N_SIZES] = { 0, 24 << 20, 256 << 20 };
+static char size_label[N_SIZES][16] = { "L2", "24MiB", "256MiB" };
+static const resdiag_dtype bench_dts[4] = { RESDIAG_DTYPE_F32, RESDIAG_DTYPE_BF16,
+                                            RESDIAG_DTYPE_F16, RESDIAG_DTYPE_F64 };
+
+typedef struct kresult {
+    int valid;
+    summary cpu_gbs, wall_gbs; /* GB/s of input by each clock */
+    summary ratio;             /* per repetition: the ceiling's CPU time / this one's */
+    int ceil_isa;              /* the ceiling it is held to */
+} kresult;
+static kresult kres[N_SIZES][4][N_METHODS];
+static int kernel_reps;
+
+/* The ceiling of CEIL_N_ISAS: the fastest loop of every ISA the CPU runs.
+ * On some CPUs the AVX2 loops read memory faster than the AVX-512 ones
+ * (OpenBLAS's AVX-512 snrm2 then beat an AVX-512-only ceiling), so a
+ * method is held to the best read of any of them. */
+enum { CEIL_ALL = CEIL_N_ISAS };
+
+static const char *ceiling_label(int isa)
 {
-    if (m == M_SUMSQ || m == M_SUM)
-        return have_avx2;
-    if (m == M_SPLIT)
-        return 1;
-    if (m == M_SNRM2 || m == M_SDOT) {
-#ifdef RD_BENCH_OPENBLAS
-        return dt == RESDIAG_DTYPE_F32;
-#else
-        (void)dt;
-        return 0;
-#endif
-    }
-    return rd_stats_path_available((rd_stats_path)(m - M_PATH0));
+    return isa == CEIL_ALL ? "best" : ceiling_isa_name(isa);
 }
 
-static void bench_kernels(int reps_small, int reps_large, int quick)
+static const char *method_name(int m, resdiag_dtype dt)
 {
-    __builtin_cpu_init();
-    int have_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
-    size_t max_bytes = (size_t)(quick ? 24 : 256) * (size_t)MIB;
-    void *buf[2];
-    for (int k = 0; k < 2; k++) {
-        buf[k] = aligned_alloc(4096, max_bytes);
-        if (!buf[k]) {
-            printf("kernels: cannot allocate 2 x %zu MiB, skipped\n", max_bytes >> 20);
-            return;
+    static char buf[64];
+    if (m < M_PATH0)
+        snprintf(buf, sizeof buf, "ceiling %s %s", ceiling_isa_name(m / CEIL_N_LOOPS),
+                 ceiling_loop_name(m % CEIL_N_LOOPS));
+    else if (m < M_K0)
+        snprintf(buf, sizeof buf, "resdiag %s", rd_stats_path_name((rd_stats_path)(m - M_PATH0)));
+    else if (m == M_K0)
+        snprintf(buf, sizeof buf, "resdiag %s K=0", rd_stats_path_name(rd_stats_active_path()));
+    else
+        snprintf(buf, sizeof buf, "OpenBLAS %s/row", dt == RESDIAG_DTYPE_F64 ? "dnrm2" : "snrm2");
+    return buf;
+}
+
+static int method_available(int m, resdiag_dtype dt, int si)
+{
+    if (m < M_PATH0)
+        return ceiling_available(m / CEIL_N_LOOPS);
+    if (m < M_K0) /* the portable path only where it stays short */
+        return rd_stats_path_available((rd_stats_path)(m - M_PATH0)) &&
+               (m != M_PATH0 + RD_STATS_PORTABLE || si != 2);
+    if (m == M_K0)
+        return 1;
+#ifdef RD_BENCH_OPENBLAS
+    return dt == RESDIAG_DTYPE_F32 || dt == RESDIAG_DTYPE_F64;
+#else
+    (void)dt;
+    return 0;
+#endif
+}
+
+/* The ceiling a method is held to: the AVX2 one for the AVX2 path and the
+ * AVX2 loops, the AVX-512 one for the AVX-512 loops, the best of all for
+ * the rest. */
+static int method_ceiling(int m)
+{
+    if (m == M_PATH0 + RD_STATS_AVX2 || m < M_PATH0)
+        return m < M_PATH0 ? m / CEIL_N_LOOPS : CEIL_AVX2;
+    return CEIL_ALL;
+}
+
+typedef struct kjob {
+    const void *buf;
+    size_t bytes;
+    resdiag_dtype dtype;
+    int64_t rows;
+    double *row_norms;
+    const rd_sketch_params *sp, *sp0; /* K = 16; K = 0 */
+} kjob;
+
+static double run_method(int m, const kjob *j)
+{
+    double f[RESDIAG_N_FIELDS], sk[16];
+    resdiag_tensor t = resdiag_tensor_make(j->buf, j->dtype, j->rows, bench_cols, 0);
+    if (m < M_PATH0)
+        return ceiling_run(m / CEIL_N_LOOPS, m % CEIL_N_LOOPS, j->buf, j->bytes);
+    if (m < M_K0) {
+        rd_stats_compute_path((rd_stats_path)(m - M_PATH0), f, sk, j->row_norms, &t, j->sp);
+        return f[RESDIAG_FIELD_FROB];
+    }
+    if (m == M_K0) {
+        rd_stats_compute_path(rd_stats_active_path(), f, NULL, j->row_norms, &t, j->sp0);
+        return f[RESDIAG_FIELD_FROB];
+    }
+    double s = 0.0;
+#ifdef RD_BENCH_OPENBLAS
+    for (int64_t i = 0; i < j->rows; i++)
+        s += j->dtype == RESDIAG_DTYPE_F64
+                 ? cblas_dnrm2(bench_cols, (const double *)j->buf + i * bench_cols, 1)
+                 : cblas_snrm2(bench_cols, (const float *)j->buf + i * bench_cols, 1);
+#endif
+    return s;
+}
+
+/* One sample: `calls` calls of method m, by both clocks. */
+static span time_method(int m, const kjob *j, int calls)
+{
+    double w0 = now(), c0 = thread_cpu();
+    for (int c = 0; c < calls; c++)
+        sink += run_method(m, j);
+    span s = { now() - w0, thread_cpu() - c0 };
+    return s;
+}
+
+/* Times every available method on one buffer, all in each repetition, and
+ * keeps the figures in kres[si][d]. */
+static void bench_kernel_row(int si, int d, void *buf, double *norms,
+                             const rd_sketch_params *sp, const rd_sketch_params *sp0, int reps)
+{
+    resdiag_dtype dt = bench_dts[d];
+    int64_t rows = (int64_t)(size_bytes[si] / (dt_size(dt) * (size_t)bench_cols));
+    size_t bytes = (size_t)rows * (size_t)bench_cols * dt_size(dt);
+    /* a sample of at least ~16 MiB read, so that a tensor from L2 is not
+     * timed by a clock tick */
+    int calls = bytes >= (16u << 20) ? 1 : (int)((16u << 20) / bytes) + 1;
+    kjob j = { buf, bytes, dt, rows, norms, sp, sp0 };
+    static double cpu[N_METHODS][MAX_REPS], wall[N_METHODS][MAX_REPS];
+    double ceil_cpu[CEIL_N_ISAS + 1][MAX_REPS];
+    for (int rep = -1; rep < reps; rep++) /* rep -1: warm-up */
+        for (int m = 0; m < N_METHODS; m++)
+            if (method_available(m, dt, si)) {
+                span s = time_method(m, &j, calls);
+                if (rep >= 0)
+                    cpu[m][rep] = s.cpu, wall[m][rep] = s.wall;
+            }
+    for (int r = 0; r < reps; r++) {
+        ceil_cpu[CEIL_ALL][r] = INFINITY;
+        for (int isa = 0; isa < CEIL_N_ISAS; isa++) {
+            ceil_cpu[isa][r] = INFINITY;
+            for (int l = 0; l < CEIL_N_LOOPS && ceiling_available(isa); l++)
+                ceil_cpu[isa][r] = fmin(ceil_cpu[isa][r], cpu[isa * CEIL_N_LOOPS + l][r]);
+            ceil_cpu[CEIL_ALL][r] = fmin(ceil_cpu[CEIL_ALL][r], ceil_cpu[isa][r]);
         }
     }
-    size_t max_rows = max_bytes / (2 * bench_cols);
-    double *norms[2] = { malloc(max_rows * sizeof(double)), malloc(max_rows * sizeof(double)) };
+    double read = (double)bytes * calls;
+    for (int m = 0; m < N_METHODS; m++) {
+        if (!method_available(m, dt, si))
+            continue;
+        double gc[MAX_REPS], gw[MAX_REPS], ratio[MAX_REPS];
+        int isa = method_ceiling(m);
+        for (int r = 0; r < reps; r++) {
+            gc[r] = read / cpu[m][r] / 1e9;
+            gw[r] = read / wall[m][r] / 1e9;
+            ratio[r] = ceil_cpu[isa][r] / cpu[m][r];
+        }
+        kresult *k = &kres[si][d][m];
+        *k = (kresult){ 1, summarize(gc, reps), summarize(gw, reps), summarize(ratio, reps),
+                        isa };
+        char rc[32], rr[32];
+        snprintf(rc, sizeof rc, "[%.2f-%.2f]", k->cpu_gbs.min, k->cpu_gbs.max);
+        snprintf(rr, sizeof rr, "[%.2f-%.2f]", k->ratio.min, k->ratio.max);
+        printf("%-8s %-5s %-30s %7.2f %15s %7.2f %6.2f %13s %s\n", size_label[si],
+               dtype_label(dt), method_name(m, dt), k->cpu_gbs.med, rc, k->wall_gbs.med,
+               k->ratio.med, rr, ceiling_label(isa));
+    }
+    fflush(stdout);
+}
+
+static void bench_kernels(int reps, int quick)
+{
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    size_t l2_part = l2 > 0 ? (size_t)l2 / 4 * 3 : 0;
+    size_bytes[SIZE_L2] = l2_part > 0 && l2_part < (3u << 19) ? l2_part : (3u << 19);
+    snprintf(size_label[SIZE_L2], sizeof size_label[SIZE_L2], "L2:%zuK",
+             size_bytes[SIZE_L2] >> 10);
+    kernel_reps = reps;
+    size_t max_bytes = size_bytes[quick ? 1 : 2];
+    void *buf = aligned_alloc(4096, max_bytes);
+    size_t max_rows = max_bytes / (2 * (size_t)bench_cols);
+    double *norms = malloc(max_rows * sizeof(double));
     float *tau = malloc((size_t)(bench_cols + 1) * sizeof *tau); /* (bench_cols + 1) */
-    if (!norms[0] || !norms[1] || !tau) {
-        printf("kernels: out of memory, skipped\n");
-        for (int k = 0; k < 2; k++)
-            free(buf[k]), free(norms[k]);
-        free(tau);
+    if (!buf || !norms || !tau) {
+        printf("kernels: out of memory (%zu MiB), skipped\n", max_bytes >> 20);
+        free(buf), free(norms), free(tau);
         return;
     }
     rd_fill_column_signs(tau, (size_t)bench_cols + 1, 0x5eed);
-    rd_sketch_params sp = { 16, tau, bench_cols + 1, 0x5eed, 0 };
+    rd_sketch_params sp = { 16, tau, (size_t)bench_cols + 1, 0x5eed, 0 };
+    rd_sketch_params sp0 = { 0, tau, (size_t)bench_cols + 1, 0x5eed, 0 };
 
-    printf("\n== kernels: GB/s of input (1e9 B/s), median [min-max] of %d (24 MiB) / %d "
-           "(256 MiB) interleaved runs; ratio = median / median of the AVX2 sumsq ceiling "
-           "of the same row ==\n", reps_small, reps_large);
-    printf("cols = %d; resdiag = every statistic + sketch K=16 + per-token norms, one "
-           "call per tensor\n", bench_cols);
-    printf("%-6s %-3s %-5s %-26s %8s %17s %6s\n", "size", "thr", "dtype", "method", "GB/s",
-           "[min-max]", "ratio");
-
-    static const resdiag_dtype dts[4] = { RESDIAG_DTYPE_F32, RESDIAG_DTYPE_BF16,
-                                          RESDIAG_DTYPE_F16, RESDIAG_DTYPE_F64 };
+    printf("\n== kernels, one thread: GB/s of input (1e9 B/s) by the thread's CPU clock, "
+           "median [min-max] of %d repetitions; every method runs once in each repetition "
+           "(interleaved); wall = the same by the wall clock (median); ratio = per "
+           "repetition, the ceiling's CPU time over the method's (the ceiling = the fastest "
+           "of that ISA's three loops in that repetition; best = of every ISA's), median "
+           "[min-max] ==\n", reps);
+    printf("cols = %d; resdiag = every statistic + sketch K=16 + per-token norms, one call "
+           "per tensor; a sample from L2 is several calls\n", bench_cols);
+    printf("%-8s %-5s %-30s %7s %15s %7s %6s %13s %s\n", "size", "dtype", "method", "CPU",
+           "[min-max]", "wall", "ratio", "[min-max]", "ceiling");
     for (int d = 0; d < 4; d++) {
-        resdiag_dtype dt = dts[d];
-        for (int k = 0; k < 2; k++)
-            fill(buf[k], max_bytes, dt);
-        for (int si = 0; si < 2; si++) {
-            if (quick && si == 1)
-                continue;
-            size_t bytes = (size_t)sizes_mib[si] * (size_t)MIB;
-            int64_t rows = (int64_t)(bytes / (dt_size(dt) * bench_cols));
-            int reps = si == 0 ? reps_small : reps_large;
-            for (int nt = 1; nt <= 2; nt++) {
-                double secs[N_METHODS][MAX_REPS];
-                job jobs[2];
-                for (int rep = -1; rep < reps; rep++) /* rep -1: warm-up */
-                    for (int m = 0; m < N_METHODS; m++) {
-                        if (!method_available(m, dt, have_avx2) || (m == M_SPLIT && nt != 1))
-                            continue;
-                        for (int k = 0; k < nt; k++)
-                            jobs[k] = (job){ m, buf[k], bytes, dt, rows, norms[k], &sp, 0.0 };
-                        double s = time_jobs(jobs, nt);
-                        if (rep >= 0)
-                            secs[m][rep] = s;
-                    }
-                double ceil_med = 0.0;
-                for (int m = 0; m < N_METHODS; m++) {
-                    if (!method_available(m, dt, have_avx2) || (m == M_SPLIT && nt != 1))
-                        continue;
-                    double gbs[MAX_REPS];
-                    for (int r = 0; r < reps; r++)
-                        gbs[r] = (double)bytes * nt / secs[m][r] / 1e9;
-                    summary s = summarize(gbs, reps);
-                    if (m == M_SUMSQ)
-                        ceil_med = s.med;
-                    kres[si][nt - 1][d][m] = (kresult){ 1, s };
-                    char range[32];
-                    snprintf(range, sizeof range, "[%.2f-%.2f]", s.min, s.max);
-                    printf("%3dMiB %-3d %-5s %-26s %8.2f %17s %6.2f\n", sizes_mib[si], nt,
-                           dtype_label(dt), method_name(m), s.med, range,
-                           ceil_med > 0 ? s.med / ceil_med : NAN);
-                }
-                fflush(stdout);
-            }
+        fill(buf, max_bytes, bench_dts[d]);
+        for (int si = 0; si < N_SIZES; si++) {
+            if (size_bytes[si] > max_bytes || (si == 2 && bench_dts[d] == RESDIAG_DTYPE_F64))
+                continue; /* f64 at 256 MiB: not a target, and the longest row */
+            bench_kernel_row(si, d, buf, norms, &sp, &sp0, reps);
         }
     }
-    for (int k = 0; k < 2; k++) {
-        free(buf[k]);
-        free(norms[k]);
-    }
+    free(buf);
+    free(norms);
     free(tau);
 }
 
 /* ------------------------------------------------------------------------ */
-/* numpy and torch, through scripts/bench-peers.py                           */
+/* Peers, paired with resdiag, through scripts/bench-peers.py --serve        */
 /* ------------------------------------------------------------------------ */
 
-static void bench_peers(int reps_small, int reps_large, int quick)
-{
-    static const char *const pythons[] = { "/usr/bin/python3", "python3" };
-    char cmd[1024];
-    printf("\n== peers: numpy / torch per-row norms (scripts/bench-peers.py), same shapes, "
-           "GB/s of input, median [min-max] ==\n");
-    for (size_t p = 0; p < sizeof pythons / sizeof pythons[0]; p++) {
-        snprintf(cmd, sizeof cmd, "%s %s/scripts/bench-peers.py --cols %d --sizes %s "
-                 "--reps %d,%d 2>&1", pythons[p], RD_BENCH_SOURCE_ROOT, bench_cols,
-                 quick ? "24" : "24,256", reps_small, reps_large);
-        FILE *f = popen(cmd, "r");
-        if (!f)
-            continue;
-        char line[512];
-        int got = 0;
-        while (fgets(line, sizeof line, f)) {
-            peer pr;
-            if (sscanf(line, "peer %15s %7s %d %d %lf %lf %lf", pr.name, pr.dtype, &pr.mib,
-                       &pr.threads, &pr.s.med, &pr.s.min, &pr.s.max) == 7) {
-                if (n_peers < (int)(sizeof peers / sizeof peers[0]))
-                    peers[n_peers++] = pr;
-                char range[32];
-                snprintf(range, sizeof range, "[%.2f-%.2f]", pr.s.min, pr.s.max);
-                printf("%3dMiB %-3d %-5s %-26s %8.2f %17s\n", pr.mib, pr.threads, pr.dtype,
-                       pr.name, pr.s.med, range);
-                got = 1;
-            } else {
-                printf("  %s", line); /* the script's notes: versions, what is missing */
-            }
-        }
-        int st = pclose(f);
-        if (got) {
-            snprintf(peers_note, sizeof peers_note, "%s", pythons[p]);
-            return;
-        }
-        if (st == 0)
-            break;
-    }
-    snprintf(peers_note, sizeof peers_note, "no python3 with numpy or torch");
-    printf("  (%s)\n", peers_note);
-}
+/* The script runs as a co-process (--serve) and each pair is one turn of
+ * resdiag then one turn of the peer (order alternating), each turn a
+ * warm-up and PAIR_CALLS timed calls on its own 24 MiB f32 tensor; the
+ * figure is the median over the pairs of the peer's CPU time over
+ * resdiag's (both by the calling thread's CPU clock: numpy runs in it, and
+ * torch does with one intra-op thread), with the min-max. A second script
+ * runs with ATEN_CPU_CAPABILITY=avx512, torch's AVX-512 kernels. */
+enum { P_NUMPY, P_TORCH, P_TORCH_STATS, P_TORCH512, P_TORCH512_STATS, N_PEERS };
+static const char *const peer_label[N_PEERS] = {
+    "numpy linalg.norm(axis=1)", "torch vector_norm (default dispatch)",
+    "torch same statistics (default dispatch)", "torch vector_norm (avx512)",
+    "torch same statistics (avx512)" };
+static const char *const peer_word[N_PEERS] = { "numpy", "torch", "torch-stats", "torch",
+                                                "torch-stats" };
 
-/* numpy and torch paired with resdiag: the peers' own run above is a
- * separate process at a separate time, and torch's GB/s moved 2x between
- * runs, so its ratio to resdiag was mostly noise. Here the script runs as
- * a co-process (--serve) and each pair is one turn of resdiag then one
- * turn of the peer (order alternating), each turn a warm-up and 3 timed
- * calls on its own 24 MiB f32 tensor; the figure is the median over the
- * pairs of resdiag's GB/s over the peer's, with the min-max. */
 typedef struct paired {
     int valid, n;
-    summary ratio, rd, peer; /* ratio per pair; GB/s of each side */
+    summary ratio, rd, peer, peer_wall; /* ratio per pair; GB/s of each side */
 } paired;
-static paired pairs_res[2]; /* [0] numpy, [1] torch */
-static const char *const pair_names[2] = { "numpy", "torch" };
+static paired pairs_res[N_PEERS];
+static char peers_note[256] = "--no-peers";
+static char torch_capability[2][32]; /* what torch says it dispatches to */
 
 #define PAIR_CALLS 3
 
-/* Starts the script with --serve; 0 and the two streams, or -1. */
-static int start_server(const char *python, FILE **to, FILE **from, pid_t *pid)
+/* Starts the script with --serve (with ATEN_CPU_CAPABILITY=avx512 when
+ * avx512); 0 and the two streams, or -1. */
+static int start_server(const char *python, int avx512, FILE **to, FILE **from, pid_t *pid)
 {
     int in[2], out[2];
     if (pipe(in) != 0)
@@ -518,6 +439,10 @@ static int start_server(const char *python, FILE **to, FILE **from, pid_t *pid)
         dup2(in[0], 0);
         dup2(out[1], 1);
         close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+        if (avx512)
+            setenv("ATEN_CPU_CAPABILITY", "avx512", 1);
+        else
+            unsetenv("ATEN_CPU_CAPABILITY");
         execlp(python, python, script, "--serve", "--cols", cols, "--sizes", "24",
                (char *)NULL);
         _exit(127);
@@ -553,40 +478,109 @@ static void stop_server(FILE *to, FILE *from, pid_t pid)
     waitpid(pid, NULL, 0);
 }
 
-/* One turn of the peer: the median seconds of its PAIR_CALLS calls, or -1. */
-static double peer_turn(FILE *to, FILE *from, const char *name)
+/* One turn of the peer: the median of its PAIR_CALLS calls by each clock;
+ * 0, or -1 when the script does not answer. */
+static int peer_turn(FILE *to, FILE *from, const char *name, span *med)
 {
-    char line[512];
+    char line[1024];
     fprintf(to, "%s %d\n", name, PAIR_CALLS);
     fflush(to);
-    if (!fgets(line, sizeof line, from) || strncmp(line, "secs ", 5) != 0)
-        return -1.0;
-    double v[PAIR_CALLS];
-    char *p = line + 5, *end;
-    for (int k = 0; k < PAIR_CALLS; k++, p = end) {
-        v[k] = strtod(p, &end);
-        if (end == p || !(v[k] > 0))
-            return -1.0;
+    if (!fgets(line, sizeof line, from) || strncmp(line, "times ", 6) != 0)
+        return -1;
+    double c[PAIR_CALLS], w[PAIR_CALLS];
+    char *p = line + 6, *end;
+    for (int k = 0; k < PAIR_CALLS; k++) {
+        c[k] = strtod(p, &end);
+        if (end == p || !(c[k] > 0))
+            return -1;
+        w[k] = strtod(p = end, &end);
+        if (end == p || !(w[k] > 0))
+            return -1;
+        p = end;
+    }
+    med->cpu = summarize(c, PAIR_CALLS).med;
+    med->wall = summarize(w, PAIR_CALLS).med;
+    return 0;
+}
+
+/* One turn of resdiag's active path: the median CPU seconds of PAIR_CALLS. */
+static double resdiag_turn(const resdiag_tensor *t, double *norms, const rd_sketch_params *sp)
+{
+    double f[RESDIAG_N_FIELDS], sk[16], v[PAIR_CALLS];
+    rd_stats_compute(f, sk, norms, t, sp); /* warm-up */
+    for (int c = 0; c < PAIR_CALLS; c++) {
+        double c0 = thread_cpu();
+        rd_stats_compute(f, sk, norms, t, sp);
+        v[c] = thread_cpu() - c0;
+        sink += f[RESDIAG_FIELD_FROB];
     }
     return summarize(v, PAIR_CALLS).med;
 }
 
-static void bench_peer_pairs(int quick)
+/* Starts the script (trying each python); the words of its "ready" line
+ * in ready, or -1. */
+static int open_server(int avx512, FILE **to, FILE **from, pid_t *pid, char *ready, size_t n)
 {
     static const char *const pythons[] = { "/usr/bin/python3", "python3" };
-    const int npairs = quick ? 3 : 9;
+    for (size_t p = 0; p < sizeof pythons / sizeof pythons[0]; p++) {
+        if (start_server(pythons[p], avx512, to, from, pid) != 0)
+            continue;
+        ready[0] = 0;
+        while (fgets(ready, (int)n, *from) && strncmp(ready, "ready", 5) != 0)
+            ;
+        if (!strncmp(ready, "ready", 5)) {
+            snprintf(peers_note, sizeof peers_note, "%s", pythons[p]);
+            return 0;
+        }
+        stop_server(*to, *from, *pid);
+    }
+    return -1;
+}
+
+static void pair_peer(int w, FILE *to, FILE *from, const resdiag_tensor *t, double *norms,
+                      const rd_sketch_params *sp, size_t bytes, int npairs)
+{
+    double ratio[MAX_REPS], rd_gbs[MAX_REPS], peer_gbs[MAX_REPS], peer_wall[MAX_REPS];
+    int n = 0;
+    for (int k = 0; k < npairs; k++) {
+        double rd_s = -1.0;
+        span peer = { -1.0, -1.0 };
+        for (int side = 0; side < 2; side++) {
+            if ((side ^ (k & 1)) == 0)
+                rd_s = resdiag_turn(t, norms, sp);
+            else if (peer_turn(to, from, peer_word[w], &peer) != 0)
+                break;
+        }
+        if (rd_s <= 0 || peer.cpu <= 0)
+            break;
+        rd_gbs[n] = (double)bytes / rd_s / 1e9;
+        peer_gbs[n] = (double)bytes / peer.cpu / 1e9;
+        peer_wall[n] = (double)bytes / peer.wall / 1e9;
+        ratio[n] = peer.cpu / rd_s;
+        n++;
+    }
+    if (n == 0) {
+        printf("  %s: the script stopped answering\n", peer_label[w]);
+        return;
+    }
+    paired *r = &pairs_res[w];
+    *r = (paired){ 1, n, summarize(ratio, n), summarize(rd_gbs, n), summarize(peer_gbs, n),
+                   summarize(peer_wall, n) };
+    printf("  %-42s %6.2fx [%.2f-%.2f] over %2d pairs; resdiag %.2f GB/s [%.2f-%.2f], peer "
+           "%.2f GB/s [%.2f-%.2f] (wall %.2f)\n", peer_label[w], r->ratio.med, r->ratio.min,
+           r->ratio.max, n, r->rd.med, r->rd.min, r->rd.max, r->peer.med, r->peer.min,
+           r->peer.max, r->peer_wall.med);
+}
+
+static void bench_peer_pairs(int npairs)
+{
     const size_t bytes = (size_t)24 * (size_t)MIB;
     const int64_t rows = (int64_t)(bytes / (4 * (size_t)bench_cols));
-    int path = RD_STATS_PORTABLE;
-    for (int p = RD_STATS_N_PATHS - 1; p > 0; p--)
-        if (rd_stats_path_available((rd_stats_path)p)) {
-            path = p;
-            break;
-        }
-    printf("\n== peers paired with resdiag %s (f32 24 MiB, 1 thread): %d pairs, each one turn "
-           "of resdiag and one of the peer (order alternating), a turn = warm-up + median of "
-           "%d calls; ratio = resdiag GB/s / peer GB/s per pair, median [min-max] ==\n",
-           rd_stats_path_name((rd_stats_path)path), npairs, PAIR_CALLS);
+    printf("\n== peers paired with resdiag %s (f32 24 MiB, 1 thread): each pair one turn of "
+           "resdiag and one of the peer (order alternating), a turn = warm-up + median of %d "
+           "calls; ratio = the peer's CPU time / resdiag's per pair (how many times faster "
+           "resdiag is), median [min-max]; GB/s by the thread's CPU clock ==\n",
+           rd_stats_path_name(rd_stats_active_path()), PAIR_CALLS);
     void *buf = aligned_alloc(4096, bytes);
     double *norms = malloc((size_t)rows * sizeof *norms);
     float *tau = malloc((size_t)(bench_cols + 1) * sizeof *tau); /* (bench_cols + 1) */
@@ -599,68 +593,33 @@ static void bench_peer_pairs(int quick)
     rd_fill_column_signs(tau, (size_t)bench_cols + 1, 0x5eed);
     rd_sketch_params sp = { 16, tau, (size_t)bench_cols + 1, 0x5eed, 0 };
     resdiag_tensor t = resdiag_tensor_make(buf, RESDIAG_DTYPE_F32, rows, bench_cols, 0);
-
-    FILE *to = NULL, *from = NULL;
-    pid_t pid = -1;
-    char line[512] = "";
     signal(SIGPIPE, SIG_IGN); /* a script that dies makes fprintf fail, not the bench */
-    for (size_t p = 0; p < sizeof pythons / sizeof pythons[0]; p++) {
-        if (start_server(pythons[p], &to, &from, &pid) != 0)
-            continue;
-        line[0] = 0;
-        while (fgets(line, sizeof line, from) && strncmp(line, "ready", 5) != 0)
-            ;
-        if (!strncmp(line, "ready", 5))
+    for (int avx512 = 0; avx512 < 2; avx512++) {
+        FILE *to = NULL, *from = NULL;
+        pid_t pid = -1;
+        char ready[512];
+        if (open_server(avx512, &to, &from, &pid, ready, sizeof ready) != 0) {
+            snprintf(peers_note, sizeof peers_note, "no python3 with numpy or torch");
+            printf("  (%s)\n", peers_note);
             break;
+        }
+        char *cap = strstr(ready, "capability=");
+        snprintf(torch_capability[avx512], sizeof torch_capability[avx512], "%.*s",
+                 cap ? (int)strcspn(cap + 11, " \n") : 1, cap ? cap + 11 : "?");
+        printf("  script %s%s: %s", peers_note, avx512 ? " with ATEN_CPU_CAPABILITY=avx512" : "",
+               ready + 6);
+        for (int w = avx512 ? P_TORCH512 : P_NUMPY; w <= (avx512 ? P_TORCH512_STATS : P_TORCH_STATS);
+             w++) {
+            char word[32];
+            snprintf(word, sizeof word, " %s ", peer_word[w]);
+            char padded[520];
+            snprintf(padded, sizeof padded, " %s ", ready);
+            padded[strcspn(padded, "\n")] = ' ';
+            if (strstr(padded, word))
+                pair_peer(w, to, from, &t, norms, &sp, bytes, npairs);
+        }
         stop_server(to, from, pid);
-        to = NULL;
     }
-    if (!to) {
-        printf("  (no python3 with numpy or torch)\n");
-        free(buf), free(norms), free(tau);
-        return;
-    }
-    for (int w = 0; w < 2; w++) {
-        if (!strstr(line, pair_names[w]))
-            continue;
-        double ratio[MAX_REPS], rd_gbs[MAX_REPS], peer_gbs[MAX_REPS];
-        int n = 0;
-        for (int k = 0; k < npairs; k++) {
-            double rd_s = -1.0, peer_s = -1.0;
-            for (int side = 0; side < 2; side++) {
-                if ((side ^ (k & 1)) == 0) {
-                    double f[RESDIAG_N_FIELDS], sk[16], v[PAIR_CALLS];
-                    rd_stats_compute_path((rd_stats_path)path, f, sk, norms, &t, &sp);
-                    for (int c = 0; c < PAIR_CALLS; c++) {
-                        double t0 = now();
-                        rd_stats_compute_path((rd_stats_path)path, f, sk, norms, &t, &sp);
-                        v[c] = now() - t0;
-                        sink += f[RESDIAG_FIELD_FROB];
-                    }
-                    rd_s = summarize(v, PAIR_CALLS).med;
-                } else {
-                    peer_s = peer_turn(to, from, pair_names[w]);
-                }
-            }
-            if (rd_s <= 0 || peer_s <= 0)
-                break;
-            rd_gbs[n] = (double)bytes / rd_s / 1e9;
-            peer_gbs[n] = (double)bytes / peer_s / 1e9;
-            ratio[n] = rd_gbs[n] / peer_gbs[n];
-            n++;
-        }
-        if (n == 0) {
-            printf("  %s: the script stopped answering\n", pair_names[w]);
-            continue;
-        }
-        paired *r = &pairs_res[w];
-        *r = (paired){ 1, n, summarize(ratio, n), summarize(rd_gbs, n), summarize(peer_gbs, n) };
-        printf("  vs %-6s ratio %.2fx [%.2f-%.2f] over %d pairs; resdiag %.2f GB/s "
-               "[%.2f-%.2f], %s %.2f GB/s [%.2f-%.2f]\n", pair_names[w], r->ratio.med,
-               r->ratio.min, r->ratio.max, n, r->rd.med, r->rd.min, r->rd.max, pair_names[w],
-               r->peer.med, r->peer.min, r->peer.max);
-    }
-    stop_server(to, from, pid);
     free(buf), free(norms), free(tau);
 }
 
@@ -773,7 +732,9 @@ static void bench_writer(int quick)
     static const int flushes[2] = { 64, 1 };
     for (int a = 0; a < 2; a++)
         for (int b = 0; b < 2; b++) {
-            int steps = (layer_counts[a] == 12 ? 1280 : 256) / (quick ? 4 : 1);
+            /* appending every step costs ~10 ms here: fewer steps for it */
+            int steps = (layer_counts[a] == 12 ? 1280 : 256) / (quick ? 4 : 1) /
+                        (flushes[b] == 1 ? 4 : 1);
             wresult w[5];
             double per[5];
             int n = quick ? 1 : 3, ok = 1;
@@ -803,6 +764,199 @@ static void bench_writer(int quick)
 }
 
 /* ------------------------------------------------------------------------ */
+/* hook_threads = 2 against 1, through the public API                        */
+/* ------------------------------------------------------------------------ */
+
+/* Two runs open at once, hook_threads 1 and 2, the same 32 MiB f32
+ * tensor observed at one site per step, the two alternating (order
+ * swapped every repetition). A speed-up over threads shows only in wall
+ * time (the thread's CPU clock misses the second thread, and the
+ * process's counts both): the speed-up is per repetition, wall of 1
+ * thread over wall of 2, median [min-max]; the process CPU time says what
+ * the second thread costs. On a machine whose other core is busy, the
+ * wall clock of 2 threads measures that load too: the load average is in
+ * the target line. */
+static int hook_valid;
+static summary hook_speedup, hook_wall_ms[2], hook_cpu_ms[2];
+static char hook_note[256] = "not measured (--no-hook)";
+
+static double process_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void bench_hook_threads(int reps)
+{
+    enum { C = 1024, ROWS = 32 * 1024 * 1024 / (4 * C) };
+    static const char *const subs[] = { "block" };
+    printf("\n== hook_threads: one 32 MiB f32 tensor (%d x %d) observed at stream_out per "
+           "step, runs with hook_threads = 1 and 2 alternating; %d repetitions ==\n", ROWS, C,
+           reps);
+    char dir[] = "/tmp/resdiag-bench-XXXXXX";
+    float *x = aligned_alloc(4096, (size_t)ROWS * C * sizeof *x);
+    if (!x || !mkdtemp(dir)) {
+        snprintf(hook_note, sizeof hook_note, "not measured (no memory or temporary directory)");
+        printf("  %s\n", hook_note);
+        free(x);
+        return;
+    }
+    int saved_cols = bench_cols;
+    bench_cols = C; /* fill's per-row scales */
+    fill(x, (size_t)ROWS * C * sizeof *x, RESDIAG_DTYPE_F32);
+    bench_cols = saved_cols;
+    resdiag *r[2] = { NULL, NULL };
+    char path[2][600];
+    int ok = 1;
+    for (int h = 0; h < 2; h++) {
+        resdiag_model m = bench_model(1, C, 1, subs, 0, NULL, 0, NULL);
+        resdiag_options o;
+        resdiag_options_init(&o);
+        o.hook_threads = h + 1;
+        o.flush_steps = 1024;
+        o.flush_seconds = 0;
+        snprintf(path[h], sizeof path[h], "%s/hook-%d.h5", dir, h + 1);
+        ok = ok && resdiag_open(&r[h], path[h], &m, &o) == RESDIAG_OK;
+    }
+    resdiag_tensor t = resdiag_f32(x, ROWS, C);
+    double wall[2][MAX_REPS], cpu[2][MAX_REPS], speedup[MAX_REPS];
+    for (int rep = -1; rep < reps && ok; rep++)
+        for (int k = 0; k < 2 && ok; k++) {
+            int h = k ^ (rep & 1);
+            ok = resdiag_step_begin(r[h], rep + 1) == RESDIAG_OK;
+            double w0 = now(), c0 = process_cpu();
+            ok = ok && RESDIAG_FWD(r[h], 0, 0, RESDIAG_STREAM_OUT, t) == RESDIAG_OK;
+            double w = now() - w0, c = process_cpu() - c0;
+            ok = ok && resdiag_step_end(r[h]) == RESDIAG_OK;
+            if (rep >= 0)
+                wall[h][rep] = 1e3 * w, cpu[h][rep] = 1e3 * c;
+        }
+    for (int h = 0; h < 2; h++) {
+        if (r[h] && resdiag_close(r[h]) != RESDIAG_OK)
+            ok = 0;
+        resdiag_destroy(r[h]);
+        remove(path[h]);
+    }
+    rmdir(dir);
+    free(x);
+    if (!ok) {
+        snprintf(hook_note, sizeof hook_note, "not measured (the run could not be written)");
+        printf("  %s\n", hook_note);
+        return;
+    }
+    for (int k = 0; k < reps; k++)
+        speedup[k] = wall[0][k] / wall[1][k];
+    for (int h = 0; h < 2; h++) {
+        hook_wall_ms[h] = summarize(wall[h], reps);
+        hook_cpu_ms[h] = summarize(cpu[h], reps);
+        printf("  hook_threads=%d: wall %.2f ms [%.2f-%.2f], process CPU %.2f ms [%.2f-%.2f] "
+               "per hook (%.2f GB/s by the wall clock)\n", h + 1, hook_wall_ms[h].med,
+               hook_wall_ms[h].min, hook_wall_ms[h].max, hook_cpu_ms[h].med, hook_cpu_ms[h].min,
+               hook_cpu_ms[h].max, 32.0 * MIB / hook_wall_ms[h].med / 1e6);
+    }
+    hook_speedup = summarize(speedup, reps);
+    hook_valid = 1;
+    printf("  speed-up (wall, per repetition): %.2fx [%.2f-%.2f]\n", hook_speedup.med,
+           hook_speedup.min, hook_speedup.max);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The fixed-cost scenario (scripts/bench-callgrind.sh)                      */
+/* ------------------------------------------------------------------------ */
+
+/* `steps` steps of a 12-layer model, two sublayers, every block site
+ * forward and backward on 4 x 64 f32 tensors, two parameter gradients per
+ * layer, flush_steps 64: the costs that do not grow with the tensor.
+ * Prints how many calls of each public function it made, which the script
+ * divides callgrind's instruction counts by. */
+static int fixed_cost_scenario(int steps)
+{
+    enum { C = 64, T = 4, LAYERS = 12 };
+    static float x[T * C];
+    for (int k = 0; k < T * C; k++)
+        x[k] = (float)rnd_normal();
+    static const char *const subs[] = { "attn", "mlp" };
+    static const char *const lp[] = { "attn.wo", "mlp.w2" };
+    resdiag_model m = bench_model(LAYERS, C, 2, subs, 2, lp, 0, NULL);
+    resdiag_options o;
+    resdiag_options_init(&o);
+    o.flush_steps = 64;
+    o.flush_seconds = 0;
+    char dir[] = "/tmp/resdiag-bench-XXXXXX", path[600];
+    if (!mkdtemp(dir))
+        return 1;
+    snprintf(path, sizeof path, "%s/fixed.h5", dir);
+    resdiag *r = NULL;
+    long observes = 0, grads = 0;
+    int ok = resdiag_open(&r, path, &m, &o) == RESDIAG_OK;
+    resdiag_tensor t = resdiag_f32(x, T, C);
+    for (int s = 0; s < steps && ok; s++) {
+        ok = resdiag_step_begin(r, s) == RESDIAG_OK;
+        for (int dir_ = 0; dir_ < 2; dir_++)
+            for (int l = 0; l < LAYERS; l++)
+                for (int sub = 0; sub < 2; sub++)
+                    for (int site = 0; site < RESDIAG_N_BLOCK_SITES; site++, observes++)
+                        ok = ok && resdiag_observe_at(r, (resdiag_direction)dir_, l, sub,
+                                                      (resdiag_site)site, t, __FILE__,
+                                                      __LINE__) == RESDIAG_OK;
+        for (int l = 0; l < LAYERS; l++)
+            for (int p = 0; p < 2; p++, grads++)
+                ok = ok && resdiag_param_grad_at(r, l, lp[p], t, __FILE__, __LINE__) ==
+                               RESDIAG_OK;
+        ok = ok && resdiag_step_end(r) == RESDIAG_OK;
+    }
+    ok = r && resdiag_close(r) == RESDIAG_OK && ok;
+    resdiag_destroy(r);
+    remove(path);
+    rmdir(dir);
+    printf("calls resdiag_step_begin %d\ncalls resdiag_observe_at %ld\n"
+           "calls resdiag_param_grad_at %ld\ncalls resdiag_step_end %d\n", steps, observes,
+           grads, steps);
+    return ok ? 0 : 1;
+}
+
+/* --long: the instruction counts of scripts/bench-callgrind.sh (about a
+ * minute under valgrind), its lines as they come. */
+static void bench_callgrind(void)
+{
+    char cmd[1400];
+    printf("\n== fixed per-call costs as instruction counts (scripts/bench-callgrind.sh: "
+           "callgrind, deterministic) ==\n");
+    snprintf(cmd, sizeof cmd, "command -v valgrind >/dev/null 2>&1 && bash %s/scripts/"
+             "bench-callgrind.sh %s 2>&1", RD_BENCH_SOURCE_ROOT, RD_BENCH_BUILD_ROOT);
+    fflush(stdout);
+    FILE *f = popen(cmd, "r");
+    char line[512];
+    int got = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        printf("  %s", line);
+        got = 1;
+    }
+    if (f)
+        pclose(f);
+    if (!got)
+        printf("  not measured (valgrind is not installed)\n");
+}
+
+/* ------------------------------------------------------------------------ */
+/* The machine's load                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* "1-min 5-min 15-min" from /proc/loadavg, or "unknown". */
+static void load_average(char *out, size_t n)
+{
+    FILE *f = fopen("/proc/loadavg", "r");
+    double a[3];
+    if (f && fscanf(f, "%lf %lf %lf", &a[0], &a[1], &a[2]) == 3)
+        snprintf(out, n, "%.2f %.2f %.2f", a[0], a[1], a[2]);
+    else
+        snprintf(out, n, "unknown");
+    if (f)
+        fclose(f);
+}
+
+/* ------------------------------------------------------------------------ */
 /* End to end: tinygpt with and without recording                            */
 /* ------------------------------------------------------------------------ */
 
@@ -811,8 +965,8 @@ static double e2e_overhead = NAN; /* fraction of tokens/s lost: the step-interle
  * that the interleaving cannot bias low (a recorded step that slows the
  * unrecorded one after it would hide that cost from the first figure). */
 static double e2e_inside = NAN;
-static int e2e_steps = 0;         /* --e2e-steps: 0 = 257 (--quick: 17) */
-static char e2e_note[768] = "not measured";
+static int e2e_steps = 0;         /* --e2e-steps: 0 = 65 (--quick: 17, --long: 257) */
+static char e2e_note[768] = "not measured (--no-e2e)";
 
 /* Three estimates of what recording every site forward and backward costs
  * tinygpt (doc/BENCHMARK.md, "End to end"):
@@ -1101,7 +1255,7 @@ static double run_tokens_per_s(const char *cmd, double *cpu_tps)
 
 /* The primary figure: one tinygpt process, recorded and unrecorded steps
  * alternating (--record-every 2), so that both see the same machine. */
-static void e2e_interleaved(const char *exe, const char *dir, int quick, char *summary_out,
+static void e2e_interleaved(const char *exe, const char *dir, int mode, char *summary_out,
                             size_t summary_len)
 {
     /* step 0 is written at once, then every flush_steps recorded steps:
@@ -1109,7 +1263,7 @@ static void e2e_interleaved(const char *exe, const char *dir, int quick, char *s
      * none is left for the close (but flush_seconds may leave some). 257
      * steps, ~1 min: three 129-step runs gave -0.2%, 0.2% and 1.7% here,
      * one 513-step run 0.9% [0.5% .. 1.2%]. */
-    int flush = quick && !e2e_steps ? 8 : 16, groups = quick ? 1 : 8;
+    int flush = mode == 0 && !e2e_steps ? 8 : 16, groups = mode == 0 ? 1 : mode == 1 ? 2 : 8;
     if (e2e_steps > 0) /* rounded up to whole groups */
         groups = (e2e_steps - 1 + 2 * flush - 1) / (2 * flush);
     int steps = 2 * flush * (groups > 0 ? groups : 1) + 1;
@@ -1226,7 +1380,8 @@ static void e2e_paired(const char *exe, const char *dir, int quick, char *summar
              100.0 * cr.med, 100.0 * cr.min, 100.0 * cr.max);
 }
 
-static void bench_e2e(int quick)
+/* mode: 0 --quick, 1 default, 2 --long (the paired processes too) */
+static void bench_e2e(int mode)
 {
     char exe[600];
     snprintf(exe, sizeof exe, "%s/examples/tinygpt/tinygpt", RD_BENCH_BUILD_ROOT);
@@ -1243,8 +1398,11 @@ static void bench_e2e(int quick)
         return;
     }
     char inside[128] = "inside libresdiag not measured", paired[128] = "";
-    e2e_interleaved(exe, dir, quick, inside, sizeof inside);
-    e2e_paired(exe, dir, quick, paired, sizeof paired);
+    e2e_interleaved(exe, dir, mode, inside, sizeof inside);
+    if (mode == 2)
+        e2e_paired(exe, dir, 0, paired, sizeof paired);
+    else
+        snprintf(paired, sizeof paired, "paired processes not run (--long runs them)");
     rmdir(dir);
     if (!isnan(e2e_overhead)) {
         size_t len = strlen(e2e_note);
@@ -1258,7 +1416,9 @@ static void bench_e2e(int quick)
 /* ------------------------------------------------------------------------ */
 
 static char report_note[512] = "not measured (resdiag report not built yet)";
+static char html_note[512] = "not measured (resdiag report not built yet)";
 static double report_s_100k = NAN, report_mib = NAN, report_growth = NAN;
+static double html_s_100k = NAN, html_mib = NAN;
 
 /* The synthetic run of bench_report: a pre-norm model of 96 layers (one
  * sublayer "block", d_model 64, 4 tokens), its tensors computed once. The
@@ -1363,8 +1523,11 @@ static int write_long_run(const char *path, int steps, double *write_s)
     return st == RESDIAG_OK ? 0 : -1;
 }
 
-/* Runs `resdiag report path`; seconds and peak RSS (MiB), or -1. */
-static double time_report(const char *tool, const char *path, double *mib)
+/* Runs `resdiag report path` (with --html html_out when html_out is not
+ * NULL); 0 with its wall and CPU seconds (user + system, the child's) and
+ * peak RSS (MiB), or -1. */
+static int time_report(const char *tool, const char *path, const char *html_out, span *t,
+                       double *mib)
 {
     double t0 = now();
     pid_t pid = fork();
@@ -1373,23 +1536,56 @@ static double time_report(const char *tool, const char *path, double *mib)
     if (pid == 0) {
         if (!freopen("/dev/null", "w", stdout))
             _exit(127);
-        execl(tool, tool, "report", path, (char *)NULL);
+        if (html_out)
+            execl(tool, tool, "report", "--html", html_out, path, (char *)NULL);
+        else
+            execl(tool, tool, "report", path, (char *)NULL);
         _exit(127);
     }
     int st;
     struct rusage ru;
     if (wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
         return -1;
+    t->wall = now() - t0;
+    t->cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+             (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
     *mib = (double)ru.ru_maxrss / 1024.0;
-    return now() - t0;
+    return 0;
 }
 
-static void bench_report(int quick)
+/* The figures of one kind of report (text, html) at both sizes. */
+typedef struct report_fig {
+    double cpu[2], wall[2], mib[2]; /* medians of 3; the peak of 3 */
+} report_fig;
+
+/* Times 3 reports of path of each kind; 0, or -1 if one failed. */
+static int time_reports(const char *tool, const char *path, const char *html, int k,
+                        report_fig *fig)
+{
+    for (int kind = 0; kind < 2; kind++) {
+        double c[3], w[3], m = 0.0;
+        for (int rep = 0; rep < 3; rep++) {
+            span t;
+            double mb;
+            if (time_report(tool, path, kind ? html : NULL, &t, &mb) != 0)
+                return -1;
+            c[rep] = t.cpu, w[rep] = t.wall, m = fmax(m, mb);
+        }
+        fig[kind].cpu[k] = summarize(c, 3).med;
+        fig[kind].wall[k] = summarize(w, 3).med;
+        fig[kind].mib[k] = m;
+    }
+    remove(html);
+    return 0;
+}
+
+static void bench_report(int long_run)
 {
     char tool[600];
     snprintf(tool, sizeof tool, "%s/resdiag", RD_BENCH_BUILD_ROOT);
-    printf("\n== resdiag report on a synthetic 96-layer run (full records at the first and "
-           "last step, embed_out + stream_out per layer at every other step) ==\n");
+    printf("\n== resdiag report and report --html on a synthetic 96-layer run (full records "
+           "at the first and last step, embed_out + stream_out per layer at every other "
+           "step); CPU = the child's user + system time, median of 3 ==\n");
     char cmd[700];
     snprintf(cmd, sizeof cmd, "%s help report >/dev/null 2>&1", tool);
     if (access(tool, X_OK) != 0 || system(cmd) != 0) {
@@ -1402,51 +1598,63 @@ static void bench_report(int quick)
         return;
     }
     long_run_tensors();
-    /* Two sizes, 4x apart: the report of the larger one is the target; the
+    /* Two sizes, 4x apart: the reports of the larger one are the targets
+     * (--long: the 100,000-step file, ~3 GB and minutes to write); the
      * ratio of their times checks that the time grows at most linearly. */
-    const int steps[2] = { quick ? 2000 : 25000, quick ? 8000 : 100000 };
-    double secs[2] = { -1, -1 }, mib[2] = { 0, 0 }, wsecs[2] = { 0, 0 }, gb[2] = { 0, 0 };
-    for (int k = 0; k < 2; k++) {
-        char path[700];
+    const int steps[2] = { long_run ? 25000 : 2000, long_run ? 100000 : 8000 };
+    report_fig fig[2]; /* text, html */
+    double wsecs[2] = { 0, 0 }, gb[2] = { 0, 0 };
+    int ok = 1;
+    for (int k = 0; k < 2 && ok; k++) {
+        char path[700], html[720];
         snprintf(path, sizeof path, "%s/long-%d.h5", dir, steps[k]);
-        if (write_long_run(path, steps[k], &wsecs[k]) == 0) {
+        snprintf(html, sizeof html, "%s.html", path);
+        ok = write_long_run(path, steps[k], &wsecs[k]) == 0;
+        if (ok) {
             struct stat sb;
             gb[k] = stat(path, &sb) == 0 ? (double)sb.st_size / 1e9 : -1;
-            /* the median of 3 reports (the first one reads a cold page cache
-             * no more than the others: the file was just written) */
-            double t[3], m[3];
-            for (int rep = 0; rep < 3; rep++)
-                t[rep] = time_report(tool, path, &m[rep]);
-            summary ts = summarize(t, 3);
-            secs[k] = t[0] < 0 || t[1] < 0 || t[2] < 0 ? -1 : ts.med;
-            mib[k] = fmax(m[0], fmax(m[1], m[2]));
-            printf("  %6d steps x 96 layers: file %.2f GB written in %.1f s; report %.3f s "
-                   "(median of 3, %.3f-%.3f), peak RSS %.1f MiB\n",
-                   steps[k], gb[k], wsecs[k], secs[k], ts.min, ts.max, mib[k]);
+            /* the file was just written: no report reads a cold page cache */
+            ok = time_reports(tool, path, html, k, fig) == 0;
         }
+        if (ok)
+            for (int kind = 0; kind < 2; kind++)
+                printf("  %6d steps x 96 layers (file %.2f GB, written in %.1f s): report%s "
+                       "CPU %.3f s, wall %.3f s, peak RSS %.1f MiB\n", steps[k], gb[k],
+                       wsecs[k], kind ? " --html" : "", fig[kind].cpu[k], fig[kind].wall[k],
+                       fig[kind].mib[k]);
         remove(path);
     }
     rmdir(dir);
-    if (secs[0] <= 0 || secs[1] <= 0) {
+    if (!ok) {
         snprintf(report_note, sizeof report_note, "not measured (writing or reporting failed)");
+        snprintf(html_note, sizeof html_note, "%s", report_note);
         printf("  %s\n", report_note);
         return;
     }
-    report_growth = secs[1] / secs[0];
-    printf("  growth: %.2fx time for %.1fx steps x layers\n", report_growth,
-           (double)steps[1] / steps[0]);
-    report_mib = mib[1];
-    if (quick) {
+    report_growth = fig[0].cpu[1] / fig[0].cpu[0];
+    printf("  growth of the text report: %.2fx CPU time for %.1fx steps x layers\n",
+           report_growth, (double)steps[1] / steps[0]);
+    report_mib = fig[0].mib[1];
+    html_mib = fig[1].mib[1];
+    if (!long_run) {
         snprintf(report_note, sizeof report_note,
-                 "not measured at 100,000 steps (--quick: %.3f s, %.0f MiB at %d steps; "
-                 "time x%.2f for x4 steps)", secs[1], mib[1], steps[1], report_growth);
+                 "not measured at 100,000 steps (the file takes minutes to write: run with "
+                 "--long; here %.3f s CPU, %.0f MiB at %d steps; time x%.2f for x4 steps)",
+                 fig[0].cpu[1], fig[0].mib[1], steps[1], report_growth);
+        snprintf(html_note, sizeof html_note,
+                 "not measured at 100,000 steps (run with --long; here %.3f s CPU, %.0f MiB "
+                 "at %d steps)", fig[1].cpu[1], fig[1].mib[1], steps[1]);
         return;
     }
-    report_s_100k = secs[1];
+    report_s_100k = fig[0].cpu[1];
+    html_s_100k = fig[1].cpu[1];
     snprintf(report_note, sizeof report_note,
-             "%.3f s and %.0f MiB peak RSS on a real 100,000-step x 96-layer file (%.2f GB); "
-             "time x%.2f for x4 steps (25,000 -> 100,000)", secs[1], mib[1], gb[1],
-             report_growth);
+             "%.3f s CPU (wall %.3f s) and %.0f MiB peak RSS on a real 100,000-step x 96-layer "
+             "file (%.2f GB); time x%.2f for x4 steps (25,000 -> 100,000)", fig[0].cpu[1],
+             fig[0].wall[1], fig[0].mib[1], gb[1], report_growth);
+    snprintf(html_note, sizeof html_note,
+             "%.3f s CPU (wall %.3f s) and %.0f MiB peak RSS on the same file", fig[1].cpu[1],
+             fig[1].wall[1], fig[1].mib[1]);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1459,168 +1667,222 @@ static void target(const char *name, const char *measured, const char *goal, int
            met ? "met" : "missed");
 }
 
-/* The best vector path's median for (size, threads, dtype). */
-static const kresult *best_path(int si, int nt, int d, int *path)
+static void not_measured(const char *name, const char *why)
 {
-    const kresult *b = NULL;
-    for (int p = RD_STATS_N_PATHS - 1; p >= 0 && !b; p--)
-        if (kres[si][nt][d][M_PATH0 + p].valid) {
-            b = &kres[si][nt][d][M_PATH0 + p];
-            *path = p;
-        }
-    return b;
+    printf("target %s: not measured (%s)\n", name, why);
 }
 
-/* One "resdiag vs peer" target line: the ratio of medians, f32 24 MiB. */
-static void peer_target(const char *name, const char *peer_name, const kresult *b,
-                        const peer *pr, double goal)
+/* A kernel against its ceiling: the per-repetition CPU-time ratio. */
+static void kernel_target(const char *name, int si, int d, int m, double goal)
 {
-    char m[320], g[32];
-    snprintf(g, sizeof g, ">= %.1fx", goal);
-    for (int w = 0; w < 2; w++) /* the paired figure when there is one */
-        if (pairs_res[w].valid && !strcmp(peer_name, pair_names[w])) {
-            const paired *q = &pairs_res[w];
-            snprintf(m, sizeof m, "%.2fx [%.2f-%.2f] (median of %d interleaved pairs; "
-                     "%.2f vs %s %.2f GB/s, f32 24 MiB, 1 thread)", q->ratio.med,
-                     q->ratio.min, q->ratio.max, q->n, q->rd.med, peer_name, q->peer.med);
-            target(name, m, g, q->ratio.med >= goal);
-            return;
-        }
-    if (!b || !pr) {
-        snprintf(m, sizeof m, "not measured (%s)", peers_note);
-        target(name, m, g, 0);
+    const kresult *k = &kres[si][d][m];
+    char g[32], meas[256];
+    snprintf(g, sizeof g, ">= %.2fx", goal);
+    if (!k->valid) {
+        not_measured(name, kernel_reps == 0 ? "--no-kernels"
+                           : si == 2        ? "256 MiB is not run with --quick"
+                                            : "the path does not run on this CPU");
         return;
     }
-    double r = b->s.med / pr->s.med;
-    snprintf(m, sizeof m, "%.2fx (%.2f vs %s %.2f GB/s, f32 24 MiB, 1 thread)", r, b->s.med,
-             peer_name, pr->s.med);
-    target(name, m, g, r >= goal);
+    snprintf(meas, sizeof meas, "%.2fx [%.2f-%.2f] of the %s ceiling (%s %.2f GB/s CPU, "
+             "median of %d interleaved repetitions)", k->ratio.med, k->ratio.min, k->ratio.max,
+             ceiling_label(k->ceil_isa), method_name(m, bench_dts[d]), k->cpu_gbs.med,
+             kernel_reps);
+    target(name, meas, g, k->ratio.med >= goal);
 }
 
-static void print_targets(int quick)
+static void peer_target(const char *name, int w, double goal)
 {
-    printf("\n== targets; active kernel path: %s ==\n",
-           rd_stats_path_name(rd_stats_active_path()));
-    char m[640];
-    /* f32 one pass vs the ceiling, 1 thread, both sizes; bf16/f16 likewise */
-    static const char *const dnames[4] = { "f32", "bf16", "f16", "f64" };
+    char g[32], meas[320];
+    snprintf(g, sizeof g, ">= %.1fx", goal);
+    const paired *q = &pairs_res[w];
+    if (!q->valid) {
+        not_measured(name, peers_note);
+        return;
+    }
+    snprintf(meas, sizeof meas, "%.2fx [%.2f-%.2f] (peer CPU time / resdiag's, median of %d "
+             "interleaved pairs; resdiag %.2f vs %.2f GB/s, f32 24 MiB, 1 thread)",
+             q->ratio.med, q->ratio.min, q->ratio.max, q->n, q->rd.med, q->peer.med);
+    target(name, meas, g, q->ratio.med >= goal);
+}
+
+static void print_targets(const char *load_start)
+{
+    char load_end[64], m[1024];
+    load_average(load_end, sizeof load_end);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    printf("\n== targets, judged on medians by the thread's CPU clock; active kernel path: "
+           "%s ==\n", rd_stats_path_name(rd_stats_active_path()));
+    printf("load average (1, 5, 15 min): start %s, end %s (%ld CPUs)\n", load_start, load_end,
+           ncpu);
+    static const char *const dnames[3] = { "f32", "bf16", "f16" };
+    int active = M_PATH0 + (int)rd_stats_active_path();
     for (int d = 0; d < 3; d++)
-        for (int si = 0; si < 2; si++) {
-            if (quick && si == 1)
-                continue;
-            int p = 0;
-            const kresult *b = best_path(si, 0, d, &p);
-            const kresult *c = &kres[si][0][d][M_SUMSQ];
+        for (int si = 1; si < N_SIZES; si++) {
             char name[64];
-            snprintf(name, sizeof name, "%s-%dMiB-vs-ceiling", dnames[d], sizes_mib[si]);
-            if (!b || !c->valid) {
-                target(name, "not measured", ">= 0.90x", 0);
-                continue;
-            }
-            double ratio = b->s.med / c->s.med;
-            snprintf(m, sizeof m, "%.2fx (%s %.2f GB/s vs sumsq %.2f GB/s, 1 thread)",
-                     ratio, rd_stats_path_name((rd_stats_path)p), b->s.med, c->s.med);
-            target(name, m, ">= 0.90x", ratio >= 0.9);
+            snprintf(name, sizeof name, "%s-%s-vs-ceiling", dnames[d], size_label[si]);
+            kernel_target(name, si, d, active, 0.9);
         }
-    /* peers, f32, 1 thread: both sizes measured; the target uses 24 MiB */
-    {
-        int p = 0;
-        const kresult *b = best_path(0, 0, 0, &p);
-        const peer *np = find_peer("numpy", "f32", 24, 1);
-        const peer *tp = find_peer("torch", "f32", 24, 1);
-        peer_target("f32-vs-numpy", "numpy", b, np, 2.5);
-        peer_target("f32-vs-torch", "torch", b, tp, 1.2);
+    for (int d = 0; d < 3; d++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s-L2-vs-ceiling", dnames[d]);
+        kernel_target(name, SIZE_L2, d, active, 0.6);
     }
-    if (wres_worst_batched > 0) {
-        snprintf(m, sizeof m, "%.3f us per record (worst of 12 and 96 layers, flush_steps=64)",
-                 wres_worst_batched);
-        target("writer-per-record", m, "<= 2 us", wres_worst_batched <= 2.0);
+    /* the AVX2 path is called directly: the library reads only
+     * RESDIAG_FORCE_PORTABLE, which would disable AVX2 as well */
+    for (int d = 0; d < 3; d++)
+        for (int si = 1; si < N_SIZES; si++) {
+            char name[64];
+            snprintf(name, sizeof name, "avx2-%s-%s-vs-avx2-ceiling", dnames[d], size_label[si]);
+            kernel_target(name, si, d, M_PATH0 + RD_STATS_AVX2, 0.9);
+        }
+    peer_target("f32-vs-numpy", P_NUMPY, 2.5);
+    peer_target("f32-vs-torch-vector-norm-default", P_TORCH, 1.2);
+    peer_target("f32-vs-torch-vector-norm-avx512", P_TORCH512, 1.2);
+    peer_target("f32-vs-torch-same-stats-default", P_TORCH_STATS, 4.0);
+    peer_target("f32-vs-torch-same-stats-avx512", P_TORCH512_STATS, 4.0);
+    if (hook_valid) {
+        snprintf(m, sizeof m, "%.2fx [%.2f-%.2f] (wall time per hook, 1 thread / 2 threads, "
+                 "median of per-repetition ratios: %.2f vs %.2f ms; a speed-up over threads "
+                 "does not show on a thread's CPU clock; the load average above counts)",
+                 hook_speedup.med, hook_speedup.min, hook_speedup.max, hook_wall_ms[0].med,
+                 hook_wall_ms[1].med);
+        target("hook-2-threads-32MiB", m, ">= 1.6x", hook_speedup.med >= 1.6);
     } else {
-        target("writer-per-record", "not measured", "<= 2 us", 0);
+        not_measured("hook-2-threads-32MiB", hook_note + (strncmp(hook_note, "not measured (", 14)
+                                                              ? 0 : 14));
     }
-    target("no-hdf5-in-hooks", "hooks fill the step buffer only; HDF5 is called from "
-           "step_end/flush/close (lib/record/steps.c)", "no HDF5 call inside a hook", 1);
-    /* the step-interleaved figure and the time inside resdiag (bench_e2e),
-     * judged on the larger of the two */
-    {
+    not_measured("bytes-per-step-vs-schema-1", "the benchmark writes only the current schema; "
+                 "a schema-1 file of the same run is needed to compare");
+    if (!isnan(html_s_100k)) {
+        target("report-html-100k", html_note, "< 2 s and < 256 MiB",
+               html_s_100k < 2.0 && html_mib < 256.0);
+    } else {
+        printf("target report-html-100k: %s\n", html_note);
+    }
+    if (!isnan(report_s_100k))
+        target("report-100k", report_note, "< 2 s and < 256 MiB, time at most linear in steps",
+               report_s_100k < 2.0 && report_mib < 256.0 && report_growth <= 4.0 * 1.25);
+    else
+        printf("target report-100k: %s\n", report_note);
+    if (!isnan(e2e_inside)) {
+        snprintf(m, sizeof m, "%.2f%% of a recorded step's time (writes and close amortised; "
+                 "tinygpt --record full --record-every 2: each recorded step has every site; "
+                 "the time inside resdiag is tinygpt's wall-clock reading around its calls, "
+                 "so a loaded machine inflates it)", 100.0 * e2e_inside);
+        target("tinygpt-time-in-resdiag", m, "<= 1%", e2e_inside <= 0.01);
+    } else {
+        printf("target tinygpt-time-in-resdiag: %s\n", e2e_note);
+    }
+    if (!isnan(e2e_overhead)) {
         double worst = e2e_overhead;
         if (!isnan(e2e_inside) && !(e2e_inside <= worst))
             worst = e2e_inside;
-        char tm[sizeof e2e_note + 96];
-        snprintf(tm, sizeof tm, "%s; judged on the larger of the step-interleaved and the "
+        snprintf(m, sizeof m, "%s; judged on the larger of the step-interleaved and the "
                  "inside figure: %.2f%%", e2e_note, 100.0 * worst);
-        target("tinygpt-overhead", isnan(worst) ? e2e_note : tm, "<= 2% fewer tokens/s",
-               !isnan(worst) && worst <= 0.02);
+        target("tinygpt-overhead", m, "<= 2% fewer tokens/s", worst <= 0.02);
+    } else {
+        printf("target tinygpt-overhead: %s\n", e2e_note);
     }
-    /* linear: 4x the steps may take at most 4x the time (with 25% slack
-     * for timing noise) */
-    target("report-100k", report_note, "< 2 s and < 256 MiB, time at most linear in steps",
-           !isnan(report_s_100k) && report_s_100k < 2.0 && report_mib < 256.0
-               && report_growth <= 4.0 * 1.25);
+    if (wres_worst_batched > 0) {
+        snprintf(m, sizeof m, "%.3f us per record (wall; worst of 12 and 96 layers, "
+                 "flush_steps=64; instruction counts: scripts/bench-callgrind.sh)",
+                 wres_worst_batched);
+        target("writer-per-record", m, "<= 2 us", wres_worst_batched <= 2.0);
+    } else {
+        not_measured("writer-per-record", "--no-writer");
+    }
+    target("no-hdf5-in-hooks", "hooks fill the step buffer only; HDF5 is called from "
+           "step_end/flush/close (lib/record/steps.c)", "no HDF5 call inside a hook", 1);
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: resdiag-bench [--quick | --long] [--reps N] [--no-kernels] "
+                    "[--no-peers] "
+                    "[--no-hook] [--no-writer] [--no-e2e] [--no-report] [--cols N] "
+                    "[--e2e-steps N]\n"
+                    "       resdiag-bench --fixed-cost STEPS\n");
+    return 2;
 }
 
 int main(int argc, char **argv)
 {
-    int quick = 0, peers_on = 1, writer_on = 1, e2e_on = 1, report_on = 1, reps = 0;
+    int mode = 1, kernels_on = 1, peers_on = 1, hook_on = 1, writer_on = 1, e2e_on = 1;
+    int report_on = 1;
+    int reps = 15;
     for (int k = 1; k < argc; k++) {
         if (!strcmp(argv[k], "--quick"))
-            quick = 1;
+            mode = 0;
+        else if (!strcmp(argv[k], "--long"))
+            mode = 2;
+        else if (!strcmp(argv[k], "--no-kernels"))
+            kernels_on = 0;
         else if (!strcmp(argv[k], "--no-peers"))
             peers_on = 0;
+        else if (!strcmp(argv[k], "--no-hook"))
+            hook_on = 0;
         else if (!strcmp(argv[k], "--no-writer"))
             writer_on = 0;
         else if (!strcmp(argv[k], "--no-e2e"))
             e2e_on = 0;
         else if (!strcmp(argv[k], "--no-report"))
             report_on = 0;
-        else if (!strcmp(argv[k], "--reps") && k + 1 < argc)
+        else if (!strcmp(argv[k], "--reps") && k + 1 < argc && atoi(argv[k + 1]) >= 1)
             reps = atoi(argv[++k]);
         else if (!strcmp(argv[k], "--cols") && k + 1 < argc && atoi(argv[k + 1]) >= 16)
             bench_cols = atoi(argv[++k]);
         else if (!strcmp(argv[k], "--e2e-steps") && k + 1 < argc && atoi(argv[k + 1]) >= 5 &&
                  atoi(argv[k + 1]) <= E2E_MAX_STEPS - 64)
             e2e_steps = atoi(argv[++k]);
-        else {
-            fprintf(stderr, "usage: resdiag-bench [--quick] [--reps N] [--no-peers] "
-                            "[--no-writer] [--no-e2e] [--no-report] [--cols N] "
-                            "[--e2e-steps N]\n");
-            return 2;
-        }
+        else if (!strcmp(argv[k], "--fixed-cost") && k + 1 < argc && atoi(argv[k + 1]) >= 1)
+            return fixed_cost_scenario(atoi(argv[++k]));
+        else
+            return usage();
     }
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows when redirected too */
-    int reps_small = reps > 0 ? reps : quick ? 3 : 11;
-    int reps_large = reps > 0 ? reps : quick ? 3 : 5;
-    if (reps_small > MAX_REPS)
-        reps_small = MAX_REPS;
-    if (reps_large > MAX_REPS)
-        reps_large = MAX_REPS;
+    if (reps > MAX_REPS)
+        reps = MAX_REPS;
+    char load_start[64];
+    load_average(load_start, sizeof load_start);
 
     printf("resdiag-bench: resdiag %s; kernel paths available:", resdiag_version_string());
     for (int p = 0; p < RD_STATS_N_PATHS; p++)
         if (rd_stats_path_available((rd_stats_path)p))
             printf(" %s", rd_stats_path_name((rd_stats_path)p));
-    printf(" (hooks use %s)\n", rd_stats_path_name(rd_stats_active_path()));
+    printf(" (hooks use %s); ceilings:", rd_stats_path_name(rd_stats_active_path()));
+    for (int isa = 0; isa < CEIL_N_ISAS; isa++)
+        if (ceiling_available(isa))
+            printf(" %s", ceiling_isa_name(isa));
+    printf("\n");
 #ifdef RD_BENCH_OPENBLAS
     openblas_set_num_threads(1);
-    printf("OpenBLAS: %s\n", openblas_get_config());
+    printf("OpenBLAS: %s (1 thread)\n", openblas_get_config());
 #else
     printf("OpenBLAS: not built in (libopenblas-dev not found at configure time)\n");
 #endif
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    printf("online CPUs: %ld\n", ncpu);
+    printf("online CPUs: %ld; load average (1, 5, 15 min) at the start: %s\n",
+           sysconf(_SC_NPROCESSORS_ONLN), load_start);
     fflush(stdout);
 
-    bench_kernels(reps_small, reps_large, quick);
-    if (peers_on) {
-        bench_peers(reps_small, reps_large, quick);
-        bench_peer_pairs(quick);
-    }
+    if (kernels_on)
+        bench_kernels(reps, mode == 0);
+    if (peers_on)
+        bench_peer_pairs(reps);
+    if (hook_on)
+        bench_hook_threads(reps);
     if (writer_on)
-        bench_writer(quick);
+        bench_writer(mode == 0);
+    if (writer_on && mode == 2)
+        bench_callgrind();
     if (e2e_on)
-        bench_e2e(quick);
-    if (report_on)
-        bench_report(quick);
-    print_targets(quick);
+        bench_e2e(mode);
+    if (report_on) {
+        bench_report(mode == 2);
+    } else {
+        snprintf(report_note, sizeof report_note, "not measured (--no-report)");
+        snprintf(html_note, sizeof html_note, "not measured (--no-report)");
+    }
+    print_targets(load_start);
     return 0;
 }
