@@ -166,7 +166,7 @@ class Analysis:
 
     def svg(self, figure):
         """One figure as a standalone SVG document, as `resdiag plot --what
-        FIGURE` writes it: "growth", "updates" or "gradients"
+        FIGURE` writes it: "growth", "updates", "gradients" or "loss"
         (resdiag.FIGURES). None when the run holds no data for it (e.g. no
         gradients recorded)."""
         try:
