@@ -288,6 +288,7 @@ typedef enum resdiag_run_kind {
 #define RESDIAG_MAX_PARAMS 32
 #define RESDIAG_MAX_NAME 64      /* bytes of a sublayer/parameter name, with the NUL */
 #define RESDIAG_MAX_SKETCH 64
+#define RESDIAG_MAX_METRICS 32
 
 /* Every string here goes into the run file, which holds only UTF-8
  * (doc/FORMAT.md): resdiag_open refuses with RESDIAG_E_INVALID, naming the
@@ -321,6 +322,11 @@ typedef struct resdiag_model {
                                             (its gradient is the head gradient) */
     const char *residual_param;          /* one of layer_param_names: the matrix that writes a
                                             sublayer's output into the stream (W2, Wo) */
+    /* The trainer's own per-step numbers (its loss, its learning rate),
+     * given with resdiag_step_metric and stored beside the statistics:
+     * 0..RESDIAG_MAX_METRICS names, checked like the parameter names. */
+    int n_metrics;                       /* default 0: none */
+    const char *const *metric_names;     /* (n_metrics) e.g. {"loss", "lr"} */
 } resdiag_model;
 
 /* Zeroes *model and sets struct_size and the defaults. model may not be NULL. */
@@ -419,6 +425,18 @@ RESDIAG_API resdiag_status resdiag_step_begin(resdiag *r, int64_t step);
 /* Ends the step begun last; buffers its record and writes the buffer when
  * the flush rule says so. */
 RESDIAG_API resdiag_status resdiag_step_end(resdiag *r);
+/* Gives the value of the declared metric `name` (resdiag_model.metric_names)
+ * for the step begun last: call it between resdiag_step_begin and
+ * resdiag_step_end, e.g. with the loss of the forward pass. A recorded step
+ * stores the value given last for each metric, and NaN for a metric not
+ * given; any value is stored as given (a NaN or infinite loss is itself
+ * worth keeping). In a step that is not recorded, or outside a step, the
+ * call records nothing and returns OK (as a hook does: outside a step one
+ * DEBUG line the first time). A name that is NULL or not declared is a
+ * client bug: RESDIAG_E_NULL / RESDIAG_E_INVALID, logged (rate-limited), in
+ * every step. No I/O: the value goes into the step's record. Threads: from
+ * the thread that begins and ends the step. NULL or disabled handle: OK. */
+RESDIAG_API resdiag_status resdiag_step_metric(resdiag *r, const char *name, double value);
 /* 1 if the current step is being recorded, else 0 (also for NULL), so a
  * trainer can skip work that only feeds hooks. */
 RESDIAG_API int resdiag_step_is_recorded(const resdiag *r);
@@ -605,6 +623,10 @@ typedef struct resdiag_run_info {
      * it has parameters of those names. */
     const char *head_param;
     const char *residual_param;
+    /* The declared metrics (resdiag_model.metric_names); 0 and NULL for a
+     * file written before metrics or by a trainer that declared none. */
+    int n_metrics;
+    const char *const *metric_names;
 } resdiag_run_info;
 
 /* Opens a run file for reading, also one that a trainer is still writing
@@ -646,6 +668,14 @@ RESDIAG_API resdiag_status resdiag_reader_param(const resdiag_reader *rd, int64_
 /* The update ratios of (layer, sublayer): out (RESDIAG_N_UPDATE_FIELDS). */
 RESDIAG_API resdiag_status resdiag_reader_update(const resdiag_reader *rd, int64_t step_index,
                                                  int layer, int sublayer, double *out);
+/* Metric `metric` (an index into info->metric_names) at the recorded
+ * steps first .. first+n-1 (step indices, as in resdiag_reader_steps):
+ * out (n). NaN where the trainer gave no value, and everywhere for a file
+ * that declares the metric but lacks metrics/values. RESDIAG_E_RANGE for a
+ * metric outside 0..n_metrics-1 (every index, for a file without metrics),
+ * RESDIAG_E_NOT_FOUND for steps past n_steps. */
+RESDIAG_API resdiag_status resdiag_reader_metric(const resdiag_reader *rd, int metric,
+                                                 int64_t first, int64_t n, double *out);
 /* *same_as: the block site of the same (dir, layer, sublayer) whose tensor
  * `site` was recorded from at recorded step step_index
  * (resdiag_observe_alias), or -1: a tensor of its own, or nothing declared
@@ -892,10 +922,12 @@ typedef enum resdiag_figure {
     RESDIAG_FIGURE_GRADIENTS,  /* the gradient norms per layer at the first recorded
                                   backward: the first parameter, the stream, the
                                   head, with the pre-norm shape 1/||x_k|| */
+    RESDIAG_FIGURE_LOSS,       /* the trainer's loss over the recorded steps (the
+                                  metric "loss", else the first metric declared) */
     RESDIAG_N_FIGURES
 } resdiag_figure;
 
-/* "growth", "updates", "gradients" (the names `resdiag plot --what`
+/* "growth", "updates", "gradients", "loss" (the names `resdiag plot --what`
  * takes); "?" for values out of range. Static storage. */
 RESDIAG_API const char *resdiag_figure_name(resdiag_figure figure);
 

@@ -269,7 +269,7 @@ int parse_cli_args(const char *cmd, int argc, char **argv, cli_args *o)
             break;
         case OPT_WHAT:
             if (!val || (o->what = parse_figure(val)) < 0) {
-                fprintf(stderr, "resdiag plot: --what needs growth, updates or gradients\n");
+                fprintf(stderr, "resdiag plot: --what needs growth, updates, gradients or loss\n");
                 return EXIT_BAD;
             }
             break;

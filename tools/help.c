@@ -71,8 +71,8 @@ static const command commands[] = {
       "             axes to FILE ('-' = stdout instead of the text)\n"
       "\n"
       "Exit 0 with the comparison, 2 with one line on stderr for unusable input.\n" },
-    { "plot", cmd_plot, "one figure of a run as SVG (growth, updates, gradients)",
-      "usage: resdiag plot --what growth|updates|gradients -o FILE.svg\n"
+    { "plot", cmd_plot, "one figure of a run as SVG (growth, updates, gradients, loss)",
+      "usage: resdiag plot --what growth|updates|gradients|loss -o FILE.svg\n"
       "                    [--step N | --last] RUN.h5\n"
       "\n"
       "Draws one figure of the analysis (as resdiag report computes it) as a\n"
@@ -86,6 +86,8 @@ static const command commands[] = {
       "             residual-write one, e.g. mlp.w2, if recorded; the stream; the\n"
       "             head) at the first recorded backward, with the pre-norm\n"
       "             shape 1/||x_k|| of Xiong et al.\n"
+      "  loss       the trainer's loss over the recorded steps (the metric it\n"
+      "             gives with resdiag_step_metric: \"loss\", else the first)\n"
       "\n"
       "  --what W    the figure (required)\n"
       "  -o FILE     where to write it ('-' = stdout) (required)\n"

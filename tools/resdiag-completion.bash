@@ -55,7 +55,7 @@ _resdiag()
                                      declared" -- "$cur"))
             return 0 ;;
         --what)
-            COMPREPLY=($(compgen -W "growth updates gradients" -- "$cur"))
+            COMPREPLY=($(compgen -W "growth updates gradients loss" -- "$cur"))
             return 0 ;;
         --html | -o | --output)
             compopt -o filenames 2>/dev/null

@@ -87,6 +87,7 @@ static const char *const sublayer_names[TG_N_SUBLAYERS] = { "attn", "mlp" };
  * model.c passes to HOOK_PARAM). */
 static const char *const layer_param_names[] = { "attn.wqkv", "attn.wo", "mlp.w1", "mlp.w2" };
 static const char *const model_param_names[] = { "head.w", "embed.wte", "embed.wpe" };
+static const char *const metric_names[] = { "loss" };
 
 static resdiag_placement declared(tg_placement p)
 {
@@ -149,6 +150,8 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
      * output into the stream. */
     model.head_param = "head.w";
     model.residual_param = "mlp.w2";
+    model.n_metrics = 1; /* the loss curve of the report */
+    model.metric_names = metric_names;
     model.n_meta = s->n_meta;
     model.meta = s->meta;
     model.description = s->description;
@@ -209,6 +212,15 @@ void tg_instr_step_begin(tg_instr *h, int64_t step)
     TOC(h);
     note(h, st);
     h->was_recorded = h->recording;
+}
+
+void tg_instr_loss(tg_instr *h, double loss)
+{
+    if (!h) return;
+    TIC(h);
+    resdiag_status st = resdiag_step_metric(h->rd, "loss", loss);
+    TOC(h);
+    note(h, st);
 }
 
 int tg_instr_step_end(tg_instr *h)

@@ -483,6 +483,7 @@ int main(int argc, char **argv)
             tg_backward(&model);
         }
         loss /= accum;
+        tg_instr_loss(model.hooks, loss);
         stopped = tg_instr_step_end(model.hooks);
 
         opt.t++;

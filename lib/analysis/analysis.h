@@ -140,6 +140,12 @@ struct resdiag_analysis {
     resdiag_direction nf_dir;
     double nf_nan, nf_inf, nan_total, inf_total;
 
+    /* --- the trainer's metrics over every recorded step (metrics.c) */
+    int n_metrics;
+    char **metric_names;         /* (n_metrics) */
+    double *metric_values;       /* (n_metrics, n_steps): metric m at step index i is
+                                    [m * n_steps + i]; NaN where not given */
+
     /* --- warnings (warnings.c; depth.c adds massive activations) */
     int n_warnings;
     char warnings[RD_MAX_WARNINGS][RD_WARNING_LEN];
@@ -166,6 +172,9 @@ int rd_signature(const double *stats, double cv_unnorm);
 /* What rounding alone can leave in a true relation between tensors with
  * these statistics (RESDIAG_N_FIELDS each), relative to its largest term. */
 double rd_rounding_floor(const double *const *stats, int n);
+/* metrics.c: the metric the loss curve shows: the one named "loss", else
+ * the first declared; -1 when the run has none. */
+int rd_analysis_loss_metric(const rd_analysis *a);
 /* Declared placement against the verdict: 1 agrees, 0 not, -1 cannot say. */
 int rd_declared_agrees(const rd_analysis *a);
 

@@ -60,6 +60,10 @@ void resdiag_analysis_destroy(resdiag_analysis *a)
     free(a->cs_stream_out);
     free(a->cs_branch_out);
     free(a->cs_norm_in2);
+    for (int m = 0; a->metric_names && m < a->n_metrics; m++)
+        free(a->metric_names[m]);
+    free(a->metric_names);
+    free(a->metric_values);
     free(a->head_param_name);
     free(a->residual_param_name);
     resdiag_analysis_destroy(a->at_last);
@@ -93,7 +97,8 @@ static resdiag_status run_phases(const resdiag_reader *rd, rd_analysis *a, int w
         return st;
     rd_analysis_param_order(rd, a);
     if (whole_run && ((st = rd_analysis_training(rd, a)) ||
-                      (st = rd_analysis_nonfinite(rd, a))))
+                      (st = rd_analysis_nonfinite(rd, a)) ||
+                      (st = rd_analysis_metrics(rd, a))))
         return st;
     rd_analysis_warnings(a);
     return RESDIAG_OK;

@@ -55,6 +55,8 @@ void rd_analysis_param_order(const resdiag_reader *rd, rd_analysis *a);
 resdiag_status rd_analysis_training(const resdiag_reader *rd, rd_analysis *a);
 /* nonfinite.c: the first NaN / Inf over every recorded step, and totals. */
 resdiag_status rd_analysis_nonfinite(const resdiag_reader *rd, rd_analysis *a);
+/* metrics.c: the trainer's metrics (its loss, ...) at every recorded step. */
+resdiag_status rd_analysis_metrics(const resdiag_reader *rd, rd_analysis *a);
 /* warnings.c: what the report warns about, from everything above. */
 void rd_analysis_warnings(rd_analysis *a);
 

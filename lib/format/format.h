@@ -29,6 +29,8 @@
 #define RD_ATTR_HEAD_PARAM "head_param"         /* optional: the output head's model parameter */
 #define RD_ATTR_RESIDUAL_PARAM "residual_param" /* optional: the layer parameter writing into
                                                    the stream (W2-like) */
+#define RD_ATTR_METRIC_NAMES "metric_names"     /* optional (root and metrics/values): the
+                                                   trainer's per-step metrics */
 /* Provenance (root). */
 #define RD_ATTR_CREATED_UTC "created_utc"
 #define RD_ATTR_PROGRAM "program"
@@ -85,6 +87,9 @@
 /* Which site's tensor each site is, when declared one (optional). */
 #define RD_DS_FWD_SITE_ALIAS "forward/site_alias"
 #define RD_DS_BWD_SITE_ALIAS "backward/site_alias"
+
+/* The trainer's per-step metrics (resdiag_step_metric), optional. */
+#define RD_DS_METRICS "metrics/values"
 
 /* The per-step summary the writer derives from each record. */
 #define RD_SUMMARY_GROUP "summary"

@@ -113,6 +113,11 @@ void rd_tables_init(rd_tables *lay, int n_layers, int n_sublayers, int n_layer_p
     set_table(&t[RD_T_BWD_ALIAS], RD_DS_BWD_SITE_ALIAS, NULL, "step,layer,sublayer,site",
               "as forward/site_alias, for the gradients at the block sites",
               "site index (site_names)", RD_KIND_ALIAS, 3, (int64_t[]){ L, S, B });
+    /* Sized by rd_tables_set_metrics: absent until then. */
+    set_table(&t[RD_T_METRICS], RD_DS_METRICS, NULL, "step,metric",
+              "the trainer's own value of each metric at the step (resdiag_step_metric), "
+              "e.g. its loss; NaN: not given at that step",
+              "trainer-defined (see metric_names)", RD_KIND_METRIC, 1, (int64_t[]){ 0 });
 
     static const char *const calls_names[] = {
         RD_DS_FWD_SITE_CALLS, RD_DS_BWD_SITE_CALLS, RD_DS_FWD_MODEL_CALLS,
@@ -173,6 +178,18 @@ void rd_tables_init(rd_tables *lay, int n_layers, int n_sublayers, int n_layer_p
         off += u[i].count;
     }
     lay->summary_len = off;
+}
+
+void rd_tables_set_metrics(rd_tables *lay, int n_metrics)
+{
+    rd_table *t = &lay->tables[RD_T_METRICS];
+    if (n_metrics <= 0 || t->count != 0)
+        return;
+    lay->n_metrics = n_metrics;
+    t->dims[0] = n_metrics;
+    t->count = (size_t)n_metrics;
+    t->offset = lay->record_len;
+    lay->record_len += t->count;
 }
 
 const char *rd_summary_nonfinite_label(int col)

@@ -39,6 +39,8 @@ enum rd_table_id {
     RD_T_MODEL_PARAM_CALLS,  /* backward/model_param_calls (Q) */
     RD_T_FWD_ALIAS,          /* forward/site_alias    (L, S, B), optional in a file */
     RD_T_BWD_ALIAS,          /* backward/site_alias   (L, S, B), optional in a file */
+    RD_T_METRICS,            /* metrics/values        (N): the trainer's metrics, optional;
+                                absent (count 0) when the model declares none */
     RD_N_TABLES
 };
 
@@ -47,13 +49,14 @@ enum rd_table_kind {
     RD_KIND_SKETCH = 1,  /* last axis = sketch */
     RD_KIND_UPDATE = 2,  /* last axis = update fields */
     RD_KIND_CALLS = 3,   /* one count per slot of a STATS table; optional in a file */
-    RD_KIND_ALIAS = 4    /* last axis = sites: which site's tensor each one is (NaN: its own) */
+    RD_KIND_ALIAS = 4,   /* last axis = sites: which site's tensor each one is (NaN: its own) */
+    RD_KIND_METRIC = 5   /* last axis = the declared metrics (NaN: not given at the step) */
 };
 /* A table of this id may be missing from a file (written before it was
  * added): the reader reads it as all NaN. */
 #define RD_TABLE_OPTIONAL(id) \
     (((id) >= RD_T_FWD_SITE_CALLS && (id) <= RD_T_MODEL_PARAM_CALLS) || (id) == RD_T_FWD_ALIAS \
-     || (id) == RD_T_BWD_ALIAS)
+     || (id) == RD_T_BWD_ALIAS || (id) == RD_T_METRICS)
 
 #define RD_MAX_RANK 4        /* axes after the step axis */
 #define RD_CALLSITE_LEN 128  /* bytes of a "file:line" string, with the NUL */
@@ -89,7 +92,7 @@ enum { RD_SUM_NAN = 0, RD_SUM_INF = 1, RD_SUM_RECORDS = 2, RD_SUM_NF_COLS = 3 };
 #define RD_SUMMARY_GROUP "summary"
 
 typedef struct rd_tables {
-    int n_layers, n_sublayers, n_layer_params, n_model_params, sketch_size;
+    int n_layers, n_sublayers, n_layer_params, n_model_params, sketch_size, n_metrics;
     rd_table tables[RD_N_TABLES];
     size_t record_len;  /* doubles per step record */
     size_t n_slots;     /* stats slots (= callsite entries) over all STATS tables */
@@ -101,6 +104,11 @@ typedef struct rd_tables {
  * L and S >= 1). */
 void rd_tables_init(rd_tables *lay, int n_layers, int n_sublayers, int n_layer_params,
                     int n_model_params, int sketch_size);
+
+/* Gives *lay the metrics table for n_metrics metrics (0: none, the table
+ * stays absent). It is the last table, so no other offset moves; call it
+ * once, right after rd_tables_init. */
+void rd_tables_set_metrics(rd_tables *lay, int n_metrics);
 
 /* Index of a model site (RESDIAG_EMBED_OUT..RESDIAG_LOGITS) in 0..M-1, or -1. */
 int rd_model_site_index(resdiag_site site);

@@ -843,6 +843,7 @@ resdiag_status resdiag_reader_open(resdiag_reader **out, const char *path)
     const resdiag_run_info *in = &rd->root.info;
     rd_tables_init(&rd->lay, in->n_layers, in->n_sublayers, in->n_layer_params,
                    in->n_model_params, in->sketch_size);
+    rd_tables_set_metrics(&rd->lay, in->n_metrics);
     if ((st = open_datasets(rd)) != RESDIAG_OK || (st = read_chunk_shapes(rd)) != RESDIAG_OK
         || (st = count_steps(rd)) != RESDIAG_OK || (st = read_callsites(rd)) != RESDIAG_OK)
         goto fail;
@@ -1115,6 +1116,33 @@ resdiag_status resdiag_reader_update(const resdiag_reader *rd, int64_t step_inde
         return st;
     size_t slot = (size_t)layer * (size_t)rd->root.info.n_sublayers + (size_t)sublayer;
     return read_slot(rd, RD_T_UPDATE, slot, step_index, 1, 0, RESDIAG_N_UPDATE_FIELDS, out);
+}
+
+resdiag_status resdiag_reader_metric(const resdiag_reader *rd, int metric, int64_t first,
+                                     int64_t n, double *out)
+{
+    static const char fn[] = "resdiag_reader_metric";
+    if (!rd || (!out && n > 0))
+        return rd_h5_fail(RESDIAG_E_NULL, "client bug: %s: NULL argument", fn);
+    const resdiag_run_info *in = &rd->root.info;
+    if (metric < 0 || metric >= in->n_metrics)
+        return rd_h5_fail(RESDIAG_E_RANGE, "client bug: %s: metric %d is outside 0..%d (run "
+                          "file %s declares %d)", fn, metric, in->n_metrics - 1, rd->path,
+                          in->n_metrics);
+    if (first < 0 || n < 0 || n > in->n_steps - first)
+        return rd_h5_fail(RESDIAG_E_NOT_FOUND, "%s: run file %s holds %lld steps, not "
+                          "%lld..%lld", fn, rd->path, (long long)in->n_steps, (long long)first,
+                          (long long)(first + n - 1));
+    if (n == 0)
+        return RESDIAG_OK;
+    if (rd->table_ds[RD_T_METRICS] < 0) { /* names without the table: nothing given */
+        fill_nan(out, (size_t)n);
+        return RESDIAG_OK;
+    }
+    hsize_t start[2] = { (hsize_t)first, (hsize_t)metric }, count[2] = { (hsize_t)n, 1 };
+    hsize_t mn = (hsize_t)n;
+    return read_block(rd, rd->table_ds[RD_T_METRICS], RD_DS_METRICS, H5T_NATIVE_DOUBLE, start,
+                      count, 1, &mn, out);
 }
 
 resdiag_status resdiag_reader_alias(const resdiag_reader *rd, int64_t step_index,

@@ -208,6 +208,28 @@ static resdiag_status read_params(hid_t f, const char *P, const char *attr, cons
     return check_names(P, attr, *names, *n, *n);
 }
 
+/* The trainer's metric names: an optional attribute (files written before
+ * metrics, or by a trainer that declared none, have no metrics). */
+static resdiag_status read_metric_names(rd_root *r, hid_t f, const char *P)
+{
+    int has = 0;
+    resdiag_status st = rd_attr_has(P, f, RD_ATTR_METRIC_NAMES, &has);
+    if (st != RESDIAG_OK || !has)
+        return st;
+    if ((st = rd_attr_get_strs(P, f, ROOT, RD_ATTR_METRIC_NAMES, 0, &r->metric_names,
+                               &r->n_metric_names)) != RESDIAG_OK)
+        return st;
+    if (r->n_metric_names > RESDIAG_MAX_METRICS)
+        return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: %zu metrics (at most %d)", P,
+                          r->n_metric_names, RESDIAG_MAX_METRICS);
+    if ((st = check_names(P, RD_ATTR_METRIC_NAMES, r->metric_names, r->n_metric_names,
+                          r->n_metric_names)) != RESDIAG_OK)
+        return st;
+    r->info.n_metrics = (int)r->n_metric_names;
+    r->info.metric_names = r->n_metric_names ? (const char *const *)r->metric_names : NULL;
+    return RESDIAG_OK;
+}
+
 /* The names of the sublayers and parameters, and the labels of the fixed
  * axes (their number is part of the file's tables). */
 static resdiag_status read_names(rd_root *r, hid_t f, const char *P)
@@ -312,7 +334,8 @@ resdiag_status rd_root_read(rd_root *r, hid_t file, const char *path)
         || (st = read_role(file, path, RD_ATTR_HEAD_PARAM, r->model_params, r->n_model_params,
                            "head.w", &in->head_param)) != RESDIAG_OK
         || (st = read_role(file, path, RD_ATTR_RESIDUAL_PARAM, r->layer_params,
-                           r->n_layer_params, "mlp.w2", &in->residual_param)) != RESDIAG_OK)
+                           r->n_layer_params, "mlp.w2", &in->residual_param)) != RESDIAG_OK
+        || (st = read_metric_names(r, file, path)) != RESDIAG_OK)
         return st;
     in->resdiag_version = r->resdiag_version;
     in->sublayer_names = (const char *const *)r->sublayer_names;
@@ -338,5 +361,6 @@ void rd_root_free(rd_root *r)
     rd_attr_free_strs(r->layer_params, r->n_layer_params);
     rd_attr_free_strs(r->model_params, r->n_model_params);
     rd_attr_free_strs(r->meta, r->n_meta_strings);
+    rd_attr_free_strs(r->metric_names, r->n_metric_names);
     memset(r, 0, sizeof *r);
 }

@@ -22,6 +22,8 @@ typedef struct rd_root {
     size_t n_layer_params;
     char **model_params;
     size_t n_model_params;
+    char **metric_names;
+    size_t n_metric_names;
     char **meta;              /* 2 * n_meta */
     size_t n_meta_strings;
 } rd_root;

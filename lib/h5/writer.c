@@ -311,7 +311,9 @@ static int write_root_attrs(hid_t file, const rd_file_header *hdr, werr *e)
            && attr_str(file, RD_ATTR_HOST, host, e)
            && attr_str(file, RD_ATTR_RUN_KIND, resdiag_run_kind_name(m->run_kind), e)
            && (!m->head_param || attr_str(file, RD_ATTR_HEAD_PARAM, m->head_param, e))
-           && (!m->residual_param || attr_str(file, RD_ATTR_RESIDUAL_PARAM, m->residual_param, e));
+           && (!m->residual_param || attr_str(file, RD_ATTR_RESIDUAL_PARAM, m->residual_param, e))
+           && (m->n_metrics <= 0
+               || attr_strs(file, RD_ATTR_METRIC_NAMES, m->metric_names, (size_t)m->n_metrics, e));
 }
 
 /* A new group `name` without times (and with its attributes' creation
@@ -413,6 +415,8 @@ static int axis_labels(hid_t ds, const char *axis, const rd_file_header *hdr, we
     if (strcmp(axis, "model_param") == 0)
         return attr_strs(ds, RD_ATTR_MODEL_PARAM_NAMES, m->model_param_names,
                          (size_t)m->n_model_params, e);
+    if (strcmp(axis, "metric") == 0)
+        return attr_strs(ds, RD_ATTR_METRIC_NAMES, m->metric_names, (size_t)m->n_metrics, e);
     if (strcmp(axis, "field") == 0) {
         const char *n[RESDIAG_N_FIELDS], *u[RESDIAG_N_FIELDS];
         for (int i = 0; i < RESDIAG_N_FIELDS; i++) {
@@ -810,6 +814,10 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
     if (!role_names_one_of(m->residual_param, m->layer_param_names, m->n_layer_params))
         return set_err(err, errlen, RESDIAG_E_INVALID,
                        "client bug: rd_writer_create: residual_param is not a layer parameter");
+    if (hdr->tables->n_metrics != (m->n_metrics > 0 ? m->n_metrics : 0))
+        return set_err(err, errlen, RESDIAG_E_INVALID,
+                       "client bug: rd_writer_create: the tables hold %d metrics, the model "
+                       "declares %d", hdr->tables->n_metrics, m->n_metrics);
 
     rd_h5_quiet q;
     werr e;

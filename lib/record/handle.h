@@ -85,6 +85,7 @@ struct resdiag {
     char errmsg[512];
     atomic_int client_bugs;
     atomic_int outside_noted; /* a hook outside a step was logged (once, DEBUG) */
+    int metric_outside_noted; /* resdiag_step_metric outside a step was logged (once) */
 };
 
 /* messages.c: a message for this run, to its log handler; ERROR and above

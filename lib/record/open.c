@@ -116,6 +116,7 @@ static int own_model_strings(resdiag *r)
     r->model.layer_param_names = own_names(r, m.layer_param_names, m.n_layer_params, &ok);
     r->model.model_param_names = own_names(r, m.model_param_names, m.n_model_params, &ok);
     r->model.meta = own_names(r, m.meta, 2 * m.n_meta, &ok);
+    r->model.metric_names = own_names(r, m.metric_names, m.n_metrics, &ok);
     const char **one[] = { &r->model.description, &r->model.head_param,
                            &r->model.residual_param };
     for (size_t i = 0; i < sizeof one / sizeof *one; i++)
@@ -133,6 +134,7 @@ static resdiag_status alloc_buffers(resdiag *r, const open_ctx *c)
     const resdiag_options *opt = &r->opt;
     rd_tables_init(&r->lay, m->n_layers, m->n_sublayers, m->n_layer_params, m->n_model_params,
                    opt->sketch_size);
+    rd_tables_set_metrics(&r->lay, m->n_metrics);
     /* A batch larger than 4 GiB is a configuration mistake, not a plan. */
     if ((double)r->lay.record_len * (double)opt->flush_steps * sizeof(double) > 4294967296.0)
         return rd_open_fail(c, RESDIAG_E_INVALID,

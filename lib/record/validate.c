@@ -155,6 +155,12 @@ resdiag_status rd_check_model(const open_ctx *c, const resdiag_model *m)
     if ((st = check_role(c, "residual_param", m->residual_param, "layer_param_names",
                          m->layer_param_names, m->n_layer_params)))
         return st;
+    if (m->n_metrics < 0 || m->n_metrics > RESDIAG_MAX_METRICS)
+        return rd_open_fail(c, RESDIAG_E_INVALID,
+                            "client bug: resdiag_open: n_metrics is %d, must be 0..%d",
+                            m->n_metrics, RESDIAG_MAX_METRICS);
+    if ((st = check_names(c, "metric_names", m->metric_names, m->n_metrics, 1)))
+        return st;
     if (m->n_meta < 0 || m->n_meta > MAX_META)
         return rd_open_fail(c, RESDIAG_E_INVALID,
                             "client bug: resdiag_open: n_meta is %d, must be 0..%d", m->n_meta,

@@ -406,6 +406,7 @@ char *resdiag_analysis_to_html(const resdiag_analysis *a, const resdiag_html_opt
         svg_printf(&b, "<h2>Gradients</h2>\n");
         figure(&b, RESDIAG_FIGURE_GRADIENTS, one, NULL, 1, "gradients");
     }
+    plot_loss_html(&b, a);
     if (a->n_steps > 1 && rd && html_over_steps(&b, a, rd) != 0) {
         free(b.s);
         return NULL;

@@ -352,6 +352,28 @@ static void json_training(sb *b, const rd_analysis *a)
     rd_strbuf_printf(b, "]}");
 }
 
+/* the trainer's metrics: each one's value at every recorded step (null
+ * where not given), and the step numbers they belong to */
+static void json_metrics(sb *b, const rd_analysis *a)
+{
+    rd_strbuf_printf(b, ",\n  \"metric_steps\": [");
+    for (int64_t i = 0; a->n_metrics > 0 && i < a->n_steps; i++)
+        rd_strbuf_printf(b, "%s%lld", i ? ", " : "", (long long)a->steps[i]);
+    rd_strbuf_printf(b, "],\n  \"metrics\": {");
+    for (int m = 0; m < a->n_metrics; m++) {
+        rd_strbuf_printf(b, "%s\n    ", m ? "," : "");
+        js_str(b, a->metric_names[m]);
+        rd_strbuf_printf(b, ": [");
+        for (int64_t i = 0; i < a->n_steps; i++) {
+            if (i)
+                rd_strbuf_printf(b, ", ");
+            js_num(b, a->metric_values[(size_t)m * (size_t)a->n_steps + (size_t)i]);
+        }
+        rd_strbuf_printf(b, "]");
+    }
+    rd_strbuf_printf(b, "}");
+}
+
 /* the warnings */
 static void json_warnings(sb *b, const rd_analysis *a)
 {
@@ -377,6 +399,7 @@ char *resdiag_analysis_to_json(const resdiag_analysis *a)
     json_gradients(&b, a);
     json_nonfinite(&b, a);
     json_training(&b, a);
+    json_metrics(&b, a);
     json_warnings(&b, a);
     return rd_strbuf_finish(&b);
 }

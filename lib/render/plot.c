@@ -32,7 +32,8 @@ static const char *const palette[] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd
 
 const char *resdiag_figure_name(resdiag_figure figure)
 {
-    static const char *const names[RESDIAG_N_FIGURES] = { "growth", "updates", "gradients" };
+    static const char *const names[RESDIAG_N_FIGURES] = { "growth", "updates", "gradients",
+                                                                  "loss" };
     return (unsigned)figure < RESDIAG_N_FIGURES ? names[figure] : "?";
 }
 
@@ -470,6 +471,7 @@ int plot_figure(svg_buf *b, resdiag_figure what, const struct resdiag_analysis *
     int rc = what == RESDIAG_FIGURE_GROWTH      ? fig_growth(&t, a, names, n)
              : what == RESDIAG_FIGURE_UPDATES   ? fig_updates(&t, a, names, n)
              : what == RESDIAG_FIGURE_GRADIENTS ? fig_gradients(&t, a, names, n)
+             : what == RESDIAG_FIGURE_LOSS      ? plot_loss_figure(&t, a, names, n)
                                       : -1;
     if (rc == 0 && !t.failed)
         svg_printf(b, "%s", t.s);

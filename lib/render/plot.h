@@ -20,6 +20,14 @@ struct resdiag_analysis;
 int plot_figure(svg_buf *b, resdiag_figure what, const struct resdiag_analysis *const *a,
                 const char *const *names, int n);
 
+/* plot_loss.c: the loss curve of n runs (as plot_figure); -1 when no run
+ * gave a finite value of its loss metric. */
+int plot_loss_figure(svg_buf *b, const struct resdiag_analysis *const *a,
+                     const char *const *names, int n);
+/* plot_loss.c: the HTML page's section with the loss curve; nothing for a
+ * run without metrics. */
+void plot_loss_html(svg_buf *b, const struct resdiag_analysis *a);
+
 /* 1 when the gradient figure of this run draws the pre-norm reference of
  * Xiong et al. 2020 (gradients like 1/||x_k||): only for a verdict it is
  * the theory of (pre-norm, sandwich, or one of the two), never for a

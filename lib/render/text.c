@@ -388,6 +388,27 @@ static void text_judged_step(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     rd_strbuf_printf(b, "\n");
 }
 
+/* One line for the trainer's metrics: each one's last value given, with
+ * its step; nothing for a run without metrics. */
+static void text_metrics(sb *b, rd_esc_ring *esc, const rd_analysis *a)
+{
+    if (a->n_metrics <= 0)
+        return;
+    rd_strbuf_printf(b, "\nTrainer's metrics (last value given):");
+    for (int m = 0; m < a->n_metrics; m++) {
+        const double *v = a->metric_values + (size_t)m * (size_t)a->n_steps;
+        int64_t i = a->n_steps - 1;
+        while (i >= 0 && isnan(v[i]))
+            i--;
+        rd_strbuf_printf(b, "%s %s ", m ? "," : "", E(a->metric_names[m]));
+        if (i < 0)
+            rd_strbuf_printf(b, "never given");
+        else
+            rd_strbuf_printf(b, "%.6g at step %lld", v[i], (long long)a->steps[i]);
+    }
+    rd_strbuf_printf(b, "\n");
+}
+
 char *resdiag_analysis_to_text(const resdiag_analysis *a)
 {
     if (!a)
@@ -455,6 +476,7 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
             rd_strbuf_printf(&b, "  %s gradient last/first layer: parameter gradients were zero "
                          "or not available\n", E(a->param_names[a->param_order[0]]));
     }
+    text_metrics(&b, esc, a);
     rd_strbuf_printf(&b, "\nWarnings:%s\n", a->n_warnings ? "" : " none");
     for (int i = 0; i < a->n_warnings; i++)
         rd_strbuf_printf(&b, "  - %s\n", E(a->warnings[i]));

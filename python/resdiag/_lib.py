@@ -91,7 +91,8 @@ class Model(ctypes.Structure):
                 ("n_model_params", ctypes.c_int), ("model_param_names", _strv),
                 ("n_meta", ctypes.c_int), ("meta", _strv), ("description", ctypes.c_char_p),
                 ("run_kind", ctypes.c_int), ("head_param", ctypes.c_char_p),
-                ("residual_param", ctypes.c_char_p)]
+                ("residual_param", ctypes.c_char_p), ("n_metrics", ctypes.c_int),
+                ("metric_names", _strv)]
 
 
 class Options(ctypes.Structure):
@@ -116,7 +117,9 @@ class RunInfo(ctypes.Structure):
                 ("sketch_seed", ctypes.c_uint64), ("n_steps", ctypes.c_int64),
                 ("n_meta", ctypes.c_int), ("meta", _strv), ("description", ctypes.c_char_p),
                 ("created_utc", ctypes.c_char_p), ("program", ctypes.c_char_p),
-                ("hdf5_version", ctypes.c_char_p), ("run_kind", ctypes.c_int)]
+                ("hdf5_version", ctypes.c_char_p), ("run_kind", ctypes.c_int),
+                ("head_param", ctypes.c_char_p), ("residual_param", ctypes.c_char_p),
+                ("n_metrics", ctypes.c_int), ("metric_names", _strv)]
 
 
 class AnalyzeOptions(ctypes.Structure):
@@ -267,6 +270,7 @@ _PROTOS = {
     "resdiag_step_begin": (_i, [_p, _i64]),
     "resdiag_step_end": (_i, [_p]),
     "resdiag_step_is_recorded": (_i, [_p]),
+    "resdiag_step_metric": (_i, [_p, _c, _d]),
     "resdiag_set_enabled": (_i, [_p, _i]),
     "resdiag_observe_at": (_i, [_p, _i, _i, _i, _i, Tensor, _c, _i]),
     "resdiag_observe_alias": (_i, [_p, _i, _i, _i, _i, _i]),
@@ -286,6 +290,7 @@ _PROTOS = {
     "resdiag_reader_update": (_i, [_p, _i64, _i, _i, _dp]),
     "resdiag_reader_callsite": (_c, [_p, _i, _i, _i, _i]),
     "resdiag_reader_series": (_i, [_p, _i, _i, _i, _i, _i, _dp, _i64]),
+    "resdiag_reader_metric": (_i, [_p, _i, _i64, _i64, _dp]),
     "resdiag_site_name": (_c, [_i]),
     "resdiag_field_name": (_c, [_i]),
     "resdiag_analyze_options_init": (None, [ctypes.POINTER(AnalyzeOptions)]),
@@ -377,5 +382,5 @@ def cstrings(names):
 
 FIELDS = tuple(lib.resdiag_field_name(i).decode() for i in range(N_FIELDS))
 # the figures of `resdiag plot --what` (resdiag_figure), by name
-N_FIGURES = 3
+N_FIGURES = 4
 FIGURES = tuple(lib.resdiag_figure_name(i).decode() for i in range(N_FIGURES))

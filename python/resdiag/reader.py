@@ -71,6 +71,8 @@ class Info:
         self.description = _text(c.description)
         self.created_utc = _text(c.created_utc)
         self.program = _text(c.program)
+        # the trainer's per-step metrics (resdiag_step_metric); [] for older files
+        self.metric_names = _strs(c.metric_names, c.n_metrics)
 
     def __repr__(self):
         return "<resdiag.Info L=%d d=%d sublayers=%s steps=%d>" % (
@@ -164,7 +166,7 @@ class Analysis:
 
     def svg(self, figure):
         """One figure as a standalone SVG document, as `resdiag plot --what
-        FIGURE` writes it: "growth", "updates" or "gradients"
+        FIGURE` writes it: "growth", "updates", "gradients" or "loss"
         (resdiag.FIGURES). None when the run holds no data for it (e.g. no
         gradients recorded)."""
         try:
@@ -238,6 +240,18 @@ class Run:
         n = self.info.n_steps
         out = (ctypes.c_int64 * max(1, n))()
         _check(lib.resdiag_reader_steps(self._h(), out, n), "steps")
+        return list(out[:n])
+
+    def metric(self, name):
+        """The trainer's metric `name` at every recorded step (NaN where it
+        gave none), in the order of steps()."""
+        if name not in self.info.metric_names:
+            raise KeyError("resdiag: the run declares no metric %r (it has %s)"
+                           % (name, self.info.metric_names))
+        n = self.info.n_steps
+        out = (ctypes.c_double * max(1, n))()
+        _check(lib.resdiag_reader_metric(self._h(), self.info.metric_names.index(name), 0, n,
+                                         out), "metric %s" % name)
         return list(out[:n])
 
     def site(self, step_index, site, layer=0, sublayer=0, direction="forward"):

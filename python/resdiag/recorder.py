@@ -87,7 +87,7 @@ class Recorder:
                  placement=None, norm_kind=None, d_model=None, backward=True,
                  record_every=1, record_first=0, record_last=None, record_init_only=False,
                  sketch_size=None, flush_steps=None, description=None, meta=None,
-                 disable_fast_path=True, overwrite=False):
+                 disable_fast_path=True, overwrite=False, metrics=("loss",)):
         names = {id(m): n for n, m in model.named_modules()}
         if blocks is None:
             blocks = _blocks.find_blocks(model)
@@ -222,6 +222,12 @@ class Recorder:
             keep.append(enc)
             m.residual_param = enc
         self.residual_param = residual
+        # the trainer's own per-step numbers, given with rec.metric(name, value)
+        self.metric_names = [str(x) for x in (metrics or ())]
+        if self.metric_names:
+            arr, enc = _lib.cstrings(self.metric_names)
+            keep += [arr, enc]
+            m.n_metrics, m.metric_names = len(self.metric_names), arr
         meta = dict(meta or {})
         meta.setdefault("frontend", "python/torch %s" % torch.__version__)
         flat = [str(x) for kv in meta.items() for x in kv]
@@ -403,6 +409,23 @@ class Recorder:
         """``with rec.step(n): loss = ...; loss.backward()`` brackets one step."""
         self.begin_step(step)
         return Recorder._Step(self)
+
+    def metric(self, name, value):
+        """Gives the value of a declared metric (attach(metrics=...), default
+        ("loss",)) for the current step, e.g. ``rec.metric("loss", loss)``:
+        a float or a one-element tensor. Stored as given (NaN and Inf too) in
+        a recorded step; nothing is recorded in other steps or outside a
+        step. Raises ValueError for a name not declared."""
+        if self._rd is None:
+            raise ResdiagError("resdiag: the recorder was detached")
+        if name not in self.metric_names:
+            raise ValueError("resdiag: %r is not a declared metric (attach(metrics=...) "
+                             "declares %s)" % (name, self.metric_names))
+        if not self._recording:
+            return False
+        st = lib.resdiag_step_metric(self._rd, name.encode(), float(value))
+        self._note(st)
+        return st == _lib.OK
 
     @property
     def recording(self):

@@ -99,7 +99,11 @@ static void make_setup(setup *s, int chunk)
     s->m.layer_param_names = LP;
     s->m.n_model_params = 1;
     s->m.model_param_names = MP;
+    static const char *const METRICS[] = { "loss", "lr" };
+    s->m.n_metrics = 2; /* the trainer's metrics are kept like every table */
+    s->m.metric_names = METRICS;
     rd_tables_init(&s->lay, 4, 2, 2, 1, 8);
+    rd_tables_set_metrics(&s->lay, 2);
     s->hdr.model = &s->m;
     s->hdr.tables = &s->lay;
     s->hdr.sketch_size = 8;

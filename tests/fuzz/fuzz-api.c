@@ -254,6 +254,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < 4; i++)
         mparams[i] = (mk & 8) ? param_pool[u8(&in) % 6] : param_pool[2 + i % 2];
     m.model_param_names = mparams;
+    static const char *const metrics[1] = { "loss" };
+    m.n_metrics = (mk & 8) ? 1 : 0;
+    m.metric_names = metrics;
     m.n_meta = (mk & 16) ? pick_int(&in, 0, 2) : 0;
     meta[0] = "k", meta[1] = "v", meta[2] = (mk & 32) ? NULL : "k2", meta[3] = "";
     m.meta = meta;
@@ -386,7 +389,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 trusted = 0;
             break;
         }
-        case 5: { /* parameter gradient */
+        case 5: { /* parameter gradient, or a metric of the step */
+            if (c & 0x40) {
+                /* "lr" is never declared: refused, without harm to the run */
+                st = resdiag_step_metric(r, (c & 0x20) ? "loss" : "lr", (double)u8(&in) - 128);
+                if (io_error(st))
+                    trusted = 0;
+                break;
+            }
             int layer = (c & 0x80) ? RESDIAG_MODEL_LEVEL : pick_int(&in, 0, L - 1);
             int valid;
             resdiag_tensor t = make_tensor(&in, D, &valid);

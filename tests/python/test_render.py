@@ -125,11 +125,13 @@ class Render(unittest.TestCase):
     def test_svg_is_the_tools_figure_and_says_when_there_is_no_data(self):
         with resdiag.open(self.path) as run:
             a = run.analyze()
-        self.assertEqual(resdiag.FIGURES, ("growth", "updates", "gradients"))
-        for fig in resdiag.FIGURES:
+        self.assertEqual(resdiag.FIGURES, ("growth", "updates", "gradients", "loss"))
+        for fig in ("growth", "updates", "gradients"):
             ET.fromstring(a.svg(fig))
+        # the run declares "loss" (attach's default) but never gave one: no loss curve
+        self.assertIsNone(a.svg("loss"))
         with self.assertRaises(ValueError):
-            a.svg("loss")
+            a.svg("accuracy")
         tool = os.environ.get("RESDIAG_TOOL")
         if tool:
             out = os.path.join(self.dir, "g.svg")

@@ -169,7 +169,7 @@ diff $a|needs two run files
 diff $a $b $a|two run files, not more
 diff --step=x $a $b|--step needs a step number >= 0
 diff --max-growth=2 $a $b|unknown option '--max-growth=2'
-plot --what=nope -o - $a|--what needs growth, updates or gradients
+plot --what=nope -o - $a|--what needs growth, updates, gradients or loss
 plot --what growth $a|needs --what, -o FILE and a run file
 plot --what growth $a -o|-o needs an output file name
 plot --output= --what growth $a|-o needs an output file name

@@ -37,6 +37,7 @@ expect_completion "parallel post-norm pre-norm" resdiag check --expect p
 expect_completion "declared deepnorm" resdiag check --expect=d   # one word
 expect_completion "declared deepnorm" resdiag check --expect = d # split at '='
 expect_completion "gradients growth" resdiag plot --what g
+expect_completion "loss" resdiag plot --what l
 expect_completion "diff dump" resdiag help d
 expect_completion "" resdiag report --step ""
 

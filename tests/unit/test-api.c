@@ -209,6 +209,16 @@ static void sp_residual_model_param(resdiag_model *m, resdiag_options *o) { (voi
 static void sp_residual_empty(resdiag_model *m, resdiag_options *o) { (void)o; m->residual_param = ""; }
 static void sp_head_control(resdiag_model *m, resdiag_options *o) { (void)o; m->head_param = "head\x1b[2J"; }
 static void sp_residual_not_utf8(resdiag_model *m, resdiag_options *o) { (void)o; m->residual_param = "mlp.\xff"; }
+static const char *const metrics_dup[2] = { "loss", "loss" };
+static const char *const metrics_control[1] = { "lo\nss" };
+static const char *const metrics_null[2] = { "loss", NULL };
+static void sp_metrics_many(resdiag_model *m, resdiag_options *o) { (void)o; m->n_metrics = RESDIAG_MAX_METRICS + 1; m->metric_names = lparams; }
+static void sp_metrics_neg(resdiag_model *m, resdiag_options *o) { (void)o; m->n_metrics = -1; }
+static void sp_metrics_names_null(resdiag_model *m, resdiag_options *o) { (void)o; m->n_metrics = 1; }
+static void sp_metrics_dup(resdiag_model *m, resdiag_options *o) { (void)o; m->n_metrics = 2; m->metric_names = metrics_dup; }
+static void sp_metrics_control(resdiag_model *m, resdiag_options *o) { (void)o; m->n_metrics = 1; m->metric_names = metrics_control; }
+static void sp_metrics_nullent(resdiag_model *m, resdiag_options *o) { (void)o; m->n_metrics = 2; m->metric_names = metrics_null; }
+static void sp_metrics_long(resdiag_model *m, resdiag_options *o) { (void)o; m->n_metrics = 1; m->metric_names = long_name + 1; }
 static void sp_model_size(resdiag_model *m, resdiag_options *o) { (void)o; m->struct_size = 0; }
 static void sp_model_size_big(resdiag_model *m, resdiag_options *o) { (void)o; m->struct_size = sizeof *m + 64; }
 static void sp_every0(resdiag_model *m, resdiag_options *o) { (void)m; o->record_every = 0; }
@@ -248,6 +258,13 @@ static const bad_open bad_opens[] = {
     { "residual_param '' is not one of layer_param_names", RESDIAG_E_INVALID, sp_residual_empty },
     { "head_param contains a control character (byte 0x1b at offset 4)", RESDIAG_E_INVALID, sp_head_control },
     { "residual_param is not valid UTF-8 (byte 0xff at offset 4)", RESDIAG_E_INVALID, sp_residual_not_utf8 },
+    { "n_metrics is 33, must be 0..32", RESDIAG_E_INVALID, sp_metrics_many },
+    { "n_metrics is -1, must be 0..32", RESDIAG_E_INVALID, sp_metrics_neg },
+    { "metric_names is NULL", RESDIAG_E_NULL, sp_metrics_names_null },
+    { "metric_names 'loss' appears twice", RESDIAG_E_INVALID, sp_metrics_dup },
+    { "metric_names[0] contains a control character", RESDIAG_E_INVALID, sp_metrics_control },
+    { "metric_names[1] is NULL", RESDIAG_E_NULL, sp_metrics_nullent },
+    { "metric_names[0] must have 1 to 63 bytes", RESDIAG_E_INVALID, sp_metrics_long },
     { "resdiag_model_init", RESDIAG_E_INVALID, sp_model_size },
     { "resdiag_model_init", RESDIAG_E_INVALID, sp_model_size_big },
     { "record_every", RESDIAG_E_INVALID, sp_every0 },
@@ -997,6 +1014,219 @@ START_TEST(open_accepts_a_model_of_a_header_without_roles)
     ck_assert_int_eq(log_count, 0);
     resdiag_reader *rd = reopen(path_a);
     ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 2);
+    resdiag_reader_destroy(rd);
+}
+END_TEST
+
+/* ------------------------------------------------- the trainer's metrics */
+
+/* The declared transform of an SVG axis: data-NAME-lo/hi/p0/p1. */
+static void read_axis(const char *svg, const char *name, double v[4])
+{
+    static const char *const keys[4] = { "lo", "hi", "p0", "p1" };
+    for (int i = 0; i < 4; i++) {
+        char attr[32];
+        snprintf(attr, sizeof attr, "data-%s-%s=\"", name, keys[i]);
+        const char *p = strstr(svg, attr);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_int_eq(sscanf(p + strlen(attr), "%lf", &v[i]), 1);
+    }
+}
+
+static double axis_pixel(const double ax[4], double v)
+{
+    return ax[2] + (v - ax[0]) / (ax[1] - ax[0]) * (ax[3] - ax[2]);
+}
+
+
+static const char *const metric_names[2] = { "loss", "lr" };
+
+/* NaN-aware equality: the file keeps NaN as NaN, and every other value
+ * bit for bit. */
+static int same_value(double a, double b)
+{
+    return (isnan(a) && isnan(b)) || a == b;
+}
+
+/* Steps 0..9 with record_every 2: the recorded steps keep the values given
+ * last (NaN for a metric not given, Inf and NaN as given), the unrecorded
+ * ones leave no trace, a bad name is refused in every step with one clear
+ * message, and the reader, the JSON report and the loss figure give the
+ * values back. */
+START_TEST(step_metrics_reach_the_file_as_given)
+{
+    resdiag_model m = test_model();
+    m.n_metrics = 2;
+    m.metric_names = metric_names;
+    resdiag_options o;
+    resdiag_options_init(&o);
+    o.record_every = 2;
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, path_a, &m, &o), RESDIAG_OK);
+    /* expected per recorded step (0, 2, 4, 6, 8): loss, lr */
+    double want[5][2];
+    float x[T * D];
+    for (int s = 0; s < 10; s++) {
+        double loss = s == 4 ? INFINITY : s == 6 ? NAN : 3.0 - 0.25 * s;
+        ck_assert_int_eq(resdiag_step_begin(r, s), RESDIAG_OK);
+        fill(x, T * D, (unsigned)s);
+        ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_OUT, resdiag_f32(x, T, D)),
+                         RESDIAG_OK);
+        ck_assert_int_eq(resdiag_step_metric(r, "loss", 99.0), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_step_metric(r, "loss", loss), RESDIAG_OK); /* the last counts */
+        if (s != 2) /* lr not given at step 2 */
+            ck_assert_int_eq(resdiag_step_metric(r, "lr", 1e-3 * (s + 1)), RESDIAG_OK);
+        int before = log_count;
+        ck_assert_int_eq(resdiag_step_metric(r, "Loss", 1.0), RESDIAG_E_INVALID);
+        ck_assert_int_eq(log_count, before + 1);
+        ck_assert_msg(strstr(log_last, "client bug: resdiag_step_metric: 'Loss' is not a "
+                                       "declared metric") != NULL, "%s", log_last);
+        ck_assert_int_eq(resdiag_step_metric(r, NULL, 1.0), RESDIAG_E_NULL);
+        ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+        if (s % 2 == 0) {
+            want[s / 2][0] = loss;
+            want[s / 2][1] = s == 2 ? NAN : 1e-3 * (s + 1);
+        }
+    }
+    /* outside a step: nothing recorded, no error, and the next step is clean */
+    ck_assert_int_eq(resdiag_step_metric(r, "loss", 42.0), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_metric(r, "loss", 1.0), RESDIAG_E_STATE);
+    resdiag_destroy(r);
+    ck_assert_int_eq(resdiag_step_metric(NULL, "loss", 1.0), RESDIAG_OK);
+
+    resdiag_reader *rd = reopen(path_a);
+    const resdiag_run_info *in = resdiag_reader_info(rd);
+    ck_assert_int_eq(in->n_steps, 5);
+    ck_assert_int_eq(in->n_metrics, 2);
+    ck_assert_str_eq(in->metric_names[0], "loss");
+    ck_assert_str_eq(in->metric_names[1], "lr");
+    for (int k = 0; k < 2; k++) {
+        double got[5];
+        ck_assert_int_eq(resdiag_reader_metric(rd, k, 0, 5, got), RESDIAG_OK);
+        for (int i = 0; i < 5; i++)
+            ck_assert_msg(same_value(got[i], want[i][k]), "metric %d step index %d: %g, want %g",
+                          k, i, got[i], want[i][k]);
+        ck_assert_int_eq(resdiag_reader_metric(rd, k, 3, 2, got), RESDIAG_OK);
+        ck_assert(same_value(got[0], want[3][k]) && same_value(got[1], want[4][k]));
+    }
+    double v;
+    ck_assert_int_eq(resdiag_reader_metric(rd, 2, 0, 1, &v), RESDIAG_E_RANGE);
+    ck_assert_int_eq(resdiag_reader_metric(rd, -1, 0, 1, &v), RESDIAG_E_RANGE);
+    ck_assert_int_eq(resdiag_reader_metric(rd, 0, 4, 2, &v), RESDIAG_E_NOT_FOUND);
+    ck_assert_int_eq(resdiag_reader_metric(rd, 0, -1, 1, &v), RESDIAG_E_NOT_FOUND);
+    ck_assert_int_eq(resdiag_reader_metric(rd, 0, 0, 1, NULL), RESDIAG_E_NULL);
+
+    /* the JSON report: loss and lr at the recorded steps, null for NaN/Inf */
+    resdiag_analysis *an = NULL;
+    ck_assert_int_eq(resdiag_analyze(rd, NULL, &an), RESDIAG_OK);
+    char *json = resdiag_analysis_to_json(an);
+    ck_assert_ptr_nonnull(strstr(json, "\"metric_steps\": [0, 2, 4, 6, 8]"));
+    ck_assert_msg(strstr(json, "\"loss\": [3, 2.5, null, null, 1]") != NULL, "%s", json);
+    ck_assert_ptr_nonnull(strstr(json, "\"lr\": [0.001, null, 0.005, 0.007, 0.009]"));
+    resdiag_free(json);
+    char *text = resdiag_analysis_to_text(an);
+    ck_assert_msg(strstr(text, "Trainer's metrics (last value given): loss 1 at step 8, lr "
+                               "0.009 at step 8") != NULL, "%s", text);
+    resdiag_free(text);
+    char *svg = NULL;
+    ck_assert_int_eq(resdiag_analysis_figure_svg(an, RESDIAG_FIGURE_LOSS, &svg), RESDIAG_OK);
+    /* the finite losses, at steps 0, 2 and 8, through the declared axes */
+    double ax[4], ay[4];
+    read_axis(svg, "x", ax);
+    read_axis(svg, "y", ay);
+    const char *p = strstr(svg, "data-key=\"metric.loss\" points=\"");
+    ck_assert_ptr_nonnull(p);
+    p += strlen("data-key=\"metric.loss\" points=\"");
+    const int steps[3] = { 0, 2, 8 };
+    const double losses[3] = { 3.0, 2.5, 1.0 };
+    for (int i = 0; i < 3; i++) {
+        double px, py;
+        int used = 0;
+        ck_assert_int_eq(sscanf(p, "%lf,%lf%n", &px, &py, &used), 2);
+        p += used;
+        ck_assert_double_eq_tol(px, axis_pixel(ax, steps[i]), 2e-3);
+        ck_assert_double_eq_tol(py, axis_pixel(ay, losses[i]), 2e-3);
+    }
+    ck_assert_int_eq(*p, '"');
+    ck_assert_ptr_nonnull(strstr(svg, "loss (2 steps not drawn)"));
+    resdiag_free(svg);
+    ck_assert_str_eq(resdiag_figure_name(RESDIAG_FIGURE_LOSS), "loss");
+    resdiag_analysis_destroy(an);
+    resdiag_reader_destroy(rd);
+}
+END_TEST
+
+/* A run that declares no metrics, as every file before them: no metrics
+ * table, n_metrics 0, no metric to read, an empty "metrics" in the JSON,
+ * and no loss figure. A caller built against a header without the metric
+ * fields passes a smaller struct_size: what lies beyond is not read. */
+START_TEST(runs_without_metrics_have_none)
+{
+    resdiag_model m = test_model();
+    m.struct_size = offsetof(resdiag_model, n_metrics);
+    m.n_metrics = -7; /* beyond the caller's struct: never looked at */
+    m.metric_names = (const char *const *)"garbage";
+    resdiag *r = NULL;
+    ck_assert_msg(resdiag_open(&r, path_a, &m, NULL) == RESDIAG_OK, "refused: %s", log_last);
+    record_steps(r, 2);
+    ck_assert_int_eq(resdiag_step_begin(r, 2), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_metric(r, "loss", 1.0), RESDIAG_E_INVALID);
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    resdiag_destroy(r);
+    hid_t f = H5Fopen(path_a, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    ck_assert_int_eq(H5Lexists(f, "metrics", H5P_DEFAULT), 0);
+    ck_assert_int_eq(H5Aexists(f, "metric_names"), 0);
+    H5Fclose(f);
+    resdiag_reader *rd = reopen(path_a);
+    const resdiag_run_info *in = resdiag_reader_info(rd);
+    ck_assert_int_eq(in->n_metrics, 0);
+    ck_assert_ptr_null(in->metric_names);
+    double v = 5;
+    ck_assert_int_eq(resdiag_reader_metric(rd, 0, 0, 1, &v), RESDIAG_E_RANGE);
+    ck_assert_int_eq(resdiag_reader_metric(rd, 0, 0, 0, &v), RESDIAG_E_RANGE);
+    resdiag_analysis *an = NULL;
+    ck_assert_int_eq(resdiag_analyze(rd, NULL, &an), RESDIAG_OK);
+    char *json = resdiag_analysis_to_json(an);
+    ck_assert_ptr_nonnull(strstr(json, "\"metric_steps\": [],\n  \"metrics\": {}"));
+    resdiag_free(json);
+    char *text = resdiag_analysis_to_text(an);
+    ck_assert_ptr_null(strstr(text, "Trainer's metrics"));
+    resdiag_free(text);
+    char *svg = (char *)1;
+    ck_assert_int_eq(resdiag_analysis_figure_svg(an, RESDIAG_FIGURE_LOSS, &svg),
+                     RESDIAG_E_NOT_FOUND);
+    ck_assert_ptr_null(svg);
+    resdiag_analysis_destroy(an);
+    resdiag_reader_destroy(rd);
+}
+END_TEST
+
+/* A file that names its metrics but lacks metrics/values (a damaged or
+ * hand-made file): every value reads as NaN, not as an error. */
+START_TEST(metric_names_without_the_table_read_as_nan)
+{
+    resdiag_model m = test_model();
+    m.n_metrics = 2;
+    m.metric_names = metric_names;
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, path_a, &m, NULL), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_metric(r, "loss", 2.0), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    resdiag_destroy(r);
+    hid_t f = H5Fopen(path_a, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    ck_assert_int_ge(H5Ldelete(f, "metrics/values", H5P_DEFAULT), 0);
+    H5Fclose(f);
+    resdiag_reader *rd = reopen(path_a);
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_metrics, 2);
+    double v = 0;
+    ck_assert_int_eq(resdiag_reader_metric(rd, 0, 0, 1, &v), RESDIAG_OK);
+    ck_assert(isnan(v));
     resdiag_reader_destroy(rd);
 }
 END_TEST
@@ -1815,6 +2045,9 @@ static Suite *api_suite(void)
     tcase_add_test(tc, file_holds_statistics_ratios_order_and_callsites);
     tcase_add_test(tc, model_description_and_metadata_reach_the_file);
     tcase_add_test(tc, run_kind_reaches_the_file_and_old_files_read_as_training);
+    tcase_add_test(tc, step_metrics_reach_the_file_as_given);
+    tcase_add_test(tc, runs_without_metrics_have_none);
+    tcase_add_test(tc, metric_names_without_the_table_read_as_nan);
     tcase_add_test(tc, steps_reach_the_file_in_batches_and_on_flush);
     tcase_add_test(tc, concurrent_hooks_on_different_layers_match_a_sequential_run);
     tcase_add_test(tc, hook_threads_split_large_tensors_deterministically);
