@@ -5,7 +5,7 @@
 # fresh machine) to release the dpkg lock instead of failing at once.
 set -euo pipefail
 
-packages=(gcc g++ meson ninja-build pkg-config libhdf5-dev hdf5-tools check python3-torch python3-numpy libxml2-utils pandoc universal-ctags)
+packages=(gcc g++ meson ninja-build pkg-config libhdf5-dev hdf5-tools check python3-torch python3-numpy python3-h5py libxml2-utils pandoc universal-ctags)
 
 missing=()
 for p in "${packages[@]}"; do
