@@ -20,25 +20,14 @@
 #include "h5/scales.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <hdf5_hl.h>
 
 #include "format/format.h"
-
-/* The HDF5 call just made failed: capture its error, then clean up. */
-#define FAIL(e)                    \
-    do {                           \
-        rd_h5_capture((e), errno); \
-        goto cleanup;              \
-    } while (0)
-
-#define CHECK(call, e)   \
-    do {                 \
-        if ((call) < 0)  \
-            FAIL(e);     \
-    } while (0)
+#include "h5/attributes.h"
 
 /* Which scale and label each axis name (format/tables.c) gets. */
 typedef struct axis_scale {
@@ -70,28 +59,6 @@ static const axis_scale *axis_scale_of(const char *axis)
 
 /* ------------------------------------------------------- the scale datasets */
 
-static int put_str_attr(hid_t obj, const char *name, const char *value, rd_h5_error *e)
-{
-    hid_t t = rd_h5_vlen_string_type(), sp = H5I_INVALID_HID, a = H5I_INVALID_HID;
-    int ok = 0;
-    if (t < 0)
-        FAIL(e);
-    if ((sp = H5Screate(H5S_SCALAR)) < 0)
-        FAIL(e);
-    if ((a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT)) < 0)
-        FAIL(e);
-    CHECK(H5Awrite(a, t, &value), e);
-    ok = 1;
-cleanup:
-    if (a >= 0)
-        H5Aclose(a);
-    if (sp >= 0)
-        H5Sclose(sp);
-    if (t >= 0)
-        H5Tclose(t);
-    return ok;
-}
-
 /* A 1-D scale dataset `name` of n values of mtype (stored as ftype),
  * described like every dataset, and made a scale named after itself. */
 static int create_scale(hid_t file, const char *name, hid_t ftype, hid_t mtype, size_t n,
@@ -102,17 +69,19 @@ static int create_scale(hid_t file, const char *name, hid_t ftype, hid_t mtype, 
     int ok = 0;
     hsize_t dim = (hsize_t)n;
     if ((sp = H5Screate_simple(1, &dim, NULL)) < 0)
-        FAIL(e);
+        RD_H5_FAIL(e);
     if ((dcpl = H5Pcreate(H5P_DATASET_CREATE)) < 0)
-        FAIL(e);
-    CHECK(H5Pset_obj_track_times(dcpl, 0), e);
+        RD_H5_FAIL(e);
+    RD_H5_CHECK(H5Pset_obj_track_times(dcpl, 0), e);
     if ((ds = H5Dcreate2(file, name, ftype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0)
-        FAIL(e);
-    CHECK(H5Dwrite(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, values), e);
-    if (!put_str_attr(ds, RD_ATTR_DESCRIPTION, description, e)
-        || !put_str_attr(ds, RD_ATTR_UNITS, units, e) || !put_str_attr(ds, RD_ATTR_AXES, name, e))
+        RD_H5_FAIL(e);
+    RD_H5_CHECK(H5Dwrite(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, values), e);
+    if (rd_attr_put_str(ds, RD_ATTR_DESCRIPTION, description, e) != RESDIAG_OK
+        || rd_attr_put_str(ds, RD_ATTR_UNITS, units, e) != RESDIAG_OK
+        || rd_attr_put_str(ds, RD_ATTR_AXES, name, e) != RESDIAG_OK)
         goto cleanup;
-    CHECK(H5DSset_scale(ds, name), e);
+    RD_H5_CHECK(H5DSset_label(ds, 0, name), e);
+    RD_H5_CHECK(H5DSset_scale(ds, name), e);
     ok = 1;
 cleanup:
     if (ds >= 0)
@@ -258,10 +227,10 @@ int rd_scales_make_room(hid_t ds, int rank, int n_refs, rd_h5_error *e)
         return 0;
     }
     if ((sp = H5Screate_simple(1, &dim, NULL)) < 0)
-        FAIL(e);
+        RD_H5_FAIL(e);
     if ((a = H5Acreate2(ds, RD_ATTR_SCALE_ROOM, H5T_STD_U8LE, sp, H5P_DEFAULT, H5P_DEFAULT)) < 0)
-        FAIL(e);
-    CHECK(H5Awrite(a, H5T_NATIVE_UCHAR, zeros), e);
+        RD_H5_FAIL(e);
+    RD_H5_CHECK(H5Awrite(a, H5T_NATIVE_UCHAR, zeros), e);
     ok = 1;
 cleanup:
     if (a >= 0)
@@ -288,8 +257,8 @@ int rd_scales_set_record_scale(hid_t steps, rd_h5_error *e)
 {
     if (!give_up_room(steps, e))
         return 0;
-    CHECK(H5DSset_scale(steps, RD_STEPS_NAME), e);
-    CHECK(H5DSset_label(steps, 0, RD_LABEL_RECORD), e);
+    RD_H5_CHECK(H5DSset_scale(steps, RD_STEPS_NAME), e);
+    RD_H5_CHECK(H5DSset_label(steps, 0, RD_LABEL_RECORD), e);
     return 1;
 cleanup:
     return 0;
