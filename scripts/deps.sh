@@ -8,7 +8,7 @@ set -euo pipefail
 # libopenblas-dev and valgrind: for the benchmark only (build/resdiag-bench's
 # OpenBLAS peer, scripts/bench-callgrind.sh); the build and the tests do
 # without them.
-packages=(gcc g++ meson ninja-build pkg-config libhdf5-dev hdf5-tools check python3-torch python3-numpy libxml2-utils pandoc universal-ctags libopenblas-dev valgrind)
+packages=(gcc g++ meson ninja-build pkg-config libhdf5-dev hdf5-tools check python3-torch python3-numpy python3-h5py libxml2-utils pandoc universal-ctags libopenblas-dev valgrind)
 
 missing=()
 for p in "${packages[@]}"; do

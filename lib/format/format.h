@@ -104,6 +104,28 @@
 #define RD_STEP_TIME_NAME "step_time"
 #define RD_META_GROUP "meta"
 
+/* HDF5 dimension scales (H5DS), one 1-D dataset per labelled axis, at the
+ * root: each names the indices of its axis, and every dataset with that
+ * axis has it attached (doc/FORMAT.md, "Dimension scales"). The record
+ * axis of the time series has /steps as its scale. */
+#define RD_SCALE_LAYER "layer"             /* int32 0..L-1; the report's k = layer + 1 */
+#define RD_SCALE_SUBLAYER "sublayer"       /* strings: sublayer_names */
+#define RD_SCALE_SITE "site"               /* strings: site_names */
+#define RD_SCALE_MODEL_SITE "model_site"   /* strings: model_site_names */
+#define RD_SCALE_PARAM "param"             /* strings: layer_param_names (P > 0) */
+#define RD_SCALE_MODEL_PARAM "model_param" /* strings: model_param_names (Q > 0) */
+#define RD_SCALE_FIELD "field"             /* strings: field_names */
+#define RD_SCALE_UPDATE_FIELD "update_field"       /* strings: update_field_names */
+#define RD_SCALE_NONFINITE_FIELD "nonfinite_field" /* strings (with /summary) */
+#define RD_SCALE_STATS_TABLE "stats_table"         /* strings (with /summary) */
+#define RD_SCALE_SKETCH "sketch"           /* int32 bucket 0..K-1 (K > 0) */
+/* The label (H5DSset_label) of the first axis of every time series: it is
+ * the record index; /steps, its scale, holds each record's step number. */
+#define RD_LABEL_RECORD "record"
+/* Room kept in a growing dataset's object header for its scale attributes
+ * until they are attached (h5/scales.c); never in a finished file. */
+#define RD_ATTR_SCALE_ROOM "resdiag_scale_room"
+
 /* Fill value of /steps: step numbers are >= 0, so -1 marks a step whose
  * number never reached the disk. */
 #define RD_STEP_FILL (-1)

@@ -61,6 +61,21 @@ typedef struct rd_h5_error {
  * failing call (0 if unknown). */
 void rd_h5_capture(rd_h5_error *e, int errno_at_call);
 
+/* The HDF5 call just made failed: capture its error into e (an
+ * rd_h5_error *), then go to the function's `cleanup` label. */
+#define RD_H5_FAIL(e)                    \
+    do {                                 \
+        rd_h5_capture((e), errno);       \
+        goto cleanup;                    \
+    } while (0)
+
+/* RD_H5_FAIL when call returns a negative value. */
+#define RD_H5_CHECK(call, e)             \
+    do {                                 \
+        if ((call) < 0)                  \
+            RD_H5_FAIL(e);               \
+    } while (0)
+
 /* 1 if the captured failure was the disk or a size limit running out
  * (ENOSPC, EFBIG, EDQUOT). */
 int rd_h5_error_is_nospace(const rd_h5_error *e);

@@ -41,7 +41,7 @@
 #define READ_CACHE_MAX ((size_t)64 << 20)
 #define STEP_BLOCK 65536 /* steps read at a time when checking /steps */
 #define RD_SWMR_READ_ATTEMPTS 20 /* see resdiag_reader_open */
-#define MAX_GROUP_LINKS 1024 /* links in the root or a group: resdiag writes about 15 */
+#define MAX_GROUP_LINKS 1024 /* links in the root or a group: resdiag writes about 20 */
 #define MAX_CHUNKS_PER_STEP 64 /* chunks across one step of a time series: the writer's have 1 or 5 */
 
 int rd_h5_reader_summary = 1;

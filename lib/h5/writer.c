@@ -74,6 +74,7 @@
 #include "h5/attributes.h"
 #include "h5/common.h"
 #include "h5/run_file_guard.h"
+#include "h5/scales.h"
 #include "h5/space.h"
 
 /* Steps per chunk of the 1-D series /steps and /step_time: they are tiny,
@@ -776,6 +777,91 @@ static int keep_headers_in_one_page(rd_writer *w, hid_t file, werr *e)
     return 1;
 }
 
+/* ------------------------------------------------------ dimension scales */
+
+/* The time series: /steps' dataset count as the record scale. */
+static int n_time_series(const rd_writer *w)
+{
+    int n = 1; /* step_time */
+    for (int i = 0; i < RD_N_TABLES; i++)
+        n += w->table_ds[i] >= 0;
+    for (int i = 0; i < RD_N_SUMMARY; i++)
+        n += w->summary_ds[i] >= 0;
+    return n;
+}
+
+/* Room in each growing header for its scale attributes (scales.h), before
+ * the headers are moved into one page. */
+static int make_scale_room(rd_writer *w, werr *e)
+{
+    for (int i = 0; i < RD_N_TABLES; i++)
+        if (w->table_ds[i] >= 0
+            && !rd_scales_make_room(w->table_ds[i], w->lay.tables[i].rank + 1, 0, &e->h5)) {
+            e->object = w->lay.tables[i].name;
+            return 0;
+        }
+    for (int i = 0; i < RD_N_SUMMARY; i++)
+        if (w->summary_ds[i] >= 0
+            && !rd_scales_make_room(w->summary_ds[i], w->lay.summary[i].rank + 1, 0, &e->h5)) {
+            e->object = w->lay.summary[i].name;
+            return 0;
+        }
+    e->object = RD_STEP_TIME_NAME;
+    if (!rd_scales_make_room(w->time_ds, 1, 0, &e->h5))
+        return 0;
+    e->object = RD_STEPS_NAME;
+    if (!rd_scales_make_room(w->steps_ds, 1, n_time_series(w), &e->h5))
+        return 0;
+    e->object = NULL;
+    return 1;
+}
+
+/* Table i's call sites get the table's axes without the record and the
+ * field axis. */
+static int attach_callsite_scales(rd_writer *w, hid_t file, int i, werr *e)
+{
+    char axes[128];
+    const char *first = strchr(w->lay.tables[i].axes, ',');
+    snprintf(axes, sizeof axes, "%s", first ? first + 1 : "");
+    char *comma = strrchr(axes, ',');
+    if (comma)
+        *comma = '\0';
+    e->object = w->lay.tables[i].callsite_name;
+    return rd_scales_attach(file, w->callsite_ds[i], axes, &e->h5);
+}
+
+/* The scale datasets, and every dataset's axes attached to them; after the
+ * headers were moved (a move would leave the references behind). */
+static int attach_scales(rd_writer *w, hid_t file, const rd_file_header *hdr, werr *e)
+{
+    if (!rd_scales_create(file, hdr->model, hdr->sketch_size, w->summary_ds[0] >= 0, &e->h5,
+                          &e->object))
+        return 0;
+    e->object = RD_STEPS_NAME;
+    if (!rd_scales_set_record_scale(w->steps_ds, &e->h5))
+        return 0;
+    e->object = RD_STEP_TIME_NAME;
+    if (!rd_scales_attach(file, w->time_ds, "step", &e->h5))
+        return 0;
+    for (int i = 0; i < RD_N_TABLES; i++) {
+        if (w->table_ds[i] < 0)
+            continue;
+        e->object = w->lay.tables[i].name;
+        if (!rd_scales_attach(file, w->table_ds[i], w->lay.tables[i].axes, &e->h5))
+            return 0;
+        if (w->callsite_ds[i] >= 0 && !attach_callsite_scales(w, file, i, e))
+            return 0;
+    }
+    for (int i = 0; i < RD_N_SUMMARY; i++) {
+        e->object = w->lay.summary[i].name;
+        if (w->summary_ds[i] >= 0
+            && !rd_scales_attach(file, w->summary_ds[i], w->lay.summary[i].axes, &e->h5))
+            return 0;
+    }
+    e->object = NULL;
+    return 1;
+}
+
 static resdiag_status h5_status(const werr *e)
 {
     if (e->st != RESDIAG_OK)
@@ -886,7 +972,8 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
     if (!write_root_attrs(file, hdr, &e) || !write_meta(file, hdr->model, &e))
         goto cleanup;
 
-    if (!create_datasets(w, file, hdr, &e) || !keep_headers_in_one_page(w, file, &e))
+    if (!create_datasets(w, file, hdr, &e) || !make_scale_room(w, &e)
+        || !keep_headers_in_one_page(w, file, &e) || !attach_scales(w, file, hdr, &e))
         goto cleanup;
 
     /* Every object exists: from now on readers may open the file. */

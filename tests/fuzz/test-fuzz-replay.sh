@@ -40,9 +40,14 @@ timeout 60 "$make_hostile" "$dir/hostile" "$dir/secret.txt" "$dir/fifo" ||
     { echo "FAIL: make-hostile-runs"; exit 1; }
 # (copies: the originals stay where their links point; steps-100k.h5 is a
 # valid run of 100000 steps that the harness, which reads every slot over
-# every step, would take minutes over: tests/tool/test-hostile.sh has it)
+# every step, would take minutes over: tests/tool/test-hostile.sh has it;
+# scales-dangling.h5 is crafted but valid for resdiag, which follows no
+# dimension scale: it must give a report, so it is not named hostile-)
 for f in "$dir"/hostile/*.h5; do
-    case $(basename "$f") in base.h5 | secret-target.h5 | steps-*) continue ;; esac
+    case $(basename "$f") in
+    base.h5 | secret-target.h5 | steps-*) continue ;;
+    scales-dangling.h5) cp "$f" "$dir/runs/crafted-$(basename "$f")"; continue ;;
+    esac
     cp "$f" "$dir/runs/hostile-$(basename "$f")"
 done
 

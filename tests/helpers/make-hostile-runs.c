@@ -24,6 +24,12 @@
  *                        first, no /summary: valid, and must cost what it holds
  *   bad-chunk-index.h5   every v2 B-tree leaf (the tables' chunk indexes)
  *                        damaged: the file opens, reading a table fails
+ *   scales-dangling.h5   every DIMENSION_LIST (the dimension scales) refers
+ *                        to nothing: past the end of the file or the
+ *                        superblock; /layer, a scale, removed: valid for
+ *                        resdiag, which reads no scale
+ *   scales-elink.h5      the /layer scale an external link into
+ *                        secret-target.h5
  *
  * Usage: make-hostile-runs DIR SECRET FIFO  (SECRET: an existing text file;
  * FIFO: a named pipe, never opened here)
@@ -339,6 +345,13 @@ static void make_layers(const char *file, long long layers)
         H5Dclose(ds);
         hsize_t dims[8], max[8], chunk[8];
         int rank = H5Sget_simple_extent_dims(space, dims, max);
+        if (H5Pget_layout(dcpl) != H5D_CHUNKED) {
+            /* the /layer scale: the reader never reads it */
+            H5Pclose(dcpl);
+            H5Sclose(space);
+            H5Tclose(type);
+            continue;
+        }
         if (H5Pget_chunk(dcpl, rank, chunk) != rank)
             die("chunk");
         dims[axis] = (hsize_t)layers;
@@ -433,6 +446,54 @@ static void make_bad_chunk_index(void)
     free(b);
 }
 
+/* ----------------------------------------------------- dimension scales */
+
+static herr_t collect_dim_lists(hid_t obj, const char *name, const H5O_info_t *info, void *data)
+{
+    grow_ctx *c = data;
+    if (info->type == H5O_TYPE_DATASET && c->n < 64 && H5Aexists_by_name(obj, name,
+                                                                       "DIMENSION_LIST",
+                                                                       H5P_DEFAULT) > 0)
+        snprintf(c->names[c->n++], sizeof c->names[0], "%s", name);
+    return 0;
+}
+
+/* Every dataset's DIMENSION_LIST rewritten to refer to addresses where no
+ * object is (past the end of the file, the superblock), and the /layer
+ * scale deleted: a reader that followed a scale would read garbage. */
+static void make_dangling_scales(void)
+{
+    grow_ctx c = { open_copy("scales-dangling.h5"), 0, { { 0 } }, 0 };
+    if (H5Ovisit(c.file, H5_INDEX_NAME, H5_ITER_INC, collect_dim_lists, &c) < 0 || c.n < 10)
+        die("scales-dangling.h5: DIMENSION_LIST");
+    hid_t vt = H5Tvlen_create(H5T_STD_REF_OBJ);
+    for (int i = 0; i < c.n; i++) {
+        hid_t ds = H5Dopen2(c.file, c.names[i], H5P_DEFAULT);
+        hid_t a = H5Aopen(ds, "DIMENSION_LIST", H5P_DEFAULT), sp = H5Aget_space(a);
+        hsize_t rank = 0;
+        H5Sget_simple_extent_dims(sp, &rank, NULL);
+        H5Aclose(a);
+        hobj_ref_t refs[8];
+        hvl_t lists[8];
+        for (hsize_t k = 0; k < rank && k < 8; k++) {
+            refs[k] = k % 2 ? (hobj_ref_t)0 : (hobj_ref_t)1 << 40;
+            lists[k].len = 1;
+            lists[k].p = &refs[k];
+        }
+        if (H5Adelete(ds, "DIMENSION_LIST") < 0
+            || (a = H5Acreate2(ds, "DIMENSION_LIST", vt, sp, H5P_DEFAULT, H5P_DEFAULT)) < 0
+            || H5Awrite(a, vt, lists) < 0)
+            die("scales-dangling.h5: rewriting DIMENSION_LIST");
+        H5Aclose(a);
+        H5Sclose(sp);
+        H5Dclose(ds);
+    }
+    H5Tclose(vt);
+    if (H5Ldelete(c.file, "layer", H5P_DEFAULT) < 0)
+        die("scales-dangling.h5: /layer");
+    H5Fclose(c.file);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4)
@@ -468,5 +529,7 @@ int main(int argc, char **argv)
     make_layers("layers-1m.h5", 1000000);
     make_steps("steps-100k.h5", 100000);
     make_bad_chunk_index();
+    make_dangling_scales();
+    make_elink("scales-elink.h5", "layer", target, "/site_callsite");
     return 0;
 }

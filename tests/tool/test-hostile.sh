@@ -34,6 +34,8 @@ export RESDIAG_TEST_PLUGIN_MARKER=$dir/plugin-loaded
 # The control: the valid run they all started from gives a report.
 expect_exit 0 "base.h5 report" -- "$tool" report "$dir/runs/base.h5"
 expect_exit 0 "base.h5 dump" -- "$tool" dump "$dir/runs/base.h5"
+# Dimension scales that point nowhere: resdiag follows no scale.
+expect_exit 0 "scales-dangling.h5 report" -- "$tool" report "$dir/runs/scales-dangling.h5"
 
 # hostile FILE TEXT: every command on runs/FILE exits 2 in 20 s (10 s and
 # 1 GiB of address space for the declared-size bombs), one line on stderr
@@ -80,6 +82,7 @@ hostile vds-fifo.h5 "dataset /forward/site_stats is a virtual dataset"
 hostile filter.h5 "dataset /forward/site_stats is stored through HDF5 filter 32123"
 hostile layers-100k.h5 "does not hold the 100000 layers"
 hostile layers-1m.h5 "does not hold the 1000000 layers"
+hostile scales-elink.h5 "/layer is an external link"
 # opens, and the first table read fails: every command, dump included
 hostile bad-chunk-index.h5 "forward/site_stats"
 

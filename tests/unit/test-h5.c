@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
+#include <hdf5_hl.h>
 #include <dirent.h>
 #include <math.h>
 #include <signal.h>
@@ -1002,14 +1003,15 @@ static herr_t scan_header(hid_t obj, const char *name, const H5O_info_t *info, v
  * that write (a run file lost in test-kill, about once in 350 kills). */
 START_TEST(h5_growing_headers_stay_in_one_page)
 {
-    int growing = 0;
+    int growing = 0, reserve = rd_h5_writer_reserve;
+    rd_h5_writer_reserve = _i; /* paged aggregation, and the default layout */
     for (int L = 1; L <= 4; L++)
         for (int S = 1; S <= 3; S++)
             for (int v = 0; v < 4; v++) {
                 spec sp = { L, S, v & 1 ? 2 : 0, v & 1 ? 1 : 0, v & 2 ? 8 : 0, 1 + v, v == 3 };
                 run r;
                 make_run(&r, &sp);
-                const char *path = tpath("headers.h5");
+                const char *path = tpath(_i ? "headers-paged.h5" : "headers.h5");
                 write_run(path, &r, 2);
                 header_scan hs = { fopen(path, "rb"), 0, 0, "" };
                 ck_assert_ptr_nonnull(hs.fp);
@@ -1025,6 +1027,198 @@ START_TEST(h5_growing_headers_stay_in_one_page)
                 unlink(path);
             }
     ck_assert_int_gt(growing, 48 * 5); /* the scan saw the tables */
+    rd_h5_writer_reserve = reserve;
+}
+END_TEST
+
+/* ------------------------------------------------------- dimension scales */
+
+/* What every axis name of the `axes` attribute must get, written out here
+ * rather than taken from the writer: its scale dataset and its label. */
+static const char *const AXIS_SCALE[][3] = {
+    { "step", "/steps", "record" },
+    { "layer", "/layer", "layer" },
+    { "sublayer", "/sublayer", "sublayer" },
+    { "site", "/site", "site" },
+    { "model_site", "/model_site", "model_site" },
+    { "param", "/param", "param" },
+    { "model_param", "/model_param", "model_param" },
+    { "field", "/field", "field" },
+    { "update_field", "/update_field", "update_field" },
+    { "nonfinite_field", "/nonfinite_field", "nonfinite_field" },
+    { "stats_table", "/stats_table", "stats_table" },
+    { "sketch", "/sketch", "sketch" },
+};
+
+static herr_t scale_name_cb(hid_t did, unsigned dim, hid_t dsid, void *data)
+{
+    (void)did;
+    (void)dim;
+    char *name = data;
+    ck_assert_int_gt(H5Iget_name(dsid, name, 128), 0);
+    return 1; /* the first scale is enough: there is one */
+}
+
+/* Axis `idx` of dataset `name` has exactly one scale, `scale`, attached
+ * both ways, and the label `label`; the scale is as long as the axis. */
+static void expect_axis_scale(hid_t f, const char *name, unsigned idx, const char *scale,
+                              const char *label)
+{
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT), sc = H5Dopen2(f, scale, H5P_DEFAULT);
+    ck_assert_msg(ds >= 0 && sc >= 0, "%s, %s", name, scale);
+    ck_assert_int_gt(H5DSis_scale(sc), 0);
+    ck_assert_int_eq(H5DSis_scale(ds), 0);
+    ck_assert_msg(H5DSget_num_scales(ds, idx) == 1, "%s axis %u: %d scales", name, idx,
+                  H5DSget_num_scales(ds, idx));
+    char got[128] = "";
+    int it = 0;
+    ck_assert_int_ge(H5DSiterate_scales(ds, idx, &it, scale_name_cb, got), 0);
+    ck_assert_msg(strcmp(got, scale) == 0, "%s axis %u: scale %s, not %s", name, idx, got, scale);
+    ck_assert_int_gt(H5DSis_attached(ds, sc, idx), 0);
+    char lab[64] = "";
+    ck_assert_int_gt(H5DSget_label(ds, idx, lab, sizeof lab), 0);
+    ck_assert_msg(strcmp(lab, label) == 0, "%s axis %u: label %s, not %s", name, idx, lab, label);
+    hsize_t dims[8], sdim = 0;
+    hid_t sp = H5Dget_space(ds), ssp = H5Dget_space(sc);
+    ck_assert_int_gt(H5Sget_simple_extent_dims(sp, dims, NULL), (int)idx);
+    ck_assert_int_eq(H5Sget_simple_extent_dims(ssp, &sdim, NULL), 1);
+    ck_assert_msg(sdim == dims[idx], "%s axis %u: %llu long, its scale %llu", name, idx,
+                  (unsigned long long)dims[idx], (unsigned long long)sdim);
+    H5Sclose(sp);
+    H5Sclose(ssp);
+    ck_assert_int_eq(H5Aexists(ds, "resdiag_scale_room"), 0);
+    H5Dclose(sc);
+    H5Dclose(ds);
+}
+
+/* Every axis of dataset name, by its axes attribute; the number checked. */
+static int expect_scales_of(hid_t f, const char *name)
+{
+    char axes[256];
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
+    ck_assert_msg(ds >= 0, "%s", name);
+    hid_t a = H5Aopen(ds, "axes", H5P_DEFAULT), t = H5Aget_type(a);
+    char *v = NULL;
+    ck_assert_int_ge(H5Aread(a, t, &v), 0);
+    snprintf(axes, sizeof axes, "%s", v);
+    H5free_memory(v);
+    H5Tclose(t);
+    H5Aclose(a);
+    H5Dclose(ds);
+    unsigned idx = 0;
+    for (char *tok = strtok(axes, ","); tok; tok = strtok(NULL, ","), idx++) {
+        size_t k = 0;
+        while (k < sizeof AXIS_SCALE / sizeof AXIS_SCALE[0] && strcmp(AXIS_SCALE[k][0], tok))
+            k++;
+        ck_assert_msg(k < sizeof AXIS_SCALE / sizeof AXIS_SCALE[0], "%s: axis %s", name, tok);
+        expect_axis_scale(f, name, idx, AXIS_SCALE[k][1], AXIS_SCALE[k][2]);
+    }
+    return (int)idx;
+}
+
+static void expect_names_scale(hid_t f, const char *scale, const char *const *want, int n)
+{
+    hid_t ds = H5Dopen2(f, scale, H5P_DEFAULT);
+    ck_assert_msg(ds >= 0, "%s", scale);
+    char *got[32] = { 0 };
+    ck_assert_int_le(n, 32);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    ck_assert_int_ge(H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, got), 0);
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(got[i] && strcmp(got[i], want[i]) == 0, "%s[%d] = %s, not %s", scale, i,
+                      got[i] ? got[i] : "NULL", want[i]);
+        H5free_memory(got[i]);
+    }
+    H5Tclose(t);
+    H5Dclose(ds);
+}
+
+static void expect_int_scale(hid_t f, const char *scale, const long long *want, size_t n)
+{
+    hid_t ds = H5Dopen2(f, scale, H5P_DEFAULT);
+    ck_assert_msg(ds >= 0, "%s", scale);
+    long long got[64];
+    ck_assert_uint_le(n, 64);
+    ck_assert_int_ge(H5Dread(ds, H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, got), 0);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(got[i] == want[i], "%s[%zu] = %lld, not %lld", scale, i, got[i], want[i]);
+    H5Dclose(ds);
+}
+
+/* h5py, xarray and HDFView name axes by HDF5 dimension scales: every axis
+ * of every dataset has its scale and label, the record axis the step
+ * numbers (1000, 1003, ...: recorded every third step), with and without
+ * paged aggregation (the room kept for the scales in growing headers). */
+START_TEST(h5_every_axis_has_its_dimension_scale)
+{
+    const spec *specs[] = { &FULL, &BARE };
+    int reserve = rd_h5_writer_reserve;
+    rd_h5_writer_reserve = _i;
+    for (int v = 0; v < 2; v++) {
+        run r;
+        make_run(&r, specs[v]);
+        const char *path = tpath(_i ? "scales-paged.h5" : "scales.h5");
+        write_run(path, &r, 7);
+        hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        ck_assert(f >= 0);
+        int axes = expect_scales_of(f, "step_time");
+        for (int t = 0; t < RD_N_SUMMARY; t++)
+            axes += expect_scales_of(f, r.lay.summary[t].name);
+        for (int t = 0; t < RD_N_TABLES; t++) {
+            if (r.lay.tables[t].count == 0)
+                continue;
+            axes += expect_scales_of(f, r.lay.tables[t].name);
+            if (r.lay.tables[t].callsite_name)
+                axes += expect_scales_of(f, r.lay.tables[t].callsite_name);
+        }
+        ck_assert_int_gt(axes, v == 0 ? 80 : 50);
+        long long steps[7], layers[8], buckets[8];
+        for (int i = 0; i < 7; i++)
+            steps[i] = 1000 + 3 * i;
+        for (int i = 0; i < 8; i++)
+            layers[i] = buckets[i] = i;
+        expect_int_scale(f, "/steps", steps, 7);
+        expect_int_scale(f, "/layer", layers, (size_t)r.sp.L);
+        expect_names_scale(f, "/sublayer", SUB, r.sp.S);
+        const char *sites[B], *msites[M], *fields[F];
+        for (int i = 0; i < B; i++)
+            sites[i] = resdiag_site_name((resdiag_site)i);
+        for (int i = 0; i < M; i++)
+            msites[i] = resdiag_site_name((resdiag_site)(RESDIAG_EMBED_OUT + i));
+        for (int i = 0; i < F; i++)
+            fields[i] = resdiag_field_name((resdiag_field)i);
+        expect_names_scale(f, "/site", sites, B);
+        expect_names_scale(f, "/model_site", msites, M);
+        expect_names_scale(f, "/field", fields, F);
+        if (r.sp.P) {
+            expect_names_scale(f, "/param", LP, r.sp.P);
+            expect_names_scale(f, "/model_param", MP, r.sp.Q);
+            expect_int_scale(f, "/sketch", buckets, (size_t)r.sp.K);
+        } else {
+            ck_assert_int_eq(H5Lexists(f, "param", H5P_DEFAULT), 0);
+            ck_assert_int_eq(H5Lexists(f, "sketch", H5P_DEFAULT), 0);
+        }
+        /* the layer scale says what the report calls the layer */
+        hid_t ly = H5Dopen2(f, "/layer", H5P_DEFAULT);
+        hid_t a = H5Aopen(ly, "description", H5P_DEFAULT), t = H5Aget_type(a);
+        char *desc = NULL;
+        ck_assert_int_ge(H5Aread(a, t, &desc), 0);
+        ck_assert_ptr_nonnull(strstr(desc, "k is layer + 1"));
+        H5free_memory(desc);
+        H5Tclose(t);
+        H5Aclose(a);
+        H5Dclose(ly);
+        ck_assert_int_eq(H5Aexists(f, "resdiag_scale_room"), 0);
+        H5Fclose(f);
+        /* and the reader reads it as before */
+        resdiag_reader *rd = open_or_fail(path);
+        check_values(rd, &r, 7, 1);
+        resdiag_reader_destroy(rd);
+        unlink(path);
+    }
+    rd_h5_writer_reserve = reserve;
 }
 END_TEST
 
@@ -2144,7 +2338,8 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, h5_roundtrip_every_value_and_attribute);
     tcase_add_test(tc, h5_roundtrip_without_sketch_or_params);
-    tcase_add_test(tc, h5_growing_headers_stay_in_one_page);
+    tcase_add_loop_test(tc, h5_growing_headers_stay_in_one_page, 0, 2);
+    tcase_add_loop_test(tc, h5_every_axis_has_its_dimension_scale, 0, 2);
     tcase_add_test(tc, h5_zero_steps_file_opens_with_no_steps);
     tcase_add_test(tc, h5_callsites_keep_the_end_of_long_paths);
     tcase_add_test(tc, h5_every_dataset_is_self_describing);

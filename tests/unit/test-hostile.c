@@ -56,6 +56,7 @@ static const struct {
     { "filter.h5", "dataset /forward/site_stats is stored through HDF5 filter 32123" },
     { "layers-100k.h5", "does not hold the 100000 layers" },
     { "layers-1m.h5", "does not hold the 1000000 layers" },
+    { "scales-elink.h5", "/layer is an external link" },
 };
 
 START_TEST(refused_at_open)
@@ -126,6 +127,34 @@ START_TEST(huge_count_message)
 }
 END_TEST
 
+/* Dimension scales are for other readers: resdiag follows none, so scales
+ * that point nowhere change nothing it reads or reports. */
+START_TEST(dangling_scales_are_ignored)
+{
+    resdiag_reader *base = NULL, *rd = NULL;
+    g_last[0] = 0;
+    ck_assert_int_eq(resdiag_reader_open(&base, run("base.h5")), RESDIAG_OK);
+    ck_assert_msg(resdiag_reader_open(&rd, run("scales-dangling.h5")) == RESDIAG_OK, "%s", g_last);
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, resdiag_reader_info(base)->n_steps);
+    double a[2 * 1 * RESDIAG_N_BLOCK_SITES * RESDIAG_N_FIELDS], b[sizeof a / sizeof a[0]];
+    size_t n = sizeof a / sizeof a[0];
+    for (int64_t i = 0; i < resdiag_reader_info(rd)->n_steps; i++) {
+        ck_assert_int_eq(resdiag_reader_read(base, "forward/site_stats", i, 1, a, n), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_reader_read(rd, "forward/site_stats", i, 1, b, n), RESDIAG_OK);
+        ck_assert_mem_eq(a, b, sizeof a);
+    }
+    resdiag_analysis *an = NULL;
+    ck_assert_int_eq(resdiag_analyze(rd, NULL, &an), RESDIAG_OK);
+    char *text = resdiag_analysis_to_text(an);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_ptr_nonnull(strstr(text, "layer"));
+    resdiag_free(text);
+    resdiag_analysis_destroy(an);
+    resdiag_reader_destroy(rd);
+    resdiag_reader_destroy(base);
+}
+END_TEST
+
 static int remove_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;
@@ -172,6 +201,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, refused_at_open);
     tcase_add_test(tc, read_errors_are_errors);
     tcase_add_test(tc, huge_count_message);
+    tcase_add_test(tc, dangling_scales_are_ignored);
     suite_add_tcase(suite, tc);
     SRunner *sr = srunner_create(suite);
     srunner_run_all(sr, CK_NORMAL);
