@@ -119,6 +119,7 @@
 #define RD_SCALE_NONFINITE_FIELD "nonfinite_field" /* strings (with /summary) */
 #define RD_SCALE_STATS_TABLE "stats_table"         /* strings (with /summary) */
 #define RD_SCALE_SKETCH "sketch"           /* int32 bucket 0..K-1 (K > 0) */
+#define RD_SCALE_METRIC "metric"           /* strings: metric_names (with metrics) */
 /* The label (H5DSset_label) of the first axis of every time series: it is
  * the record index; /steps, its scale, holds each record's step number. */
 #define RD_LABEL_RECORD "record"

@@ -47,6 +47,7 @@ static const axis_scale AXES[] = {
     { "nonfinite_field", RD_SCALE_NONFINITE_FIELD, "nonfinite_field" },
     { "stats_table", RD_SCALE_STATS_TABLE, "stats_table" },
     { "sketch", RD_SCALE_SKETCH, "sketch" },
+    { "metric", RD_SCALE_METRIC, "metric" },
 };
 
 static const axis_scale *axis_scale_of(const char *axis)
@@ -194,6 +195,11 @@ int rd_scales_create(hid_t file, const resdiag_model *m, int sketch_size, int wi
     if (sketch_size > 0
         && !create_index_scale(file, RD_SCALE_SKETCH, sketch_size,
                                "sketch bucket of each index (doc/FORMAT.md, The sketch)", e))
+        return 0;
+    *object = RD_SCALE_METRIC;
+    if (m->n_metrics > 0
+        && !create_names_scale(file, RD_SCALE_METRIC, m->metric_names, m->n_metrics,
+                               "trainer's metric of each index of /metrics/values", e))
         return 0;
     return create_fixed_name_scales(file, with_summary, e, object);
 }

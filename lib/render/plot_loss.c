@@ -118,7 +118,7 @@ int plot_loss_figure(svg_buf *b, const struct resdiag_analysis *const *a,
                      (long long)skipped[i]);
         snprintf(key, sizeof key, "%s%smetric.%s", run ? run : "", run ? "/" : "",
                  a[i]->metric_names[m]);
-        svg_style st = { loss_colors[i % 4], i % 3, 0, 0 };
+        svg_style st = { loss_colors[i % 4], i % 3, 0, 0, 0 };
         svg_series(&p, x + (size_t)i * cap, y + (size_t)i * cap, count[i], &st, key, label);
     }
     svg_plot_end(&p, LOSS_X + LOSS_AREA_W + 16);

@@ -71,8 +71,8 @@ PY
 }
 
 # The window: wide enough for the page's 820 px column and a margin on
-# each side, tall enough for the whole report page.
-W=860 H=4200
+# each side, tall enough for the whole report page (with the loss curve).
+W=860 H=5600
 for page in pre deep diff; do
     timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --hide-scrollbars \
         --force-device-scale-factor=1 --user-data-dir="$dir/profile" --window-size=$W,$H \
