@@ -602,6 +602,24 @@ int rd_stats_set_path(rd_stats_path path)
     return 0;
 }
 
+void rd_stats_set_bf16_dot(int on)
+{
+#ifdef RD_HAVE_AVX512
+    rd_set_bf16_dot_avx512(on);
+#else
+    (void)on;
+#endif
+}
+
+int rd_stats_bf16_dot(void)
+{
+#ifdef RD_HAVE_AVX512
+    return rd_bf16_dot_avx512();
+#else
+    return 0;
+#endif
+}
+
 static void compute(rd_stats_path path, int threads, double *fields, double *sketch,
                     double *row_norms, const resdiag_tensor *t, const rd_sketch_params *sp);
 

@@ -83,4 +83,14 @@ int rd_fast_rows_avx512(rd_rows_out *o, double *acc, const double *sigma, const 
                         size_t row_bytes, int n, resdiag_dtype dtype, int64_t cols,
                         const rd_sketch_params *sp, double amax_floor);
 
+/* The AVX-512 path reads bf16 rows by vdpbf16ps where the CPU has
+ * AVX512-BF16 (checked on first use; rd_fast_rows_avx512 only).
+ * rd_stats_set_bf16_dot(0) turns that off, (1) back on where the CPU has
+ * it (tests, benchmarks; hooks running at the same time may use either);
+ * rd_stats_bf16_dot() says whether it is on (0 without AVX-512). */
+void rd_stats_set_bf16_dot(int on);
+int rd_stats_bf16_dot(void);
+void rd_set_bf16_dot_avx512(int on);
+int rd_bf16_dot_avx512(void);
+
 #endif
