@@ -55,6 +55,9 @@ typedef struct rd_rows_out {
     uint32_t redo;    /* bit r set: row r needs the one-row path (its sketch is not in acc) */
     double amax;      /* largest |x| above amax_floor over the other rows, else -1 */
     int amax_row;     /* the first of those rows holding it, else -1 */
+    /* each row's norm, mean, rms and std (stats.c's per-token formulas
+     * with y0 = 0), for the rows not in redo */
+    double norm[RD_ROWS_MAX], mean[RD_ROWS_MAX], rms[RD_ROWS_MAX], std[RD_ROWS_MAX];
 } rd_rows_out;
 
 /* Rows row0 + r * row_bytes (r < n <= RD_ROWS_MAX) of dtype, each read

@@ -846,6 +846,22 @@ rows_finish(rd_rows_out *o, double *acc, const double *sigma, vf S[16], vf Q[16]
     _mm512_storeu_pd(o->sq + 8, _mm512_cvtps_pd(_mm256_castpd_ps(
                                     _mm512_extractf64x4_pd(_mm512_castps_pd(sqv), 1))));
 
+    /* the per-token values of stats.c's compute_rows, 8 rows a vector:
+     * the same operations, so the same results */
+    const __m512d inv_cols = _mm512_set1_pd(1.0 / (double)cols);
+    const __m512d rsqrt_cols = _mm512_set1_pd(1.0 / sqrt((double)cols));
+#pragma GCC unroll 2
+    for (int h = 0; h < RD_ROWS_MAX; h += 8) {
+        __m512d sx = _mm512_loadu_pd(o->sx + h), sq = _mm512_loadu_pd(o->sq + h);
+        __m512d mu = _mm512_mul_pd(sx, inv_cols);
+        __m512d var = _mm512_sub_pd(_mm512_mul_pd(sq, inv_cols), _mm512_mul_pd(mu, mu));
+        __m512d norm = _mm512_sqrt_pd(sq);
+        _mm512_storeu_pd(o->norm + h, norm);
+        _mm512_storeu_pd(o->mean + h, _mm512_add_pd(_mm512_setzero_pd(), mu)); /* y0 + mu */
+        _mm512_storeu_pd(o->rms + h, _mm512_mul_pd(norm, rsqrt_cols));
+        _mm512_storeu_pd(o->std + h, _mm512_sqrt_pd(_mm512_max_pd(var, _mm512_setzero_pd())));
+    }
+
     /* row_kernel_f's checks; a row that fails is the caller's, and its
      * max does not count here (the caller's one-row path finds it) */
     uint32_t redo = 0;
