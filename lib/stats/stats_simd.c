@@ -8,7 +8,10 @@
  *   -DRD_SIMD_AVX512=0 -mavx2 -mfma -mf16c                   -> rd_fast_row_avx2
  *   -DRD_SIMD_AVX512=1 -mavx512f -mavx512dq -mavx2 -mfma -mf16c -> rd_fast_row_avx512
  *                                                  and rd_fast_rows_avx512
- * stats.c calls a kernel only after __builtin_cpu_supports said yes.
+ * stats.c calls a kernel only after __builtin_cpu_supports said yes. The
+ * AVX-512 file's bf16 dot kernel (rows_kernel_dot) alone is compiled for
+ * AVX512-BF16 and BW by a target attribute (meson defines RD_HAVE_BF16_DOT
+ * where the compiler has them), and used only where CPUID has them too.
  *
  * Dimension names: cols = width of the row, K = sketch size.
  *
@@ -35,11 +38,17 @@
  * bytes ahead. The exact quantities (ABSMAX, counts) are identical on
  * every path.
  *
+ * bf16 on AVX-512: one 512-bit load gives 32 columns, split by a shift
+ * and a mask into the even and the odd columns (load_bf16_split), with the
+ * column signs split the same way; or, in the 16-row kernel on CPUs with
+ * AVX512-BF16, summed by vdpbf16ps (rows_kernel_dot).
+ *
  * AVX-512 also has rows_kernel, row_kernel_f for up to 16 rows of one
  * block each (the hooks' usual d_model: 768 columns = 12 steps): at that
  * width a row's horizontal sums, checks and call cost as much as its
- * loop, so it reduces the 16 rows' sums together (vf_hsum16) and leaves
- * the rows that fail row_kernel_f's checks to the caller.
+ * loop, so it reduces the 16 rows' sums together (vf_hsum16), computes
+ * their per-token values 8 rows a vector, and leaves the rows that fail
+ * row_kernel_f's checks to the caller.
  */
 #include "stats/stats_impl.h"
 
