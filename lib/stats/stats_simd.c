@@ -969,11 +969,12 @@ rows_kernel(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
 #if RD_HAVE_BF16_DOT
 /* bf16 rows by vdpbf16ps (AVX512-BF16): one instruction adds the products
  * of the 32 columns of a 512-bit load, pairwise, into 16 float lanes, so
- * sum x (times ones), sum x^2 (times itself) and the sketch (times the
- * column signs of the even columns, 0 for the odd ones, and then the
- * other way round: lane l holds one bucket) cost 4 instructions per 32
+ * sum x (times ones), sum x^2 (times itself) and the sketch (the even
+ * columns, the odd ones masked to 0, times the column signs, and then the
+ * other way round: lane l holds one bucket) cost 6 instructions per 32
  * columns where the split costs 10, and ABSMAX is an integer max of the
- * 16-bit magnitudes. The products are exact; each instruction rounds
+ * 16-bit magnitudes. (Masking the signs instead needs two tables, whose
+ * loads cost more than the masks in memory-bound runs.) The products are exact; each instruction rounds
  * twice, and treats bf16 subnormals (|x| < 2^-126) as 0 (so does its
  * result: a lane sum below 2^-126 flushes to 0), which moves a row sum by
  * less than 2^-126 per column: far below the bound, except for a row of
@@ -989,23 +990,20 @@ __attribute__((target("avx512bf16,avx512bw"))) static inline vf dot(vf a, vi x, 
     return _mm512_dpbf16_ps(a, (__m512bh)x, (__m512bh)y);
 }
 
-/* the 32 signs of columns j .. j+31 as bf16 pairs: te the even columns'
- * (low halves; high halves 0), to the odd ones' (high halves; low 0) */
-static inline void dot_tau32(vi *te, vi *to, const float *tp)
+/* the 32 signs of columns j .. j+31 as bf16, in column order (exact) */
+__attribute__((target("avx512bf16,avx512bw"))) static inline vi dot_tau32(const float *tp)
 {
-    vf tv[2];
-    split_tau32(tv, tp);
-    *te = _mm512_srli_epi32(_mm512_castps_si512(tv[0]), 16); /* +-1.0f: low halves 0 */
-    *to = _mm512_castps_si512(tv[1]);
+    return (vi)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(tp + 16), _mm512_loadu_ps(tp));
 }
 
 /* One row's loop: S, Q, the canonical buckets *kbo and the lane maxima of
  * |x| as floats in *amo. */
 __attribute__((target("avx512bf16,avx512bw"))) static inline __attribute__((always_inline)) void
-dot_row(vf *so, vf *qo, vf *kbo, vf *amo, const void *row, int64_t cols, const vi *te,
-        const vi *to, const int sk)
+dot_row(vf *so, vf *qo, vf *kbo, vf *amo, const void *row, int64_t cols, const vi *tau,
+        const int sk)
 {
     const vi ones = _mm512_set1_epi32(0x3f803f80), mag = _mm512_set1_epi32(0x7fff7fff);
+    const vi lo16 = _mm512_set1_epi32(0xffff);
     vf s[4], q[4], ke[4], ko[4];
     vi am = _mm512_setzero_si512();
 #pragma GCC unroll 4
@@ -1030,8 +1028,9 @@ dot_row(vf *so, vf *qo, vf *kbo, vf *amo, const void *row, int64_t cols, const v
             s[c] = dot(s[c], w[c], ones);
             q[c] = dot(q[c], w[c], w[c]);
             if (sk) {
-                ke[c] = dot(ke[c], w[c], te[j / 32 + c]);
-                ko[c] = dot(ko[c], w[c], to[j / 32 + c]);
+                /* the even columns' products, then the odd ones' */
+                ke[c] = dot(ke[c], _mm512_and_si512(w[c], lo16), tau[j / 32 + c]);
+                ko[c] = dot(ko[c], _mm512_andnot_si512(lo16, w[c]), tau[j / 32 + c]);
             }
         }
     }
@@ -1054,17 +1053,17 @@ rows_kernel_dot(rd_rows_out *o, double *acc, const double *sigma, const void *ro
                 double amax_floor, const int sk)
 {
     vf S[16], Q[16], KB[16];
-    vi te[BLOCK / 32], to[BLOCK / 32];
+    vi tau[BLOCK / 32];
     if (sk)
         for (int64_t j = 0; j < cols; j += 32)
-            dot_tau32(&te[j / 32], &to[j / 32], sp->tau + j);
+            tau[j / 32] = dot_tau32(sp->tau + j);
     rows_max mx = { amax_floor < 0.0 ? -1.0f : (float)amax_floor, amax_floor };
     o->amax = -1.0;
     o->amax_row = -1;
     for (int r = 0; r < n; r++) {
         vf am;
-        dot_row(&S[r], &Q[r], &KB[r], &am, (const char *)row0 + (size_t)r * row_bytes, cols, te,
-                to, sk);
+        dot_row(&S[r], &Q[r], &KB[r], &am, (const char *)row0 + (size_t)r * row_bytes, cols, tau,
+                sk);
         rows_max_update(&mx, o, am, r);
     }
     return rows_finish(o, acc, sigma, S, Q, KB, row0, row_bytes, n, cols, amax_floor,
