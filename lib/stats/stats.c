@@ -602,6 +602,24 @@ int rd_stats_set_path(rd_stats_path path)
     return 0;
 }
 
+void rd_stats_set_bf16_dot(int on)
+{
+#ifdef RD_HAVE_AVX512
+    rd_set_bf16_dot_avx512(on);
+#else
+    (void)on;
+#endif
+}
+
+int rd_stats_bf16_dot(void)
+{
+#ifdef RD_HAVE_AVX512
+    return rd_bf16_dot_avx512();
+#else
+    return 0;
+#endif
+}
+
 static void compute(rd_stats_path path, double *fields, double *sketch, double *row_norms,
                     const resdiag_tensor *t, const rd_sketch_params *sp);
 
@@ -793,6 +811,34 @@ static __attribute__((noinline)) void unscale_token(double *norm, double *mean, 
     *mean = fabs(m) <= r ? m : copysign(r, m);
 }
 
+/* The nr rows from row (block row k) that fast_rows did all of (ro): their
+ * per-token values into the block's tn, tm, tr, ts and row_norms, and the
+ * extremes and ABSMAX into *p, as compute_rows' loop does row by row. */
+static void take_rows(partial *p, const rd_rows_out *ro, int nr, int k, double *tn, double *tm,
+                      double *tr, double *ts, double *row_norms /* (nr) or NULL */,
+                      const void *row, size_t row_bytes, resdiag_dtype dtype, int64_t cols)
+{
+    const size_t n = (size_t)nr * sizeof *tn;
+    memcpy(tn + k, ro->norm, n);
+    memcpy(tm + k, ro->mean, n);
+    memcpy(tr + k, ro->rms, n);
+    memcpy(ts + k, ro->std, n);
+    if (row_norms)
+        memcpy(row_norms, ro->norm, n);
+    double lo = p->norm_min, hi = p->norm_max;
+    for (int q = 0; q < nr; q++) {
+        lo = ro->norm[q] < lo ? ro->norm[q] : lo;
+        hi = ro->norm[q] > hi ? ro->norm[q] : hi;
+    }
+    p->norm_min = lo;
+    p->norm_max = hi;
+    if (ro->amax_row >= 0 && ro->amax > p->amax) {
+        p->amax = ro->amax;
+        p->amax_col = (double)first_col((const char *)row + (size_t)ro->amax_row * row_bytes,
+                                        dtype, cols, ro->amax);
+    }
+}
+
 /* Rows [r0, r1) of t into *p (which starts empty). */
 static void compute_rows(partial *p, rd_fast_row_fn fast_row, rd_fast_rows_fn fast_rows,
                          double *row_norms, const resdiag_tensor *t,
@@ -837,6 +883,11 @@ static void compute_rows(partial *p, rd_fast_row_fn fast_row, rd_fast_rows_fn fa
                                cols, sp, p->amax)) {
                     fast_rows = NULL; /* it depends on the shape only: not for this tensor */
                     nr = 0;
+                } else if (ro.redo == 0) { /* the common case: every row done */
+                    take_rows(p, &ro, nr, k, tn, tm, tr, ts, row_norms ? row_norms + i : NULL,
+                              row, row_bytes, t->dtype, cols);
+                    k += nr - 1;
+                    continue;
                 }
             }
             double sigma;

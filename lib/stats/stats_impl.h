@@ -55,6 +55,9 @@ typedef struct rd_rows_out {
     uint32_t redo;    /* bit r set: row r needs the one-row path (its sketch is not in acc) */
     double amax;      /* largest |x| above amax_floor over the other rows, else -1 */
     int amax_row;     /* the first of those rows holding it, else -1 */
+    /* each row's norm, mean, rms and std (stats.c's per-token formulas
+     * with y0 = 0), for the rows not in redo */
+    double norm[RD_ROWS_MAX], mean[RD_ROWS_MAX], rms[RD_ROWS_MAX], std[RD_ROWS_MAX];
 } rd_rows_out;
 
 /* Rows row0 + r * row_bytes (r < n <= RD_ROWS_MAX) of dtype, each read
@@ -82,5 +85,15 @@ int rd_fast_row_avx512(rd_row_sums *rs, double *rb, const void *row, resdiag_dty
 int rd_fast_rows_avx512(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
                         size_t row_bytes, int n, resdiag_dtype dtype, int64_t cols,
                         const rd_sketch_params *sp, double amax_floor);
+
+/* The AVX-512 path reads bf16 rows by vdpbf16ps where the CPU has
+ * AVX512-BF16 (checked on first use; rd_fast_rows_avx512 only).
+ * rd_stats_set_bf16_dot(0) turns that off, (1) back on where the CPU has
+ * it (tests, benchmarks; hooks running at the same time may use either);
+ * rd_stats_bf16_dot() says whether it is on (0 without AVX-512). */
+void rd_stats_set_bf16_dot(int on);
+int rd_stats_bf16_dot(void);
+void rd_set_bf16_dot_avx512(int on);
+int rd_bf16_dot_avx512(void);
 
 #endif

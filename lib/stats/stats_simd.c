@@ -8,7 +8,10 @@
  *   -DRD_SIMD_AVX512=0 -mavx2 -mfma -mf16c                   -> rd_fast_row_avx2
  *   -DRD_SIMD_AVX512=1 -mavx512f -mavx512dq -mavx2 -mfma -mf16c -> rd_fast_row_avx512
  *                                                  and rd_fast_rows_avx512
- * stats.c calls a kernel only after __builtin_cpu_supports said yes.
+ * stats.c calls a kernel only after __builtin_cpu_supports said yes. The
+ * AVX-512 file's bf16 dot kernel (rows_kernel_dot) alone is compiled for
+ * AVX512-BF16 and BW by a target attribute (meson defines RD_HAVE_BF16_DOT
+ * where the compiler has them), and used only where CPUID has them too.
  *
  * Dimension names: cols = width of the row, K = sketch size.
  *
@@ -35,20 +38,30 @@
  * bytes ahead. The exact quantities (ABSMAX, counts) are identical on
  * every path.
  *
+ * bf16 on AVX-512: one 512-bit load gives 32 columns, split by a shift
+ * and a mask into the even and the odd columns (load_bf16_split), with the
+ * column signs split the same way; or, in the 16-row kernel on CPUs with
+ * AVX512-BF16, summed by vdpbf16ps (rows_kernel_dot).
+ *
  * AVX-512 also has rows_kernel, row_kernel_f for up to 16 rows of one
  * block each (the hooks' usual d_model: 768 columns = 12 steps): at that
  * width a row's horizontal sums, checks and call cost as much as its
- * loop, so it reduces the 16 rows' sums together (vf_hsum16) and leaves
- * the rows that fail row_kernel_f's checks to the caller.
+ * loop, so it reduces the 16 rows' sums together (vf_hsum16), computes
+ * their per-token values 8 rows a vector, and leaves the rows that fail
+ * row_kernel_f's checks to the caller.
  */
 #include "stats/stats_impl.h"
 
 #include <immintrin.h>
+#include <stdatomic.h>
 #include <math.h>
 #include <string.h>
 
 #ifndef RD_SIMD_AVX512
 #error "define RD_SIMD_AVX512 to 0 or 1"
+#endif
+#ifndef RD_HAVE_BF16_DOT /* meson: the compiler knows AVX512-BF16 */
+#define RD_HAVE_BF16_DOT 0
 #endif
 
 #if RD_SIMD_AVX512
@@ -130,6 +143,7 @@ static inline void load_tau16(vd t[2], const float *tp)
 #define VF_W 16
 #define CH 4
 #define vf_loadu(p) _mm512_loadu_ps(p)
+#define vf_storeu(p, v) _mm512_storeu_ps((p), (v))
 #define vf_add(a, b) _mm512_add_ps((a), (b))
 #define vf_sub(a, b) _mm512_sub_ps((a), (b))
 #define vf_fmadd(a, b, c) _mm512_fmadd_ps((a), (b), (c))
@@ -180,13 +194,50 @@ static inline void vf_hsum3(float out[3], vf a, vf b, vf c)
     out[2] = v[8];
 }
 
-/* rb[u mod K] += the buckets of the CH chains, lane u = column mod 16
- * (K divides 16). */
+/* bf16 rows: one 512-bit load is 32 columns, split into the even columns
+ * (the low halves of its 32-bit words, shifted up) and the odd ones (the
+ * high halves, masked), exact: 2 instructions per 32 columns where
+ * widening 16-bit words costs 4 (2 shuffles, 2 shifts). Chains 0 and 2 hold
+ * even columns, 1 and 3 odd ones; lane l of a chain is column 2l (+1). */
+#define SPLIT_BF16 1
 static inline vf vf_tree(const vf a[CH]);
-
-static inline void kb_fold(double *rb, const vf kb[CH], size_t K)
+static inline void load_bf16_split(vf f[2], const void *row, int64_t j)
 {
-    vf s = vf_tree(kb);
+    __m512i w = _mm512_loadu_si512((const void *)((const uint16_t *)row + j));
+    f[0] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    f[1] = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
+/* tau (32 columns from tp) in the split order: the even columns' signs,
+ * then the odd ones' */
+static inline void split_tau32(vf t[2], const float *tp)
+{
+    const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    vf a = _mm512_loadu_ps(tp), b = _mm512_loadu_ps(tp + 16);
+    t[0] = _mm512_permutex2var_ps(a, ev, b);
+    t[1] = _mm512_permutex2var_ps(a, od, b);
+}
+
+/* The CH chains of buckets summed into one vector whose lane u is bucket
+ * u mod 16: a pairwise tree, or for split bf16 chains the even and odd
+ * columns' lanes put back in column order (lanes l and l + 8 of a chain
+ * are the same bucket). */
+static inline vf kb_canon(const vf kb[CH], const int dt)
+{
+    if (dt != RESDIAG_DTYPE_BF16)
+        return vf_tree(kb);
+    const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
+                                        24, 8);
+    vf e = _mm512_add_ps(kb[0], kb[2]), o = _mm512_add_ps(kb[1], kb[3]);
+    return _mm512_add_ps(_mm512_permutex2var_ps(e, lo, o), _mm512_permutex2var_ps(e, hi, o));
+}
+
+/* rb[u mod K] += the buckets of the CH chains (K divides 16). */
+static inline void kb_fold(double *rb, const vf kb[CH], size_t K, const int dt)
+{
+    vf s = kb_canon(kb, dt);
     if (K == 16) {
         __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(s));
         __m512d hi = _mm512_cvtps_pd(
@@ -202,9 +253,9 @@ static inline void kb_fold(double *rb, const vf kb[CH], size_t K)
 }
 
 /* acc[u] += sigma * the buckets of the CH chains (K = 16) */
-static inline void kb_fold_signed(double *acc, const vf kb[CH], double sigma)
+static inline void kb_fold_signed(double *acc, const vf kb[CH], double sigma, const int dt)
 {
-    vf s = vf_tree(kb);
+    vf s = kb_canon(kb, dt);
     __m512d sg = _mm512_set1_pd(sigma);
     __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(s));
     __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
@@ -307,6 +358,7 @@ static inline void load_tau16(vd t[4], const float *tp)
 #define VF_W 8
 #define CH 2
 #define vf_loadu(p) _mm256_loadu_ps(p)
+#define vf_storeu(p, v) _mm256_storeu_ps((p), (v))
 #define vf_add(a, b) _mm256_add_ps((a), (b))
 #define vf_sub(a, b) _mm256_sub_ps((a), (b))
 #define vf_fmadd(a, b, c) _mm256_fmadd_ps((a), (b), (c))
@@ -353,8 +405,11 @@ static inline void vf_hsum3(float out[3], vf a, vf b, vf c)
 
 /* rb[u mod K] += the buckets, chain c lane l = column 8c + l mod 16 (K
  * divides 16). */
-static inline void kb_fold(double *rb, const vf kb[CH], size_t K)
+#define SPLIT_BF16 0
+static inline void split_tau32(vf t[2], const float *tp) { (void)t, (void)tp; }
+static inline void kb_fold(double *rb, const vf kb[CH], size_t K, const int dt)
 {
+    (void)dt;
     if (K == 16) {
         for (int c = 0; c < 2; c++) {
             __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(kb[c]));
@@ -372,8 +427,9 @@ static inline void kb_fold(double *rb, const vf kb[CH], size_t K)
 }
 
 /* acc[u] += sigma * the buckets (K = 16) */
-static inline void kb_fold_signed(double *acc, const vf kb[CH], double sigma)
+static inline void kb_fold_signed(double *acc, const vf kb[CH], double sigma, const int dt)
 {
+    (void)dt;
     __m256d sg = _mm256_set1_pd(sigma);
     for (int c = 0; c < 2; c++) {
         __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(kb[c]));
@@ -551,15 +607,22 @@ static inline vf vf_absmax_tree(const vf a[CH])
 
 /* One step of the float loop: CH vectors of row from column j, their
  * largest |x| into *am, and sum x, sum x^2 and (sk) the sketch, with the
- * column signs at tau, into the chains s1, q, kb. */
+ * column signs at tau (CH * VF_W of them, in the chains' order: split for
+ * bf16 on AVX-512, see split_tau32), into the chains s1, q, kb. */
 static inline __attribute__((always_inline)) void
 float_step(vf s1[CH], vf q[CH], vf kb[CH], vf *am, const void *row, int64_t j, const float *tau,
            const int dt, const int sk)
 {
     vf f[CH];
+#if SPLIT_BF16
+    if (dt == RESDIAG_DTYPE_BF16) {
+        load_bf16_split(f, row, j);
+        load_bf16_split(f + 2, row, j + 2 * VF_W);
+    } else
+#endif
 #pragma GCC unroll 8
-    for (int c = 0; c < CH; c++)
-        f[c] = loadf(row, j + c * VF_W, dt);
+        for (int c = 0; c < CH; c++)
+            f[c] = loadf(row, j + c * VF_W, dt);
     *am = vf_max(*am, vf_absmax_tree(f));
 #pragma GCC unroll 8
     for (int c = 0; c < CH; c++) {
@@ -597,6 +660,7 @@ row_kernel_f(rd_row_sums *rs, double *rb /* (K) */, const void *row, int64_t col
     const size_t esize = dt == RESDIAG_DTYPE_F32 ? 4 : 2;
     size_t t = 0;           /* column mod tau_len */
     float wrap[CH * VF_W];  /* tau across its end */
+    float split[CH * VF_W]; /* tau in the split order (bf16) */
     vf am = vf_set1(0.0f);
     double sx = 0.0, sq = 0.0;
     vf kb[CH]; /* the current block's buckets */
@@ -608,7 +672,7 @@ row_kernel_f(rd_row_sums *rs, double *rb /* (K) */, const void *row, int64_t col
         const int64_t b1 = nb - b0 < BLOCK ? nb : b0 + BLOCK;
         vf s1[CH], q[CH];
         if (sk && b0 > 0) { /* the previous block's buckets */
-            kb_fold(rb, kb, K);
+            kb_fold(rb, kb, K, dt);
 #pragma GCC unroll 8
             for (int c = 0; c < CH; c++)
                 kb[c] = vf_set1(0.0f);
@@ -633,6 +697,15 @@ row_kernel_f(rd_row_sums *rs, double *rb /* (K) */, const void *row, int64_t col
                 t += (size_t)step;
                 while (t >= tl)
                     t -= tl;
+                if (SPLIT_BF16 && dt == RESDIAG_DTYPE_BF16) {
+                    vf tv[4];
+                    split_tau32(tv, tp);
+                    split_tau32(tv + 2, tp + 32);
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; c++)
+                        vf_storeu(split + c * VF_W, tv[c]);
+                    tp = split;
+                }
             }
             float_step(s1, q, kb, &am, row, j, tp, dt, sk);
         }
@@ -667,10 +740,10 @@ row_kernel_f(rd_row_sums *rs, double *rb /* (K) */, const void *row, int64_t col
     }
     int done = 1;
     if (sk && acc && K == 16 && nb == cols && nb <= BLOCK) {
-        kb_fold_signed(acc, kb, sigma); /* the whole row was one block */
+        kb_fold_signed(acc, kb, sigma, dt); /* the whole row was one block */
         done = 2;
     } else if (sk && nb > 0) {
-        kb_fold(rb, kb, K);
+        kb_fold(rb, kb, K, dt);
     }
     if (amax < 0.0 && (tam > amax_floor || vf_any_gt(am, (float)amax_floor))) {
         amax = vf_hmax(am);
@@ -743,50 +816,35 @@ static inline vf vf_hsum16(const vf v[16])
                          _mm512_shuffle_f32x4(u01, u23, 0xdd));
 }
 
-/* rd_fast_rows_fn: row_kernel_f's loop for each row (one block, no tail,
- * no tau wrap), the rows' horizontal sums in vf_hsum16, its checks on
- * each row, and the buckets of the rows that pass into acc in double. */
-static inline __attribute__((always_inline)) int
-rows_kernel(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
-            size_t row_bytes, int n, int64_t cols, const rd_sketch_params *sp,
-            double amax_floor, const int dt, const int sk)
+/* The running largest |x| of the rows so far (above the floor): row r's
+ * lane maxima am. */
+typedef struct rows_max {
+    float floor_f; /* the floor as a float (|x| are floats) */
+    double floor_d;
+} rows_max;
+
+static inline void rows_max_update(rows_max *m, rd_rows_out *o, vf am, int r)
 {
-    const int64_t step = CH * VF_W;
-    const size_t esize = dt == RESDIAG_DTYPE_F32 ? 4 : 2;
-    vf S[16], Q[16], KB[16];
-    float floor_f = amax_floor < 0.0 ? -1.0f : (float)amax_floor; /* |x| are floats */
-    double floor_d = amax_floor;
-    o->amax = -1.0;
-    o->amax_row = -1;
-    for (int r = 0; r < n; r++) {
-        const void *row = (const char *)row0 + (size_t)r * row_bytes;
-        vf s1[CH], q[CH], kb[CH], am = vf_set1(0.0f);
-#pragma GCC unroll 8
-        for (int c = 0; c < CH; c++)
-            s1[c] = q[c] = kb[c] = vf_set1(0.0f);
-        for (int64_t j = 0; j < cols; j += step) {
-            /* as in row_kernel_f (prefetching T1, NTA or 4 KiB ahead
-             * instead: no difference measured) */
-            const char *pf = (const char *)row + (size_t)j * esize + PREFETCH;
-#pragma GCC unroll 8
-            for (size_t b = 0; b < (size_t)step * esize; b += 64)
-                _mm_prefetch(pf + b, _MM_HINT_T0);
-            float_step(s1, q, kb, &am, row, j, sk ? sp->tau + j : NULL, dt, sk);
-        }
-        S[r] = vf_tree(s1);
-        Q[r] = vf_tree(q);
-        if (sk)
-            KB[r] = vf_tree(kb);
-        if (vf_any_gt(am, floor_f)) { /* rare after the first rows */
-            double a = vf_hmax(am);
-            if (a > floor_d) {
-                floor_d = a;
-                floor_f = (float)a;
-                o->amax = a;
-                o->amax_row = r;
-            }
+    if (vf_any_gt(am, m->floor_f)) { /* rare after the first rows */
+        double a = vf_hmax(am);
+        if (a > m->floor_d) {
+            m->floor_d = a;
+            m->floor_f = (float)a;
+            o->amax = a;
+            o->amax_row = r;
         }
     }
+}
+
+/* After the rows' loops (S, Q, KB: each row's sum x, sum x^2 and canonical
+ * buckets in float lanes): the rows' horizontal sums in vf_hsum16,
+ * row_kernel_f's checks on each row, and the buckets of the rows that pass
+ * into acc in double. */
+static inline __attribute__((always_inline)) int
+rows_finish(rd_rows_out *o, double *acc, const double *sigma, vf S[16], vf Q[16],
+            const vf KB[16], const void *row0, size_t row_bytes, int n, int64_t cols,
+            double amax_floor, const int dt, const int sk)
+{
     for (int r = n; r < 16; r++)
         S[r] = Q[r] = vf_set1(0.0f);
     vf sxv = vf_hsum16(S), sqv = vf_hsum16(Q);
@@ -796,6 +854,22 @@ rows_kernel(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
     _mm512_storeu_pd(o->sq, _mm512_cvtps_pd(_mm512_castps512_ps256(sqv)));
     _mm512_storeu_pd(o->sq + 8, _mm512_cvtps_pd(_mm256_castpd_ps(
                                     _mm512_extractf64x4_pd(_mm512_castps_pd(sqv), 1))));
+
+    /* the per-token values of stats.c's compute_rows, 8 rows a vector:
+     * the same operations, so the same results */
+    const __m512d inv_cols = _mm512_set1_pd(1.0 / (double)cols);
+    const __m512d rsqrt_cols = _mm512_set1_pd(1.0 / sqrt((double)cols));
+#pragma GCC unroll 2
+    for (int h = 0; h < RD_ROWS_MAX; h += 8) {
+        __m512d sx = _mm512_loadu_pd(o->sx + h), sq = _mm512_loadu_pd(o->sq + h);
+        __m512d mu = _mm512_mul_pd(sx, inv_cols);
+        __m512d var = _mm512_sub_pd(_mm512_mul_pd(sq, inv_cols), _mm512_mul_pd(mu, mu));
+        __m512d norm = _mm512_sqrt_pd(sq);
+        _mm512_storeu_pd(o->norm + h, norm);
+        _mm512_storeu_pd(o->mean + h, _mm512_add_pd(_mm512_setzero_pd(), mu)); /* y0 + mu */
+        _mm512_storeu_pd(o->rms + h, _mm512_mul_pd(norm, rsqrt_cols));
+        _mm512_storeu_pd(o->std + h, _mm512_sqrt_pd(_mm512_max_pd(var, _mm512_setzero_pd())));
+    }
 
     /* row_kernel_f's checks; a row that fails is the caller's, and its
      * max does not count here (the caller's one-row path finds it) */
@@ -844,6 +918,192 @@ rows_kernel(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
     return 1;
 }
 
+/* rd_fast_rows_fn: row_kernel_f's loop for each row (one block, no tail,
+ * no tau wrap), then rows_finish. */
+static inline __attribute__((always_inline)) int
+rows_kernel(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
+            size_t row_bytes, int n, int64_t cols, const rd_sketch_params *sp,
+            double amax_floor, const int dt, const int sk)
+{
+    const int64_t step = CH * VF_W;
+    const size_t esize = dt == RESDIAG_DTYPE_F32 ? 4 : 2;
+    vf S[16], Q[16], KB[16];
+    const float *tau = sk ? sp->tau : NULL;
+    float split[BLOCK]; /* bf16: tau in the split order, once for the rows */
+    if (sk && dt == RESDIAG_DTYPE_BF16) {
+        for (int64_t j = 0; j < cols; j += 32) {
+            vf tv[2];
+            split_tau32(tv, sp->tau + j);
+            vf_storeu(split + j, tv[0]);
+            vf_storeu(split + j + VF_W, tv[1]);
+        }
+        tau = split;
+    }
+    rows_max mx = { amax_floor < 0.0 ? -1.0f : (float)amax_floor, amax_floor };
+    o->amax = -1.0;
+    o->amax_row = -1;
+    for (int r = 0; r < n; r++) {
+        const void *row = (const char *)row0 + (size_t)r * row_bytes;
+        vf s1[CH], q[CH], kb[CH], am = vf_set1(0.0f);
+#pragma GCC unroll 8
+        for (int c = 0; c < CH; c++)
+            s1[c] = q[c] = kb[c] = vf_set1(0.0f);
+        for (int64_t j = 0; j < cols; j += step) {
+            /* as in row_kernel_f (prefetching T1, NTA or 4 KiB ahead
+             * instead: no difference measured) */
+            const char *pf = (const char *)row + (size_t)j * esize + PREFETCH;
+#pragma GCC unroll 8
+            for (size_t b = 0; b < (size_t)step * esize; b += 64)
+                _mm_prefetch(pf + b, _MM_HINT_T0);
+            float_step(s1, q, kb, &am, row, j, sk ? tau + j : NULL, dt, sk);
+        }
+        S[r] = vf_tree(s1);
+        Q[r] = vf_tree(q);
+        if (sk)
+            KB[r] = kb_canon(kb, dt);
+        rows_max_update(&mx, o, am, r);
+    }
+    return rows_finish(o, acc, sigma, S, Q, KB, row0, row_bytes, n, cols, amax_floor, dt, sk);
+}
+
+#if RD_HAVE_BF16_DOT
+/* bf16 rows by vdpbf16ps (AVX512-BF16): one instruction adds the products
+ * of the 32 columns of a 512-bit load, pairwise, into 16 float lanes, so
+ * sum x (times ones), sum x^2 (times itself) and the sketch (the even
+ * columns, the odd ones masked to 0, times the column signs, and then the
+ * other way round: lane l holds one bucket) cost 6 instructions per 32
+ * columns where the split costs 10, and ABSMAX is an integer max of the
+ * 16-bit magnitudes. (Masking the signs instead needs two tables, whose
+ * loads cost more than the masks in memory-bound runs.) The products are exact; each instruction rounds
+ * twice, and treats bf16 subnormals (|x| < 2^-126) as 0 (so does its
+ * result: a lane sum below 2^-126 flushes to 0), which moves a row sum by
+ * less than 2^-126 per column: far below the bound, except for a row of
+ * such values, whose sum x^2 is then below 2^-70 while its ABSMAX is
+ * not 0, so that it goes to the one-row path (row_kernel_f's check). A
+ * step is 128 columns in 4 chains, so that each lane of a chain takes 16
+ * terms per 1024 columns, as in row_kernel_f: the same bound. */
+#define DOT_STEP 128
+typedef __m512i vi;
+
+__attribute__((target("avx512bf16,avx512bw"))) static inline vf dot(vf a, vi x, vi y)
+{
+    return _mm512_dpbf16_ps(a, (__m512bh)x, (__m512bh)y);
+}
+
+/* the 32 signs of columns j .. j+31 as bf16, in column order (exact) */
+__attribute__((target("avx512bf16,avx512bw"))) static inline vi dot_tau32(const float *tp)
+{
+    return (vi)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(tp + 16), _mm512_loadu_ps(tp));
+}
+
+/* One row's loop: S, Q, the canonical buckets *kbo and the lane maxima of
+ * |x| as floats in *amo. */
+__attribute__((target("avx512bf16,avx512bw"))) static inline __attribute__((always_inline)) void
+dot_row(vf *so, vf *qo, vf *kbo, vf *amo, const void *row, int64_t cols, const vi *tau,
+        const int sk)
+{
+    const vi ones = _mm512_set1_epi32(0x3f803f80), mag = _mm512_set1_epi32(0x7fff7fff);
+    const vi lo16 = _mm512_set1_epi32(0xffff);
+    vf s[4], q[4], ke[4], ko[4];
+    vi am = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++)
+        s[c] = q[c] = ke[c] = ko[c] = vf_set1(0.0f);
+    for (int64_t j = 0; j < cols; j += DOT_STEP) {
+        const char *p = (const char *)row + (size_t)j * 2;
+#pragma GCC unroll 4
+        for (int b = 0; b < 4; b++)
+            _mm_prefetch(p + PREFETCH + 64 * b, _MM_HINT_T0);
+        vi w[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++)
+            w[c] = _mm512_loadu_si512((const void *)(p + 64 * c));
+        am = _mm512_max_epu16(am, _mm512_max_epu16(
+                                      _mm512_max_epu16(_mm512_and_si512(w[0], mag),
+                                                       _mm512_and_si512(w[1], mag)),
+                                      _mm512_max_epu16(_mm512_and_si512(w[2], mag),
+                                                       _mm512_and_si512(w[3], mag))));
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            s[c] = dot(s[c], w[c], ones);
+            q[c] = dot(q[c], w[c], w[c]);
+            if (sk) {
+                /* the even columns' products, then the odd ones' */
+                ke[c] = dot(ke[c], _mm512_and_si512(w[c], lo16), tau[j / 32 + c]);
+                ko[c] = dot(ko[c], _mm512_andnot_si512(lo16, w[c]), tau[j / 32 + c]);
+            }
+        }
+    }
+    *so = vf_tree(s);
+    *qo = vf_tree(q);
+    if (sk) { /* kb_canon's order: even, odd, even, odd */
+        vf kb[4] = { vf_add(ke[0], ke[1]), vf_add(ko[0], ko[1]), vf_add(ke[2], ke[3]),
+                     vf_add(ko[2], ko[3]) };
+        *kbo = kb_canon(kb, RESDIAG_DTYPE_BF16);
+    }
+    /* the 16-bit magnitudes of either half of each lane, as floats */
+    *amo = vf_max(_mm512_castsi512_ps(_mm512_slli_epi32(am, 16)),
+                  _mm512_castsi512_ps(_mm512_and_si512(am, _mm512_set1_epi32((int)0xffff0000u))));
+}
+
+/* rows_kernel for bf16 rows of a multiple of DOT_STEP columns, by dot_row */
+__attribute__((target("avx512bf16,avx512bw"))) static inline __attribute__((always_inline)) int
+rows_kernel_dot(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
+                size_t row_bytes, int n, int64_t cols, const rd_sketch_params *sp,
+                double amax_floor, const int sk)
+{
+    vf S[16], Q[16], KB[16];
+    vi tau[BLOCK / 32];
+    if (sk)
+        for (int64_t j = 0; j < cols; j += 32)
+            tau[j / 32] = dot_tau32(sp->tau + j);
+    rows_max mx = { amax_floor < 0.0 ? -1.0f : (float)amax_floor, amax_floor };
+    o->amax = -1.0;
+    o->amax_row = -1;
+    for (int r = 0; r < n; r++) {
+        vf am;
+        dot_row(&S[r], &Q[r], &KB[r], &am, (const char *)row0 + (size_t)r * row_bytes, cols, tau,
+                sk);
+        rows_max_update(&mx, o, am, r);
+    }
+    return rows_finish(o, acc, sigma, S, Q, KB, row0, row_bytes, n, cols, amax_floor,
+                       RESDIAG_DTYPE_BF16, sk);
+}
+
+__attribute__((target("avx512bf16,avx512bw"))) static int
+rows_dot0(rd_rows_out *o, double *acc, const double *sigma, const void *row0, size_t row_bytes,
+          int n, int64_t cols, const rd_sketch_params *sp, double amax_floor)
+{
+    return rows_kernel_dot(o, acc, sigma, row0, row_bytes, n, cols, sp, amax_floor, 0);
+}
+
+__attribute__((target("avx512bf16,avx512bw"))) static int
+rows_dot1(rd_rows_out *o, double *acc, const double *sigma, const void *row0, size_t row_bytes,
+          int n, int64_t cols, const rd_sketch_params *sp, double amax_floor)
+{
+    return rows_kernel_dot(o, acc, sigma, row0, row_bytes, n, cols, sp, amax_floor, 1);
+}
+
+/* 1 when the CPU has AVX512-BF16 and BW and the dot kernel is not turned
+ * off (rd_set_bf16_dot_avx512); 0 when not; -1 not checked yet */
+static _Atomic int bf16_dot = -1;
+
+void rd_set_bf16_dot_avx512(int on)
+{
+    bf16_dot = on && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+}
+
+int rd_bf16_dot_avx512(void)
+{
+    if (bf16_dot < 0)
+        rd_set_bf16_dot_avx512(1);
+    return bf16_dot;
+}
+#else
+void rd_set_bf16_dot_avx512(int on) { (void)on; }
+int rd_bf16_dot_avx512(void) { return 0; }
+#endif /* RD_HAVE_BF16_DOT */
+
 int rd_fast_rows_avx512(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
                         size_t row_bytes, int n, resdiag_dtype dtype, int64_t cols,
                         const rd_sketch_params *sp, double amax_floor)
@@ -852,6 +1112,11 @@ int rd_fast_rows_avx512(rd_rows_out *o, double *acc, const double *sigma, const 
     if (n < 1 || n > RD_ROWS_MAX || cols % (CH * VF_W) != 0 || cols > BLOCK ||
         (k != 0 && (k != 16 || sp->tau_len < (size_t)cols)))
         return 0;
+#if RD_HAVE_BF16_DOT
+    if (dtype == RESDIAG_DTYPE_BF16 && cols % DOT_STEP == 0 && rd_bf16_dot_avx512())
+        return (k ? rows_dot1 : rows_dot0)(o, acc, sigma, row0, row_bytes, n, cols, sp,
+                                           amax_floor);
+#endif
     /* each (dtype, sketch) its own copy of rows_kernel, with constants */
 #define ROWS_CASE(dt, sk)                                                                   \
     case 4 * (dt) + (sk):                                                                   \

@@ -37,8 +37,13 @@
 #include "check-one.h"
 #include "resdiag.h"
 #include "stats/stats.h"
+#include "stats/stats_impl.h"
 
-#define COLS 601  /* past one 512-column chunk, not a multiple of any lane count */
+/* Widths: 601, past one 512-column chunk and not a multiple of any lane
+ * count (the one-row kernels and their scalar tails); 768, the AVX-512
+ * path's 16-row kernel (and its bf16 dot kernel) */
+static const int64_t widths[] = { 601, 768 };
+static int64_t COLS = 601; /* the width of this run */
 #define ROWS 6
 #define BIG_ROWS 700 /* 700 x 601 f64 > 1 MiB: hook_threads 2 splits it */
 #define TOL 1e-9
@@ -358,8 +363,10 @@ static void run_one(rd_stats_path path, resdiag_dtype dt, int hook_threads)
         ck_assert_int_eq(observed, 1);
         reference(data[c], dt, rows[c], COLS, ref, scale);
         char what[200];
-        snprintf(what, sizeof what, "path %s, %s, %s%s, hook_threads %d",
-                 rd_stats_path_name(path), resdiag_dtype_name(dt),
+        snprintf(what, sizeof what, "path %s%s, %s, %lld columns, %s%s, hook_threads %d",
+                 rd_stats_path_name(path),
+                 path == RD_STATS_AVX512 && rd_stats_bf16_dot() ? " (bf16 dot)" : "",
+                 resdiag_dtype_name(dt), (long long)COLS,
                  c < N_CASES ? case_names[c] : "mixed", c < N_CASES ? "" : " (large)",
                  hook_threads);
         for (int f = 0; f < RESDIAG_N_FIELDS; f++) {
@@ -407,12 +414,24 @@ START_TEST(every_dtype_and_case_matches_the_long_double_reference)
             continue;
         }
         n_paths++;
-        for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++)
-            for (int th = 1; th <= 2; th++)
-                run_one(path, dtypes[d], th);
+        /* the AVX-512 path with and without its bf16 dot kernel (where
+         * the CPU has one) */
+        int dots = path == RD_STATS_AVX512 && rd_stats_bf16_dot() ? 2 : 1;
+        for (int dot = 0; dot < dots; dot++) {
+            if (path == RD_STATS_AVX512)
+                rd_stats_set_bf16_dot(dots == 2 && dot == 0);
+            for (size_t w = 0; w < sizeof widths / sizeof *widths; w++) {
+                COLS = widths[w];
+                for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++)
+                    for (int th = 1; th <= 2; th++)
+                        run_one(path, dtypes[d], th);
+            }
+        }
+        if (path == RD_STATS_AVX512)
+            rd_stats_set_bf16_dot(1);
     }
     ck_assert_int_ge(n_paths, 1);
-    fprintf(stderr, "bad numbers: %d kernel path(s) x 4 dtypes x %d cases x hook_threads 1, "
+    fprintf(stderr, "bad numbers: %d kernel path(s) x 4 dtypes x 2 widths x %d cases x hook_threads 1, "
             "2: all match; largest error %.3g of the tolerance (%s)\n", n_paths, N_CASES + 1,
             g_worst, g_worst_what);
 }

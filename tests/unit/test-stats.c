@@ -47,6 +47,7 @@
 
 #include "resdiag.h"
 #include "stats/stats.h"
+#include "stats/stats_impl.h"
 
 #define REL_TOL 1e-12L
 #define G_F (24.0L * 0x1p-24L)      /* one float-lane row sum, see above */
@@ -1435,14 +1436,26 @@ static int check_all_paths(const char *label, const resdiag_tensor *t,
     path_out base;
     path_run(&base, RD_STATS_PORTABLE, t, sp);
     int ran = 0;
-    for (int p = 0; p < RD_STATS_N_PATHS; p++) {
+    const int dot = rd_stats_bf16_dot(); /* as main() set it for this round */
+    /* every path, and the AVX-512 one also with its bf16 dot kernel
+     * switched the other way (where the CPU has one) */
+    for (int v = 0; v < RD_STATS_N_PATHS + 1; v++) {
+        const int p = v < RD_STATS_N_PATHS ? v : RD_STATS_AVX512;
         if (!rd_stats_path_available((rd_stats_path)p))
             continue;
+        if (v == RD_STATS_N_PATHS) {
+            rd_stats_set_bf16_dot(!dot);
+            if (rd_stats_bf16_dot() == dot)
+                continue; /* no dot kernel on this CPU */
+        }
         ran++;
         path_out o;
         path_run(&o, (rd_stats_path)p, t, sp);
+        rd_stats_set_bf16_dot(dot);
         char lab[160];
-        snprintf(lab, sizeof lab, "%s [%s]", label, rd_stats_path_name((rd_stats_path)p));
+        snprintf(lab, sizeof lab, "%s [%s%s]", label, rd_stats_path_name((rd_stats_path)p),
+                 p == RD_STATS_AVX512 && (v == RD_STATS_N_PATHS ? !dot : dot) ? ", bf16 dot"
+                                                                            : "");
         long double rel = field_tol((rd_stats_path)p, t->dtype);
         long double st = sum_tol((rd_stats_path)p, t->dtype);
         expect_fields(lab, o.f, &r, rel);
@@ -1822,7 +1835,7 @@ END_TEST
  * an odd stride, widths it takes and widths it does not, each sketch case. */
 START_TEST(paths_agree_on_row_blocks_of_every_row_count)
 {
-    static const int64_t widths[] = { 64, 768, 1024, 65, 1088 };
+    static const int64_t widths[] = { 64, 128, 768, 1024, 65, 1088 };
     static const resdiag_dtype dts[] = { RESDIAG_DTYPE_F32, RESDIAG_DTYPE_BF16,
                                          RESDIAG_DTYPE_F16 };
     static const char *const dnames[] = { "f32", "bf16", "f16" };
@@ -1856,6 +1869,65 @@ START_TEST(paths_agree_on_row_blocks_of_every_row_count)
                 tensor_free(&t);
                 free(v);
             }
+}
+END_TEST
+
+/* bf16 bit patterns the float lanes treat specially, at the 16-row
+ * kernels' width (where the AVX-512 path's dot kernel, if the CPU has one,
+ * reads them; it treats subnormals as 0): rows of subnormals only, of
+ * subnormals among normal values, signed zeros, the smallest normal, the
+ * largest finite (squares overflow float), NaN with payloads and +-Inf at
+ * the first and the last column; each row its own case, in a 16-row block
+ * of ordinary rows. */
+START_TEST(paths_agree_on_bf16_special_values)
+{
+    enum { R = 20, C = 768 };
+    static const uint16_t special[] = { 0x0001, 0x8001, 0x007f, 0x0000, 0x8000, 0x0080,
+                                        0x7f7f, 0xff7f, 0x7fc1, 0xffff, 0x7f80, 0xff80 };
+    uint64_t s = 702;
+    for (int c = 0; c < 7; c++) {
+        uint16_t *buf = malloc((size_t)R * C * sizeof *buf);
+        ck_assert_ptr_nonnull(buf);
+        for (int64_t i = 0; i < (int64_t)R * C; i++) {
+            float f = (float)(2.0 * rng_unif(&s) - 1.0);
+            uint32_t u;
+            memcpy(&u, &f, sizeof u);
+            buf[i] = (uint16_t)(u >> 16);
+        }
+        uint16_t *row = buf + 5 * C; /* the case's row */
+        for (int j = 0; j < C; j++) {
+            uint16_t sub = (uint16_t)(1 + (uint16_t)(rng_unif(&s) * 0x7e)) |
+                           (rng_unif(&s) < 0.5 ? 0x8000 : 0);
+            switch (c) {
+            case 0: row[j] = sub; break;                       /* subnormals only */
+            case 1: row[j] = j % 3 ? sub : row[j]; break;      /* among normal values */
+            case 2: row[j] = special[3 + j % 2]; break;        /* +-0 */
+            case 3: row[j] = j % 2 ? special[5] : sub; break;  /* smallest normal */
+            case 4: row[j] = j == 100 ? special[6 + j % 2] : row[j]; break;
+            default: break;
+            }
+        }
+        if (c == 5) { /* NaN payloads, first and last column; a subnormal ABSMAX row */
+            row[0] = special[8];
+            row[C - 1] = special[9];
+            for (int j = 0; j < C; j++)
+                buf[7 * C + j] = j % 2 ? 0x0001 : 0x807f;
+        } else if (c == 6) {
+            row[0] = special[11];
+            row[C - 1] = special[10];
+        }
+        resdiag_tensor t = resdiag_tensor_make(buf, RESDIAG_DTYPE_BF16, R, C, 0);
+        sketch_setup sk = sketch_make(16, C + 1, 800 + (uint64_t)c);
+        char label[64];
+        snprintf(label, sizeof label, "bf16 special case %d", c);
+        check_all_paths(label, &t, &sk.sp);
+        sk.sp.k = 0;
+        snprintf(label, sizeof label, "bf16 special case %d, K 0", c);
+        check_all_paths(label, &t, &sk.sp);
+        sk.sp.k = 16;
+        sketch_free(&sk);
+        free(buf);
+    }
 }
 END_TEST
 
@@ -2189,6 +2261,7 @@ static Suite *stats_suite(void)
     tcase_add_test(tc, paths_agree_on_every_width_and_stride);
     tcase_add_test(tc, paths_agree_on_row_blocks_of_every_row_count);
     tcase_add_test(tc, paths_row_blocks_hand_back_rows_that_need_more);
+    tcase_add_test(tc, paths_agree_on_bf16_special_values);
     tcase_add_test(tc, paths_concurrent_calls_agree_bit_for_bit);
     tcase_add_test(tc, split_two_threads_match_reference_and_repeat_bit_for_bit);
     tcase_add_test(tc, split_merges_halves_of_very_different_magnitudes);
@@ -2202,12 +2275,18 @@ static Suite *stats_suite(void)
 int main(void)
 {
     int failed = 0;
-    for (int p = 0; p < RD_STATS_N_PATHS; p++) {
-        if (!rd_stats_path_available((rd_stats_path)p))
+    const int has_dot = rd_stats_bf16_dot();
+    /* the last round: the AVX-512 path without its bf16 dot kernel */
+    for (int v = 0; v < RD_STATS_N_PATHS + 1; v++) {
+        const int p = v < RD_STATS_N_PATHS ? v : RD_STATS_AVX512;
+        if (!rd_stats_path_available((rd_stats_path)p) || (v == RD_STATS_N_PATHS && !has_dot))
             continue;
         if (rd_stats_set_path((rd_stats_path)p) != 0)
             return EXIT_FAILURE;
-        printf("stats: kernel path %s\n", rd_stats_path_name((rd_stats_path)p));
+        rd_stats_set_bf16_dot(v < RD_STATS_N_PATHS);
+        printf("stats: kernel path %s%s\n", rd_stats_path_name((rd_stats_path)p),
+               p == RD_STATS_AVX512 ? (rd_stats_bf16_dot() ? " (bf16 dot)" : " (no bf16 dot)")
+                                    : "");
         fflush(stdout);
         SRunner *sr = srunner_create(stats_suite());
         srunner_run_all(sr, CK_NORMAL);
