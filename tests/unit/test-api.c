@@ -20,6 +20,7 @@
 #include <hdf5.h>
 
 #include "resdiag.h"
+#include "svg-axis.h"
 
 /* ------------------------------------------------------------- helpers */
 
@@ -1020,23 +1021,6 @@ END_TEST
 
 /* ------------------------------------------------- the trainer's metrics */
 
-/* The declared transform of an SVG axis: data-NAME-lo/hi/p0/p1. */
-static void read_axis(const char *svg, const char *name, double v[4])
-{
-    static const char *const keys[4] = { "lo", "hi", "p0", "p1" };
-    for (int i = 0; i < 4; i++) {
-        char attr[32];
-        snprintf(attr, sizeof attr, "data-%s-%s=\"", name, keys[i]);
-        const char *p = strstr(svg, attr);
-        ck_assert_ptr_nonnull(p);
-        ck_assert_int_eq(sscanf(p + strlen(attr), "%lf", &v[i]), 1);
-    }
-}
-
-static double axis_pixel(const double ax[4], double v)
-{
-    return ax[2] + (v - ax[0]) / (ax[1] - ax[0]) * (ax[3] - ax[2]);
-}
 
 
 static const char *const metric_names[2] = { "loss", "lr" };

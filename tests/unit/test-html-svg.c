@@ -21,6 +21,7 @@
 #include <resdiag.h>
 
 #include "render/svg.h"
+#include "svg-axis.h"
 
 #define CHAR_W 6.6 /* the writer's width estimate of a character */
 
@@ -463,23 +464,6 @@ static int count(const char *s, const char *what)
     return n;
 }
 
-/* data-NAME-lo/hi/p0/p1 of the first plot in svg */
-static void read_axis(const char *svg, const char *name, double v[4])
-{
-    static const char *const keys[4] = { "lo", "hi", "p0", "p1" };
-    for (int i = 0; i < 4; i++) {
-        char attr[32];
-        snprintf(attr, sizeof attr, "data-%s-%s=\"", name, keys[i]);
-        const char *p = strstr(svg, attr);
-        ck_assert_ptr_nonnull(p);
-        ck_assert_int_eq(sscanf(p + strlen(attr), "%lf", &v[i]), 1);
-    }
-}
-
-static double axis_pixel(const double ax[4], double v)
-{
-    return ax[2] + (v - ax[0]) / (ax[1] - ax[0]) * (ax[3] - ax[2]);
-}
 
 START_TEST(figure_svg_draws_the_stream_norms)
 {
