@@ -496,10 +496,44 @@ void plot_heat_free(plot_heat *h)
     memset(h, 0, sizeof *h);
 }
 
+/* The mean token norm of the stream leaving each layer l at step index si,
+ * where the analysis looks for it: the last sublayer's STREAM_OUT, else the
+ * next layer's STREAM_IN, else (last layer) the final norm's input in
+ * model (the step's model sites); x (L). Read site by site, never the
+ * whole step: a whole step spans a chunk per block site, and HDF5 holds
+ * the chunks a read touched until the reader closes (measured: far more
+ * than the chunk cache the reader asks for). */
+static int heat_stream_norms(const resdiag_reader *rd, int64_t si, int L, int S,
+                             const double *model, double *x)
+{
+    double f[RESDIAG_N_FIELDS];
+    int rc;
+    for (int l = 0; l < L; l++) {
+        if ((rc = resdiag_reader_site(rd, si, RESDIAG_FORWARD, l, S - 1, RESDIAG_STREAM_OUT, f,
+                                      NULL)))
+            return rc;
+        x[l] = f[RESDIAG_FIELD_TOK_NORM_MEAN];
+    }
+    for (int l = 0; l < L; l++) {
+        if (!isnan(x[l]))
+            continue;
+        if (l + 1 < L) {
+            if ((rc = resdiag_reader_site(rd, si, RESDIAG_FORWARD, l + 1, 0, RESDIAG_STREAM_IN,
+                                          f, NULL)))
+                return rc;
+            x[l] = f[RESDIAG_FIELD_TOK_NORM_MEAN];
+        } else {
+            x[l] = model[(RESDIAG_FINAL_NORM_IN - RESDIAG_EMBED_OUT) * RESDIAG_N_FIELDS +
+                         RESDIAG_FIELD_TOK_NORM_MEAN];
+        }
+    }
+    return 0;
+}
+
 int plot_heat_read(const resdiag_reader *rd, int max_cols, int max_cells, plot_heat *h)
 {
     const resdiag_run_info *in = resdiag_reader_info(rd);
-    int L = in->n_layers, S = in->n_sublayers, B = RESDIAG_N_BLOCK_SITES, F = RESDIAG_N_FIELDS;
+    int L = in->n_layers, S = in->n_sublayers, F = RESDIAG_N_FIELDS;
     int64_t N = in->n_steps;
     memset(h, 0, sizeof *h);
     if (N < 1 || L < 1)
@@ -512,7 +546,6 @@ int plot_heat_read(const resdiag_reader *rd, int max_cols, int max_cells, plot_h
     h->n_sub = S;
     h->training = in->run_kind == RESDIAG_RUN_TRAINING;
     int64_t *steps = malloc((size_t)N * sizeof *steps);
-    double *site = malloc((size_t)L * S * B * F * sizeof *site);
     double *upd = malloc((size_t)L * S * RESDIAG_N_UPDATE_FIELDS * sizeof *upd);
     double *model = malloc((size_t)RESDIAG_N_MODEL_SITES * F * sizeof *model);
     double *x = malloc((size_t)L * sizeof *x);
@@ -522,7 +555,7 @@ int plot_heat_read(const resdiag_reader *rd, int max_cols, int max_cells, plot_h
     h->r = malloc((size_t)S * L * C * sizeof *h->r);
     h->growth = malloc((size_t)L * C * sizeof *h->growth);
     int rc = RESDIAG_E_NOMEM;
-    if (!steps || !site || !upd || !model || !x || !h->sub_names || !h->col_x || !h->col_step ||
+    if (!steps || !upd || !model || !x || !h->sub_names || !h->col_x || !h->col_step ||
         !h->r || !h->growth)
         goto out;
     for (int s = 0; s < S; s++)
@@ -535,9 +568,7 @@ int plot_heat_read(const resdiag_reader *rd, int max_cols, int max_cells, plot_h
         int64_t si = C > 1 ? (int64_t)llround((double)c * (N - 1) / (C - 1)) : 0;
         h->col_step[c] = steps[si];
         h->col_x[c] = (double)steps[si];
-        if ((rc = resdiag_reader_read(rd, RD_DS_FWD_SITE_STATS, si, 1, site,
-                                      (size_t)L * S * B * F)) ||
-            (rc = resdiag_reader_read(rd, RD_DS_UPDATE, si, 1, upd,
+        if ((rc = resdiag_reader_read(rd, RD_DS_UPDATE, si, 1, upd,
                                       (size_t)L * S * RESDIAG_N_UPDATE_FIELDS)) ||
             (rc = resdiag_reader_read(rd, RD_DS_FWD_MODEL_STATS, si, 1, model,
                                       (size_t)RESDIAG_N_MODEL_SITES * F)))
@@ -546,17 +577,8 @@ int plot_heat_read(const resdiag_reader *rd, int max_cols, int max_cells, plot_h
             for (int s = 0; s < S; s++)
                 h->r[((size_t)s * L + l) * C + c] =
                     upd[((size_t)l * S + s) * RESDIAG_N_UPDATE_FIELDS + RESDIAG_UPDATE_RATIO_FROB];
-        /* the stream leaving layer l, where the analysis looks for it */
-        for (int l = 0; l < L; l++) {
-            x[l] = site[(((size_t)l * S + S - 1) * B + RESDIAG_STREAM_OUT) * F +
-                        RESDIAG_FIELD_TOK_NORM_MEAN];
-            if (isnan(x[l]) && l + 1 < L)
-                x[l] = site[(((size_t)(l + 1) * S) * B + RESDIAG_STREAM_IN) * F +
-                            RESDIAG_FIELD_TOK_NORM_MEAN];
-            if (isnan(x[l]) && l + 1 == L)
-                x[l] = model[(RESDIAG_FINAL_NORM_IN - RESDIAG_EMBED_OUT) * F +
-                             RESDIAG_FIELD_TOK_NORM_MEAN];
-        }
+        if ((rc = heat_stream_norms(rd, si, L, S, model, x)))
+            goto out;
         double x1 = NAN;
         for (int l = 0; l < L && isnan(x1); l++)
             if (x[l] > 0 && isfinite(x[l]))
@@ -570,7 +592,6 @@ int plot_heat_read(const resdiag_reader *rd, int max_cols, int max_cells, plot_h
     rc = 0;
 out:
     free(steps);
-    free(site);
     free(upd);
     free(model);
     free(x);
