@@ -17,13 +17,13 @@
 #include "render/shared.h"
 
 /* Figure geometry: the plot area, then the legend column to its right. */
-#define FIG_W 780.0
-#define FIG_H 380.0
-#define AREA_X 84.0
-#define AREA_Y 40.0
-#define LEGEND_W svg_legend_width(SVG_LEGEND_CHARS)
-#define AREA_W (FIG_W - AREA_X - LEGEND_W - 20)
-#define AREA_H (FIG_H - AREA_Y - 62)
+#define FIG_W PLOT_FIG_W
+#define FIG_H PLOT_FIG_H
+#define AREA_X PLOT_AREA_X
+#define AREA_Y PLOT_AREA_Y
+#define LEGEND_W PLOT_LEGEND_W
+#define AREA_W PLOT_AREA_W
+#define AREA_H PLOT_AREA_H
 
 static const char *const palette[] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd",
                                        "#8c564b", "#e377c2", "#17becf", "#bcbd22" };

@@ -13,6 +13,16 @@
 
 struct resdiag_analysis;
 
+/* The size of every figure and of its plot area, in pixels: the same for
+ * all, so the HTML page lines them up. */
+#define PLOT_FIG_W 780.0
+#define PLOT_FIG_H 380.0
+#define PLOT_AREA_X 84.0
+#define PLOT_AREA_Y 40.0
+#define PLOT_LEGEND_W svg_legend_width(SVG_LEGEND_CHARS)
+#define PLOT_AREA_W (PLOT_FIG_W - PLOT_AREA_X - PLOT_LEGEND_W - 20)
+#define PLOT_AREA_H (PLOT_FIG_H - PLOT_AREA_Y - 62)
+
 /* Appends one complete <svg> figure of n runs (1: with fits and reference
  * lines; more: overlaid, the runs told apart by names, which may be NULL
  * when n == 1). Returns 0, or -1 when the figure has no data to draw

@@ -13,13 +13,6 @@
 #include "analysis/analysis.h"
 #include "render/plot.h"
 
-/* The same frame as the other figures (plot.c). */
-#define LOSS_W 780.0
-#define LOSS_H 380.0
-#define LOSS_X 84.0
-#define LOSS_Y 40.0
-#define LOSS_AREA_W (LOSS_W - LOSS_X - svg_legend_width(SVG_LEGEND_CHARS) - 20)
-#define LOSS_AREA_H (LOSS_H - LOSS_Y - 62)
 /* Points drawn per run at most: two per stretch of steps. */
 #define LOSS_MAX_POINTS 4000
 
@@ -101,9 +94,9 @@ int plot_loss_figure(svg_buf *b, const struct resdiag_analysis *const *a,
     free(py);
 
     const char *title = "Training loss (the trainer's own value per recorded step)";
-    svg_doc_begin(b, LOSS_W, LOSS_H, title);
+    svg_doc_begin(b, PLOT_FIG_W, PLOT_FIG_H, title);
     svg_plot p;
-    svg_plot_begin(&p, b, LOSS_X, LOSS_Y, LOSS_AREA_W, LOSS_AREA_H, &ax, &ay, 1, title,
+    svg_plot_begin(&p, b, PLOT_AREA_X, PLOT_AREA_Y, PLOT_AREA_W, PLOT_AREA_H, &ax, &ay, 1, title,
                    "training step", "loss (as the trainer computes it)");
     for (int i = 0; i < n; i++) {
         int m = rd_analysis_loss_metric(a[i]);
@@ -121,7 +114,7 @@ int plot_loss_figure(svg_buf *b, const struct resdiag_analysis *const *a,
         svg_style st = { loss_colors[i % 4], i % 3, 0, 0, 0 };
         svg_series(&p, x + (size_t)i * cap, y + (size_t)i * cap, count[i], &st, key, label);
     }
-    svg_plot_end(&p, LOSS_X + LOSS_AREA_W + 16);
+    svg_plot_end(&p, PLOT_AREA_X + PLOT_AREA_W + 16);
     svg_doc_end(b);
     rc = 0;
 done:
