@@ -290,6 +290,23 @@ typedef enum resdiag_run_kind {
 #define RESDIAG_MAX_SKETCH 64
 #define RESDIAG_MAX_METRICS 32
 
+/* How a job of several processes (ranks) divides the model's work, so
+ * that the reader merges their files right (doc/RANKS.md). Pinned: never
+ * renumbered, only appended. */
+typedef enum resdiag_split {
+    RESDIAG_SPLIT_NONE = 0,      /* one process (world_size 1) */
+    RESDIAG_SPLIT_DATA = 1,      /* data parallel: each rank its own sequences; the
+                                    default with world_size > 1 */
+    RESDIAG_SPLIT_SEQUENCE = 2,  /* sequence/context parallel: each rank some tokens
+                                    of the same sequences */
+    RESDIAG_SPLIT_TENSOR = 3,    /* tensor parallel: each rank a shard of the columns
+                                    (shard_col_offset, shard_cols) */
+    RESDIAG_SPLIT_PIPELINE = 4   /* pipeline stages: each rank a range of layers
+                                    (layer_first, layer_count) */
+} resdiag_split;
+
+#define RESDIAG_RANK_DETECT (-1) /* resdiag_model.rank: from the launcher's environment */
+
 /* Every string here goes into the run file, which holds only UTF-8
  * (doc/FORMAT.md): resdiag_open refuses with RESDIAG_E_INVALID, naming the
  * string, a name, meta key, meta value or description that is not valid
@@ -327,6 +344,23 @@ typedef struct resdiag_model {
      * 0..RESDIAG_MAX_METRICS names, checked like the parameter names. */
     int n_metrics;                       /* default 0: none */
     const char *const *metric_names;     /* (n_metrics) e.g. {"loss", "lr"} */
+    /* Jobs of several processes (doc/RANKS.md). Each rank opens the run with
+     * the same path and the same model (n_layers the whole model's); the
+     * file it writes is named after its rank: rank 0 writes path itself,
+     * rank r > 0 writes the name resdiag_rank_path gives. */
+    int rank;                            /* RESDIAG_RANK_DETECT (default): from the
+                                            environment (torchrun RANK, Open MPI
+                                            OMPI_COMM_WORLD_RANK, PMI_RANK, Slurm
+                                            SLURM_PROCID, in that order; none: 0);
+                                            else 0..world_size-1 */
+    int world_size;                      /* 0 (default): with the rank, from the same
+                                            launcher (none: 1); else >= 1 */
+    resdiag_split split;                 /* default NONE, which means DATA when
+                                            world_size > 1 */
+    int shard_col_offset;                /* SPLIT_TENSOR: first column of this rank's
+                                            shard (of width shard_cols) in d_model */
+    int layer_first;                     /* SPLIT_PIPELINE: the layers this rank holds, */
+    int layer_count;                     /*   layer_first .. +layer_count-1; 0 = all */
 } resdiag_model;
 
 /* Zeroes *model and sets struct_size and the defaults. model may not be NULL. */
@@ -373,6 +407,12 @@ typedef struct resdiag_options {
      * RESDIAG_E_STATE, logged, and the step keeps the first call's values
      * (for trainers that mean to call each hook once per step). 0 or 1. */
     int one_call_per_site;  /* default 0 */
+    /* Which ranks of a job record (doc/RANKS.md): rank r records when
+     * r % record_rank_every == 0, so 1 is every rank and a value >=
+     * world_size rank 0 only. A rank that does not record gets a handle
+     * whose hooks are no-ops (resdiag_open returns OK and creates no
+     * file), so every rank runs the same code. >= 1. */
+    int record_rank_every;  /* default 1 */
 } resdiag_options;
 
 /* Fills *options with the defaults above. options may not be NULL. */
@@ -412,6 +452,15 @@ typedef struct resdiag resdiag; /* opaque */
 RESDIAG_API resdiag_status resdiag_open(resdiag **out, const char *path,
                                         const resdiag_model *model,
                                         const resdiag_options *options);
+
+/* The file that rank `rank` of a job writes for the path given to
+ * resdiag_open (doc/RANKS.md): path itself for rank 0; for rank r > 0,
+ * "<stem>.rank<r, 5 or more digits>.h5" when path ends in ".h5" (run.h5 ->
+ * run.rank00003.h5), else path + ".rank<r>". Into out (out_len bytes,
+ * NUL-terminated). RESDIAG_E_NULL, RESDIAG_E_INVALID (rank < 0),
+ * RESDIAG_E_RANGE when out is too short. Not logged. */
+RESDIAG_API resdiag_status resdiag_rank_path(char *out, size_t out_len, const char *path,
+                                             int rank);
 
 /* Begins step `step`: the trainer's own number, >= 0 and strictly
  * increasing over the whole run, since it indexes the file. A loop whose
@@ -533,6 +582,110 @@ RESDIAG_API resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const ch
 #define RESDIAG_PARAM_GRAD(r, layer, name, t) \
     resdiag_param_grad_at((r), (layer), (name), (t), __FILE__, __LINE__)
 
+/* ------------------------------------------------------------------------ */
+/* Statistics computed elsewhere (a GPU, another process)                    */
+/* ------------------------------------------------------------------------ */
+/*
+ * The partial statistics of a tensor: the mergeable quantities from which
+ * the library derives every recorded field (doc/PARTIAL.md derives each).
+ * Code that holds the tensor where the library cannot read it (on a GPU)
+ * computes them there and submits only this struct. The library's own
+ * kernels compute the same struct (resdiag_partial_compute), which is the
+ * reference. Every member is a double, so an array of them is a plain
+ * (n, RESDIAG_PARTIAL_DOUBLES) array of doubles; counts are exact integers
+ * in doubles. The layout is pinned: members are never reordered, and a new
+ * layout gets a new struct name.
+ *
+ * Over the tensor's finite values (NaN and Inf left out, counted apart),
+ * for its rows i = 0..rows-1 (tokens), with n_i = the L2 norm of row i,
+ * m_i = its sum / cols, q_i = n_i / sqrt(cols) (its RMS), s_i = its
+ * standard deviation about m_i (divided by cols):
+ */
+typedef struct resdiag_partial {
+    double rows, cols;        /* the shape (rows >= 0, cols >= 1) */
+    double sumsq;             /* sum of the squares of every finite value */
+    double norm_mean, norm_m2;/* mean of the n_i, and sum_i (n_i - norm_mean)^2 */
+    double norm_min, norm_max;/* extremes of the n_i (NaN when rows == 0) */
+    double mean_mean, mean_m2;/* the same two for the m_i */
+    double rms_mean, rms_m2;  /*   ... for the q_i */
+    double std_mean, std_m2;  /*   ... for the s_i */
+    double absmax;            /* the largest |value|, -1 when none is finite */
+    double absmax_col;        /* its column (the first on ties, the first row
+                                 on ties across rows), NaN when none */
+    double nan_count, inf_count;
+    /* The per-token update ratio, at BRANCH_OUT only: sum over the rows i
+     * with ||x_i|| > 0 of n_i / ||x_i||, where x is the STREAM_IN tensor of
+     * the same sublayer and call (the same rows), and how many rows those
+     * are; ratio_rows = -1 when not computed (then the step's per-token
+     * mean ratio is NaN, as for unpaired calls). Elsewhere -1. */
+    double ratio_sum, ratio_rows;
+    /* sketch[m] = sum_i sigma(row0 + i) * sum_{j: bucket(j) = m} tau(j) x[i][j]
+     * over the finite values, with the run's row signs sigma, column
+     * buckets and column signs tau (resdiag_sketch_layout); row0 = the
+     * rows submitted before for this site in this step. Members past the
+     * run's sketch_size are ignored. */
+    double sketch[RESDIAG_MAX_SKETCH];
+} resdiag_partial;
+
+#define RESDIAG_PARTIAL_DOUBLES ((int)(sizeof(resdiag_partial) / sizeof(double)))
+
+/* Submits the partial statistics of the tensor at a site, exactly as
+ * resdiag_observe_at would have recorded that tensor (the same merging of
+ * several calls, CALL_SEQ, call site and update ratio). p->cols is checked
+ * as the tensor's width is; a partial whose members are inconsistent
+ * (negative counts or spreads, min > max, an absmax_col outside the
+ * columns, ...) is RESDIAG_E_INVALID, logged, not recorded. Threads and
+ * no-op cases as resdiag_observe_at. */
+RESDIAG_API resdiag_status resdiag_observe_partial(resdiag *r, resdiag_direction dir, int layer,
+                                                   int sublayer, resdiag_site site,
+                                                   const resdiag_partial *p, const char *file,
+                                                   int line);
+/* The same for a parameter gradient (as resdiag_param_grad_at). */
+RESDIAG_API resdiag_status resdiag_param_grad_partial(resdiag *r, int layer, const char *name,
+                                                      const resdiag_partial *p,
+                                                      const char *file, int line);
+
+/* One submission of a batch: what resdiag_observe_partial or (with
+ * site = -1) resdiag_param_grad_partial would take. */
+typedef struct resdiag_partial_site {
+    int dir;              /* resdiag_direction */
+    int layer, sublayer;  /* layer: RESDIAG_MODEL_LEVEL for model sites and parameters */
+    int site;             /* resdiag_site, or -1 for the gradient of parameter `param` */
+    int param;            /* index into layer_param_names (layer >= 0) or
+                             model_param_names (MODEL_LEVEL); -1 otherwise */
+    int line;             /* the call site's line; file is given once per batch */
+} resdiag_partial_site;
+
+/* Submits n partials at once (bindings: one call per step instead of one
+ * per site), in array order, as n single submissions would: sites (n) and
+ * p (n). The first failure is returned and the rest are still submitted;
+ * each failure is logged as a single call's would be. file as in
+ * resdiag_observe_at, for every entry. */
+RESDIAG_API resdiag_status resdiag_submit_partials(resdiag *r, int n,
+                                                   const resdiag_partial_site *sites,
+                                                   const resdiag_partial *p,
+                                                   const char *file);
+
+/* The reference: the partial statistics of t computed by the library's
+ * kernels, with run r's sketch layout and row signs from row0 on
+ * (ratio_sum = 0, ratio_rows = -1). row_norms (t.rows) or NULL receives
+ * each n_i. RESDIAG_E_NULL, RESDIAG_E_SHAPE / E_DTYPE / E_INVALID for a bad
+ * tensor or row0 < 0. Works on a closed or disabled run too. */
+RESDIAG_API resdiag_status resdiag_partial_compute(const resdiag *r, resdiag_tensor t,
+                                                   int64_t row0, resdiag_partial *out,
+                                                   double *row_norms);
+
+/* What device code needs to reproduce run r's sketch bit for bit:
+ * bucket (n_cols) and col_sign (n_cols) of the columns col0 .. col0+n_cols-1
+ * (tau(j) as +1.0f or -1.0f), and row_sign (n_rows) of the rows row0 ..
+ * row0+n_rows-1 (sigma). Any of the arrays may be NULL (with its count
+ * 0). K = resdiag's sketch_size; with K = 0 the buckets are all 0. */
+RESDIAG_API resdiag_status resdiag_sketch_layout(const resdiag *r, int64_t col0, int64_t n_cols,
+                                                 int32_t *bucket, float *col_sign, int64_t row0,
+                                                 int64_t n_rows, float *row_sign);
+/* The run's sketch size K (0..RESDIAG_MAX_SKETCH); 0 for NULL. */
+RESDIAG_API int resdiag_sketch_size(const resdiag *r);
+
 /* Writes every buffered step to the file and flushes it to disk. */
 RESDIAG_API resdiag_status resdiag_flush(resdiag *r);
 /* Flushes and closes the file. The handle stays valid: later calls on it
@@ -627,12 +780,71 @@ typedef struct resdiag_run_info {
      * file written before metrics or by a trainer that declared none. */
     int n_metrics;
     const char *const *metric_names;
+    /* The rank that wrote the file (resdiag_model's rank fields, as given
+     * or detected): 0, 1, NONE for a file of one process or one written
+     * before ranks existed. For a reader that merges a job's rank files
+     * (resdiag_reader_open on rank 0's file), these are rank 0's, and
+     * n_ranks_merged says how many files the view merges. */
+    int rank;
+    int world_size;
+    int local_rank;                      /* -1 when unknown */
+    resdiag_split split;
+    int shard_col_offset;
+    int layer_first, layer_count;        /* layer_count 0: every layer */
+    int record_rank_every;               /* 1 for files without it */
+    const char *rank_source;             /* "explicit", "torchrun", "openmpi", "pmi",
+                                            "slurm", or "single" (none found) */
+    const char *job_id;                  /* the launcher's job id (TORCHELASTIC_RUN_ID,
+                                            OMPI_MCA_orte_ess_jobid, SLURM_JOB_ID), "" if none */
+    int n_ranks_merged;                  /* 1 for a reader of one file */
 } resdiag_run_info;
 
 /* Opens a run file for reading, also one that a trainer is still writing
  * or one left by a killed trainer (every flushed step is there). On failure
  * *out is NULL and the reason is logged through the process-wide handler. */
 RESDIAG_API resdiag_status resdiag_reader_open(resdiag_reader **out, const char *path);
+
+/* Jobs of several ranks (doc/RANKS.md). resdiag_reader_open on the file of
+ * rank 0 of a job with world_size > 1 finds the files of the other ranks
+ * (the names resdiag_rank_path gives, beside it; nothing else is opened)
+ * and reads them as one run: every read below returns the merged
+ * statistics (data and sequence splits: the ranks' tokens together;
+ * tensor splits: the shards' columns together where that is exact;
+ * pipeline stages: each layer from the rank holding it), over the steps
+ * any rank recorded. A file of another run (other model, world size or
+ * job id), or one that cannot be read, is left out and reported.
+ * resdiag_reader_open_rank opens the one file of rank `rank` (0 too),
+ * merging nothing; RESDIAG_E_NOT_FOUND when that rank has no file. */
+#define RESDIAG_RANK_ALL (-1)
+RESDIAG_API resdiag_status resdiag_reader_open_rank(resdiag_reader **out, const char *path,
+                                                    int rank);
+
+typedef enum resdiag_rank_state {
+    RESDIAG_RANK_MERGED = 0,       /* its file is read and merged */
+    RESDIAG_RANK_ENDED_EARLY = 1,  /* merged, but its last step is before the others'
+                                      (a rank killed mid-run) */
+    RESDIAG_RANK_MISSING = 2,      /* it should have recorded, and has no file */
+    RESDIAG_RANK_NOT_RECORDED = 3, /* outside record_rank_every: no file expected */
+    RESDIAG_RANK_REJECTED = 4      /* its file is of another run or cannot be read */
+} resdiag_rank_state;
+
+/* One rank of the job behind a reader. Strings belong to the reader. */
+typedef struct resdiag_rank_info {
+    size_t struct_size;     /* sizeof(resdiag_rank_info): set by the caller */
+    int rank;
+    resdiag_rank_state state;
+    const char *path;       /* its file's path ("" when there is none) */
+    int64_t n_steps;        /* recorded steps in its file (0 without one) */
+    int64_t last_step;      /* the trainer's number of its last step, -1 if none */
+    const char *why;        /* with REJECTED: the reason; else "" */
+} resdiag_rank_info;
+
+/* world_size of the job for a merged reader, 1 for a reader of one file. */
+RESDIAG_API int resdiag_reader_n_ranks(const resdiag_reader *rd);
+/* Rank i (0 .. n_ranks-1) into *out (out->struct_size set by the caller).
+ * RESDIAG_E_RANGE for i out of range. */
+RESDIAG_API resdiag_status resdiag_reader_rank(const resdiag_reader *rd, int i,
+                                               resdiag_rank_info *out);
 /* Frees the reader and closes its file. NULL is a no-op. */
 RESDIAG_API void resdiag_reader_destroy(resdiag_reader *rd);
 /* Deprecated: the name of 0.1.0 for resdiag_reader_destroy. */

@@ -32,6 +32,20 @@
 #define RD_ATTR_METRIC_NAMES "metric_names"     /* optional (root and metrics/values): the
                                                    trainer's per-step metrics */
 /* Provenance (root). */
+/* Jobs of several ranks (doc/RANKS.md), all optional: a file without them
+ * is rank 0 of 1, split "none", record_rank_every 1. */
+#define RD_ATTR_RANK "rank"                           /* int64 */
+#define RD_ATTR_WORLD_SIZE "world_size"               /* int64 */
+#define RD_ATTR_LOCAL_RANK "local_rank"               /* int64, -1 unknown */
+#define RD_ATTR_RANK_SOURCE "rank_source"             /* string: explicit, torchrun, openmpi,
+                                                         pmi, slurm, single */
+#define RD_ATTR_SPLIT "split"                         /* string: none, data, sequence,
+                                                         tensor, pipeline */
+#define RD_ATTR_SHARD_COL_OFFSET "shard_col_offset"   /* int64 */
+#define RD_ATTR_LAYER_FIRST "layer_first"             /* int64 */
+#define RD_ATTR_LAYER_COUNT "layer_count"             /* int64, 0 = every layer */
+#define RD_ATTR_RECORD_RANK_EVERY "record_rank_every" /* int64 */
+#define RD_ATTR_JOB_ID "job_id"                       /* string, "" unknown */
 #define RD_ATTR_CREATED_UTC "created_utc"
 #define RD_ATTR_PROGRAM "program"
 #define RD_ATTR_HDF5_VERSION "hdf5_version"
