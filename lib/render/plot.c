@@ -499,10 +499,8 @@ void plot_heat_free(plot_heat *h)
 /* The mean token norm of the stream leaving each layer l at step index si,
  * where the analysis looks for it: the last sublayer's STREAM_OUT, else the
  * next layer's STREAM_IN, else (last layer) the final norm's input in
- * model (the step's model sites); x (L). Read site by site, never the
- * whole step: a whole step spans a chunk per block site, and HDF5 holds
- * the chunks a read touched until the reader closes (measured: far more
- * than the chunk cache the reader asks for). */
+ * model (the step's model sites); x (L). Read site by site: only the
+ * values the map shows, never a whole step's statistics. */
 static int heat_stream_norms(const resdiag_reader *rd, int64_t si, int L, int S,
                              const double *model, double *x)
 {

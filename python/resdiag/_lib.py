@@ -92,7 +92,10 @@ class Model(ctypes.Structure):
                 ("n_meta", ctypes.c_int), ("meta", _strv), ("description", ctypes.c_char_p),
                 ("run_kind", ctypes.c_int), ("head_param", ctypes.c_char_p),
                 ("residual_param", ctypes.c_char_p), ("n_metrics", ctypes.c_int),
-                ("metric_names", _strv)]
+                ("metric_names", _strv),
+                ("rank", ctypes.c_int), ("world_size", ctypes.c_int), ("split", ctypes.c_int),
+                ("shard_col_offset", ctypes.c_int), ("layer_first", ctypes.c_int),
+                ("layer_count", ctypes.c_int)]
 
 
 class Options(ctypes.Structure):
@@ -102,7 +105,8 @@ class Options(ctypes.Structure):
                 ("sketch_seed", ctypes.c_uint64), ("flush_steps", ctypes.c_int),
                 ("flush_seconds", ctypes.c_double), ("log_fn", ctypes.c_void_p),
                 ("log_user_data", ctypes.c_void_p), ("hook_threads", ctypes.c_int),
-                ("overwrite", ctypes.c_int), ("one_call_per_site", ctypes.c_int)]
+                ("overwrite", ctypes.c_int), ("one_call_per_site", ctypes.c_int),
+                ("record_rank_every", ctypes.c_int)]
 
 
 class RunInfo(ctypes.Structure):
@@ -119,7 +123,13 @@ class RunInfo(ctypes.Structure):
                 ("created_utc", ctypes.c_char_p), ("program", ctypes.c_char_p),
                 ("hdf5_version", ctypes.c_char_p), ("run_kind", ctypes.c_int),
                 ("head_param", ctypes.c_char_p), ("residual_param", ctypes.c_char_p),
-                ("n_metrics", ctypes.c_int), ("metric_names", _strv)]
+                ("n_metrics", ctypes.c_int), ("metric_names", _strv),
+                ("rank", ctypes.c_int), ("world_size", ctypes.c_int),
+                ("local_rank", ctypes.c_int), ("split", ctypes.c_int),
+                ("shard_col_offset", ctypes.c_int), ("layer_first", ctypes.c_int),
+                ("layer_count", ctypes.c_int), ("record_rank_every", ctypes.c_int),
+                ("rank_source", ctypes.c_char_p), ("job_id", ctypes.c_char_p),
+                ("n_ranks_merged", ctypes.c_int)]
 
 
 class AnalyzeOptions(ctypes.Structure):
