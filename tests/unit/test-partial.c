@@ -1095,6 +1095,51 @@ START_TEST(null_arguments_and_no_op_cases)
 }
 END_TEST
 
+/* f64 values near the ends of the double range: the kernels' partial is
+ * accepted as it is; its plain sums of squares reach +Inf (or underflow)
+ * where the kernels' scaled ones do not (doc/PARTIAL.md), so FROB and the
+ * spreads differ there, the means, extremes and counts do not. */
+START_TEST(partials_of_extreme_values_are_accepted)
+{
+    static const double scales[] = { 1e300, 1.7e308, 1e-300 };
+    static double x[4 * D];
+    resdiag *r = open_run("extreme.h5", K);
+    for (int c = 0; c < 3; c++) {
+        for (int i = 0; i < 4 * D; i++)
+            x[i] = scales[c] * (i % 3 ? 1 : -1) * (1 - 0.01 * (i % 7));
+        resdiag_partial p = computed(r, x, 4, 0);
+        ck_assert_int_eq(resdiag_step_begin(r, c), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_observe_partial(r, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_OUT,
+                                                 &p, "dev.py", 1), RESDIAG_OK);
+        ck_assert_int_eq(RESDIAG_FWD(r, 1, 0, RESDIAG_STREAM_OUT, resdiag_f64(x, 4, D)),
+                         RESDIAG_OK);
+        ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    }
+    close_run(r);
+    resdiag_reader *rd = read_run("extreme.h5");
+    for (int c = 0; c < 3; c++) {
+        double fp[RESDIAG_N_FIELDS], ft[RESDIAG_N_FIELDS];
+        read_site(rd, c, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_OUT, fp, NULL, 1);
+        read_site(rd, c, RESDIAG_FORWARD, 1, 0, RESDIAG_STREAM_OUT, ft, NULL, 1);
+        static const int same[] = { RESDIAG_FIELD_ROWS, RESDIAG_FIELD_TOK_NORM_MEAN,
+                                    RESDIAG_FIELD_TOK_NORM_MIN, RESDIAG_FIELD_TOK_NORM_MAX,
+                                    RESDIAG_FIELD_TOK_MEAN_MEAN, RESDIAG_FIELD_TOK_RMS_MEAN,
+                                    RESDIAG_FIELD_TOK_STD_MEAN, RESDIAG_FIELD_ABSMAX,
+                                    RESDIAG_FIELD_ABSMAX_COL, RESDIAG_FIELD_NAN_COUNT };
+        for (size_t k = 0; k < sizeof same / sizeof *same; k++)
+            ck_assert_msg(fp[same[k]] == ft[same[k]], "%g: field %s %.17g, the tensor's %.17g",
+                          scales[c], resdiag_field_name((resdiag_field)same[k]), fp[same[k]],
+                          ft[same[k]]);
+        if (c < 2)
+            ck_assert(isinf(fp[RESDIAG_FIELD_FROB]));
+        else
+            ck_assert(fp[RESDIAG_FIELD_FROB] < ft[RESDIAG_FIELD_FROB]); /* underflowed */
+    }
+    resdiag_reader_destroy(rd);
+    remove_run("extreme.h5");
+}
+END_TEST
+
 int main(void)
 {
     if (!check_one_make_dir(dir, sizeof dir, "partial"))
@@ -1112,6 +1157,7 @@ int main(void)
     tcase_add_test(tc, inconsistent_members_are_refused);
     tcase_add_test(tc, the_layout_is_the_sketch_of_the_kernels);
     tcase_add_test(tc, null_arguments_and_no_op_cases);
+    tcase_add_test(tc, partials_of_extreme_values_are_accepted);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
