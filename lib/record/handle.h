@@ -1,8 +1,8 @@
 /*
  * handle.h - the private struct behind a resdiag handle, shared by the
  * files of lib/record: open.c creates and frees it, steps.c runs the step
- * lifecycle and writes batches, hooks.c and update_ratio.c fill the open
- * step's record, messages.c logs for it. Internal.
+ * lifecycle and writes batches, hooks.c, partial.c and update_ratio.c fill
+ * the open step's record, messages.c logs for it. Internal.
  *
  * A hook computes its statistics straight into the current step's record
  * (a slot per site, so hooks for different layers never touch the same
@@ -35,6 +35,9 @@ typedef struct add_state {
     double *br_norms;  /* (cap) per-token norms of the latest BRANCH_OUT call */
     int64_t cap;
     int64_t in_rows, br_rows;   /* rows of those calls; -1: their norms were not kept */
+    int in_partial, br_partial; /* those calls were statistics computed elsewhere (no norms) */
+    double br_ratio_sum;        /* ... and the BRANCH_OUT one's ratio_sum, ratio_rows */
+    int64_t br_ratio_rows;
     uint64_t mark;              /* step serial that the counts below belong to */
     int64_t in_calls, br_calls; /* calls of each in that step */
     double tok_sum;             /* sum of ||dx_i|| / ||x_i|| over the paired rows */
@@ -52,6 +55,8 @@ struct resdiag {
     rd_tables lay;
     float *tau;        /* (sp.tau_len) */
     rd_sketch_params sp;
+    int64_t row_sign_base; /* the sketch's row sign index of this process's row 0 (0 for
+                              one process; a rank of a data or sequence split its own) */
 
     enum { RUN_OPEN, RUN_CLOSED } state;
     int enabled;

@@ -1,8 +1,10 @@
 /*
  * hooks.c - the hook entry points a trainer calls inside a step
- * (resdiag_observe_at, resdiag_observe_alias, resdiag_param_grad_at):
- * check the call, claim the site's slot, compute the tensor's statistics
- * into the open step's record (merging repeated calls), release.
+ * (resdiag_observe_at, resdiag_observe_alias, resdiag_param_grad_at), and
+ * what they share with those for statistics computed elsewhere
+ * (partial.c, through hooks.h): check the call, claim the site's slot,
+ * compute the tensor's statistics (or take the partial ones) into the open
+ * step's record (merging repeated calls), release.
  *
  * Hooks may run concurrently on different layers; they never call the
  * writer.
@@ -11,34 +13,28 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "record/handle.h"
+#include "record/hooks.h"
 #include "record/update_ratio.h"
+#include "stats/partial.h"
 
-/* The common checks of every hook. Returns OK with *go = 1 when the hook
- * must record, OK with *go = 0 when it is a no-op. A hook outside a step
- * is a no-op, not a bug: trainers run the same forward for validation and
- * sampling between training steps. It says so once, at DEBUG level. */
-static resdiag_status hook_gate(resdiag *r, const char *fn, const char *file, int line,
-                                int *go)
+/* A hook outside a step is a no-op, not a bug: trainers run the same
+ * forward for validation and sampling between training steps. It says so
+ * once, at DEBUG level. */
+resdiag_status rd_hook_idle(resdiag *r, const char *fn, const char *file, int line)
 {
-    *go = 0;
     if (r->state != RUN_OPEN)
         return rd_client_bug(r, RESDIAG_E_STATE, "%s after resdiag_close (%s:%d)", fn,
                              file ? file : "?", line);
     if (r->sticky)
         return r->sticky;
-    if (!r->in_step) {
-        if (!atomic_exchange(&r->outside_noted, 1))
-            rd_run_log(r, RESDIAG_LOG_DEBUG, "%s outside a step (%s:%d): not recorded, as every "
-                       "hook outside a step", fn, file ? file : "?", line);
-        return RESDIAG_OK;
-    }
-    *go = r->recording;
+    if (!r->in_step && !atomic_exchange(&r->outside_noted, 1))
+        rd_run_log(r, RESDIAG_LOG_DEBUG, "%s outside a step (%s:%d): not recorded, as every "
+                   "hook outside a step", fn, file ? file : "?", line);
     return RESDIAG_OK;
 }
 
-static resdiag_status check_tensor(resdiag *r, const char *fn, const resdiag_tensor *t,
-                                   const char *file, int line)
+resdiag_status rd_hook_check_tensor(resdiag *r, const char *fn, const resdiag_tensor *t,
+                                    const char *file, int line)
 {
     const char *f = file ? file : "?";
     if ((unsigned)t->dtype > RESDIAG_DTYPE_BF16)
@@ -59,6 +55,28 @@ static resdiag_status check_tensor(resdiag *r, const char *fn, const resdiag_ten
     if (t->rows > 0 && !t->data)
         return rd_client_bug(r, RESDIAG_E_NULL, "%s: tensor data is NULL (%s:%d)", fn, f, line);
     return RESDIAG_OK;
+}
+
+/* The checks of the call's data: a tensor's, or the consistency of
+ * partial statistics (a client bug naming the member). */
+static resdiag_status check_data(resdiag *r, const char *fn, rd_hook_data d, const char *file,
+                                 int line)
+{
+    if (d.t)
+        return rd_hook_check_tensor(r, fn, d.t, file, line);
+    char why[200];
+    const char *member = rd_partial_check(d.p, why, sizeof why);
+    if (member)
+        return rd_client_bug(r, RESDIAG_E_INVALID, "%s: the partial statistics are "
+                             "inconsistent (member %s): %s; not recorded (%s:%d)", fn, member,
+                             why, file ? file : "?", line);
+    return RESDIAG_OK;
+}
+
+/* The data's width (checked: an integer up to 2^53 for a partial). */
+static int64_t data_cols(rd_hook_data d)
+{
+    return d.t ? d.t->cols : (int64_t)d.p->cols;
 }
 
 static void note_callsite(resdiag *r, size_t slot, const char *file, int line)
@@ -109,74 +127,171 @@ static void site_label(char *out, size_t len, resdiag_direction dir, int layer, 
                  resdiag_site_name(site), layer, sublayer);
 }
 
+/* Where one call goes: the slot of a site or a parameter gradient, and
+ * for a residual add's STREAM_IN and BRANCH_OUT its add_state. */
+typedef struct slot_ref {
+    double *fields, *sketch, *calls; /* sketch NULL: none kept (parameters, K = 0) */
+    size_t cs;                       /* the slot's index among every table's slots */
+    add_state *add;                  /* or NULL */
+    resdiag_direction dir;
+    int layer, sublayer;
+    resdiag_site site;
+    const char *param;               /* a parameter gradient's name, else NULL */
+} slot_ref;
+
+/* What messages call the slot: a site_label, or the parameter's. */
+static void slot_label(char *out, size_t len, const slot_ref *s)
+{
+    if (!s->param)
+        site_label(out, len, s->dir, s->layer, s->sublayer, s->site);
+    else if (s->layer == RESDIAG_MODEL_LEVEL)
+        snprintf(out, len, "the gradient of model parameter '%s'", s->param);
+    else
+        snprintf(out, len, "the gradient of '%s' in layer %d", s->param, s->layer);
+}
+
 /* Whether a call may go into a slot that already holds calls of this step
  * (*calls is not NaN): not with one_call_per_site, and only with the same
  * width. Returns OK, or the client bug. The slot keeps what it has. */
-static resdiag_status check_repeat(resdiag *r, const char *fn, const char *what,
-                                   const double *fields, double calls, const resdiag_tensor *t,
+static resdiag_status check_repeat(resdiag *r, const char *fn, const slot_ref *s, int64_t cols,
                                    const char *file, int line)
 {
+    const double calls = *s->calls;
     if (isnan(calls))
         return RESDIAG_OK;
+    char what[RESDIAG_MAX_NAME + 64];
+    slot_label(what, sizeof what, s);
     if (r->opt.one_call_per_site)
         return rd_client_bug(r, RESDIAG_E_STATE,
                              "%s: %s observed again in step %lld (call %.0f; one_call_per_site is "
                              "set): this call is not recorded, the step keeps the first call's "
                              "values (%s:%d)", fn, what, (long long)r->step, calls + 1,
                              file ? file : "?", line);
-    if (fields[RESDIAG_FIELD_COLS] != (double)t->cols)
+    if (s->fields[RESDIAG_FIELD_COLS] != (double)cols)
         return rd_client_bug(r, RESDIAG_E_SHAPE,
                              "%s: %s has %lld columns, its earlier calls in step %lld had %.0f; "
                              "calls of one step merge only tensors of one width: this call is "
-                             "not recorded (%s:%d)", fn, what, (long long)t->cols,
-                             (long long)r->step, fields[RESDIAG_FIELD_COLS], file ? file : "?",
-                             line);
+                             "not recorded (%s:%d)", fn, what, (long long)cols,
+                             (long long)r->step, s->fields[RESDIAG_FIELD_COLS],
+                             file ? file : "?", line);
     return RESDIAG_OK;
 }
 
-/* The statistics of t: hook_threads 2 splits a large tensor with the run's
- * worker (split.h; the caller alone does both halves while the worker is
- * busy with another layer's, or when it could not start). */
-static void tensor_stats(resdiag *r, double *fields, double *sketch, double *row_norms,
-                         const resdiag_tensor *t, const rd_sketch_params *sp)
+/* The statistics of the call's data: a tensor's computed here (with
+ * hook_threads 2 a large one is split with the run's worker, split.h; the
+ * caller alone does both halves while the worker is busy with another
+ * layer's, or when it could not start), a partial's derived from it. */
+static void data_stats(resdiag *r, double *fields, double *sketch, double *row_norms,
+                       rd_hook_data d, const rd_sketch_params *sp)
 {
-    if (r->opt.hook_threads >= 2)
-        rd_split_compute(r->split, fields, sketch, row_norms, t, sp);
+    if (!d.t)
+        rd_partial_fields(fields, sketch, d.p, sketch ? sp->k : 0);
+    else if (r->opt.hook_threads >= 2)
+        rd_split_compute(r->split, fields, sketch, row_norms, d.t, sp);
     else
-        rd_stats_compute(fields, sketch, row_norms, t, sp);
+        rd_stats_compute(fields, sketch, row_norms, d.t, sp);
 }
 
-/* The statistics of t into a slot (fields, sketch, *calls): the first call
- * of the step computes them in place; a later one computes its own, with
- * the sketch's rows numbered after the rows seen, and merges them in, so
- * the slot holds the statistics of all the rows of the step's calls. The
- * call site and CALL_SEQ are those of the first call. */
-static void observe_slot(resdiag *r, double *fields, double *sketch, double *calls,
-                         double *row_norms, const resdiag_tensor *t, const rd_sketch_params *sp,
-                         size_t cs, const char *file, int line)
+/* The statistics of the data into the slot: the first call of the step
+ * computes them in place; a later one computes its own, with the sketch's
+ * rows numbered after the rows seen (a partial brings its sketch so
+ * numbered), and merges them in, so the slot holds the statistics of all
+ * the rows of the step's calls. The call site and CALL_SEQ are those of the
+ * first call. */
+static void observe_slot(resdiag *r, const slot_ref *s, double *row_norms, rd_hook_data d,
+                         const rd_sketch_params *sp, const char *file, int line)
 {
     int seq = atomic_fetch_add(&r->seq, 1);
-    if (isnan(*calls)) {
-        tensor_stats(r, fields, sketch, row_norms, t, sp);
-        fields[RESDIAG_FIELD_CALL_SEQ] = (double)seq;
-        *calls = 1;
-        note_callsite(r, cs, file, line);
+    if (isnan(*s->calls)) {
+        data_stats(r, s->fields, s->sketch, row_norms, d, sp);
+        s->fields[RESDIAG_FIELD_CALL_SEQ] = (double)seq;
+        *s->calls = 1;
+        note_callsite(r, s->cs, file, line);
         return;
     }
     double more[RESDIAG_N_FIELDS], more_sketch[RESDIAG_MAX_SKETCH];
     rd_sketch_params later = *sp;
-    later.row0 = (int64_t)fields[RESDIAG_FIELD_ROWS];
-    tensor_stats(r, more, sketch ? more_sketch : NULL, row_norms, t, &later);
-    rd_stats_merge(fields, sketch, more, more_sketch, sketch ? sp->k : 0);
-    *calls += 1;
+    later.row0 = (int64_t)s->fields[RESDIAG_FIELD_ROWS];
+    data_stats(r, more, s->sketch ? more_sketch : NULL, row_norms, d, &later);
+    rd_stats_merge(s->fields, s->sketch, more, more_sketch, s->sketch ? sp->k : 0);
+    *s->calls += 1;
+}
+
+/* The add_state's side of one call: a tensor's norms go into the buffer
+ * (*row_norms; NULL and *kept 0 when there is no memory for them), a
+ * partial brings its ratio. */
+static rd_add_call add_call(const slot_ref *s, rd_hook_data d, double **row_norms, int *kept)
+{
+    const int is_in = s->site == RESDIAG_STREAM_IN;
+    rd_add_call c = { is_in, 0, !d.t, 0.0, -1 };
+    *row_norms = NULL;
+    *kept = 1;
+    if (!d.t) {
+        c.rows = (int64_t)d.p->rows;
+        if (!is_in) {
+            c.ratio_sum = d.p->ratio_sum;
+            c.ratio_rows = (int64_t)d.p->ratio_rows;
+        }
+    } else if (rd_add_reserve(s->add, d.t->rows) == 0) { /* rows == 0 needs no buffer */
+        c.rows = d.t->rows;
+        *row_norms = is_in ? s->add->in_norms : s->add->br_norms;
+    } else {
+        c.rows = -1;
+        *kept = 0;
+    }
+    return c;
+}
+
+/* One checked call into its slot: claims it (and the add_state: the update
+ * ratio reads the other tensor's fields and norms), checks a repeat,
+ * records, updates the add's ratios, releases. */
+static resdiag_status record_call(resdiag *r, const char *fn, const slot_ref *s,
+                                  rd_hook_data d, const rd_sketch_params *sp, const char *file,
+                                  int line)
+{
+    add_state *a = s->add;
+    int claimed = claim(&r->slot_busy[s->cs]);
+    if (claimed && a && !claim(&a->busy)) {
+        release(&r->slot_busy[s->cs]);
+        claimed = 0;
+    }
+    if (!claimed) {
+        char what[RESDIAG_MAX_NAME + 64];
+        slot_label(what, sizeof what, s);
+        return busy_bug(r, fn, what, a != NULL, file, line);
+    }
+    resdiag_status st = check_repeat(r, fn, s, data_cols(d), file, line);
+    if (st) {
+        if (a)
+            release(&a->busy);
+        release(&r->slot_busy[s->cs]);
+        return st;
+    }
+    double *row_norms = NULL;
+    int kept = 1;
+    rd_add_call c = { 0, 0, 0, 0.0, -1 };
+    if (a)
+        c = add_call(s, d, &row_norms, &kept);
+    observe_slot(r, s, row_norms, d, sp, file, line);
+    if (a) {
+        rd_add_observed(r, s->layer, s->sublayer, a, &c);
+        release(&a->busy);
+    }
+    release(&r->slot_busy[s->cs]);
+    if (!kept)
+        return rd_client_bug(r, RESDIAG_E_NOMEM,
+                             "%s: no memory for %lld per-token norms; update ratio per "
+                             "token not recorded (%s:%d)", fn, (long long)d.t->rows,
+                             file ? file : "?", line);
+    return RESDIAG_OK;
 }
 
 /* The arguments of resdiag_observe_at: direction, site, layer and
- * sublayer in range, the tensor well formed and of the model's width
+ * sublayer in range, the data well formed and of the model's width
  * (logits excepted). */
 static resdiag_status check_observe(resdiag *r, const char *fn, resdiag_direction dir,
-                                    int layer, int sublayer, resdiag_site site,
-                                    const resdiag_tensor *t, const char *file, int line)
+                                    int layer, int sublayer, resdiag_site site, rd_hook_data d,
+                                    const char *file, int line)
 {
     if ((unsigned)dir > RESDIAG_BACKWARD)
         return rd_client_bug(r, RESDIAG_E_INVALID, "%s: unknown direction %d (%s:%d)", fn,
@@ -193,16 +308,40 @@ static resdiag_status check_observe(resdiag *r, const char *fn, resdiag_directio
                                  "%s: sublayer %d out of range 0..%d (%s:%d)", fn, sublayer,
                                  r->model.n_sublayers - 1, file ? file : "?", line);
     }
-    resdiag_status st = check_tensor(r, fn, t, file, line);
+    resdiag_status st = check_data(r, fn, d, file, line);
     if (st)
         return st;
-    if (site != RESDIAG_LOGITS && t->cols != r->model.d_model &&
-        (r->model.shard_cols == 0 || t->cols != r->model.shard_cols))
+    const int64_t cols = data_cols(d);
+    if (site != RESDIAG_LOGITS && cols != r->model.d_model &&
+        (r->model.shard_cols == 0 || cols != r->model.shard_cols))
         return rd_client_bug(r, RESDIAG_E_SHAPE,
                              "%s: %s has %lld columns, the model's d_model is %d (%s:%d)", fn,
-                             resdiag_site_name(site), (long long)t->cols, r->model.d_model,
+                             resdiag_site_name(site), (long long)cols, r->model.d_model,
                              file ? file : "?", line);
     return RESDIAG_OK;
+}
+
+resdiag_status rd_hook_observe(resdiag *r, const char *fn, resdiag_direction dir, int layer,
+                               int sublayer, resdiag_site site, rd_hook_data d,
+                               const char *file, int line)
+{
+    resdiag_status st = check_observe(r, fn, dir, layer, sublayer, site, d, file, line);
+    if (st)
+        return st;
+    const rd_tables *lay = &r->lay;
+    int table, sk_table;
+    size_t slot, sk_slot;
+    rd_tables_site_slot(lay, dir, layer, sublayer, site, 0, &table, &slot);
+    rd_tables_site_slot(lay, dir, layer, sublayer, site, 1, &sk_table, &sk_slot);
+    slot_ref s = { r->cur + rd_tables_offset(lay, table, slot),
+                   r->sp.k ? r->cur + rd_tables_offset(lay, sk_table, sk_slot) : NULL,
+                   r->cur + rd_tables_calls_offset(lay, table, slot),
+                   lay->tables[table].slot_offset + slot, NULL, dir, layer, sublayer, site,
+                   NULL };
+    /* The add's two tensors keep what the update ratio needs. */
+    if (dir == RESDIAG_FORWARD && (site == RESDIAG_STREAM_IN || site == RESDIAG_BRANCH_OUT))
+        s.add = &r->adds[(size_t)layer * (size_t)r->model.n_sublayers + (size_t)sublayer];
+    return record_call(r, fn, &s, d, &r->sp, file, line);
 }
 
 resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, int sublayer,
@@ -212,70 +351,10 @@ resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, 
     static const char fn[] = "resdiag_observe_at";
     if (!r)
         return RESDIAG_OK;
-    if (!r->recording) {
-        int go;
-        return hook_gate(r, fn, file, line, &go);
-    }
-    resdiag_status st = check_observe(r, fn, dir, layer, sublayer, site, &t, file, line);
-    if (st)
-        return st;
-
-    const rd_tables *lay = &r->lay;
-    int table, sk_table;
-    size_t slot, sk_slot;
-    rd_tables_site_slot(lay, dir, layer, sublayer, site, 0, &table, &slot);
-    rd_tables_site_slot(lay, dir, layer, sublayer, site, 1, &sk_table, &sk_slot);
-    double *fields = r->cur + rd_tables_offset(lay, table, slot);
-    double *sketch = r->sp.k ? r->cur + rd_tables_offset(lay, sk_table, sk_slot) : NULL;
-    double *calls = r->cur + rd_tables_calls_offset(lay, table, slot);
-    const size_t cs = lay->tables[table].slot_offset + slot;
-
-    /* The add's two tensors keep their per-token norms for the update ratio;
-     * the call holds the add_state as well as its slot, as the update ratio
-     * reads the other tensor's fields and norms. */
-    add_state *a = NULL;
-    if (dir == RESDIAG_FORWARD && (site == RESDIAG_STREAM_IN || site == RESDIAG_BRANCH_OUT))
-        a = &r->adds[(size_t)layer * (size_t)r->model.n_sublayers + (size_t)sublayer];
-    int claimed = claim(&r->slot_busy[cs]);
-    if (claimed && a && !claim(&a->busy)) {
-        release(&r->slot_busy[cs]);
-        claimed = 0;
-    }
-    char what[96];
-    if (!claimed) {
-        site_label(what, sizeof what, dir, layer, sublayer, site);
-        return busy_bug(r, fn, what, a != NULL, file, line);
-    }
-    if (!isnan(*calls)) {
-        site_label(what, sizeof what, dir, layer, sublayer, site);
-        st = check_repeat(r, fn, what, fields, *calls, &t, file, line);
-        if (st) {
-            if (a)
-                release(&a->busy);
-            release(&r->slot_busy[cs]);
-            return st;
-        }
-    }
-    double *row_norms = NULL;
-    int have_norms = 0; /* rows == 0 needs no buffer */
-    if (a && rd_add_reserve(a, t.rows) == 0) {
-        have_norms = 1;
-        row_norms = site == RESDIAG_STREAM_IN ? a->in_norms : a->br_norms;
-    }
-    observe_slot(r, fields, sketch, calls, row_norms, &t, &r->sp, cs, file, line);
-
-    if (a) {
-        rd_add_observed(r, layer, sublayer, a, site == RESDIAG_STREAM_IN,
-                        have_norms ? t.rows : -1);
-        release(&a->busy);
-    }
-    release(&r->slot_busy[cs]);
-    if (a && !have_norms)
-        return rd_client_bug(r, RESDIAG_E_NOMEM,
-                             "%s: no memory for %lld per-token norms; update ratio per "
-                             "token not recorded (%s:%d)", fn, (long long)t.rows,
-                             file ? file : "?", line);
-    return RESDIAG_OK;
+    if (!r->recording)
+        return rd_hook_idle(r, fn, file, line);
+    rd_hook_data d = { &t, NULL };
+    return rd_hook_observe(r, fn, dir, layer, sublayer, site, d, file, line);
 }
 
 resdiag_status resdiag_observe_alias(resdiag *r, resdiag_direction dir, int layer, int sublayer,
@@ -284,10 +363,8 @@ resdiag_status resdiag_observe_alias(resdiag *r, resdiag_direction dir, int laye
     static const char fn[] = "resdiag_observe_alias";
     if (!r)
         return RESDIAG_OK;
-    if (!r->recording) {
-        int go;
-        return hook_gate(r, fn, NULL, 0, &go);
-    }
+    if (!r->recording)
+        return rd_hook_idle(r, fn, NULL, 0);
     if ((unsigned)dir > RESDIAG_BACKWARD)
         return rd_client_bug(r, RESDIAG_E_INVALID, "%s: unknown direction %d", fn, (int)dir);
     if ((unsigned)site >= RESDIAG_N_BLOCK_SITES || (unsigned)same_as >= RESDIAG_N_BLOCK_SITES)
@@ -319,19 +396,9 @@ resdiag_status resdiag_observe_alias(resdiag *r, resdiag_direction dir, int laye
     return RESDIAG_OK;
 }
 
-resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name, resdiag_tensor t,
-                                     const char *file, int line)
+resdiag_status rd_hook_param_grad(resdiag *r, const char *fn, int layer, const char *name,
+                                  int param, rd_hook_data d, const char *file, int line)
 {
-    static const char fn[] = "resdiag_param_grad_at";
-    if (!r)
-        return RESDIAG_OK;
-    if (!r->recording) {
-        int go;
-        return hook_gate(r, fn, file, line, &go);
-    }
-    if (!name)
-        return rd_client_bug(r, RESDIAG_E_NULL, "%s: name is NULL (%s:%d)", fn,
-                             file ? file : "?", line);
     int model_level = layer == RESDIAG_MODEL_LEVEL;
     if (!model_level && (layer < 0 || layer >= r->model.n_layers))
         return rd_client_bug(r, RESDIAG_E_RANGE, "%s: layer %d out of range 0..%d or "
@@ -340,34 +407,43 @@ resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name, re
     int n = model_level ? r->model.n_model_params : r->model.n_layer_params;
     const char *const *names =
         model_level ? r->model.model_param_names : r->model.layer_param_names;
-    int p = 0;
-    while (p < n && strcmp(names[p], name) != 0)
-        p++;
-    if (p == n)
-        return rd_client_bug(r, RESDIAG_E_RANGE, "%s: '%s' is not a declared %s parameter "
-                             "(%s:%d)", fn, name, model_level ? "model-level" : "per-layer",
-                             file ? file : "?", line);
-    resdiag_status st = check_tensor(r, fn, &t, file, line);
+    if (name) {
+        param = 0;
+        while (param < n && strcmp(names[param], name) != 0)
+            param++;
+        if (param == n)
+            return rd_client_bug(r, RESDIAG_E_RANGE, "%s: '%s' is not a declared %s parameter "
+                                 "(%s:%d)", fn, name, model_level ? "model-level" : "per-layer",
+                                 file ? file : "?", line);
+    } else if (param < 0 || param >= n) {
+        return rd_client_bug(r, RESDIAG_E_RANGE, "%s: parameter index %d out of range 0..%d of "
+                             "the %s parameters (%s:%d)", fn, param, n - 1,
+                             model_level ? "model-level" : "per-layer", file ? file : "?", line);
+    }
+    resdiag_status st = check_data(r, fn, d, file, line);
     if (st)
         return st;
     int table = model_level ? RD_T_MODEL_PARAM : RD_T_LAYER_PARAM;
-    size_t slot = model_level ? (size_t)p : (size_t)layer * (size_t)n + (size_t)p;
-    double *fields = r->cur + rd_tables_offset(&r->lay, table, slot);
-    double *calls = r->cur + rd_tables_calls_offset(&r->lay, table, slot);
-    const size_t cs = r->lay.tables[table].slot_offset + slot;
-    char what[RESDIAG_MAX_NAME + 64];
-    if (model_level)
-        snprintf(what, sizeof what, "the gradient of model parameter '%s'", name);
-    else
-        snprintf(what, sizeof what, "the gradient of '%s' in layer %d", name, layer);
-    if (!claim(&r->slot_busy[cs]))
-        return busy_bug(r, fn, what, 0, file, line);
-    if ((st = check_repeat(r, fn, what, fields, *calls, &t, file, line))) {
-        release(&r->slot_busy[cs]);
-        return st;
-    }
+    size_t slot = model_level ? (size_t)param : (size_t)layer * (size_t)n + (size_t)param;
+    slot_ref s = { r->cur + rd_tables_offset(&r->lay, table, slot), NULL,
+                   r->cur + rd_tables_calls_offset(&r->lay, table, slot),
+                   r->lay.tables[table].slot_offset + slot, NULL, RESDIAG_BACKWARD, layer, 0,
+                   RESDIAG_STREAM_IN, names[param] };
     rd_sketch_params none = { 0, NULL, 0, 0, 0 };
-    observe_slot(r, fields, NULL, calls, NULL, &t, &none, cs, file, line);
-    release(&r->slot_busy[cs]);
-    return RESDIAG_OK;
+    return record_call(r, fn, &s, d, &none, file, line);
+}
+
+resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name, resdiag_tensor t,
+                                     const char *file, int line)
+{
+    static const char fn[] = "resdiag_param_grad_at";
+    if (!r)
+        return RESDIAG_OK;
+    if (!r->recording)
+        return rd_hook_idle(r, fn, file, line);
+    if (!name)
+        return rd_client_bug(r, RESDIAG_E_NULL, "%s: name is NULL (%s:%d)", fn,
+                             file ? file : "?", line);
+    rd_hook_data d = { &t, NULL };
+    return rd_hook_param_grad(r, fn, layer, name, -1, d, file, line);
 }

@@ -144,6 +144,7 @@ static resdiag_status alloc_buffers(resdiag *r, const open_ctx *c)
     size_t n_adds = (size_t)m->n_layers * (size_t)m->n_sublayers;
     r->sp.k = opt->sketch_size;
     r->sp.seed = opt->sketch_seed;
+    r->row_sign_base = 0; /* one process: rows are numbered from 0 */
     r->sp.tau_len = (size_t)(m->d_model > m->shard_cols ? m->d_model : m->shard_cols);
     if (r->sp.tau_len < MIN_TAU_LEN)
         r->sp.tau_len = MIN_TAU_LEN;

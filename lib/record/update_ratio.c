@@ -2,7 +2,9 @@
  * update_ratio.c - the update ratio of a residual add x + dx: ||dx||_F /
  * ||x||_F over the step, and the mean of the per-token ratios when every
  * STREAM_IN call of the step has a BRANCH_OUT partner of the same rows.
- * The hooks (hooks.c) keep the per-token norms in the add_state.
+ * The tensor hooks (hooks.c) keep the per-token norms in the add_state; a
+ * BRANCH_OUT of statistics computed elsewhere (partial.c) brings the sum
+ * of its per-token ratios instead.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -27,13 +29,37 @@ int rd_add_reserve(add_state *a, int64_t rows)
     return 0;
 }
 
-/* One more call for the add of (layer, sublayer): notes its per-token
- * norms, and when it completes a pair (as many STREAM_IN as BRANCH_OUT
+/* The per-token ratios of the pair that a's latest STREAM_IN and
+ * BRANCH_OUT calls make: of two tensors, from their norms; of two partials,
+ * what the BRANCH_OUT brought. Rows that differ, norms not kept, a ratio
+ * not computed, or a tensor paired with a partial (one side's norms are
+ * not here) leave the step without a per-token mean. */
+static void add_pair(add_state *a)
+{
+    if (a->in_partial != a->br_partial || a->in_rows != a->br_rows || a->in_rows < 0) {
+        a->tok_unpaired = 1;
+    } else if (a->br_partial) {
+        if (a->br_ratio_rows < 0) {
+            a->tok_unpaired = 1;
+        } else {
+            a->tok_sum += a->br_ratio_sum;
+            a->tok_n += a->br_ratio_rows;
+        }
+    } else {
+        for (int64_t i = 0; i < a->in_rows; i++)
+            if (a->in_norms[i] > 0) {
+                a->tok_sum += a->br_norms[i] / a->in_norms[i];
+                a->tok_n++;
+            }
+    }
+}
+
+/* One more call for the add of (layer, sublayer): notes what it gives per
+ * token, and when it completes a pair (as many STREAM_IN as BRANCH_OUT
  * calls in the step) updates the step's ratios over every pair so far:
  * ||dx||_F / ||x||_F from the merged fields, the mean per-token ratio from
  * the paired rows. */
-void rd_add_observed(resdiag *r, int layer, int sublayer, add_state *a, int is_in,
-                     int64_t rows)
+void rd_add_observed(resdiag *r, int layer, int sublayer, add_state *a, const rd_add_call *c)
 {
     if (a->mark != r->serial) {
         a->mark = r->serial;
@@ -44,26 +70,22 @@ void rd_add_observed(resdiag *r, int layer, int sublayer, add_state *a, int is_i
     }
     /* a second call of one side before the other side's: the first one's
      * norms are gone, so its rows cannot be paired */
-    if (is_in ? a->in_calls > a->br_calls : a->br_calls > a->in_calls)
+    if (c->is_in ? a->in_calls > a->br_calls : a->br_calls > a->in_calls)
         a->tok_unpaired = 1;
-    if (is_in) {
-        a->in_rows = rows;
+    if (c->is_in) {
+        a->in_rows = c->rows;
+        a->in_partial = c->partial;
         a->in_calls++;
     } else {
-        a->br_rows = rows;
+        a->br_rows = c->rows;
+        a->br_partial = c->partial;
+        a->br_ratio_sum = c->ratio_sum;
+        a->br_ratio_rows = c->ratio_rows;
         a->br_calls++;
     }
     if (a->in_calls != a->br_calls)
         return;
-    if (a->in_rows == a->br_rows && a->in_rows >= 0) {
-        for (int64_t i = 0; i < a->in_rows; i++)
-            if (a->in_norms[i] > 0) {
-                a->tok_sum += a->br_norms[i] / a->in_norms[i];
-                a->tok_n++;
-            }
-    } else {
-        a->tok_unpaired = 1;
-    }
+    add_pair(a);
 
     const rd_tables *lay = &r->lay;
     size_t slot_in, slot_br;

@@ -3,7 +3,8 @@
  * as the running sums from which two runs combine exactly as one run over
  * both would (within rounding). lib/stats/stats.c computes and combines
  * them; lib/stats/split.c hands one half of a large tensor to another
- * thread with them. Internal to lib/stats.
+ * thread with them; lib/stats/partial.c gives them out as the public
+ * resdiag_partial. Internal to lib/stats.
  */
 #ifndef RESDIAG_STATS_PART_H
 #define RESDIAG_STATS_PART_H
@@ -33,6 +34,13 @@ void rd_stats_part_rows(rd_stats_part *part, rd_stats_path path, double *row_nor
 void rd_stats_part_fields(double *fields, double *sketch, const rd_stats_part *first,
                           const rd_stats_part *second, const resdiag_tensor *t,
                           const rd_sketch_params *sp);
+
+/* The public partial statistics (resdiag.h, doc/PARTIAL.md) of the whole
+ * of t from its rows in *part (every row of t, as rd_stats_part_rows(...,
+ * 0, t->rows) gives them): the sums of squares as plain values, the
+ * sketch's members past sp->k 0, ratio_sum 0 and ratio_rows -1. */
+void rd_stats_part_public(resdiag_partial *out, const rd_stats_part *part,
+                          const resdiag_tensor *t, const rd_sketch_params *sp);
 
 /* Bytes of one element of dtype (a known one). */
 size_t rd_stats_dtype_size(resdiag_dtype dtype);

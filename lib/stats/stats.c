@@ -1135,6 +1135,53 @@ void rd_stats_part_fields(double *fields, double *sketch, const rd_stats_part *f
     partial_fields(&p, t->rows, t->cols, K, fields, sketch);
 }
 
+/* An ssq's value scale^2 * sumsq as a plain double (+Inf beyond the range). */
+static double ssq_value(const ssq *a)
+{
+    return a->scale == 0.0 ? 0.0 : a->scale * (a->scale * a->sumsq);
+}
+
+/* The mean and sum of squared deviations of m; the mean NaN over no token. */
+static void moments_public(double *mean, double *m2, const moments *m, double n, double f)
+{
+    *mean = n > 0 ? m->mean * f : NAN;
+    *m2 = ssq_value(&m->m2) * (f * f);
+}
+
+/* partial_fields' twin for the public struct: the same quantities before
+ * the divisions and square roots that make them fields. */
+void rd_stats_part_public(resdiag_partial *out, const rd_stats_part *part,
+                          const resdiag_tensor *t, const rd_sketch_params *sp)
+{
+    const size_t K = sp != NULL && sp->k > 0 ? (size_t)sp->k : 0;
+    partial p;
+    memcpy(&p, part->opaque, sizeof p);
+    memset(out, 0, sizeof *out);
+    const double n = (double)t->rows;
+    out->rows = n;
+    out->cols = (double)t->cols;
+    out->sumsq = ssq_value(&p.frob);
+    if (p.norm_max == INFINITY) { /* as partial_fields: the norms' moments from the rms' */
+        out->sumsq = INFINITY;
+        moments_public(&out->norm_mean, &out->norm_m2, &p.rms, n, sqrt((double)t->cols));
+    } else {
+        moments_public(&out->norm_mean, &out->norm_m2, &p.norm, n, 1.0);
+    }
+    out->norm_min = n > 0 ? p.norm_min : NAN;
+    out->norm_max = n > 0 ? p.norm_max : NAN;
+    moments_public(&out->mean_mean, &out->mean_m2, &p.mean, n, 1.0);
+    moments_public(&out->rms_mean, &out->rms_m2, &p.rms, n, 1.0);
+    moments_public(&out->std_mean, &out->std_m2, &p.sdev, n, 1.0);
+    out->absmax = p.amax;
+    out->absmax_col = p.amax_col;
+    out->nan_count = (double)p.nan;
+    out->inf_count = (double)p.inf;
+    out->ratio_sum = 0.0;
+    out->ratio_rows = -1.0;
+    for (size_t m = 0; m < K; m++)
+        out->sketch[m] = p.sketch[m];
+}
+
 static void compute(rd_stats_path path, double *fields, double *sketch, double *row_norms,
                     const resdiag_tensor *t, const rd_sketch_params *sp)
 {

@@ -1,0 +1,41 @@
+/*
+ * hooks.h - what the hook entry points share (hooks.c: a tensor the
+ * library reads; partial.c: statistics computed elsewhere): the checks of
+ * the call, the slot claim, the merge of a step's calls into the slot,
+ * CALL_SEQ, the call site and the update ratio, for either kind of data.
+ * Internal.
+ */
+#ifndef RD_RECORD_HOOKS_H
+#define RD_RECORD_HOOKS_H
+
+#include "record/handle.h"
+
+/* What one hook call brings: a tensor (t), whose statistics the library
+ * computes, or the partial statistics of one (p, when t is NULL). */
+typedef struct rd_hook_data {
+    const resdiag_tensor *t;
+    const resdiag_partial *p;
+} rd_hook_data;
+
+/* A hook of a run that is not recording the open step (or has none):
+ * RESDIAG_E_STATE after close, the writer's sticky error, else OK (a
+ * no-op). */
+resdiag_status rd_hook_idle(resdiag *r, const char *fn, const char *file, int line);
+
+/* The checks of a tensor for function fn: dtype, shape, stride, data. */
+resdiag_status rd_hook_check_tensor(resdiag *r, const char *fn, const resdiag_tensor *t,
+                                    const char *file, int line);
+
+/* resdiag_observe_at for either kind of data, for a run recording the
+ * open step (the entry points check r and rd_hook_idle first). */
+resdiag_status rd_hook_observe(resdiag *r, const char *fn, resdiag_direction dir, int layer,
+                               int sublayer, resdiag_site site, rd_hook_data d,
+                               const char *file, int line);
+
+/* resdiag_param_grad_at for either kind of data, likewise: the parameter
+ * given by name (not NULL) or, with name NULL, by its index param into the
+ * layer's (or the model's) parameter names. */
+resdiag_status rd_hook_param_grad(resdiag *r, const char *fn, int layer, const char *name,
+                                  int param, rd_hook_data d, const char *file, int line);
+
+#endif /* RD_RECORD_HOOKS_H */
