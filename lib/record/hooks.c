@@ -22,6 +22,8 @@ static resdiag_status hook_gate(resdiag *r, const char *fn, const char *file, in
                                 int *go)
 {
     *go = 0;
+    if (r->rank_idle) /* a rank that does not record: no-ops, whatever the call */
+        return RESDIAG_OK;
     if (r->state != RUN_OPEN)
         return rd_client_bug(r, RESDIAG_E_STATE, "%s after resdiag_close (%s:%d)", fn,
                              file ? file : "?", line);
@@ -165,10 +167,36 @@ static void observe_slot(resdiag *r, double *fields, double *sketch, double *cal
     }
     double more[RESDIAG_N_FIELDS], more_sketch[RESDIAG_MAX_SKETCH];
     rd_sketch_params later = *sp;
-    later.row0 = (int64_t)fields[RESDIAG_FIELD_ROWS];
+    later.row0 = sp->row0 + (int64_t)fields[RESDIAG_FIELD_ROWS];
     tensor_stats(r, more, sketch ? more_sketch : NULL, row_norms, t, &later);
     rd_stats_merge(fields, sketch, more, more_sketch, sketch ? sp->k : 0);
     *calls += 1;
+}
+
+/* A pipeline stage holds layers layer_lo .. layer_hi-1 only: a hook for
+ * another layer is the trainer's mistake (another stage records it). */
+static resdiag_status check_stage(resdiag *r, const char *fn, int layer, const char *file,
+                                  int line)
+{
+    if (layer >= r->layer_lo && layer < r->layer_hi)
+        return RESDIAG_OK;
+    return rd_client_bug(r, RESDIAG_E_RANGE,
+                         "%s: layer %d is not in this pipeline stage's layers %d..%d "
+                         "(layer_first, layer_count): not recorded (%s:%d)", fn, layer,
+                         r->layer_lo, r->layer_hi - 1, file ? file : "?", line);
+}
+
+/* The sketch parameters of a tensor of width cols at this rank: its rows'
+ * signs after the rank's base (row_sign_base), and a shard's columns at
+ * their place in d_model (shard_col0; a tensor of width d_model on a
+ * tensor-parallel rank is the same on every rank, taken as is). */
+static rd_sketch_params rank_sketch(const resdiag *r, int64_t cols)
+{
+    rd_sketch_params sp = r->sp;
+    sp.row0 = r->row_sign_base;
+    if (r->shard_col0 >= 0 && cols == r->model.shard_cols)
+        sp.col0 = r->shard_col0;
+    return sp;
 }
 
 /* The arguments of resdiag_observe_at: direction, site, layer and
@@ -178,6 +206,7 @@ static resdiag_status check_observe(resdiag *r, const char *fn, resdiag_directio
                                     int layer, int sublayer, resdiag_site site,
                                     const resdiag_tensor *t, const char *file, int line)
 {
+    resdiag_status st;
     if ((unsigned)dir > RESDIAG_BACKWARD)
         return rd_client_bug(r, RESDIAG_E_INVALID, "%s: unknown direction %d (%s:%d)", fn,
                              (int)dir, file ? file : "?", line);
@@ -192,8 +221,10 @@ static resdiag_status check_observe(resdiag *r, const char *fn, resdiag_directio
             return rd_client_bug(r, RESDIAG_E_RANGE,
                                  "%s: sublayer %d out of range 0..%d (%s:%d)", fn, sublayer,
                                  r->model.n_sublayers - 1, file ? file : "?", line);
+        if ((st = check_stage(r, fn, layer, file, line)))
+            return st;
     }
-    resdiag_status st = check_tensor(r, fn, t, file, line);
+    st = check_tensor(r, fn, t, file, line);
     if (st)
         return st;
     if (site != RESDIAG_LOGITS && t->cols != r->model.d_model &&
@@ -262,7 +293,8 @@ resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, 
         have_norms = 1;
         row_norms = site == RESDIAG_STREAM_IN ? a->in_norms : a->br_norms;
     }
-    observe_slot(r, fields, sketch, calls, row_norms, &t, &r->sp, cs, file, line);
+    const rd_sketch_params sp = rank_sketch(r, site == RESDIAG_LOGITS ? 0 : t.cols);
+    observe_slot(r, fields, sketch, calls, row_norms, &t, &sp, cs, file, line);
 
     if (a) {
         rd_add_observed(r, layer, sublayer, a, site == RESDIAG_STREAM_IN,
@@ -302,6 +334,9 @@ resdiag_status resdiag_observe_alias(resdiag *r, resdiag_direction dir, int laye
     if (sublayer < 0 || sublayer >= r->model.n_sublayers)
         return rd_client_bug(r, RESDIAG_E_RANGE, "%s: sublayer %d out of range 0..%d", fn,
                              sublayer, r->model.n_sublayers - 1);
+    resdiag_status st = check_stage(r, fn, layer, NULL, 0);
+    if (st)
+        return st;
     const rd_tables *lay = &r->lay;
     int table;
     size_t slot;
@@ -337,6 +372,9 @@ resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name, re
         return rd_client_bug(r, RESDIAG_E_RANGE, "%s: layer %d out of range 0..%d or "
                              "RESDIAG_MODEL_LEVEL (%s:%d)", fn, layer, r->model.n_layers - 1,
                              file ? file : "?", line);
+    resdiag_status st;
+    if (!model_level && (st = check_stage(r, fn, layer, file, line)))
+        return st;
     int n = model_level ? r->model.n_model_params : r->model.n_layer_params;
     const char *const *names =
         model_level ? r->model.model_param_names : r->model.layer_param_names;
@@ -347,8 +385,7 @@ resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name, re
         return rd_client_bug(r, RESDIAG_E_RANGE, "%s: '%s' is not a declared %s parameter "
                              "(%s:%d)", fn, name, model_level ? "model-level" : "per-layer",
                              file ? file : "?", line);
-    resdiag_status st = check_tensor(r, fn, &t, file, line);
-    if (st)
+    if ((st = check_tensor(r, fn, &t, file, line)))
         return st;
     int table = model_level ? RD_T_MODEL_PARAM : RD_T_LAYER_PARAM;
     size_t slot = model_level ? (size_t)p : (size_t)layer * (size_t)n + (size_t)p;
@@ -366,7 +403,7 @@ resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name, re
         release(&r->slot_busy[cs]);
         return st;
     }
-    rd_sketch_params none = { 0, NULL, 0, 0, 0 };
+    rd_sketch_params none = { 0, NULL, 0, 0, 0, 0 };
     observe_slot(r, fields, NULL, calls, NULL, &t, &none, cs, file, line);
     release(&r->slot_busy[cs]);
     return RESDIAG_OK;
