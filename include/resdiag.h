@@ -610,8 +610,10 @@ typedef struct resdiag_partial {
     double rms_mean, rms_m2;  /*   ... for the q_i */
     double std_mean, std_m2;  /*   ... for the s_i */
     double absmax;            /* the largest |value|, -1 when none is finite */
-    double absmax_col;        /* its column (the first on ties, the first row
-                                 on ties across rows), NaN when none */
+    double absmax_col;        /* its column in the tensor (the first on ties, the
+                                 first row on ties across rows; a tensor-parallel
+                                 shard's column within the shard: the library
+                                 records it at its place in d_model), NaN when none */
     double nan_count, inf_count;
     /* The per-token update ratio, at BRANCH_OUT only: sum over the rows i
      * with ||x_i|| > 0 of n_i / ||x_i||, where x is the STREAM_IN tensor of

@@ -46,6 +46,10 @@
 #define RD_ATTR_LAYER_COUNT "layer_count"             /* int64, 0 = every layer */
 #define RD_ATTR_RECORD_RANK_EVERY "record_rank_every" /* int64 */
 #define RD_ATTR_JOB_ID "job_id"                       /* string, "" unknown */
+/* The value of RD_ATTR_SPLIT for a resdiag_split ("none", "data",
+ * "sequence", "tensor", "pipeline"); NULL outside 0..RESDIAG_SPLIT_PIPELINE
+ * (lib/format/ranks.c). */
+const char *rd_split_name(int split);
 #define RD_ATTR_CREATED_UTC "created_utc"
 #define RD_ATTR_PROGRAM "program"
 #define RD_ATTR_HDF5_VERSION "hdf5_version"

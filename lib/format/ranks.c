@@ -3,11 +3,13 @@
  * trainer gave, so that `resdiag report run.h5` names the run as the user
  * does; the others sit beside it with the rank in the name, so that a
  * directory listing groups them and the reader finds them from that one
- * path without listing the directory (doc/RANKS.md).
+ * path without listing the directory (doc/RANKS.md). Also the names of
+ * the splits as the file stores them.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "format/format.h"
 #include "resdiag.h"
 
 resdiag_status resdiag_rank_path(char *out, size_t out_len, const char *path, int rank)
@@ -30,4 +32,12 @@ resdiag_status resdiag_rank_path(char *out, size_t out_len, const char *path, in
         return RESDIAG_E_RANGE;
     }
     return RESDIAG_OK;
+}
+
+const char *rd_split_name(int split)
+{
+    static const char *const names[] = { "none", "data", "sequence", "tensor", "pipeline" };
+    if (split < 0 || split >= (int)(sizeof names / sizeof *names))
+        return NULL;
+    return names[split];
 }

@@ -67,6 +67,12 @@ resdiag_status rd_attr_put_int(hid_t obj, const char *name, int v, rd_h5_error *
     return put_scalar(obj, name, H5T_STD_I32LE, H5T_NATIVE_INT, &v, e);
 }
 
+resdiag_status rd_attr_put_i64(hid_t obj, const char *name, int64_t v, rd_h5_error *e)
+{
+    long long i = v;
+    return put_scalar(obj, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, &i, e);
+}
+
 resdiag_status rd_attr_put_u64(hid_t obj, const char *name, uint64_t v, rd_h5_error *e)
 {
     unsigned long long u = v;

@@ -19,6 +19,8 @@
  * (e->msg says so). */
 
 resdiag_status rd_attr_put_int(hid_t obj, const char *name, int v, rd_h5_error *e);
+/* A signed 64-bit integer (the rank attributes). */
+resdiag_status rd_attr_put_i64(hid_t obj, const char *name, int64_t v, rd_h5_error *e);
 resdiag_status rd_attr_put_u64(hid_t obj, const char *name, uint64_t v, rd_h5_error *e);
 /* NULL is stored as "". */
 resdiag_status rd_attr_put_str(hid_t obj, const char *name, const char *v, rd_h5_error *e);

@@ -55,7 +55,7 @@ static int header_crosses_page(hid_t ds)
  * up quietly after a few tries (the file is as good as before). */
 int rd_space_keep_header_in_one_page(hid_t file, hid_t *ds, const char *name, rd_h5_error *e)
 {
-    enum { TRIES = 6 };
+    enum { TRIES = 16 }; /* 9 seen needed, with the rank attributes on the root */
     char tmp[TRIES][128]; /* table paths are short literals (format/tables.c) */
     int n_tmp = 0, found = -1;
     hid_t dapl = H5I_INVALID_HID;

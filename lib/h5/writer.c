@@ -185,6 +185,11 @@ static int attr_int(hid_t obj, const char *name, int v, werr *e)
     return put(rd_attr_put_int(obj, name, v, &e->h5), name, e);
 }
 
+static int attr_i64(hid_t obj, const char *name, int64_t v, werr *e)
+{
+    return put(rd_attr_put_i64(obj, name, v, &e->h5), name, e);
+}
+
 static int attr_u64(hid_t obj, const char *name, uint64_t v, werr *e)
 {
     return put(rd_attr_put_u64(obj, name, v, &e->h5), name, e);
@@ -260,6 +265,24 @@ static void host_name(char *buf, size_t len)
 
 /* -------------------------------------------------------------- creation */
 
+/* The rank that writes the file, on every file (one of one process too),
+ * so that a reader never guesses. */
+static int write_rank_attrs(hid_t file, const rd_rank_attrs *ra, werr *e)
+{
+    static const rd_rank_attrs single = { 0, 1, -1, "single", "none", 0, 0, 0, 1, "" };
+    const rd_rank_attrs *a = ra ? ra : &single;
+    return attr_i64(file, RD_ATTR_RANK, a->rank, e)
+           && attr_i64(file, RD_ATTR_WORLD_SIZE, a->world_size, e)
+           && attr_i64(file, RD_ATTR_LOCAL_RANK, a->local_rank, e)
+           && attr_str(file, RD_ATTR_RANK_SOURCE, a->rank_source, e)
+           && attr_str(file, RD_ATTR_SPLIT, a->split, e)
+           && attr_i64(file, RD_ATTR_SHARD_COL_OFFSET, a->shard_col_offset, e)
+           && attr_i64(file, RD_ATTR_LAYER_FIRST, a->layer_first, e)
+           && attr_i64(file, RD_ATTR_LAYER_COUNT, a->layer_count, e)
+           && attr_i64(file, RD_ATTR_RECORD_RANK_EVERY, a->record_rank_every, e)
+           && attr_str(file, RD_ATTR_JOB_ID, a->job_id, e);
+}
+
 static int write_root_attrs(hid_t file, const rd_file_header *hdr, werr *e)
 {
     const resdiag_model *m = hdr->model;
@@ -314,7 +337,8 @@ static int write_root_attrs(hid_t file, const rd_file_header *hdr, werr *e)
            && (!m->head_param || attr_str(file, RD_ATTR_HEAD_PARAM, m->head_param, e))
            && (!m->residual_param || attr_str(file, RD_ATTR_RESIDUAL_PARAM, m->residual_param, e))
            && (m->n_metrics <= 0
-               || attr_strs(file, RD_ATTR_METRIC_NAMES, m->metric_names, (size_t)m->n_metrics, e));
+               || attr_strs(file, RD_ATTR_METRIC_NAMES, m->metric_names, (size_t)m->n_metrics, e))
+           && write_rank_attrs(file, hdr->ranks, e);
 }
 
 /* A new group `name` without times (and with its attributes' creation

@@ -16,6 +16,17 @@
 
 typedef struct rd_writer rd_writer;
 
+/* Which rank of its job wrote the file (the root's rank attributes,
+ * doc/FORMAT.md); strings are copied. */
+typedef struct rd_rank_attrs {
+    int rank, world_size;
+    int local_rank;            /* -1: unknown */
+    const char *rank_source;   /* "explicit", "torchrun", "openmpi", "pmi", "slurm", "single" */
+    const char *split;         /* rd_split_name() */
+    int shard_col_offset, layer_first, layer_count, record_rank_every;
+    const char *job_id;        /* "" when unknown */
+} rd_rank_attrs;
+
 /* Everything that goes into the root attributes (strings are copied), and
  * what creating the file may replace. */
 typedef struct rd_file_header {
@@ -26,6 +37,7 @@ typedef struct rd_file_header {
     int record_chunk_steps;       /* steps per append (flush_steps), >= 1: the tables'
                                      chunks hold a quarter of it, /steps at least 256 */
     int overwrite;                /* 1: an existing resdiag run file at the path is replaced */
+    const rd_rank_attrs *ranks;   /* NULL: rank 0 of 1, split none, source "single" */
 } rd_file_header;
 
 /* Where an observed tensor's hook was called: one per stats slot

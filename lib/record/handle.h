@@ -53,10 +53,24 @@ struct resdiag {
     size_t n_owned;
     resdiag_options opt;
     rd_tables lay;
-    float *tau;        /* (sp.tau_len) */
-    rd_sketch_params sp;
-    int64_t row_sign_base; /* the sketch's row sign index of this process's row 0 (0 for
-                              one process; a rank of a data or sequence split its own) */
+    float *tau;        /* (2 * sp.tau_len) the column signs, twice: a shard's signs
+                          start anywhere in it (stats.h, col0) */
+    rd_sketch_params sp; /* row0 0 and col0 0; a hook adds the two below */
+    /* Jobs of several ranks (doc/RANKS.md). Added to every row sign index:
+     * rank << 40 for DATA and SEQUENCE splits, so that each rank's rows have
+     * their own signs; 0 otherwise (TENSOR and PIPELINE ranks see the same
+     * tokens) and for one process. */
+    int64_t row_sign_base;
+    /* TENSOR split: a tensor of width shard_cols is the columns
+     * shard_col0 .. +shard_cols-1 of d_model (sketch and ABSMAX_COL global);
+     * -1 otherwise. */
+    int64_t shard_col0;
+    /* PIPELINE split: the layers this rank holds, layer_lo .. layer_hi-1
+     * (0 .. n_layers otherwise). */
+    int layer_lo, layer_hi;
+    /* This rank does not record (record_rank_every): there is no file and
+     * every call is a no-op that returns OK. */
+    int rank_idle;
 
     enum { RUN_OPEN, RUN_CLOSED } state;
     int enabled;

@@ -22,6 +22,8 @@
  * once, at DEBUG level. */
 resdiag_status rd_hook_idle(resdiag *r, const char *fn, const char *file, int line)
 {
+    if (r->rank_idle) /* a rank that does not record: no-ops, whatever the call */
+        return RESDIAG_OK;
     if (r->state != RUN_OPEN)
         return rd_client_bug(r, RESDIAG_E_STATE, "%s after resdiag_close (%s:%d)", fn,
                              file ? file : "?", line);
@@ -184,8 +186,13 @@ static resdiag_status check_repeat(resdiag *r, const char *fn, const slot_ref *s
 static void data_stats(resdiag *r, double *fields, double *sketch, double *row_norms,
                        rd_hook_data d, const rd_sketch_params *sp)
 {
-    if (!d.t)
+    if (!d.t) {
         rd_partial_fields(fields, sketch, d.p, sketch ? sp->k : 0);
+        /* a shard's column is recorded at its place in d_model, as the
+         * kernels do for a tensor (its sketch is already global) */
+        if (sp->col0 > 0 && !isnan(fields[RESDIAG_FIELD_ABSMAX_COL]))
+            fields[RESDIAG_FIELD_ABSMAX_COL] += (double)sp->col0;
+    }
     else if (r->opt.hook_threads >= 2)
         rd_split_compute(r->split, fields, sketch, row_norms, d.t, sp);
     else
@@ -211,7 +218,7 @@ static void observe_slot(resdiag *r, const slot_ref *s, double *row_norms, rd_ho
     }
     double more[RESDIAG_N_FIELDS], more_sketch[RESDIAG_MAX_SKETCH];
     rd_sketch_params later = *sp;
-    later.row0 = (int64_t)s->fields[RESDIAG_FIELD_ROWS];
+    later.row0 = sp->row0 + (int64_t)s->fields[RESDIAG_FIELD_ROWS];
     data_stats(r, more, s->sketch ? more_sketch : NULL, row_norms, d, &later);
     rd_stats_merge(s->fields, s->sketch, more, more_sketch, s->sketch ? sp->k : 0);
     *s->calls += 1;
@@ -286,6 +293,28 @@ static resdiag_status record_call(resdiag *r, const char *fn, const slot_ref *s,
     return RESDIAG_OK;
 }
 
+/* A pipeline stage holds layers layer_lo .. layer_hi-1 only: a hook for
+ * another layer is the trainer's mistake (another stage records it). */
+static resdiag_status check_stage(resdiag *r, const char *fn, int layer, const char *file,
+                                  int line)
+{
+    if (layer >= r->layer_lo && layer < r->layer_hi)
+        return RESDIAG_OK;
+    return rd_client_bug(r, RESDIAG_E_RANGE,
+                         "%s: layer %d is not in this pipeline stage's layers %d..%d "
+                         "(layer_first, layer_count): not recorded (%s:%d)", fn, layer,
+                         r->layer_lo, r->layer_hi - 1, file ? file : "?", line);
+}
+
+rd_sketch_params rd_hook_sketch(const resdiag *r, int64_t cols)
+{
+    rd_sketch_params sp = r->sp;
+    sp.row0 = r->row_sign_base;
+    if (r->shard_col0 >= 0 && cols == r->model.shard_cols)
+        sp.col0 = r->shard_col0;
+    return sp;
+}
+
 /* The arguments of resdiag_observe_at: direction, site, layer and
  * sublayer in range, the data well formed and of the model's width
  * (logits excepted). */
@@ -307,6 +336,9 @@ static resdiag_status check_observe(resdiag *r, const char *fn, resdiag_directio
             return rd_client_bug(r, RESDIAG_E_RANGE,
                                  "%s: sublayer %d out of range 0..%d (%s:%d)", fn, sublayer,
                                  r->model.n_sublayers - 1, file ? file : "?", line);
+        resdiag_status st = check_stage(r, fn, layer, file, line);
+        if (st)
+            return st;
     }
     resdiag_status st = check_data(r, fn, d, file, line);
     if (st)
@@ -341,7 +373,8 @@ resdiag_status rd_hook_observe(resdiag *r, const char *fn, resdiag_direction dir
     /* The add's two tensors keep what the update ratio needs. */
     if (dir == RESDIAG_FORWARD && (site == RESDIAG_STREAM_IN || site == RESDIAG_BRANCH_OUT))
         s.add = &r->adds[(size_t)layer * (size_t)r->model.n_sublayers + (size_t)sublayer];
-    return record_call(r, fn, &s, d, &r->sp, file, line);
+    const rd_sketch_params sp = rd_hook_sketch(r, site == RESDIAG_LOGITS ? 0 : data_cols(d));
+    return record_call(r, fn, &s, d, &sp, file, line);
 }
 
 resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, int sublayer,
@@ -379,6 +412,9 @@ resdiag_status resdiag_observe_alias(resdiag *r, resdiag_direction dir, int laye
     if (sublayer < 0 || sublayer >= r->model.n_sublayers)
         return rd_client_bug(r, RESDIAG_E_RANGE, "%s: sublayer %d out of range 0..%d", fn,
                              sublayer, r->model.n_sublayers - 1);
+    resdiag_status st = check_stage(r, fn, layer, NULL, 0);
+    if (st)
+        return st;
     const rd_tables *lay = &r->lay;
     int table;
     size_t slot;
@@ -404,6 +440,9 @@ resdiag_status rd_hook_param_grad(resdiag *r, const char *fn, int layer, const c
         return rd_client_bug(r, RESDIAG_E_RANGE, "%s: layer %d out of range 0..%d or "
                              "RESDIAG_MODEL_LEVEL (%s:%d)", fn, layer, r->model.n_layers - 1,
                              file ? file : "?", line);
+    resdiag_status st;
+    if (!model_level && (st = check_stage(r, fn, layer, file, line)))
+        return st;
     int n = model_level ? r->model.n_model_params : r->model.n_layer_params;
     const char *const *names =
         model_level ? r->model.model_param_names : r->model.layer_param_names;
@@ -420,8 +459,7 @@ resdiag_status rd_hook_param_grad(resdiag *r, const char *fn, int layer, const c
                              "the %s parameters (%s:%d)", fn, param, n - 1,
                              model_level ? "model-level" : "per-layer", file ? file : "?", line);
     }
-    resdiag_status st = check_data(r, fn, d, file, line);
-    if (st)
+    if ((st = check_data(r, fn, d, file, line)))
         return st;
     int table = model_level ? RD_T_MODEL_PARAM : RD_T_LAYER_PARAM;
     size_t slot = model_level ? (size_t)param : (size_t)layer * (size_t)n + (size_t)param;
@@ -429,7 +467,7 @@ resdiag_status rd_hook_param_grad(resdiag *r, const char *fn, int layer, const c
                    r->cur + rd_tables_calls_offset(&r->lay, table, slot),
                    r->lay.tables[table].slot_offset + slot, NULL, RESDIAG_BACKWARD, layer, 0,
                    RESDIAG_STREAM_IN, names[param] };
-    rd_sketch_params none = { 0, NULL, 0, 0, 0 };
+    rd_sketch_params none = { 0, NULL, 0, 0, 0, 0 };
     return record_call(r, fn, &s, d, &none, file, line);
 }
 

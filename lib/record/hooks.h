@@ -22,6 +22,12 @@ typedef struct rd_hook_data {
  * no-op). */
 resdiag_status rd_hook_idle(resdiag *r, const char *fn, const char *file, int line);
 
+/* The sketch parameters of data of width cols at this rank: its rows'
+ * signs after the rank's base (row_sign_base), and a shard's columns at
+ * their place in d_model (shard_col0; a tensor of width d_model on a
+ * tensor-parallel rank is the same on every rank, taken as is). */
+rd_sketch_params rd_hook_sketch(const resdiag *r, int64_t cols);
+
 /* The checks of a tensor for function fn: dtype, shape, stride, data. */
 resdiag_status rd_hook_check_tensor(resdiag *r, const char *fn, const resdiag_tensor *t,
                                     const char *file, int line);

@@ -20,7 +20,7 @@ static int metric_index(const resdiag *r, const char *name)
 resdiag_status resdiag_step_metric(resdiag *r, const char *name, double value)
 {
     static const char fn[] = "resdiag_step_metric";
-    if (!r)
+    if (!r || r->rank_idle)
         return RESDIAG_OK;
     if (r->state != RUN_OPEN)
         return rd_client_bug(r, RESDIAG_E_STATE, "%s after resdiag_close", fn);

@@ -1,13 +1,16 @@
 /*
  * open.c - the life of a handle: the defaults of the model and options,
- * resdiag_open (copy what the trainer gave, check it, allocate the step
- * buffer, create the file), resdiag_close and resdiag_destroy.
+ * resdiag_open (copy what the trainer gave, check it, find the rank,
+ * allocate the step buffer, create the rank's file), resdiag_close and
+ * resdiag_destroy.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/sized_struct.h"
+#include "format/format.h"
 #include "record/handle.h"
+#include "record/ranks.h"
 #include "record/signals.h"
 #include "record/validate.h"
 
@@ -21,6 +24,7 @@ void resdiag_model_init(resdiag_model *model)
         return;
     memset(model, 0, sizeof *model);
     model->struct_size = sizeof *model;
+    model->rank = RESDIAG_RANK_DETECT;
 }
 
 void resdiag_options_init(resdiag_options *options)
@@ -37,6 +41,7 @@ void resdiag_options_init(resdiag_options *options)
     options->flush_steps = 16;
     options->flush_seconds = 10.0;
     options->hook_threads = 1;
+    options->record_rank_every = 1;
 }
 
 /* ---------------------------------------------------------------- open */
@@ -152,7 +157,7 @@ static resdiag_status alloc_buffers(resdiag *r, const open_ctx *c)
      * of two, so columns beyond the table (logits) wrap onto other buckets
      * and the sketch stays unbiased for widths up to K * tau_len. */
     r->sp.tau_len |= 1;
-    r->tau = malloc(r->sp.tau_len * sizeof *r->tau);
+    r->tau = malloc(2 * r->sp.tau_len * sizeof *r->tau);
     r->batch = malloc((size_t)opt->flush_steps * r->lay.record_len * sizeof *r->batch);
     r->batch_steps = malloc((size_t)opt->flush_steps * sizeof *r->batch_steps);
     r->batch_times = malloc((size_t)opt->flush_steps * sizeof *r->batch_times);
@@ -163,6 +168,7 @@ static resdiag_status alloc_buffers(resdiag *r, const open_ctx *c)
         !r->adds || !r->slot_busy)
         return rd_open_fail(c, RESDIAG_E_NOMEM, "resdiag_open: out of memory");
     rd_fill_column_signs(r->tau, r->sp.tau_len, opt->sketch_seed);
+    memcpy(r->tau + r->sp.tau_len, r->tau, r->sp.tau_len * sizeof *r->tau);
     r->sp.tau = r->tau;
     return RESDIAG_OK;
 }
@@ -197,6 +203,57 @@ static resdiag_status copy_model(const open_ctx *c, resdiag_model *m,
     return RESDIAG_OK;
 }
 
+/* What the rank changes in the handle (handle.h): the row signs' base,
+ * the shard's columns, the pipeline stage's layers, whether it records. */
+static void apply_rank(resdiag *r, const rd_rank *rk, resdiag_split split)
+{
+    const resdiag_model *m = &r->model;
+    r->row_sign_base = 0;
+    if (split == RESDIAG_SPLIT_DATA || split == RESDIAG_SPLIT_SEQUENCE)
+        r->row_sign_base = (int64_t)rk->rank << 40;
+    r->shard_col0 = -1;
+    if (split == RESDIAG_SPLIT_TENSOR && m->shard_cols != m->d_model)
+        r->shard_col0 = m->shard_col_offset;
+    r->layer_lo = 0;
+    r->layer_hi = m->n_layers;
+    if (split == RESDIAG_SPLIT_PIPELINE && m->layer_count > 0) {
+        r->layer_lo = m->layer_first;
+        r->layer_hi = m->layer_first + m->layer_count;
+    }
+    r->rank_idle = rk->rank % r->opt.record_rank_every != 0;
+}
+
+/* Creates the rank's file, or (a rank that does not record) says so. */
+static resdiag_status create_file(resdiag *r, const open_ctx *c, const char *path,
+                                  const rd_rank *rk, resdiag_split split)
+{
+    const resdiag_options *opt = &r->opt;
+    if (r->rank_idle) {
+        rd_run_log(r, RESDIAG_LOG_INFO,
+                   "rank %d of %d does not record (record_rank_every %d): no run file, every "
+                   "call on this handle is a no-op", rk->rank, rk->world_size,
+                   opt->record_rank_every);
+        return RESDIAG_OK;
+    }
+    size_t len = strlen(path) + 32;
+    char *file = malloc(len);
+    if (!file)
+        return rd_open_fail(c, RESDIAG_E_NOMEM, "resdiag_open: out of memory");
+    resdiag_rank_path(file, len, path, rk->rank);
+    const rd_rank_attrs ra = { rk->rank, rk->world_size, rk->local_rank, rk->source,
+                               rd_split_name(split), r->model.shard_col_offset,
+                               r->model.layer_first, r->model.layer_count,
+                               opt->record_rank_every, rk->job_id };
+    rd_file_header hdr = { &r->model, &r->lay, opt->sketch_size, opt->sketch_seed,
+                           opt->flush_steps, opt->overwrite, &ra };
+    char err[512];
+    resdiag_status st = rd_writer_create(&r->writer, file, &hdr, err, sizeof err);
+    if (st)
+        rd_open_fail(c, st, "cannot create run file '%s': %s", file, err);
+    free(file);
+    return st;
+}
+
 resdiag_status resdiag_open(resdiag **out, const char *path, const resdiag_model *model,
                             const resdiag_options *options)
 {
@@ -213,9 +270,14 @@ resdiag_status resdiag_open(resdiag **out, const char *path, const resdiag_model
     if (!path || !model)
         return rd_open_fail(&c, RESDIAG_E_NULL, "client bug: resdiag_open: %s is NULL",
                             !path ? "path" : "model");
+    rd_rank rk;
     if ((st = copy_model(&c, &m, model)) || (st = rd_check_model(&c, &m)) ||
-        (st = rd_check_options(&c, &opt)))
+        (st = rd_check_options(&c, &opt)) || (st = rd_resolve_rank(&c, &m, &rk)))
         return st;
+    /* Several ranks without a split are data parallel (resdiag.h). */
+    resdiag_split split = m.split;
+    if (split == RESDIAG_SPLIT_NONE && rk.world_size > 1)
+        split = RESDIAG_SPLIT_DATA;
 
     resdiag *r = calloc(1, sizeof *r);
     if (!r)
@@ -231,16 +293,14 @@ resdiag_status resdiag_open(resdiag **out, const char *path, const resdiag_model
         free_run(r);
         return st;
     }
-    rd_file_header hdr = { &r->model, &r->lay, opt.sketch_size, opt.sketch_seed,
-                           opt.flush_steps, opt.overwrite };
-    char err[512];
-    st = rd_writer_create(&r->writer, path, &hdr, err, sizeof err);
-    if (st) {
+    apply_rank(r, &rk, split);
+    if ((st = create_file(r, &c, path, &rk, split))) {
         free_run(r);
-        return rd_open_fail(&c, st, "cannot create run file '%s': %s", path, err);
+        return st;
     }
     /* Started last, so that no failure above has a thread to join. */
-    int thread_err = opt.hook_threads >= 2 ? rd_split_worker_create(&r->split) : 0;
+    int thread_err = opt.hook_threads >= 2 && !r->rank_idle
+                     ? rd_split_worker_create(&r->split) : 0;
     if (thread_err)
         rd_run_log(r, RESDIAG_LOG_INFO,
                    "warning: hook_threads 2: cannot start the hooks' second thread (%s); "
@@ -261,6 +321,10 @@ resdiag_status resdiag_close(resdiag *r)
 {
     if (!r)
         return RESDIAG_OK;
+    if (r->rank_idle) {
+        r->state = RUN_CLOSED;
+        return RESDIAG_OK;
+    }
     if (r->state != RUN_OPEN)
         return rd_client_bug(r, RESDIAG_E_STATE, "resdiag_close called twice");
     if (r->in_step)

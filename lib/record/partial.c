@@ -6,6 +6,8 @@
  * reference computation and the sketch's layout. The checks, the slot and
  * its merging are the tensor hooks' (hooks.h).
  */
+#include <math.h>
+
 #include "record/hooks.h"
 #include "stats/partial.h"
 
@@ -85,9 +87,13 @@ resdiag_status resdiag_partial_compute(const resdiag *r, resdiag_tensor t, int64
         return rd_client_bug(log, RESDIAG_E_INVALID, "%s: row0 is %lld: it must be >= 0 (the "
                              "rows submitted before for the site in this step)", fn,
                              (long long)row0);
-    rd_sketch_params sp = r->sp;
-    sp.row0 = r->row_sign_base + row0;
+    rd_sketch_params sp = rd_hook_sketch(r, t.cols);
+    sp.row0 += row0;
     rd_stats_partial(out, row_norms, &t, &sp);
+    /* the kernels place a shard's column in d_model; a partial's column is
+     * the tensor's own (resdiag.h), which submitting places again */
+    if (sp.col0 > 0 && !isnan(out->absmax_col))
+        out->absmax_col -= (double)sp.col0;
     return RESDIAG_OK;
 }
 

@@ -84,7 +84,7 @@ static resdiag_status take_signal(resdiag *r)
 
 resdiag_status resdiag_flush(resdiag *r)
 {
-    if (!r)
+    if (!r || r->rank_idle)
         return RESDIAG_OK;
     if (r->state != RUN_OPEN)
         return rd_client_bug(r, RESDIAG_E_STATE, "resdiag_flush after resdiag_close");
@@ -105,7 +105,7 @@ static int step_selected(const resdiag *r, int64_t step)
 
 resdiag_status resdiag_step_begin(resdiag *r, int64_t step)
 {
-    if (!r)
+    if (!r || r->rank_idle)
         return RESDIAG_OK;
     if (r->state != RUN_OPEN)
         return rd_client_bug(r, RESDIAG_E_STATE, "resdiag_step_begin after resdiag_close");
@@ -140,7 +140,7 @@ resdiag_status resdiag_step_begin(resdiag *r, int64_t step)
 
 resdiag_status resdiag_step_end(resdiag *r)
 {
-    if (!r)
+    if (!r || r->rank_idle)
         return RESDIAG_OK;
     if (r->state != RUN_OPEN)
         return rd_client_bug(r, RESDIAG_E_STATE, "resdiag_step_end after resdiag_close");
@@ -171,7 +171,7 @@ int resdiag_step_is_recorded(const resdiag *r)
 
 resdiag_status resdiag_set_enabled(resdiag *r, int enabled)
 {
-    if (!r)
+    if (!r || r->rank_idle)
         return RESDIAG_OK;
     if (r->state != RUN_OPEN)
         return rd_client_bug(r, RESDIAG_E_STATE, "resdiag_set_enabled after resdiag_close");

@@ -102,6 +102,60 @@ static resdiag_status check_role(const open_ctx *c, const char *what, const char
                         "name a declared parameter, or leave it NULL", what, role, list, n);
 }
 
+/* The rank fields (doc/RANKS.md): an explicit rank with its world size,
+ * a known split, and the split's own fields in range, the others 0. */
+static resdiag_status check_ranks(const open_ctx *c, const resdiag_model *m)
+{
+    if (m->world_size < 0)
+        return rd_open_fail(c, RESDIAG_E_INVALID,
+                            "client bug: resdiag_open: world_size is %d, must be >= 1, or 0 "
+                            "to detect it with the rank", m->world_size);
+    if (m->rank < RESDIAG_RANK_DETECT)
+        return rd_open_fail(c, RESDIAG_E_INVALID,
+                            "client bug: resdiag_open: rank is %d, must be >= 0 or "
+                            "RESDIAG_RANK_DETECT (-1)", m->rank);
+    if (m->rank >= 0 && m->world_size < 1)
+        return rd_open_fail(c, RESDIAG_E_INVALID,
+                            "client bug: resdiag_open: rank %d is given without world_size; "
+                            "an explicit rank needs world_size >= 1", m->rank);
+    if (m->rank >= 0 && m->rank >= m->world_size)
+        return rd_open_fail(c, RESDIAG_E_INVALID,
+                            "client bug: resdiag_open: rank is %d, must be below world_size %d",
+                            m->rank, m->world_size);
+    if ((unsigned)m->split > RESDIAG_SPLIT_PIPELINE)
+        return rd_open_fail(c, RESDIAG_E_INVALID, "client bug: resdiag_open: unknown split %d",
+                            (int)m->split);
+    if (m->split == RESDIAG_SPLIT_TENSOR) {
+        if (m->shard_cols < 1)
+            return rd_open_fail(c, RESDIAG_E_INVALID,
+                                "client bug: resdiag_open: split TENSOR needs shard_cols, the "
+                                "width of this rank's shard");
+        if (m->shard_col_offset < 0 || m->shard_col_offset > m->d_model - m->shard_cols)
+            return rd_open_fail(c, RESDIAG_E_INVALID,
+                                "client bug: resdiag_open: shard_col_offset %d with shard_cols "
+                                "%d is outside d_model %d", m->shard_col_offset, m->shard_cols,
+                                m->d_model);
+    } else if (m->shard_col_offset != 0) {
+        return rd_open_fail(c, RESDIAG_E_INVALID,
+                            "client bug: resdiag_open: shard_col_offset is %d; it is for split "
+                            "TENSOR only", m->shard_col_offset);
+    }
+    if (m->split == RESDIAG_SPLIT_PIPELINE) {
+        if (m->layer_first < 0 || m->layer_count < 0 ||
+            m->layer_first > m->n_layers - m->layer_count ||
+            (m->layer_count == 0 && m->layer_first != 0))
+            return rd_open_fail(c, RESDIAG_E_INVALID,
+                                "client bug: resdiag_open: layer_first %d, layer_count %d: the "
+                                "layers must lie in 0..%d (layer_count 0: every layer, from 0)",
+                                m->layer_first, m->layer_count, m->n_layers - 1);
+    } else if (m->layer_first != 0 || m->layer_count != 0) {
+        return rd_open_fail(c, RESDIAG_E_INVALID,
+                            "client bug: resdiag_open: layer_first %d, layer_count %d; they "
+                            "are for split PIPELINE only", m->layer_first, m->layer_count);
+    }
+    return RESDIAG_OK;
+}
+
 resdiag_status rd_check_model(const open_ctx *c, const resdiag_model *m)
 {
     resdiag_status st;
@@ -183,7 +237,7 @@ resdiag_status rd_check_model(const open_ctx *c, const resdiag_model *m)
     }
     if (m->description && (st = check_text(c, "description", -1, m->description, 1)))
         return st;
-    return RESDIAG_OK;
+    return check_ranks(c, m);
 }
 
 resdiag_status rd_check_options(const open_ctx *c, const resdiag_options *o)
@@ -220,6 +274,10 @@ resdiag_status rd_check_options(const open_ctx *c, const resdiag_options *o)
         return rd_open_fail(c, RESDIAG_E_INVALID,
                             "client bug: resdiag_open: one_call_per_site is %d, must be 0 or 1",
                             o->one_call_per_site);
+    if (o->record_rank_every < 1)
+        return rd_open_fail(c, RESDIAG_E_INVALID,
+                            "client bug: resdiag_open: record_rank_every is %d, must be >= 1",
+                            o->record_rank_every);
     return RESDIAG_OK;
 }
 

@@ -1112,12 +1112,42 @@ size_t rd_stats_dtype_size(resdiag_dtype dtype)
     return dtype_size(dtype);
 }
 
+/* compute_rows on the path, for a tensor whose columns start at sp->col0
+ * of a wider one (stats.h): the kernels see the signs from tau(col0 mod
+ * tau_len) on, a plain offset into the doubled table, and put column j in
+ * bucket j mod K; the buckets then turn by col0 mod K and ABSMAX_COL moves
+ * by col0. So the kernels never know about shards. */
+static void compute_rows_at(partial *p, rd_stats_path path, double *row_norms,
+                            const resdiag_tensor *t, const rd_sketch_params *sp, int64_t r0,
+                            int64_t r1)
+{
+    if (sp == NULL || sp->col0 <= 0) {
+        compute_rows(p, path_kernel[path], path_rows_kernel[path], row_norms, t, sp, r0, r1);
+        return;
+    }
+    const size_t K = sp->k > 0 ? (size_t)sp->k : 0;
+    rd_sketch_params local = *sp;
+    local.col0 = 0;
+    if (K)
+        local.tau = sp->tau + (size_t)((uint64_t)sp->col0 % sp->tau_len);
+    compute_rows(p, path_kernel[path], path_rows_kernel[path], row_norms, t, &local, r0, r1);
+    if (K) {
+        double turned[RESDIAG_MAX_SKETCH];
+        const size_t c = (size_t)((uint64_t)sp->col0 % K);
+        for (size_t m = 0; m < K; m++)
+            turned[(m + c) % K] = p->sketch[m];
+        memcpy(p->sketch, turned, K * sizeof *turned);
+    }
+    if (!isnan(p->amax_col))
+        p->amax_col += (double)sp->col0;
+}
+
 void rd_stats_part_rows(rd_stats_part *part, rd_stats_path path, double *row_norms,
                         const resdiag_tensor *t, const rd_sketch_params *sp, int64_t r0,
                         int64_t r1)
 {
     partial p;
-    compute_rows(&p, path_kernel[path], path_rows_kernel[path], row_norms, t, sp, r0, r1);
+    compute_rows_at(&p, path, row_norms, t, sp, r0, r1);
     memcpy(part->opaque, &p, sizeof p);
 }
 
@@ -1187,6 +1217,6 @@ static void compute(rd_stats_path path, double *fields, double *sketch, double *
 {
     const size_t K = sp != NULL && sp->k > 0 ? (size_t)sp->k : 0;
     partial p;
-    compute_rows(&p, path_kernel[path], path_rows_kernel[path], row_norms, t, sp, 0, t->rows);
+    compute_rows_at(&p, path, row_norms, t, sp, 0, t->rows);
     partial_fields(&p, t->rows, t->cols, K, fields, sketch);
 }

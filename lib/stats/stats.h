@@ -28,6 +28,12 @@ typedef struct rd_sketch_params {
     int64_t row0;        /* the tensor's first row is row row0 of the sketch: its rows get
                             the signs sigma(row0), sigma(row0 + 1), ... (0 for a whole
                             tensor; the rows seen before, for a later part of one) */
+    int64_t col0;        /* >= 0: the tensor's column j is column col0 + j of a wider one
+                            (a tensor-parallel shard): it goes to bucket (col0 + j) mod K
+                            with sign tau((col0 + j) mod tau_len), and ABSMAX_COL is
+                            col0 + its column, so shards' sketches add up to the whole
+                            tensor's. 0 for a whole tensor. When col0 mod tau_len != 0,
+                            tau must hold 2 * tau_len entries: the table twice. */
 } rd_sketch_params;
 
 /* Row sign sigma(i) in {-1.0, +1.0}: a hash of (seed, row). */

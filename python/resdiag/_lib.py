@@ -42,6 +42,8 @@ UPDATE_FIELDS = ("ratio_frob", "ratio_tok_mean")
 PLACEMENTS = ("undeclared", "pre", "post", "sandwich", "deepnorm", "mixed", "parallel", "none")
 NORM_KINDS = ("undeclared", "layernorm", "rmsnorm")
 RUN_KINDS = ("training", "evaluation", "inference")  # = resdiag_run_kind
+SPLITS = ("none", "data", "sequence", "tensor", "pipeline")  # = resdiag_split
+RANK_DETECT = -1  # = RESDIAG_RANK_DETECT
 EXPECT_DECLARED = 100  # = RESDIAG_EXPECT_DECLARED, CheckOptions.expect
 # Other spellings of PLACEMENTS, as `resdiag check --expect` and tinygpt
 # --placement take them.
@@ -92,10 +94,9 @@ class Model(ctypes.Structure):
                 ("n_meta", ctypes.c_int), ("meta", _strv), ("description", ctypes.c_char_p),
                 ("run_kind", ctypes.c_int), ("head_param", ctypes.c_char_p),
                 ("residual_param", ctypes.c_char_p), ("n_metrics", ctypes.c_int),
-                ("metric_names", _strv),
-                ("rank", ctypes.c_int), ("world_size", ctypes.c_int), ("split", ctypes.c_int),
-                ("shard_col_offset", ctypes.c_int), ("layer_first", ctypes.c_int),
-                ("layer_count", ctypes.c_int)]
+                ("metric_names", _strv), ("rank", ctypes.c_int), ("world_size", ctypes.c_int),
+                ("split", ctypes.c_int), ("shard_col_offset", ctypes.c_int),
+                ("layer_first", ctypes.c_int), ("layer_count", ctypes.c_int)]
 
 
 class Options(ctypes.Structure):

@@ -87,7 +87,9 @@ class Recorder:
                  placement=None, norm_kind=None, d_model=None, backward=True,
                  record_every=1, record_first=0, record_last=None, record_init_only=False,
                  sketch_size=None, flush_steps=None, description=None, meta=None,
-                 disable_fast_path=True, overwrite=False, metrics=("loss",)):
+                 disable_fast_path=True, overwrite=False, metrics=("loss",),
+                 rank=None, world_size=None, split=None, shard_cols=None, shard_col_offset=0,
+                 layer_first=0, layer_count=None, n_layers=None, record_rank_every=1):
         names = {id(m): n for n, m in model.named_modules()}
         if blocks is None:
             blocks = _blocks.find_blocks(model)
@@ -189,6 +191,18 @@ class Recorder:
             raise ValueError("resdiag.attach: cannot tell d_model from the block; pass d_model=")
         self.d_model = d
         self.n_layers = len(blocks)
+        # A pipeline stage's blocks are the layers layer_first.. of a model
+        # of n_layers: the C run numbers them so (doc/RANKS.md).
+        if split is not None and split not in _lib.SPLITS:
+            raise ValueError("resdiag.attach: split=%r; one of %s"
+                             % (split, ", ".join(_lib.SPLITS)))
+        pipeline = split == "pipeline"
+        if pipeline and n_layers is None:
+            raise ValueError("resdiag.attach: split='pipeline' needs n_layers=, the whole "
+                             "model's number of layers")
+        self._layer0 = int(layer_first) if pipeline else 0
+        if pipeline and layer_count is None:
+            layer_count = len(blocks)
         self.sublayer_names = sub_names
         self.layer_param_names = pnames
         self.path = str(path)
@@ -197,7 +211,14 @@ class Recorder:
         keep = []  # C strings must live until resdiag_open has copied the model
         m = _lib.Model()
         lib.resdiag_model_init(ctypes.byref(m))
-        m.n_layers, m.d_model, m.n_sublayers = self.n_layers, d, len(sub_names)
+        m.n_layers, m.d_model, m.n_sublayers = int(n_layers or self.n_layers), d, len(sub_names)
+        m.rank = _lib.RANK_DETECT if rank is None else int(rank)
+        m.world_size = 0 if world_size is None else int(world_size)
+        m.split = _lib.SPLITS.index(split) if split is not None else 0
+        if shard_cols is not None:
+            m.shard_cols = int(shard_cols)
+        m.shard_col_offset, m.layer_first = int(shard_col_offset), int(layer_first)
+        m.layer_count = int(layer_count or 0)
         arr, enc = _lib.cstrings(sub_names)
         keep += [arr, enc]
         m.sublayer_names = arr
@@ -249,6 +270,7 @@ class Recorder:
         if flush_steps is not None:
             o.flush_steps = flush_steps
         o.overwrite = 1 if overwrite else 0
+        o.record_rank_every = int(record_rank_every)
         h = ctypes.c_void_p()
         st = lib.resdiag_open(ctypes.byref(h), self.path.encode(), ctypes.byref(m), ctypes.byref(o))
         if st != _lib.OK or not h:
@@ -516,6 +538,8 @@ class Recorder:
     def _observe(self, t, layer, sub, site, cs):
         if t is None or not t.is_floating_point():
             return
+        if layer >= 0:
+            layer += self._layer0
         try:
             view, owner = _tensor.as_2d(t)
             self._note(lib.resdiag_observe_at(self._rd, _lib.FORWARD, layer, sub, site, view, cs, 0))
@@ -545,6 +569,8 @@ class Recorder:
             if not bool(g.any()):
                 empty.append((p, "all zero"))
             view, owner = _tensor.as_2d(g)
+            if layer >= 0:
+                layer += self._layer0
             self._note(lib.resdiag_param_grad_at(self._rd, layer, name.encode(), view,
                                                  self._cs["param"], 0))
         except Exception as e:  # noqa: BLE001
@@ -632,6 +658,7 @@ class Recorder:
             self._alias(l, s, S_STREAM_IN, S_NORM_IN, x)
 
     def _alias(self, l, s, site, same_as, t):
+        l += self._layer0
         try:
             self._note(lib.resdiag_observe_alias(self._rd, _lib.FORWARD, l, s, site, same_as))
             if self._backward and t.requires_grad and torch.is_grad_enabled():
@@ -704,6 +731,11 @@ def attach(model, path, **kw):
     record_init_only, sketch_size, flush_steps, description, meta (dict),
     disable_fast_path (default True), overwrite (default False: path must
     not exist; True: an earlier resdiag run file there is replaced).
+    Jobs of several processes (doc/RANKS.md): rank, world_size (default:
+    from torchrun, Open MPI, PMI or Slurm), split ('data', 'sequence',
+    'tensor', 'pipeline'), shard_cols and shard_col_offset (tensor),
+    layer_first, layer_count and n_layers (pipeline: the blocks are this
+    stage's, n_layers the whole model's), record_rank_every (default 1).
     See doc/PYTHON.md.
     """
     return Recorder(model, path, **kw)

@@ -1920,7 +1920,8 @@ static int open_without_a_thread(const float *x, const float *f)
     if (!sf || fscanf(sf, "%ld", &pages) != 1)
         return 10;
     fclose(sf);
-    struct rlimit lim = { .rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (1u << 20),
+    /* 4 MiB: room for HDF5 to create the file, not for a thread's 8 MiB stack */
+    struct rlimit lim = { .rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (4u << 20),
                           .rlim_max = RLIM_INFINITY };
     if (setrlimit(RLIMIT_AS, &lim))
         return 11;

@@ -215,6 +215,7 @@ static sketch_setup sketch_make(int k, size_t tau_len, uint64_t seed)
     s.sp.tau_len = tau_len;
     s.sp.seed = seed;
     s.sp.row0 = 0;
+    s.sp.col0 = 0;
     return s;
 }
 
@@ -732,7 +733,7 @@ START_TEST(stats_rms_of_constant_row_is_value)
             tensor t = tensor_from(v, all_dtypes[d], 4, cols, 0, 0.0);
             double x = (double)elem(&t.view, 0, 0); /* the value as stored */
             double f[RESDIAG_N_FIELDS], norms[4];
-            rd_sketch_params none = { 0, NULL, 0, 0, 0 };
+            rd_sketch_params none = { 0, NULL, 0, 0, 0, 0 };
             rd_stats_compute(f, NULL, norms, &t.view, &none);
             const char *dl = dtype_label[d];
             /* sqrt(cols x^2 / cols): a handful of roundings of x */
@@ -768,7 +769,7 @@ START_TEST(stats_token_std_is_accurate_when_the_mean_dominates)
         v[k] = 1e4 + rng_normal(&s);
     tensor t = tensor_from(v, RESDIAG_DTYPE_F64, rows, cols, 0, 0.0);
     double f[RESDIAG_N_FIELDS];
-    rd_sketch_params none = { 0, NULL, 0, 0, 0 };
+    rd_sketch_params none = { 0, NULL, 0, 0, 0, 0 };
     rd_stats_compute(f, NULL, NULL, &t.view, &none);
     reference r;
     reference_compute(&r, &t.view, &none);
@@ -795,7 +796,7 @@ static void check_scaled(const char *label, resdiag_dtype dt, int64_t rows, int6
     sketch_setup sk = sketch_make(16, (size_t)cols, seed);
     check_against_reference(label, &t.view, &sk.sp);
     double f[RESDIAG_N_FIELDS];
-    rd_stats_compute(f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0, 0 });
+    rd_stats_compute(f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0, 0, 0 });
     for (int q = 0; q < RESDIAG_FIELD_CALL_SEQ; q++)
         ck_assert_msg(isfinite(f[q]), "%s: %s not finite", label, field_label(q));
     ck_assert_msg(f[RESDIAG_FIELD_NAN_COUNT] == 0 && f[RESDIAG_FIELD_INF_COUNT] == 0, "%s",
@@ -819,7 +820,7 @@ START_TEST(stats_huge_f32_values_do_not_overflow)
     sketch_setup sk = sketch_make(16, 513, 3);
     check_against_reference("f32 3e38", &t.view, &sk.sp);
     double f[RESDIAG_N_FIELDS];
-    rd_stats_compute(f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0, 0 });
+    rd_stats_compute(f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0, 0, 0 });
     ck_assert(f[RESDIAG_FIELD_ABSMAX] == (double)0x1.fffffep127f);
     ck_assert(f[RESDIAG_FIELD_ABSMAX_COL] == 5.0);
     ck_assert(isfinite(f[RESDIAG_FIELD_FROB]) && f[RESDIAG_FIELD_FROB] > 3e38 * 45);
@@ -851,7 +852,7 @@ START_TEST(stats_f64_1e200_has_right_norms)
         v[k] = 1e200;
     double f[RESDIAG_N_FIELDS], norms[R];
     resdiag_tensor t = resdiag_f64(v, R, C);
-    rd_stats_compute(f, NULL, norms, &t, &(rd_sketch_params){ 0, NULL, 0, 0, 0 });
+    rd_stats_compute(f, NULL, norms, &t, &(rd_sketch_params){ 0, NULL, 0, 0, 0, 0 });
     ck_assert(fabs(f[RESDIAG_FIELD_FROB] / (1e200 * sqrt(R * C)) - 1.0) < 1e-13);
     ck_assert(fabs(norms[R - 1] / (1e200 * sqrt(C)) - 1.0) < 1e-13);
     ck_assert(fabs(f[RESDIAG_FIELD_TOK_RMS_MEAN] / 1e200 - 1.0) < 1e-13);
@@ -873,7 +874,7 @@ static void check_near_max(const char *label, const double *v, resdiag_dtype dt,
     tensor t = tensor_from(v, dt, rows, cols, 0, 0.0);
     double f[RESDIAG_N_FIELDS], *norms = malloc((size_t)rows * sizeof *norms);
     ck_assert_ptr_nonnull(norms);
-    rd_stats_compute_split(threads, f, NULL, norms, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0, 0 });
+    rd_stats_compute_split(threads, f, NULL, norms, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0, 0, 0 });
     reference r;
     reference_compute(&r, &t.view, NULL);
     long double rel = field_tol(rd_stats_active_path(), dt);
@@ -1025,7 +1026,7 @@ START_TEST(stats_nan_and_inf_are_counted_and_left_out)
         sketch_setup sk = sketch_make(16, (size_t)cols, 5);
         check_against_reference(dtype_label[d], &t.view, &sk.sp);
         double f[RESDIAG_N_FIELDS];
-        rd_stats_compute(f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0, 0 });
+        rd_stats_compute(f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0, 0, 0 });
         ck_assert(f[RESDIAG_FIELD_NAN_COUNT] >= 1 && f[RESDIAG_FIELD_INF_COUNT] >= 1);
         ck_assert(f[RESDIAG_FIELD_NAN_COUNT] + f[RESDIAG_FIELD_INF_COUNT] <= nan + inf);
         ck_assert(f[RESDIAG_FIELD_ABSMAX] == (double)elem(&t.view, 5, 3));
@@ -1100,7 +1101,7 @@ static void expect_absmax(const double *v, int64_t rows, int64_t cols, double am
     for (size_t d = 0; d < 4; d++) {
         tensor t = tensor_from(v, all_dtypes[d], rows, cols, 0, 0.0);
         double f[RESDIAG_N_FIELDS];
-        rd_stats_compute(f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0, 0 });
+        rd_stats_compute(f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0, 0, 0 });
         ck_assert_msg(f[RESDIAG_FIELD_ABSMAX] == amax && f[RESDIAG_FIELD_ABSMAX_COL] == col,
                       "%s %s: absmax %g at %g, expected %g at %g", dtype_label[d], what,
                       f[RESDIAG_FIELD_ABSMAX], f[RESDIAG_FIELD_ABSMAX_COL], amax, col);
@@ -1354,7 +1355,7 @@ START_TEST(stats_k_zero_needs_no_sketch_and_changes_nothing_else)
     double *v = random_values(&s, 7, 90, 1.0);
     tensor t = tensor_from(v, RESDIAG_DTYPE_F32, 7, 90, 0, 0.0);
     sketch_setup sk = sketch_make(16, 90, 9);
-    rd_sketch_params none = { 0, NULL, 0, 0, 0 };
+    rd_sketch_params none = { 0, NULL, 0, 0, 0, 0 };
     double f[RESDIAG_N_FIELDS], g[RESDIAG_N_FIELDS], sketch[16], na[7], nb[7];
     rd_stats_compute(f, NULL, na, &t.view, &none);
     rd_stats_compute(g, sketch, nb, &t.view, &sk.sp);
@@ -1378,7 +1379,7 @@ START_TEST(stats_row_norms_match_reference)
         v[7 * cols + 2] = -INFINITY;
         tensor t = tensor_from(v, all_dtypes[d], rows, cols, cols + 3, NAN);
         double f[RESDIAG_N_FIELDS], norms[40];
-        rd_stats_compute(f, NULL, norms, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0, 0 });
+        rd_stats_compute(f, NULL, norms, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0, 0, 0 });
         for (int64_t i = 0; i < rows; i++) {
             long double ref = 0.0L;
             for (int64_t j = 0; j < cols; j++) {
@@ -1609,7 +1610,7 @@ START_TEST(paths_agree_on_nan_and_inf)
             if (!rd_stats_path_available((rd_stats_path)p))
                 continue;
             rd_stats_compute_path((rd_stats_path)p, f, NULL, NULL, &t.view,
-                                  &(rd_sketch_params){ 0, NULL, 0, 0, 0 });
+                                  &(rd_sketch_params){ 0, NULL, 0, 0, 0, 0 });
             ck_assert(f[RESDIAG_FIELD_NAN_COUNT] == 3 + 50);
             ck_assert(f[RESDIAG_FIELD_INF_COUNT] == 3 + 50);
             ck_assert(f[RESDIAG_FIELD_ABSMAX] == elem(&t.view, 9, 3)); /* 1e4 as stored */
@@ -1766,7 +1767,7 @@ START_TEST(paths_float_lanes_keep_the_std_under_a_large_mean)
                     continue;
                 double f[RESDIAG_N_FIELDS];
                 rd_stats_compute_path((rd_stats_path)p, f, NULL, NULL, &t.view,
-                                      &(rd_sketch_params){ 0, NULL, 0, 0, 0 });
+                                      &(rd_sketch_params){ 0, NULL, 0, 0, 0, 0 });
                 long double ref = r.f[RESDIAG_FIELD_TOK_STD_MEAN];
                 long double tol = field_tol((rd_stats_path)p, all_dtypes[d]) * ref;
                 ck_assert_msg(fabsl(f[RESDIAG_FIELD_TOK_STD_MEAN] - ref) <= tol,
@@ -1814,7 +1815,7 @@ START_TEST(paths_agree_on_every_width_and_stride)
                          (long long)(strided ? cols + 3 : cols), k, tau_len);
                 check_all_paths(label, &t.view, &sk.sp);
                 double f[RESDIAG_N_FIELDS];
-                rd_stats_compute(f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0, 0 });
+                rd_stats_compute(f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0, 0, 0 });
                 ck_assert_msg(f[RESDIAG_FIELD_ABSMAX] == 40.0 &&
                                   f[RESDIAG_FIELD_ABSMAX_COL] == (double)(cols / 2),
                               "%s: ABSMAX %g at %g", label, f[RESDIAG_FIELD_ABSMAX],
@@ -2113,7 +2114,7 @@ START_TEST(split_two_threads_match_reference_and_repeat_bit_for_bit)
         sketch_setup sk = sketch_make(16, 769, 31);
         check_split(dtype_label[d], &t.view, &sk.sp);
         double f[RESDIAG_N_FIELDS];
-        rd_stats_compute_split(2, f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0, 0 });
+        rd_stats_compute_split(2, f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0, 0, 0 });
         ck_assert(f[RESDIAG_FIELD_ABSMAX_COL] == 100.0);
         ck_assert(f[RESDIAG_FIELD_NAN_COUNT] == 1.0 && f[RESDIAG_FIELD_INF_COUNT] == 1.0);
         sketch_free(&sk);

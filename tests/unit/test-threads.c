@@ -350,7 +350,7 @@ START_TEST(split_worker_shared_absent_or_forked_gives_the_same_bits)
     const resdiag_tensor t = resdiag_f32(x, SPLIT_ROWS, SPLIT_COLS);
     float tau[4097];
     rd_fill_column_signs(tau, 4097, 9);
-    const rd_sketch_params sp = { 8, tau, 4097, 11, 0 };
+    const rd_sketch_params sp = { 8, tau, 4097, 11, 0, 0 };
     split_out *want = malloc(sizeof *want), *got = malloc(sizeof *got);
     ck_assert(want && got);
     memset(want, 0, sizeof *want);

@@ -363,8 +363,8 @@ static void bench_kernels(int reps, int quick)
         return;
     }
     rd_fill_column_signs(tau, (size_t)bench_cols + 1, 0x5eed);
-    rd_sketch_params sp = { 16, tau, (size_t)bench_cols + 1, 0x5eed, 0 };
-    rd_sketch_params sp0 = { 0, tau, (size_t)bench_cols + 1, 0x5eed, 0 };
+    rd_sketch_params sp = { 16, tau, (size_t)bench_cols + 1, 0x5eed, 0, 0 };
+    rd_sketch_params sp0 = { 0, tau, (size_t)bench_cols + 1, 0x5eed, 0, 0 };
 
     printf("\n== kernels, one thread: GB/s of input (1e9 B/s) by the thread's CPU clock, "
            "median [min-max] of %d repetitions; every method runs once in each repetition "
@@ -591,7 +591,7 @@ static void bench_peer_pairs(int npairs)
     }
     fill(buf, bytes, RESDIAG_DTYPE_F32);
     rd_fill_column_signs(tau, (size_t)bench_cols + 1, 0x5eed);
-    rd_sketch_params sp = { 16, tau, (size_t)bench_cols + 1, 0x5eed, 0 };
+    rd_sketch_params sp = { 16, tau, (size_t)bench_cols + 1, 0x5eed, 0, 0 };
     resdiag_tensor t = resdiag_tensor_make(buf, RESDIAG_DTYPE_F32, rows, bench_cols, 0);
     signal(SIGPIPE, SIG_IGN); /* a script that dies makes fprintf fail, not the bench */
     for (int avx512 = 0; avx512 < 2; avx512++) {
