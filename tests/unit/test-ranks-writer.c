@@ -580,6 +580,63 @@ START_TEST(data_rank_uses_its_own_row_signs)
 }
 END_TEST
 
+/* On a rank, a tensor's partial statistics (resdiag_partial_compute, as
+ * device code would compute them with resdiag_sketch_layout) record what
+ * the tensor records: the rank's row signs on a data rank, the shard's
+ * global columns (sketch and ABSMAX_COL) on a tensor-parallel rank. */
+START_TEST(partials_on_ranks_record_what_the_tensor_records)
+{
+    float x[T * D];
+    fill(x, T * D, 5);
+    x[2 * D + 7] = -500.0f; /* the largest |x|: row 2, local column 7 */
+    resdiag_options o = options();
+    for (int kind = 0; kind < 2; kind++) {
+        resdiag_model m = model();
+        m.rank = 1;
+        m.world_size = 2;
+        int cols = D;
+        if (kind == 1) {
+            m.split = RESDIAG_SPLIT_TENSOR;
+            m.shard_cols = cols = D / 2;
+            m.shard_col_offset = D / 2;
+        }
+        const char *name = kind ? "tp-partial.h5" : "dp-partial.h5";
+        resdiag *r = NULL;
+        ck_assert_int_eq(resdiag_open(&r, tpath(name), &m, &o), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
+        resdiag_tensor t = resdiag_tensor_make(x, RESDIAG_DTYPE_F32, T, cols, D);
+        ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, t), RESDIAG_OK);
+        resdiag_partial p;
+        ck_assert_int_eq(resdiag_partial_compute(r, t, 0, &p, NULL), RESDIAG_OK);
+        ck_assert_double_eq(p.absmax_col, 7); /* the tensor's own column */
+        ck_assert_int_eq(resdiag_observe_partial(r, RESDIAG_FORWARD, 1, 0, RESDIAG_STREAM_IN, &p,
+                                                 __FILE__, __LINE__), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+        resdiag_destroy(r);
+        char file[600];
+        ck_assert_int_eq(resdiag_rank_path(file, sizeof file, tpath(name), 1), RESDIAG_OK);
+        double sk_t[K], sk_p[K], f_t[RESDIAG_N_FIELDS], f_p[RESDIAG_N_FIELDS], want[K];
+        read_sketch(file, 0, sk_t, f_t);
+        read_sketch(file, 1, sk_p, f_p);
+        reference_sketch(want, x, T, cols, D, kind ? 0 : (int64_t)1 << 40, kind ? D / 2 : 0,
+                         o.sketch_seed);
+        for (int k = 0; k < K; k++) {
+            ck_assert_msg(fabs(sk_p[k] - want[k]) <= 1e-6 * (1 + fabs(want[k])),
+                          "%s, bucket %d: partial %g, want %g", name, k, sk_p[k], want[k]);
+            ck_assert_double_eq(sk_p[k], sk_t[k]);
+        }
+        ck_assert_double_eq(f_p[RESDIAG_FIELD_ABSMAX_COL], (kind ? D / 2 : 0) + 7);
+        ck_assert_double_eq(f_t[RESDIAG_FIELD_ABSMAX_COL], (kind ? D / 2 : 0) + 7);
+        for (int f = 0; f < RESDIAG_N_FIELDS; f++)
+            if (f != RESDIAG_FIELD_CALL_SEQ)
+                ck_assert_msg(fabs(f_p[f] - f_t[f]) <= 1e-12 * (1 + fabs(f_t[f])),
+                              "%s, field %s: partial %g, tensor %g", name,
+                              resdiag_field_name((resdiag_field)f), f_p[f], f_t[f]);
+    }
+}
+END_TEST
+
 /* Two tensor-parallel shards' sketches add up to the sketch of the whole
  * tensor; ABSMAX_COL is the global column; a tensor of full width on such
  * a rank is recorded as is. Ranks 1 and 2 of 3 hold the two halves. */
@@ -760,6 +817,7 @@ static Suite *ranks_suite(void)
     tcase_add_test(tc, two_ranks_on_one_path_write_two_files);
     tcase_add_test(tc, data_rank_uses_its_own_row_signs);
     tcase_add_test(tc, tensor_shards_add_up_to_the_whole);
+    tcase_add_test(tc, partials_on_ranks_record_what_the_tensor_records);
     tcase_add_test(tc, shard_columns_on_every_path);
     tcase_add_test(tc, pipeline_stage_records_its_layers_only);
     suite_add_tcase(s, tc);
