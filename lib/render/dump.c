@@ -150,6 +150,14 @@ static void dump_header(FILE *out, rd_esc_ring *esc, const char *path,
         fprintf(out, ", shard width %d", in->shard_cols);
     fprintf(out, "\n  sketch: %d projections (seed %llu)\n", in->sketch_size,
             (unsigned long long)in->sketch_seed);
+    static const char *const splits[] = { "none", "data", "sequence", "tensor", "pipeline" };
+    const char *split = (int)in->split >= 0 && (int)in->split < 5 ? splits[in->split] : "?";
+    if (in->world_size > 1 && in->n_ranks_merged > 1)
+        fprintf(out, "  job: %d ranks, %s split; the files of %d of them merged\n",
+                in->world_size, split, in->n_ranks_merged);
+    else if (in->world_size > 1)
+        fprintf(out, "  job: rank %d of %d, %s split (rank from %s)\n", in->rank, in->world_size,
+                split, rd_esc_text(esc, in->rank_source));
     for (int i = 0; i < in->n_meta; i++)
         fprintf(out, "  meta %s = %s\n", rd_esc_text(esc, in->meta[2 * i]),
                 rd_esc_text(esc, in->meta[2 * i + 1]));
