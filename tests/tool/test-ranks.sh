@@ -4,10 +4,11 @@
 # found, missing, ended early, rejected, whose NaN came first), --rank N
 # for every command, bad --rank values and hostile rank attributes (exit 2,
 # one line, in bounded time).
-# Usage: test-ranks.sh RESDIAG MAKE_RANK_RUNS
+# Usage: test-ranks.sh RESDIAG MAKE_RANK_RUNS REPORT-JSON.md
 set -u
 tool=$1
 make_ranks=$2
+jsondoc=$3
 . "$(dirname "$0")/../helpers/tool-test-lib.sh"
 
 R=$dir/runs
@@ -56,6 +57,31 @@ then pass; else fail "early.h5: the JSON ranks"; fi
 expect_exit 0 "rejected.h5 report" -- "$tool" report "$R/rejected.h5"
 expect_text "$dir/out" 'rejected: rank 1: job id "job-2", rank 0'"'"'s is "job-1"' "rejected.h5"
 expect_text "$dir/out" "2 of 2 expected rank files found (world size 2, data split), 1 merged" "rejected.h5"
+
+# The keys of "ranks" over these jobs are exactly those doc/REPORT-JSON.md lists.
+for j in nan early rejected; do "$tool" report --json "$R/$j.h5" >"$dir/$j.json"; done
+if python3 - "$jsondoc" "$dir"/nan.json "$dir"/early.json "$dir"/rejected.json <<'PY'
+import json, re, sys
+doc = open(sys.argv[1]).read()
+documented = {k for k in re.findall(r"^\| `([A-Za-z0-9_.\[\]]+)` \|", doc, re.M)
+              if k.split(".")[0] == "ranks"}
+seen = set()
+def walk(v, path):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            p = path + "." + k if path else k
+            seen.add(p)
+            walk(x, p)
+    elif isinstance(v, list):
+        for x in v:
+            walk(x, path + "[]")
+for f in sys.argv[2:]:
+    walk({"ranks": json.load(open(f))["ranks"]}, "")
+if seen != documented:
+    print("undocumented:", sorted(seen - documented), "not seen:", sorted(documented - seen))
+    sys.exit(1)
+PY
+then pass; else fail "the ranks keys against doc/REPORT-JSON.md"; fi
 
 # --rank N: that rank's file alone, for every command.
 expect_exit 0 "report --rank 1" -- "$tool" report --rank 1 "$R/nan.h5"
