@@ -127,6 +127,8 @@ static inline int rr_write(const char *path, const rr_part *p, int shard_cols)
     m.layer_param_names = params;
     m.shard_cols = shard_cols;
     m.declared_placement = RESDIAG_PLACEMENT_PRE;
+    m.rank = 0; /* one process, whatever the environment says: the rank */
+    m.world_size = 1; /* attributes are set afterwards (rr_set_ranks) */
     resdiag_options o;
     resdiag_options_init(&o);
     o.sketch_size = RR_K;

@@ -39,6 +39,13 @@ assert [p["first_nonfinite_step"] for p in r["per_rank"]] == [4, 3], r
 PY
 then pass; else fail "nan.h5: the JSON ranks"; fi
 
+# The HTML page has the same ranks part.
+expect_exit 0 "nan.h5 report --html" -- "$tool" report --html "$dir/nan.html" "$R/nan.h5"
+expect_text "$dir/nan.html" '<section class="card bad" id="ranks">' "nan.h5 html"
+expect_text "$dir/nan.html" "rank 1: NaN at step 3, layer 2, mlp, first (branch_out, forward)" "nan.h5 html"
+if python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' "$dir/nan.html"; then pass
+else fail "nan.h5 html: not well-formed"; fi
+
 # A rank that ended early, one without a file.
 expect_exit 0 "early.h5 report" -- "$tool" report "$R/early.h5"
 expect_text "$dir/out" "Ranks: 2 of 3 expected rank files found" "early.h5"
