@@ -308,7 +308,8 @@ resdiag_status rd_merge_metric(const rd_merge *m, int metric, int64_t first, int
         return RESDIAG_OK;
     for (int i = 0; i < m->n_merged; i++) {
         const rd_rank_entry *e = m->merged[i];
-        int64_t lo = lower_bound(e, m->steps[first]), hi = lower_bound(e, m->steps[first + n - 1] + 1);
+        int64_t lo = lower_bound(e, m->steps[first]);
+        int64_t hi = lower_bound(e, m->steps[first + n - 1] + 1);
         if (hi <= lo)
             continue;
         double *v = malloc((size_t)(hi - lo) * sizeof *v);

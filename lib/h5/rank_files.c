@@ -116,7 +116,7 @@ static void reject(rd_rank_entry *e, const char *why)
 }
 
 /* Probes rank r's name; 0: no entry (missing), 1: *e filled, -1: out of memory. */
-static int probe_rank(const rd_merge *m, const resdiag_reader *rd0, int r, rd_rank_entry *e)
+static int probe_rank(const resdiag_reader *rd0, int r, rd_rank_entry *e)
 {
     char path[PATH_MAX + 32], why[WHY_LEN] = "";
     if (resdiag_rank_path(path, sizeof path, rd_reader_path(rd0), r) != RESDIAG_OK)
@@ -148,7 +148,6 @@ static int probe_rank(const rd_merge *m, const resdiag_reader *rd0, int r, rd_ra
     if (st == RESDIAG_OK && !why[0] && read_steps(e) != 0)
         snprintf(why, sizeof why, "its steps cannot be read");
     rd_h5_hold_failures(NULL, 0);
-    (void)m;
     if (st != RESDIAG_OK || why[0])
         reject(e, why);
     return e->why ? 1 : -1;
@@ -323,7 +322,7 @@ static resdiag_status probe_all(rd_merge *m)
         if (r % m->every != 0 || (!by_name && i > 0 && ranks[i - 1] == r))
             continue;
         rd_rank_entry e;
-        int got = probe_rank(m, m->entries[0].rd, r, &e);
+        int got = probe_rank(m->entries[0].rd, r, &e);
         if (got < 0)
             st = RESDIAG_E_NOMEM;
         else if (got > 0)

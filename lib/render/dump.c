@@ -16,6 +16,7 @@
 #include "common/sized_struct.h"
 #include "format/format.h"
 #include "h5/reader.h"
+#include "render/ranks.h"
 
 static void print_value(FILE *out, double v, int width)
 {
@@ -150,8 +151,7 @@ static void dump_header(FILE *out, rd_esc_ring *esc, const char *path,
         fprintf(out, ", shard width %d", in->shard_cols);
     fprintf(out, "\n  sketch: %d projections (seed %llu)\n", in->sketch_size,
             (unsigned long long)in->sketch_seed);
-    static const char *const splits[] = { "none", "data", "sequence", "tensor", "pipeline" };
-    const char *split = (int)in->split >= 0 && (int)in->split < 5 ? splits[in->split] : "?";
+    const char *split = rd_ranks_split_name(in->split);
     if (in->world_size > 1 && in->n_ranks_merged > 1)
         fprintf(out, "  job: %d ranks, %s split; the files of %d of them merged\n",
                 in->world_size, split, in->n_ranks_merged);

@@ -13,7 +13,7 @@
 
 #define E(s) rd_esc_text(esc, (s))
 
-static const char *split_name(resdiag_split s)
+const char *rd_ranks_split_name(resdiag_split s)
 {
     static const char *const names[] = { "none", "data", "sequence", "tensor", "pipeline" };
     return (int)s >= 0 && (int)s < 5 ? names[s] : "?";
@@ -31,8 +31,8 @@ static void summary(rd_strbuf *b, const rd_ranks *k)
 {
     int expected = k->world_size - k->n_not_recorded;
     rd_strbuf_printf(b, "%d of %d expected rank files found (world size %d, %s split), %d merged",
-                     k->n_merged + k->n_rejected, expected, k->world_size, split_name(k->split),
-                     k->n_merged);
+                     k->n_merged + k->n_rejected, expected, k->world_size,
+                     rd_ranks_split_name(k->split), k->n_merged);
 }
 
 static void missing_list(rd_strbuf *b, const rd_ranks *k)
@@ -125,7 +125,7 @@ void rd_ranks_json(rd_strbuf *b, const rd_analysis *a)
     if (!k)
         return;
     rd_strbuf_printf(b, ",\n  \"ranks\": {\"world_size\": %d, \"split\": \"%s\", \"expected\": %d, "
-                     "\"found\": %d, \"merged\": [", k->world_size, split_name(k->split),
+                     "\"found\": %d, \"merged\": [", k->world_size, rd_ranks_split_name(k->split),
                      k->world_size - k->n_not_recorded, k->n_merged + k->n_rejected);
     int n = 0;
     for (int i = 0; i < k->n_rows; i++)

@@ -12,6 +12,9 @@
 #include "common/escape.h"
 #include "common/strbuf.h"
 
+/* "none", "data", "sequence", "tensor", "pipeline"; "?" otherwise. */
+const char *rd_ranks_split_name(resdiag_split s);
+
 void rd_ranks_text(rd_strbuf *b, rd_esc_ring *esc, const rd_analysis *a);
 /* The key "ranks" (with the comma before it), doc/REPORT-JSON.md. */
 void rd_ranks_json(rd_strbuf *b, const rd_analysis *a);
