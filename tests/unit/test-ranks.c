@@ -270,6 +270,25 @@ START_TEST(data_split_merges_to_the_whole_run)
 }
 END_TEST
 
+/* 1 when the writer stored rank 1's shard (columns RR_D/2..) at its global
+ * columns (ABSMAX_COL, and then the sketch: doc/RANKS.md), 0 when at the
+ * shard's own; the merged view is exact for the columns only in the first case. */
+static int shards_at_global_columns(const char *name)
+{
+    resdiag_reader *rd = NULL;
+    ck_assert_int_eq(resdiag_reader_open_rank(&rd, at(name), 1), RESDIAG_OK);
+    int global = 0;
+    for (int64_t si = 0; si < resdiag_reader_info(rd)->n_steps; si++)
+        for (int l = 0; l < RR_L; l++) {
+            double f[RESDIAG_N_FIELDS];
+            ck_assert_int_eq(resdiag_reader_site(rd, si, RESDIAG_FORWARD, l, 1,
+                                                 RESDIAG_BRANCH_OUT, f, NULL), RESDIAG_OK);
+            global |= f[RESDIAG_FIELD_ABSMAX_COL] >= RR_D / 2;
+        }
+    resdiag_reader_destroy(rd);
+    return global;
+}
+
 START_TEST(tensor_shards_merge_where_exact)
 {
     rr_part w = rr_whole(3), a = rr_whole(3), b = rr_whole(3);
@@ -281,7 +300,7 @@ START_TEST(tensor_shards_merge_where_exact)
     write_rank_k("tp.h5", &a, RR_D / 2, &k0);
     write_rank_k("tp.h5", &b, RR_D / 2, &k1);
     resdiag_reader *m = open_ok(at("tp.h5")), *r = open_ok(at("whole.h5"));
-    int cols_compared = 0;
+    int cols_compared = 0, global = shards_at_global_columns("tp.h5");
     for (int64_t si = 0; si < 3; si++)
         for (int l = 0; l < RR_L; l++)
             for (int s = 0; s < 2; s++)
@@ -317,9 +336,20 @@ START_TEST(tensor_shards_merge_where_exact)
                     ck_assert(isnan(x[RESDIAG_FIELD_TOK_RMS_STD]));
                     /* the maximum in rank 0's shard: its column is the global one
                      * whatever the writer stores for the other shard */
-                    if (y[RESDIAG_FIELD_ABSMAX_COL] < RR_D / 2) {
+                    if (y[RESDIAG_FIELD_ABSMAX_COL] < RR_D / 2 || (global && q == 0)) {
                         ck_assert(x[RESDIAG_FIELD_ABSMAX_COL] == y[RESDIAG_FIELD_ABSMAX_COL]);
                         cols_compared++;
+                    }
+                    if (global && q == 0) { /* the shards' sketches add up to the whole's */
+                        double sx[RR_K], sy[RR_K];
+                        ck_assert_int_eq(resdiag_reader_sketch(m, si, RESDIAG_FORWARD, l, s,
+                                                               RESDIAG_BRANCH_OUT, sx),
+                                         RESDIAG_OK);
+                        ck_assert_int_eq(resdiag_reader_sketch(r, si, RESDIAG_FORWARD, l, s,
+                                                               RESDIAG_BRANCH_OUT, sy),
+                                         RESDIAG_OK);
+                        for (int j = 0; j < RR_K; j++)
+                            ck_assert(fabs(sx[j] - sy[j]) <= 1e-12 * y[RESDIAG_FIELD_FROB]);
                     }
                 }
     ck_assert_int_gt(cols_compared, 0);
