@@ -5,6 +5,8 @@
  *               comes before rank 0's (step 4, layer 0)
  *   early.h5    3 ranks: rank 1 ended after step 2, rank 2 has no file
  *   rejected.h5 2 ranks: rank 1's file is of another job
+ *   pipeline.h5 2 stages: layers 0..1 and 2..3
+ *   tensor.h5   2 ranks, each a column shard of the branch outputs
  *   world-1e9.h5, rank-string.h5, rank-negative.h5: rank 0's files whose
  *               rank attributes a stranger set (world_size 10^9, a rank
  *               that is a string, a negative rank)
@@ -42,6 +44,29 @@ static int job(const char *name, rr_part *parts, int n, int world, const char *j
     return 0;
 }
 
+/* Two ranks split by layers (pipeline) or by the branch output's columns. */
+static int split_job(const char *name, const char *split)
+{
+    int pipeline = split[0] == 'p';
+    for (int r = 0; r < 2; r++) {
+        rr_part p = rr_whole(3);
+        rr_ranks k = { r, 2, split, 0, 0, 0, 1, "" };
+        if (pipeline) {
+            p.layer_lo = r ? RR_L / 2 : 0;
+            p.layer_hi = r ? RR_L : RR_L / 2;
+            k.layer_first = p.layer_lo;
+            k.layer_count = p.layer_hi - p.layer_lo;
+        } else {
+            p.cols_lo = r ? RR_D / 2 : 0;
+            p.cols_hi = r ? RR_D : RR_D / 2;
+            k.shard_col_offset = p.cols_lo;
+        }
+        if (rr_write_rank(at(name), &p, pipeline ? 0 : RR_D / 2, &k) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int hostile(const char *name, int as_string, long long rank, long long world)
 {
     rr_part p = rr_whole(1);
@@ -71,7 +96,8 @@ int main(int argc, char **argv)
     rr_part early[3] = { rows(0, 6, 5), rows(6, 11, 3), rows(11, RR_T, 0) };
     rr_part rej[2] = { rows(0, 8, 2), rows(8, RR_T, 2) };
     if (job("nan.h5", nan, 2, 2, NULL) || job("early.h5", early, 3, 3, NULL)
-        || job("rejected.h5", rej, 2, 2, "job-2") || hostile("world-1e9.h5", 0, 0, 1000000000LL)
+        || job("rejected.h5", rej, 2, 2, "job-2") || split_job("pipeline.h5", "pipeline")
+        || split_job("tensor.h5", "tensor") || hostile("world-1e9.h5", 0, 0, 1000000000LL)
         || hostile("rank-string.h5", 1, 0, 2) || hostile("rank-negative.h5", 0, -1, 2)) {
         fprintf(stderr, "make-rank-runs: cannot write the runs in %s\n", dir);
         return 1;

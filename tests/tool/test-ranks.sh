@@ -65,6 +65,16 @@ expect_exit 0 "rejected.h5 report" -- "$tool" report "$R/rejected.h5"
 expect_text "$dir/out" 'rejected: rank 1: job id "job-2", rank 0'"'"'s is "job-1"' "rejected.h5"
 expect_text "$dir/out" "2 of 2 expected rank files found (world size 2, data split), 1 merged" "rejected.h5"
 
+# Pipeline stages and tensor shards: a report, nothing on stderr (the
+# stages are not judged alone), the shards' per-token quantities named.
+for j in pipeline tensor; do
+    expect_exit 0 "$j.h5 report" -- "$tool" report "$R/$j.h5"
+    if [ -s "$dir/err" ]; then fail "$j.h5 report: stderr: $(head -3 "$dir/err")"; else pass; fi
+    expect_text "$dir/out" "2 of 2 expected rank files found (world size 2, $j split), 2 merged" "$j.h5"
+    expect_text "$dir/out" "where the ranks disagree: nowhere" "$j.h5"
+done
+expect_text "$dir/out" "per shard (tensor split, not merged: NaN): tok_norm_mean" "tensor.h5"
+
 # The keys of "ranks" over these jobs are exactly those doc/REPORT-JSON.md lists.
 for j in nan early rejected; do "$tool" report --json "$R/$j.h5" >"$dir/$j.json"; done
 if python3 - "$jsondoc" "$dir"/nan.json "$dir"/early.json "$dir"/rejected.json <<'PY'
