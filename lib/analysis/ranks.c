@@ -58,7 +58,10 @@ static void analyse_alone(const rd_analysis *a, const resdiag_reader *rr, rd_ran
     resdiag_analysis *x = NULL;
     if (resdiag_analyze(rr, &o, &x) != RESDIAG_OK)
         return;
-    if (in->layer_count == 0 || in->layer_count == in->n_layers)
+    /* judged alone only where the file holds every layer and every column:
+     * a pipeline stage's or a tensor shard's relations span other ranks */
+    if ((in->layer_count == 0 || in->layer_count == in->n_layers)
+        && in->split != RESDIAG_SPLIT_TENSOR)
         row->verdict = (int)x->verdict;
     row->nf_found = x->nf_found;
     row->nf_step = x->nf_step;

@@ -325,11 +325,7 @@ static resdiag_status read_role(hid_t f, const char *P, const char *attr, char *
 
 /* ---------------------------------------------------------------- ranks */
 
-static const char *split_name_i(int i)
-{
-    static const char *const names[] = { "none", "data", "sequence", "tensor", "pipeline" };
-    return i >= 0 && i < 5 ? names[i] : NULL;
-}
+static const char *split_name_i(int i) { return rd_split_name(i); }
 
 /* An optional integer attribute in [lo, hi], def when absent. */
 static resdiag_status opt_int(hid_t f, const char *P, const char *name, long long lo,
@@ -390,7 +386,8 @@ static resdiag_status read_ranks(rd_root *r, hid_t f, const char *P)
         return st;
     int has = 0;
     if ((st = rd_attr_has(P, f, RD_ATTR_SPLIT, &has)) != RESDIAG_OK
-        || (has && (st = rd_attr_get_enum(P, f, RD_ATTR_SPLIT, split_name_i, 5, &split))
+        || (has && (st = rd_attr_get_enum(P, f, RD_ATTR_SPLIT, split_name_i,
+                                             RESDIAG_SPLIT_PIPELINE + 1, &split))
                        != RESDIAG_OK))
         return st;
     in->split = (resdiag_split)split;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "format/format.h"
 #include "h5/merge.h"
 #include "render/svg.h"
 
@@ -15,8 +16,8 @@
 
 const char *rd_ranks_split_name(resdiag_split s)
 {
-    static const char *const names[] = { "none", "data", "sequence", "tensor", "pipeline" };
-    return (int)s >= 0 && (int)s < 5 ? names[s] : "?";
+    const char *name = rd_split_name((int)s);
+    return name ? name : "?";
 }
 
 static const char *state_name(resdiag_rank_state s)

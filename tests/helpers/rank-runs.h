@@ -1,12 +1,13 @@
 /*
  * rank-runs.h - the run files of a job of several ranks, made the way a
  * job makes them (unit/test-ranks.c, helpers/make-rank-runs.c): each rank
- * is an ordinary one-process run, written with the public API, of its
- * part of the same tensors (rows for a data split, columns of the branch
- * output for a tensor split, layers for pipeline stages); then the rank
- * attributes a writer of ranks puts on the root are set with the HDF5 C
- * API (rr_set_ranks). The whole tensors, recorded by one process, are
- * the independent reference the merged reader must give back.
+ * is written with the public API as that rank (the library names its
+ * file and writes its rank attributes) and records its part of the same
+ * tensors (rows for a data split, columns of the branch output for a
+ * tensor split, layers for pipeline stages); rr_set_ranks then sets the
+ * rank attributes with the HDF5 C API as the test wants them (another job
+ * id, a stranger's values). The whole tensors, recorded by one process,
+ * are the independent reference the merged reader must give back.
  *
  * The model: RR_L layers of two sublayers (attn, mlp), width RR_D,
  * pre-norm (stream_in -> RMSNorm -> branch -> add), RR_T tokens per step,
@@ -112,8 +113,38 @@ static inline int rr_grad(resdiag *r, const rr_part *p, int step, int l)
                == RESDIAG_OK ? 0 : -1;
 }
 
+typedef struct rr_ranks rr_ranks;
+static inline int rr_write_as(const char *path, const rr_part *p, int shard_cols,
+                              const rr_ranks *k);
+
 /* Writes part p of the job to path as a run of one process. 0, or -1. */
 static inline int rr_write(const char *path, const rr_part *p, int shard_cols)
+{
+    return rr_write_as(path, p, shard_cols, NULL);
+}
+
+/* The rank attributes of doc/RANKS.md, as the writer of a rank writes them. */
+struct rr_ranks {
+    int rank, world_size;
+    const char *split;      /* "data", "sequence", "tensor", "pipeline" */
+    int shard_col_offset, layer_first, layer_count, record_rank_every;
+    const char *job_id;
+};
+
+static inline resdiag_split rr_split(const char *name)
+{
+    static const char *const names[] = { "none", "data", "sequence", "tensor", "pipeline" };
+    for (int i = 0; i < 5; i++)
+        if (strcmp(names[i], name) == 0)
+            return (resdiag_split)i;
+    return RESDIAG_SPLIT_DATA;
+}
+
+/* Writes part p to path: a run of one process (k NULL), or rank k->rank
+ * of a job, which the library names (resdiag_rank_path) and marks with
+ * the rank attributes itself. 0, or -1. */
+static inline int rr_write_as(const char *path, const rr_part *p, int shard_cols,
+                              const rr_ranks *k)
 {
     static const char *const subs[2] = { "attn", "mlp" };
     static const char *const params[1] = { "mlp.w2" };
@@ -127,12 +158,17 @@ static inline int rr_write(const char *path, const rr_part *p, int shard_cols)
     m.layer_param_names = params;
     m.shard_cols = shard_cols;
     m.declared_placement = RESDIAG_PLACEMENT_PRE;
-    m.rank = 0; /* one process, whatever the environment says: the rank */
-    m.world_size = 1; /* attributes are set afterwards (rr_set_ranks) */
+    m.rank = k ? k->rank : 0; /* given, whatever the environment says */
+    m.world_size = k ? k->world_size : 1;
+    m.split = k ? rr_split(k->split) : RESDIAG_SPLIT_NONE;
+    m.shard_col_offset = k ? k->shard_col_offset : 0;
+    m.layer_first = k ? k->layer_first : 0;
+    m.layer_count = k ? k->layer_count : 0;
     resdiag_options o;
     resdiag_options_init(&o);
     o.sketch_size = RR_K;
     o.sketch_seed = RR_SEED;
+    o.record_rank_every = k && k->record_rank_every ? k->record_rank_every : 1;
     resdiag *r = NULL;
     if (resdiag_open(&r, path, &m, &o) != RESDIAG_OK)
         return -1;
@@ -185,14 +221,6 @@ static inline int rr_put_str(hid_t f, const char *name, const char *v)
     return rc;
 }
 
-/* The rank attributes of doc/RANKS.md, as the writer of a rank writes them. */
-typedef struct rr_ranks {
-    int rank, world_size;
-    const char *split;      /* "data", "sequence", "tensor", "pipeline" */
-    int shard_col_offset, layer_first, layer_count, record_rank_every;
-    const char *job_id;
-} rr_ranks;
-
 static inline int rr_set_ranks(const char *path, const rr_ranks *k)
 {
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
@@ -209,15 +237,34 @@ static inline int rr_set_ranks(const char *path, const rr_ranks *k)
     return (H5Fclose(f) < 0 ? -1 : 0) | rc;
 }
 
-/* Writes rank `rank` of a job beside path (resdiag_rank_path) and sets its
- * rank attributes. */
+/* Removes every rank attribute from the root: a file as resdiag wrote it
+ * before ranks existed. */
+static inline int rr_drop_ranks(const char *path)
+{
+    static const char *const names[] = { "rank", "world_size", "local_rank", "rank_source",
+                                         "split", "shard_col_offset", "layer_first",
+                                         "layer_count", "record_rank_every", "job_id" };
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    if (f < 0)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (H5Aexists(f, names[i]) > 0 && H5Adelete(f, names[i]) < 0)
+            rc = -1;
+    return (H5Fclose(f) < 0 ? -1 : 0) | rc;
+}
+
+/* Writes rank k->rank of the job at path with the library (which names
+ * its file, resdiag_rank_path, and sets its rank attributes), then sets
+ * them again as k says, for the job id (the writer takes it from the
+ * launcher's environment). */
 static inline int rr_write_rank(const char *path, const rr_part *p, int shard_cols,
                                 const rr_ranks *k)
 {
     char name[1024];
     if (resdiag_rank_path(name, sizeof name, path, k->rank) != RESDIAG_OK)
         return -1;
-    return rr_write(name, p, shard_cols) == 0 && rr_set_ranks(name, k) == 0 ? 0 : -1;
+    return rr_write_as(path, p, shard_cols, k) == 0 && rr_set_ranks(name, k) == 0 ? 0 : -1;
 }
 
 #endif

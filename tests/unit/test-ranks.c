@@ -213,6 +213,7 @@ START_TEST(files_without_rank_attributes_are_one_process)
 {
     rr_part p = rr_whole(2);
     ck_assert_int_eq(rr_write(at("one.h5"), &p, 0), 0);
+    ck_assert_int_eq(rr_drop_ranks(at("one.h5")), 0);
     resdiag_reader *rd = open_ok(at("one.h5"));
     const resdiag_run_info *in = resdiag_reader_info(rd);
     ck_assert_int_eq(in->rank, 0);
