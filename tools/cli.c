@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,10 +63,11 @@ static resdiag_placement parse_placement(const char *s)
 
 enum {
     OPT_STEP = 256, OPT_LAST, OPT_ALL, OPT_JSON, OPT_HTML, OPT_MAX_GROWTH, OPT_EXPECT,
-    OPT_FINAL_NORM, OPT_WHAT,
+    OPT_FINAL_NORM, OPT_WHAT, OPT_RANK,
 };
 
 #define OPT_HELP_ENTRY { "help", no_argument, NULL, 'h' }
+#define OPT_RANK_ENTRY { "rank", required_argument, NULL, OPT_RANK }
 #define OPT_END { NULL, 0, NULL, 0 }
 
 /* Each command's options, as getopt_long(3) reads them: "--step 3" and
@@ -78,6 +80,7 @@ static const struct option report_options[] = {
     { "json", no_argument, NULL, OPT_JSON },
     { "html", required_argument, NULL, OPT_HTML },
     { "max-growth", required_argument, NULL, OPT_MAX_GROWTH },
+    OPT_RANK_ENTRY,
     OPT_END,
 };
 static const struct option check_options[] = {
@@ -87,6 +90,7 @@ static const struct option check_options[] = {
     { "max-growth", required_argument, NULL, OPT_MAX_GROWTH },
     { "step", required_argument, NULL, OPT_STEP },
     { "last", no_argument, NULL, OPT_LAST },
+    OPT_RANK_ENTRY,
     OPT_END,
 };
 static const struct option diff_options[] = {
@@ -94,6 +98,7 @@ static const struct option diff_options[] = {
     { "step", required_argument, NULL, OPT_STEP },
     { "last", no_argument, NULL, OPT_LAST },
     { "html", required_argument, NULL, OPT_HTML },
+    OPT_RANK_ENTRY,
     OPT_END,
 };
 static const struct option plot_options[] = {
@@ -102,12 +107,14 @@ static const struct option plot_options[] = {
     { "output", required_argument, NULL, 'o' },
     { "step", required_argument, NULL, OPT_STEP },
     { "last", no_argument, NULL, OPT_LAST },
+    OPT_RANK_ENTRY,
     OPT_END,
 };
 static const struct option dump_options[] = {
     OPT_HELP_ENTRY,
     { "step", required_argument, NULL, OPT_STEP },
     { "all", no_argument, NULL, OPT_ALL },
+    OPT_RANK_ENTRY,
     OPT_END,
 };
 
@@ -186,6 +193,7 @@ int parse_cli_args(const char *cmd, int argc, char **argv, cli_args *o)
     memset(o, 0, sizeof *o);
     o->want_step = -1;
     o->what = -1;
+    o->rank = RESDIAG_RANK_ALL;
     const struct option *longs = strcmp(cmd, "report") == 0 ? report_options
                                  : strcmp(cmd, "check") == 0 ? check_options
                                  : strcmp(cmd, "diff") == 0  ? diff_options
@@ -251,6 +259,15 @@ int parse_cli_args(const char *cmd, int argc, char **argv, cli_args *o)
                 return EXIT_BAD;
             }
             break;
+        case OPT_RANK: {
+            long long r = -1;
+            if (!val || parse_int64(val, &r) || r < 0 || r > INT_MAX) {
+                fprintf(stderr, "resdiag %s: --rank needs a rank number >= 0\n", cmd);
+                return EXIT_BAD;
+            }
+            o->rank = (int)r;
+            break;
+        }
         case OPT_MAX_GROWTH:
             if (!val || parse_double(val, &o->max_growth) || o->max_growth <= 0) {
                 fprintf(stderr, "resdiag %s: --max-growth needs a number > 0\n", cmd);

@@ -20,7 +20,7 @@ int cmd_dump(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     resdiag_reader *rd = NULL;
     tool_last_msg[0] = 0;
-    if (resdiag_reader_open(&rd, o.path) != RESDIAG_OK) {
+    if (resdiag_reader_open_rank(&rd, o.path, o.rank) != RESDIAG_OK) {
         fprintf(stderr, "resdiag: %s\n",
                 tool_last_msg[0] ? tool_last_msg : "cannot read the run file");
         return EXIT_BAD;
@@ -30,6 +30,9 @@ int cmd_dump(int argc, char **argv)
     resdiag_dump_options d;
     resdiag_dump_options_init(&d);
     d.run_name = o.path;
+    resdiag_rank_info ri = { .struct_size = sizeof ri };
+    if (o.rank >= 0 && resdiag_reader_rank(rd, 0, &ri) == RESDIAG_OK)
+        d.run_name = ri.path; /* that rank's own file */
     d.n_steps = o.all ? -1 : 1;
     if (find_step(rd, o.path, o.want_step, &d.first_index) != 0) {
         resdiag_reader_destroy(rd);

@@ -12,7 +12,7 @@
 static const command commands[] = {
     { "report", cmd_report, "what the run says: placement verdict, depth laws, gradients",
       "usage: resdiag report [--step N | --last] [--json | --html FILE] [--max-growth X]\n"
-      "                      RUN.h5\n"
+      "                      [--rank N] RUN.h5\n"
       "\n"
       "Tells from the recorded data (never from the declaration) where the norms\n"
       "sit: pre-norm, post-norm, sandwich, deepnorm (with alpha), parallel, mixed\n"
@@ -31,6 +31,12 @@ static const command commands[] = {
       "  --html FILE     the same as one self-contained HTML page with figures (inline\n"
       "                  SVG, no script, no network) written to FILE ('-' = stdout)\n"
       "  --max-growth X  warn when the stream grows more than X over depth [default=10]\n"
+      "  --rank N        the file of rank N of a job alone (default: rank 0's file\n"
+      "                  with the other ranks' files beside it, merged)\n"
+      "\n"
+      "A job of several processes (ranks) is read from rank 0's file: the report\n"
+      "merges the ranks' files beside it and says which were found, missing,\n"
+      "rejected or ended early, and where the ranks disagree (doc/RANKS.md).\n"
       "\n"
       "A run whose data contradict the declared placement gets a WARNING line at\n"
       "the top (a \"declared_contradicted\" key in JSON, a warning-coloured card in\n"
@@ -39,7 +45,7 @@ static const command commands[] = {
       "Exit 0 with a report, 2 with one line on stderr for unusable input.\n" },
     { "check", cmd_check, "exit 0/1/2: does the run have the expected placement?",
       "usage: resdiag check --expect P [--final-norm] [--max-growth X]\n"
-      "                     [--step N | --last] RUN.h5\n"
+      "                     [--step N | --last] [--rank N] RUN.h5\n"
       "\n"
       "P is pre-norm | post-norm | sandwich | deepnorm | parallel | mixed | none\n"
       "(pre and post are accepted too), or declared: the placement the trainer\n"
@@ -50,13 +56,14 @@ static const command commands[] = {
       "\n"
       "  --final-norm    also require a final norm before the head\n"
       "  --max-growth X  also require the stream to grow at most X over depth\n"
+      "  --rank N        check the file of rank N of a job alone (default: merged)\n"
       "\n"
       "Exit 0 it holds, 1 it does not, 2 cannot tell (e.g. stream-only evidence\n"
       "that does not separate the placements; with --expect declared, a run that\n"
       "declares nothing) or unusable input. The line saying why is on stdout in\n"
       "every case; only unusable input and bad usage write (one line) to stderr.\n" },
     { "diff", cmd_diff, "two runs side by side, the differences that matter first",
-      "usage: resdiag diff [--step N | --last] [--html FILE] A.h5 B.h5\n"
+      "usage: resdiag diff [--step N | --last] [--html FILE] [--rank N] A.h5 B.h5\n"
       "\n"
       "Analyses both runs (as resdiag report does, at the first recorded step by\n"
       "default) and prints the differences that matter first - placement, final\n"
@@ -69,11 +76,12 @@ static const command commands[] = {
       "  --last     the last recorded step of each run\n"
       "  --html FILE  also write an HTML page with both runs overlaid on the same\n"
       "             axes to FILE ('-' = stdout instead of the text)\n"
+      "  --rank N   the files of rank N of both jobs alone (default: merged)\n"
       "\n"
       "Exit 0 with the comparison, 2 with one line on stderr for unusable input.\n" },
     { "plot", cmd_plot, "one figure of a run as SVG (growth, updates, gradients, loss)",
       "usage: resdiag plot --what growth|updates|gradients|loss -o FILE.svg\n"
-      "                    [--step N | --last] RUN.h5\n"
+      "                    [--step N | --last] [--rank N] RUN.h5\n"
       "\n"
       "Draws one figure of the analysis (as resdiag report computes it) as a\n"
       "standalone SVG file, to paste into a paper or a pull request:\n"
@@ -93,17 +101,19 @@ static const command commands[] = {
       "  -o FILE     where to write it ('-' = stdout) (required)\n"
       "  --step N    analyse the recorded step with the trainer's number N\n"
       "  --last      analyse the last recorded step\n"
+      "  --rank N    the file of rank N of a job alone (default: merged)\n"
       "\n"
       "Exit 0 with the figure written, 2 with one line on stderr for unusable input\n"
       "(also when the run holds no data for the figure, e.g. no gradients).\n" },
     { "dump", cmd_dump, "print what a run file holds, step by step",
-      "usage: resdiag dump [--step N | --all] RUN.h5\n"
+      "usage: resdiag dump [--step N | --all] [--rank N] RUN.h5\n"
       "\n"
       "Prints the run's model description and provenance, then for the first\n"
       "recorded step (or step N, or --all steps) a table of every observed site:\n"
       "tokens, Frobenius norm, per-token norm (mean, std), per-token RMS and mean,\n"
       "max |value| and its column, NaN/Inf counts, call order and the trainer's\n"
-      "file:line; then the update ratios r = ||dx||/||x|| and parameter gradients.\n" },
+      "file:line; then the update ratios r = ||dx||/||x|| and parameter gradients.\n"
+      "A job's rank 0 file shows the ranks merged; --rank N shows rank N's file.\n" },
     { "help", cmd_help, "show help for a command", "usage: resdiag help [COMMAND]\n" },
     { "version", cmd_version, "print the version", "usage: resdiag version\n" },
 };

@@ -27,11 +27,11 @@ _resdiag()
 
     local opts
     case $cmd in
-        report) opts="--step --last --json --html --max-growth --help" ;;
-        check) opts="--expect --final-norm --max-growth --step --last --help" ;;
-        diff) opts="--step --last --html --help" ;;
-        plot) opts="--what -o --output --step --last --help" ;;
-        dump) opts="--step --all --help" ;;
+        report) opts="--step --last --json --html --max-growth --rank --help" ;;
+        check) opts="--expect --final-norm --max-growth --step --last --rank --help" ;;
+        diff) opts="--step --last --html --rank --help" ;;
+        plot) opts="--what -o --output --step --last --rank --help" ;;
+        dump) opts="--step --all --rank --help" ;;
         help)
             ((COMP_CWORD == i + 1)) && COMPREPLY=($(compgen -W "$commands" -- "$cur"))
             return 0 ;;
@@ -61,7 +61,7 @@ _resdiag()
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -f -- "$cur"))
             return 0 ;;
-        --step | --max-growth)
+        --step | --max-growth | --rank)
             return 0 ;;
     esac
 

@@ -66,7 +66,7 @@ resdiag_analysis *open_analysis(const cli_args *o, resdiag_reader **rdp)
     resdiag_reader *rd = NULL;
     *rdp = NULL;
     tool_last_msg[0] = 0;
-    if (resdiag_reader_open(&rd, o->path) != RESDIAG_OK) {
+    if (resdiag_reader_open_rank(&rd, o->path, o->rank) != RESDIAG_OK) {
         fprintf(stderr, "resdiag: %s\n",
                 tool_last_msg[0] ? tool_last_msg : "cannot read the run file");
         return NULL;

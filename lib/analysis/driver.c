@@ -67,6 +67,7 @@ void resdiag_analysis_destroy(resdiag_analysis *a)
     free(a->head_param_name);
     free(a->residual_param_name);
     resdiag_analysis_destroy(a->at_last);
+    rd_ranks_free(a->ranks);
     free(a);
 }
 
@@ -98,7 +99,8 @@ static resdiag_status run_phases(const resdiag_reader *rd, rd_analysis *a, int w
     rd_analysis_param_order(rd, a);
     if (whole_run && ((st = rd_analysis_training(rd, a)) ||
                       (st = rd_analysis_nonfinite(rd, a)) ||
-                      (st = rd_analysis_metrics(rd, a))))
+                      (st = rd_analysis_metrics(rd, a)) ||
+                      (st = rd_analysis_ranks(rd, a))))
         return st;
     rd_analysis_warnings(a);
     return RESDIAG_OK;

@@ -57,6 +57,11 @@ resdiag_status rd_analysis_training(const resdiag_reader *rd, rd_analysis *a);
 resdiag_status rd_analysis_nonfinite(const resdiag_reader *rd, rd_analysis *a);
 /* metrics.c: the trainer's metrics (its loss, ...) at every recorded step. */
 resdiag_status rd_analysis_metrics(const resdiag_reader *rd, rd_analysis *a);
+/* ranks.c: for a merged job, each rank's own file alone (verdict, first
+ * non-finite value, last step) and where the ranks disagree; nothing for
+ * one file. */
+resdiag_status rd_analysis_ranks(const resdiag_reader *rd, rd_analysis *a);
+void rd_ranks_free(rd_ranks *k);
 /* warnings.c: what the report warns about, from everything above. */
 void rd_analysis_warnings(rd_analysis *a);
 

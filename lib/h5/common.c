@@ -130,6 +130,18 @@ hid_t rd_h5_fixed_string_type(size_t len)
     return t;
 }
 
+/* rd_h5_hold_failures: where this thread's failures go instead of the log. */
+static _Thread_local char *held_msg;
+static _Thread_local size_t held_len;
+
+void rd_h5_hold_failures(char *buf, size_t len)
+{
+    held_msg = buf;
+    held_len = len;
+    if (buf && len)
+        buf[0] = '\0';
+}
+
 resdiag_status rd_h5_fail(resdiag_status st, const char *fmt, ...)
 {
     char msg[1024];
@@ -137,6 +149,11 @@ resdiag_status rd_h5_fail(resdiag_status st, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (held_msg) {
+        if (!held_msg[0]) /* the first failure says why */
+            snprintf(held_msg, held_len, "%s", msg);
+        return st;
+    }
     rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "%s", msg);
     return st;
 }

@@ -87,6 +87,12 @@ resdiag_status rd_h5_fail(resdiag_status st, const char *fmt, ...)
 #endif
     ;
 
+/* From rd_h5_hold_failures(buf, len) until rd_h5_hold_failures(NULL, 0),
+ * rd_h5_fail in this thread logs nothing and keeps the first message in
+ * buf instead: the merged reader reports a rank file it leaves out as the
+ * rank's reason, not as an error of the run. */
+void rd_h5_hold_failures(char *buf, size_t len);
+
 /* The HDF5 call just made failed: logs "run file PATH: WHAT: HDF5's
  * message" and returns RESDIAG_E_IO. */
 resdiag_status rd_h5_fail_call(const char *path, const char *what);

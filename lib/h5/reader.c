@@ -32,6 +32,7 @@
 #include "h5/attributes.h"
 #include "h5/common.h"
 #include "h5/guard.h"
+#include "h5/merge.h"
 #include "h5/reader.h"
 #include "h5/reader_root.h"
 #include "format/format.h"
@@ -85,6 +86,7 @@ struct resdiag_reader {
 
     const char **callsites;   /* (n_slots) interned */
     intern pool;
+    rd_merge *merge;          /* a job's rank files read as one (merge.h); NULL: one file */
 };
 
 /* --------------------------------------------------------------- intern */
@@ -731,6 +733,7 @@ static void reader_free(resdiag_reader *rd)
         H5Dclose(rd->time_ds);
     if (rd->file >= 0)
         H5Fclose(rd->file);
+    rd_merge_free(rd->merge);
     rd_root_free(&rd->root);
     free(rd->callsites);
     intern_free(&rd->pool);
@@ -738,7 +741,68 @@ static void reader_free(resdiag_reader *rd)
     free(rd);
 }
 
+static resdiag_reader *reader_alloc(const char *path)
+{
+    resdiag_reader *rd = calloc(1, sizeof *rd);
+    if (!rd)
+        return NULL;
+    rd->file = rd->steps_ds = rd->time_ds = H5I_INVALID_HID;
+    for (int i = 0; i < RD_N_TABLES; i++)
+        rd->table_ds[i] = rd->callsite_ds[i] = H5I_INVALID_HID;
+    for (int i = 0; i < RD_N_SUMMARY; i++)
+        rd->summary_ds[i] = H5I_INVALID_HID;
+    rd->path = strdup(path);
+    if (!rd->path) {
+        free(rd);
+        return NULL;
+    }
+    return rd;
+}
+
 resdiag_status resdiag_reader_open(resdiag_reader **out, const char *path)
+{
+    resdiag_reader *rd0 = NULL;
+    resdiag_status st = rd_reader_open_file(out, path);
+    if (st != RESDIAG_OK)
+        return st;
+    rd0 = *out;
+    const resdiag_run_info *in = &rd0->root.info;
+    if (in->world_size <= 1 || in->rank != 0)
+        return RESDIAG_OK; /* one process, or one rank's file named directly */
+    *out = NULL;
+    resdiag_reader *rd = reader_alloc(path);
+    if (!rd) {
+        resdiag_reader_destroy(rd0);
+        return rd_h5_fail(RESDIAG_E_NOMEM, "run file %s: out of memory", path);
+    }
+    rd_h5_quiet q;
+    rd_h5_quiet_begin(&q);
+    st = rd_merge_open(&rd->merge, rd0); /* takes rd0 over */
+    rd_h5_quiet_end(&q);
+    if (st != RESDIAG_OK) {
+        resdiag_reader_destroy(rd);
+        return st;
+    }
+    *out = rd;
+    return RESDIAG_OK;
+}
+
+const rd_merge *rd_reader_merge(const resdiag_reader *rd)
+{
+    return rd ? rd->merge : NULL;
+}
+
+int64_t rd_reader_last_step(const resdiag_reader *rd)
+{
+    return rd->root.info.n_steps > 0 ? rd->last_step : -1;
+}
+
+const char *rd_reader_path(const resdiag_reader *rd)
+{
+    return rd->path;
+}
+
+resdiag_status rd_reader_open_file(resdiag_reader **out, const char *path)
 {
     if (!out)
         return rd_h5_fail(RESDIAG_E_NULL, "client bug: resdiag_reader_open: out is NULL");
@@ -756,20 +820,10 @@ resdiag_status resdiag_reader_open(resdiag_reader **out, const char *path)
         return rd_h5_fail(st, "%s run file %s: %s", st == RESDIAG_E_IO ? "cannot read" : "damaged",
                           path, gerr);
 
-    resdiag_reader *rd = calloc(1, sizeof *rd);
+    resdiag_reader *rd = reader_alloc(path);
     if (!rd)
         return rd_h5_fail(RESDIAG_E_NOMEM, "run file %s: out of memory", path);
-    rd->file = rd->steps_ds = rd->time_ds = H5I_INVALID_HID;
-    for (int i = 0; i < RD_N_TABLES; i++)
-        rd->table_ds[i] = rd->callsite_ds[i] = H5I_INVALID_HID;
-    for (int i = 0; i < RD_N_SUMMARY; i++)
-        rd->summary_ds[i] = H5I_INVALID_HID;
     rd->file_size = file_size;
-    rd->path = strdup(path);
-    if (!rd->path) {
-        free(rd);
-        return rd_h5_fail(RESDIAG_E_NOMEM, "run file %s: out of memory", path);
-    }
 
     rd_h5_quiet q;
     rd_h5_quiet_begin(&q);
@@ -857,6 +911,8 @@ void resdiag_reader_destroy(resdiag_reader *rd)
 
 const resdiag_run_info *resdiag_reader_info(const resdiag_reader *rd)
 {
+    if (rd && rd->merge)
+        return &rd->merge->info;
     return rd ? &rd->root.info : NULL;
 }
 
@@ -864,6 +920,8 @@ resdiag_status resdiag_reader_refresh(resdiag_reader *rd)
 {
     if (!rd)
         return rd_h5_fail(RESDIAG_E_NULL, "client bug: resdiag_reader_refresh: reader is NULL");
+    if (rd->merge)
+        return rd_merge_refresh(rd->merge);
     rd_h5_quiet q;
     rd_h5_quiet_begin(&q);
     resdiag_status st = RESDIAG_OK;
@@ -979,6 +1037,8 @@ resdiag_status resdiag_reader_steps(const resdiag_reader *rd, int64_t *out, int6
 {
     if (!rd || (!out && n > 0))
         return rd_h5_fail(RESDIAG_E_NULL, "client bug: resdiag_reader_steps: NULL argument");
+    if (rd->merge)
+        return rd_merge_steps(rd->merge, out, n);
     if (n < 0)
         return rd_h5_fail(RESDIAG_E_INVALID, "client bug: resdiag_reader_steps: n = %lld",
                           (long long)n);
@@ -1023,6 +1083,8 @@ resdiag_status resdiag_reader_site(const resdiag_reader *rd, int64_t step_index,
         *observed = 0;
     if (!rd || !out)
         return rd_h5_fail(RESDIAG_E_NULL, "client bug: %s: NULL argument", fn);
+    if (rd->merge)
+        return rd_merge_site(rd->merge, step_index, dir, layer, sublayer, site, out, observed);
     resdiag_status st;
     if ((st = check_site(rd, dir, layer, sublayer, site, fn)) != RESDIAG_OK
         || (st = check_step(rd, step_index, fn)) != RESDIAG_OK)
@@ -1040,6 +1102,8 @@ resdiag_status resdiag_reader_sketch(const resdiag_reader *rd, int64_t step_inde
     static const char fn[] = "resdiag_reader_sketch";
     if (!rd || !out)
         return rd_h5_fail(RESDIAG_E_NULL, "client bug: %s: NULL argument", fn);
+    if (rd->merge)
+        return rd_merge_sketch(rd->merge, step_index, dir, layer, sublayer, site, out);
     resdiag_status st;
     if ((st = check_site(rd, dir, layer, sublayer, site, fn)) != RESDIAG_OK)
         return st;
@@ -1060,6 +1124,8 @@ resdiag_status resdiag_reader_param(const resdiag_reader *rd, int64_t step_index
         *observed = 0;
     if (!rd || !name || !out)
         return rd_h5_fail(RESDIAG_E_NULL, "client bug: %s: NULL argument", fn);
+    if (rd->merge)
+        return rd_merge_param(rd->merge, step_index, layer, name, out, observed);
     int table;
     size_t slot = 0;
     char **names;
@@ -1096,6 +1162,8 @@ resdiag_status resdiag_reader_update(const resdiag_reader *rd, int64_t step_inde
     static const char fn[] = "resdiag_reader_update";
     if (!rd || !out)
         return rd_h5_fail(RESDIAG_E_NULL, "client bug: %s: NULL argument", fn);
+    if (rd->merge)
+        return rd_merge_update(rd->merge, step_index, layer, sublayer, out);
     resdiag_status st;
     if ((st = check_site(rd, RESDIAG_FORWARD, layer, sublayer, RESDIAG_STREAM_IN, fn))
         != RESDIAG_OK
@@ -1111,6 +1179,8 @@ resdiag_status resdiag_reader_metric(const resdiag_reader *rd, int metric, int64
     static const char fn[] = "resdiag_reader_metric";
     if (!rd || (!out && n > 0))
         return rd_h5_fail(RESDIAG_E_NULL, "client bug: %s: NULL argument", fn);
+    if (rd->merge)
+        return rd_merge_metric(rd->merge, metric, first, n, out);
     const resdiag_run_info *in = &rd->root.info;
     if (metric < 0 || metric >= in->n_metrics)
         return rd_h5_fail(RESDIAG_E_RANGE, "client bug: %s: metric %d is outside 0..%d (run "
@@ -1141,6 +1211,8 @@ resdiag_status resdiag_reader_alias(const resdiag_reader *rd, int64_t step_index
         *same_as = -1;
     if (!rd || !same_as)
         return rd_h5_fail(RESDIAG_E_NULL, "client bug: %s: NULL argument", fn);
+    if (rd->merge)
+        return rd_merge_alias(rd->merge, step_index, dir, layer, sublayer, site, same_as);
     resdiag_status st;
     if ((st = check_site(rd, dir, layer, sublayer, site, fn)) != RESDIAG_OK)
         return st;
@@ -1175,6 +1247,8 @@ const char *resdiag_reader_callsite(const resdiag_reader *rd, resdiag_direction 
         rd_h5_fail(RESDIAG_E_NULL, "client bug: %s: reader is NULL", fn);
         return "";
     }
+    if (rd->merge)
+        return rd_merge_callsite(rd->merge, dir, layer, sublayer, site);
     if (check_site(rd, dir, layer, sublayer, site, fn) != RESDIAG_OK)
         return "";
     int table;
@@ -1190,6 +1264,8 @@ resdiag_status resdiag_reader_series(const resdiag_reader *rd, resdiag_direction
     static const char fn[] = "resdiag_reader_series";
     if (!rd || (!out && n > 0))
         return rd_h5_fail(RESDIAG_E_NULL, "client bug: %s: NULL argument", fn);
+    if (rd->merge)
+        return rd_merge_series(rd->merge, dir, layer, sublayer, site, field, out, n);
     resdiag_status st;
     if ((st = check_site(rd, dir, layer, sublayer, site, fn)) != RESDIAG_OK)
         return st;
@@ -1223,11 +1299,15 @@ static const series *find_series(const resdiag_reader *rd, const char *name)
 
 int resdiag_reader_n_datasets(const resdiag_reader *rd)
 {
+    if (rd && rd->merge)
+        return rd->merge->n_datasets;
     return rd ? rd->n_series : 0;
 }
 
 const char *resdiag_reader_dataset_name(const resdiag_reader *rd, int i)
 {
+    if (rd && rd->merge)
+        return i >= 0 && i < rd->merge->n_datasets ? rd->merge->datasets[i] : NULL;
     if (!rd || i < 0 || i >= rd->n_series)
         return NULL;
     return rd->series[i].name;
@@ -1239,6 +1319,8 @@ resdiag_status resdiag_reader_dims(const resdiag_reader *rd, const char *name, i
     static const char fn[] = "resdiag_reader_dims";
     if (!rd || !name || !rank || (!dims && max_rank > 0))
         return rd_h5_fail(RESDIAG_E_NULL, "client bug: %s: NULL argument", fn);
+    if (rd->merge)
+        return rd_merge_dims(rd->merge, name, dims, max_rank, rank);
     const series *s = find_series(rd, name);
     if (!s)
         return rd_h5_fail(RESDIAG_E_NOT_FOUND, "%s: run file %s has no dataset \"%s\"", fn,
@@ -1259,6 +1341,8 @@ resdiag_status resdiag_reader_read(const resdiag_reader *rd, const char *name, i
     static const char fn[] = "resdiag_reader_read";
     if (!rd || !name || (!out && count > 0))
         return rd_h5_fail(RESDIAG_E_NULL, "client bug: %s: NULL argument", fn);
+    if (rd->merge)
+        return rd_merge_read(rd->merge, name, first, count, out, out_len);
     const series *s = find_series(rd, name);
     if (!s)
         return rd_h5_fail(RESDIAG_E_NOT_FOUND, "%s: run file %s has no dataset \"%s\"", fn,
@@ -1296,6 +1380,11 @@ resdiag_status rd_reader_chunks(const resdiag_reader *rd, const char *name, int6
 {
     static const char fn[] = "rd_reader_chunks";
     *n_chunks = -1;
+    if (rd->merge) /* merged: counts as stored everywhere (each read asks the ranks) */
+        return rd_merge_has_dataset(rd->merge, name)
+                   ? RESDIAG_OK
+                   : rd_h5_fail(RESDIAG_E_NOT_FOUND, "%s: run file %s has no dataset \"%s\"",
+                                fn, rd->path, name);
     const series *s = find_series(rd, name);
     if (!s)
         return rd_h5_fail(RESDIAG_E_NOT_FOUND, "%s: run file %s has no dataset \"%s\"", fn,
@@ -1323,6 +1412,13 @@ resdiag_status rd_reader_stored(const resdiag_reader *rd, const char *name, int6
     static const char fn[] = "rd_reader_stored";
     *n_stored = 1;
     *row_end = step_index + 1;
+    if (rd->merge) {
+        *row_end = rd->merge->info.n_steps;
+        return rd_merge_has_dataset(rd->merge, name)
+                   ? RESDIAG_OK
+                   : rd_h5_fail(RESDIAG_E_NOT_FOUND, "%s: run file %s has no dataset \"%s\"",
+                                fn, rd->path, name);
+    }
     const series *s = find_series(rd, name);
     if (!s)
         return rd_h5_fail(RESDIAG_E_NOT_FOUND, "%s: run file %s has no dataset \"%s\"", fn,
@@ -1364,7 +1460,7 @@ void rd_stored_init(const resdiag_reader *rd, rd_stored_cursor *c, const char *n
     c->name = name;
     c->stored = 1;
     c->left = -1;
-    c->present = find_series(rd, name) != NULL;
+    c->present = rd->merge ? rd_merge_has_dataset(rd->merge, name) : find_series(rd, name) != NULL;
     if (c->present && rd_reader_chunks(rd, name, &c->left) != RESDIAG_OK)
         c->left = -1; /* cannot tell: every step counts as stored (and its read fails) */
 }

@@ -46,4 +46,18 @@ void rd_stored_init(const resdiag_reader *rd, rd_stored_cursor *c, const char *n
  * none). */
 int rd_stored_at(const resdiag_reader *rd, rd_stored_cursor *c, int64_t si, int64_t *next);
 
+/* Opens the one file at path as resdiag_reader_open did before ranks: no
+ * merging, whatever its rank attributes say. */
+resdiag_status rd_reader_open_file(resdiag_reader **out, const char *path);
+
+/* The reader of rank r's own file behind rd (a merged reader: that merged
+ * rank's reader, NULL when rank r was not merged; a reader of one file:
+ * rd itself for r == 0, else NULL). Owned by rd. */
+const resdiag_reader *rd_reader_rank_reader(const resdiag_reader *rd, int r);
+
+/* The trainer's number of the last recorded step, -1 when none. */
+int64_t rd_reader_last_step(const resdiag_reader *rd);
+/* The path the reader was opened with. */
+const char *rd_reader_path(const resdiag_reader *rd);
+
 #endif

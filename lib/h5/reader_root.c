@@ -323,6 +323,85 @@ static resdiag_status read_role(hid_t f, const char *P, const char *attr, char *
     return st;
 }
 
+/* ---------------------------------------------------------------- ranks */
+
+static const char *split_name_i(int i) { return rd_split_name(i); }
+
+/* An optional integer attribute in [lo, hi], def when absent. */
+static resdiag_status opt_int(hid_t f, const char *P, const char *name, long long lo,
+                              long long hi, int def, int *out)
+{
+    int has = 0;
+    long long v = def;
+    resdiag_status st = rd_attr_has(P, f, name, &has);
+    if (st == RESDIAG_OK && has)
+        st = rd_attr_get_int(P, f, ROOT, name, lo, hi, &v);
+    if (st == RESDIAG_OK)
+        *out = (int)v;
+    return st;
+}
+
+/* An optional UTF-8 string of at most max_len bytes, def when absent. */
+static resdiag_status opt_str(hid_t f, const char *P, const char *name, size_t max_len,
+                              const char *def, char **out)
+{
+    int has = 0;
+    resdiag_status st = rd_attr_has(P, f, name, &has);
+    if (st != RESDIAG_OK)
+        return st;
+    if (!has)
+        *out = strdup(def);
+    else if ((st = rd_attr_get_str(P, f, ROOT, name, out)) != RESDIAG_OK)
+        return st;
+    if (!*out)
+        return rd_h5_fail(RESDIAG_E_NOMEM, "run file %s: out of memory", P);
+    if (strlen(*out) > max_len || rd_utf8_check(*out, 0, NULL) != RD_TEXT_OK)
+        return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: attribute '%s' is not UTF-8 text of "
+                          "at most %zu bytes", P, name, max_len);
+    return RESDIAG_OK;
+}
+
+/* The rank attributes (doc/RANKS.md), each optional: a file without them
+ * is rank 0 of a job of one. world_size first, since it bounds the rest. */
+static resdiag_status read_ranks(rd_root *r, hid_t f, const char *P)
+{
+    resdiag_run_info *in = &r->info;
+    resdiag_status st;
+    int split = 0;
+    if ((st = opt_int(f, P, RD_ATTR_WORLD_SIZE, 1, RD_MAX_WORLD_SIZE, 1, &in->world_size))
+            != RESDIAG_OK
+        || (st = opt_int(f, P, RD_ATTR_RANK, 0, in->world_size - 1, 0, &in->rank)) != RESDIAG_OK
+        || (st = opt_int(f, P, RD_ATTR_LOCAL_RANK, -1, in->world_size - 1, -1, &in->local_rank))
+               != RESDIAG_OK
+        || (st = opt_int(f, P, RD_ATTR_SHARD_COL_OFFSET, 0, in->d_model - 1, 0,
+                         &in->shard_col_offset)) != RESDIAG_OK
+        || (st = opt_int(f, P, RD_ATTR_LAYER_FIRST, 0, in->n_layers - 1, 0, &in->layer_first))
+               != RESDIAG_OK
+        || (st = opt_int(f, P, RD_ATTR_LAYER_COUNT, 0, in->n_layers - in->layer_first, 0,
+                         &in->layer_count)) != RESDIAG_OK
+        || (st = opt_int(f, P, RD_ATTR_RECORD_RANK_EVERY, 1, INT_MAX, 1,
+                         &in->record_rank_every)) != RESDIAG_OK
+        || (st = opt_str(f, P, RD_ATTR_RANK_SOURCE, 64, "single", &r->rank_source)) != RESDIAG_OK
+        || (st = opt_str(f, P, RD_ATTR_JOB_ID, 255, "", &r->job_id)) != RESDIAG_OK)
+        return st;
+    int has = 0;
+    if ((st = rd_attr_has(P, f, RD_ATTR_SPLIT, &has)) != RESDIAG_OK
+        || (has && (st = rd_attr_get_enum(P, f, RD_ATTR_SPLIT, split_name_i,
+                                             RESDIAG_SPLIT_PIPELINE + 1, &split))
+                       != RESDIAG_OK))
+        return st;
+    in->split = (resdiag_split)split;
+    if (in->split == RESDIAG_SPLIT_TENSOR && in->shard_cols > 0
+        && in->shard_col_offset > in->d_model - in->shard_cols)
+        return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: the shard's columns %d..%d lie outside "
+                          "d_model %d", P, in->shard_col_offset,
+                          in->shard_col_offset + in->shard_cols - 1, in->d_model);
+    in->rank_source = r->rank_source;
+    in->job_id = r->job_id;
+    in->n_ranks_merged = 1;
+    return RESDIAG_OK;
+}
+
 resdiag_status rd_root_read(rd_root *r, hid_t file, const char *path)
 {
     resdiag_run_info *in = &r->info;
@@ -335,7 +414,8 @@ resdiag_status rd_root_read(rd_root *r, hid_t file, const char *path)
                            "head.w", &in->head_param)) != RESDIAG_OK
         || (st = read_role(file, path, RD_ATTR_RESIDUAL_PARAM, r->layer_params,
                            r->n_layer_params, "mlp.w2", &in->residual_param)) != RESDIAG_OK
-        || (st = read_metric_names(r, file, path)) != RESDIAG_OK)
+        || (st = read_metric_names(r, file, path)) != RESDIAG_OK
+        || (st = read_ranks(r, file, path)) != RESDIAG_OK)
         return st;
     in->resdiag_version = r->resdiag_version;
     in->sublayer_names = (const char *const *)r->sublayer_names;
@@ -362,5 +442,7 @@ void rd_root_free(rd_root *r)
     rd_attr_free_strs(r->model_params, r->n_model_params);
     rd_attr_free_strs(r->meta, r->n_meta_strings);
     rd_attr_free_strs(r->metric_names, r->n_metric_names);
+    free(r->rank_source);
+    free(r->job_id);
     memset(r, 0, sizeof *r);
 }

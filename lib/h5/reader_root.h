@@ -26,7 +26,12 @@ typedef struct rd_root {
     size_t n_metric_names;
     char **meta;              /* 2 * n_meta */
     size_t n_meta_strings;
+    char *rank_source, *job_id;
 } rd_root;
+
+/* The largest world_size a file may declare: a reader of a merged job
+ * probes one name per rank (doc/RANKS.md). */
+#define RD_MAX_WORLD_SIZE 1000000
 
 /* Reads the root attributes and /meta of file (run file path) into *r,
  * which must be zeroed. On error the status is logged; rd_root_free frees

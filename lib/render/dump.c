@@ -16,6 +16,7 @@
 #include "common/sized_struct.h"
 #include "format/format.h"
 #include "h5/reader.h"
+#include "render/ranks.h"
 
 static void print_value(FILE *out, double v, int width)
 {
@@ -150,6 +151,13 @@ static void dump_header(FILE *out, rd_esc_ring *esc, const char *path,
         fprintf(out, ", shard width %d", in->shard_cols);
     fprintf(out, "\n  sketch: %d projections (seed %llu)\n", in->sketch_size,
             (unsigned long long)in->sketch_seed);
+    const char *split = rd_ranks_split_name(in->split);
+    if (in->world_size > 1 && in->n_ranks_merged > 1)
+        fprintf(out, "  job: %d ranks, %s split; the files of %d of them merged\n",
+                in->world_size, split, in->n_ranks_merged);
+    else if (in->world_size > 1)
+        fprintf(out, "  job: rank %d of %d, %s split (rank from %s)\n", in->rank, in->world_size,
+                split, rd_esc_text(esc, in->rank_source));
     for (int i = 0; i < in->n_meta; i++)
         fprintf(out, "  meta %s = %s\n", rd_esc_text(esc, in->meta[2 * i]),
                 rd_esc_text(esc, in->meta[2 * i + 1]));

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/sized_struct.h"
 #include "render/plot.h"
+#include "render/ranks.h"
 #include "render/shared.h"
 #include "render/svg.h"
 
@@ -397,6 +398,7 @@ char *resdiag_analysis_to_html(const resdiag_analysis *a, const resdiag_html_opt
     run_line(&b, a);
     verdict_card(&b, a);
     nonfinite_card(&b, a);
+    rd_ranks_html(&b, a);
     const rd_analysis *one[1] = { a };
     svg_printf(&b, "<h2>Residual stream over depth</h2>\n");
     figure(&b, RESDIAG_FIGURE_GROWTH, one, NULL, 1, "growth");

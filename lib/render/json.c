@@ -10,6 +10,7 @@
 #include "analysis/analysis.h"
 #include "common/escape.h"
 #include "common/strbuf.h"
+#include "render/ranks.h"
 #include "render/shared.h"
 
 typedef rd_strbuf sb;
@@ -400,6 +401,7 @@ char *resdiag_analysis_to_json(const resdiag_analysis *a)
     json_nonfinite(&b, a);
     json_training(&b, a);
     json_metrics(&b, a);
+    rd_ranks_json(&b, a);
     json_warnings(&b, a);
     return rd_strbuf_finish(&b);
 }

@@ -12,6 +12,7 @@
 #include "analysis/analysis.h"
 #include "common/escape.h"
 #include "common/strbuf.h"
+#include "render/ranks.h"
 #include "render/shared.h"
 #include "render/table.h"
 #include "render/text_legend.h"
@@ -459,6 +460,7 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
     text_stream(&b, esc, a);
     text_grads(&b, esc, a);
     text_nonfinite(&b, esc, a);
+    rd_ranks_text(&b, esc, a);
     if (a->n_steps > 1) {
         rd_strbuf_printf(&b, "\nOver %s (step %lld -> %lld, %lld recorded):\n",
                   rd_is_training(a) ? "training" : "the recorded steps",

@@ -74,6 +74,11 @@ plot|--step|3|--what growth -o -|a|0|<svg
 plot|--last|-|--what growth -o -|a|0|<svg
 dump|--step|3||a|0|step 3 (record 4 of 5)
 dump|--all|-||a|0|step 4 (record 5 of 5)
+report|--rank|0||a|0|analysed step 0 (record 1)
+check|--rank|0|--expect pre|a|0|
+diff|--rank|0||a b|0|
+plot|--rank|0|--what growth -o -|a|0|<svg
+dump|--rank|0||a|0|step 0 (record 1 of 5)
 EOF
 )
 
@@ -177,6 +182,10 @@ plot -x --what growth -o - $a|unknown option '-x'
 dump --all=1 $a|--all takes no value
 dump --step=-2 $a|--step needs a step number >= 0
 dump $a $b|one run file at a time
+report --rank=-1 $a|--rank needs a rank number >= 0
+report --rank=x $a|--rank needs a rank number >= 0
+check --expect pre --rank $a|--rank needs a rank number >= 0
+dump --rank=1 $a|rank 1 of run
 EOF
 )
 while IFS='|' read -r args text; do

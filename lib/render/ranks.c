@@ -1,0 +1,177 @@
+/*
+ * ranks.c - the ranks part of the report (ranks.h): what
+ * lib/analysis/ranks.c found, in words and as JSON. Strings from the run
+ * files (the reasons, the sentences that quote names) are escaped here.
+ */
+#include "render/ranks.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "format/format.h"
+#include "h5/merge.h"
+#include "render/svg.h"
+
+#define E(s) rd_esc_text(esc, (s))
+
+const char *rd_ranks_split_name(resdiag_split s)
+{
+    const char *name = rd_split_name((int)s);
+    return name ? name : "?";
+}
+
+static const char *state_name(resdiag_rank_state s)
+{
+    static const char *const names[] = { "merged", "ended_early", "missing", "not_recorded",
+                                         "rejected" };
+    return (int)s >= 0 && (int)s < 5 ? names[s] : "?";
+}
+
+/* "found 3 of 4 expected ranks (world size 5, data split)" */
+static void summary(rd_strbuf *b, const rd_ranks *k)
+{
+    int expected = k->world_size - k->n_not_recorded;
+    rd_strbuf_printf(b, "%d of %d expected rank files found (world size %d, %s split), %d merged",
+                     k->n_merged + k->n_rejected, expected, k->world_size,
+                     rd_ranks_split_name(k->split), k->n_merged);
+}
+
+static void missing_list(rd_strbuf *b, const rd_ranks *k)
+{
+    for (int i = 0; i < k->n_missing && i < RD_RANKS_LISTED; i++)
+        rd_strbuf_printf(b, "%s%d", i ? ", " : "", k->missing[i]);
+    if (k->n_missing > RD_RANKS_LISTED)
+        rd_strbuf_printf(b, " and %d more", k->n_missing - RD_RANKS_LISTED);
+}
+
+void rd_ranks_text(rd_strbuf *b, rd_esc_ring *esc, const rd_analysis *a)
+{
+    const rd_ranks *k = a->ranks;
+    if (!k)
+        return;
+    rd_strbuf_printf(b, "\nRanks: ");
+    summary(b, k);
+    rd_strbuf_printf(b, "\n");
+    if (k->n_missing) {
+        rd_strbuf_printf(b, "  missing (no file): ");
+        missing_list(b, k);
+        rd_strbuf_printf(b, "\n");
+    }
+    if (k->n_not_recorded)
+        rd_strbuf_printf(b, "  not recorded (record_rank_every): %d rank(s)\n", k->n_not_recorded);
+    for (int i = 0; i < k->n_rows; i++) {
+        const rd_rank_row *w = &k->rows[i];
+        if (w->state == RESDIAG_RANK_REJECTED)
+            rd_strbuf_printf(b, "  rejected: rank %d: %s\n", w->rank, E(w->why));
+        else if (w->state == RESDIAG_RANK_ENDED_EARLY)
+            rd_strbuf_printf(b, "  ended early: rank %d at step %lld (the others at step %lld)\n",
+                             w->rank, (long long)w->last_step, (long long)k->last_step);
+    }
+    if (k->per_shard) {
+        rd_strbuf_printf(b, "  per shard (tensor split, not merged: NaN):");
+        for (int i = 0; i < RD_MERGE_N_PER_SHARD; i++)
+            rd_strbuf_printf(b, " %s", resdiag_field_name(rd_merge_per_shard_fields[i]));
+        rd_strbuf_printf(b, "\n");
+    }
+    rd_strbuf_printf(b, "  where the ranks disagree:%s\n", k->n_lines ? "" : " nowhere");
+    for (int i = 0; i < k->n_lines; i++)
+        rd_strbuf_printf(b, "  - %s\n", E(k->lines[i]));
+    if (k->n_lines_all > k->n_lines)
+        rd_strbuf_printf(b, "  - ... and %d more\n", k->n_lines_all - k->n_lines);
+}
+
+static void json_rows(rd_strbuf *b, const rd_ranks *k, resdiag_rank_state want, const char *key)
+{
+    int n = 0;
+    rd_strbuf_printf(b, ", \"%s\": [", key);
+    for (int i = 0; i < k->n_rows; i++) {
+        const rd_rank_row *w = &k->rows[i];
+        if (w->state != want)
+            continue;
+        rd_strbuf_printf(b, "%s{\"rank\": %d", n++ ? ", " : "", w->rank);
+        if (want == RESDIAG_RANK_REJECTED) {
+            rd_strbuf_printf(b, ", \"why\": ");
+            rd_strbuf_put_json(b, w->why);
+        } else {
+            rd_strbuf_printf(b, ", \"last_step\": %lld", (long long)w->last_step);
+        }
+        rd_strbuf_printf(b, "}");
+    }
+    rd_strbuf_printf(b, "]");
+}
+
+static void json_per_rank(rd_strbuf *b, const rd_ranks *k)
+{
+    rd_strbuf_printf(b, ", \"per_rank\": [");
+    for (int i = 0; i < k->n_rows; i++) {
+        const rd_rank_row *w = &k->rows[i];
+        rd_strbuf_printf(b, "%s\n      {\"rank\": %d, \"state\": \"%s\", \"steps\": %lld, "
+                         "\"last_step\": %lld, \"verdict\": ", i ? "," : "", w->rank,
+                         state_name(w->state), (long long)w->n_steps, (long long)w->last_step);
+        if (w->verdict >= 0)
+            rd_strbuf_printf(b, "\"%s\"", resdiag_verdict_name((resdiag_verdict)w->verdict));
+        else
+            rd_strbuf_printf(b, "null");
+        if (w->nf_found)
+            rd_strbuf_printf(b, ", \"first_nonfinite_step\": %lld}", (long long)w->nf_step);
+        else
+            rd_strbuf_printf(b, ", \"first_nonfinite_step\": null}");
+    }
+    rd_strbuf_printf(b, "]");
+}
+
+void rd_ranks_json(rd_strbuf *b, const rd_analysis *a)
+{
+    const rd_ranks *k = a->ranks;
+    if (!k)
+        return;
+    rd_strbuf_printf(b, ",\n  \"ranks\": {\"world_size\": %d, \"split\": \"%s\", \"expected\": %d, "
+                     "\"found\": %d, \"merged\": [", k->world_size, rd_ranks_split_name(k->split),
+                     k->world_size - k->n_not_recorded, k->n_merged + k->n_rejected);
+    int n = 0;
+    for (int i = 0; i < k->n_rows; i++)
+        if (k->rows[i].state != RESDIAG_RANK_REJECTED)
+            rd_strbuf_printf(b, "%s%d", n++ ? ", " : "", k->rows[i].rank);
+    rd_strbuf_printf(b, "], \"missing\": [");
+    for (int i = 0; i < k->n_missing && i < RD_RANKS_LISTED; i++)
+        rd_strbuf_printf(b, "%s%d", i ? ", " : "", k->missing[i]);
+    rd_strbuf_printf(b, "], \"n_missing\": %d, \"not_recorded\": %d", k->n_missing,
+                     k->n_not_recorded);
+    json_rows(b, k, RESDIAG_RANK_ENDED_EARLY, "ended_early");
+    rd_strbuf_printf(b, ", \"last_step\": %lld", (long long)k->last_step);
+    json_rows(b, k, RESDIAG_RANK_REJECTED, "rejected");
+    rd_strbuf_printf(b, ", \"per_shard\": [");
+    for (int i = 0; k->per_shard && i < RD_MERGE_N_PER_SHARD; i++)
+        rd_strbuf_printf(b, "%s\"%s\"", i ? ", " : "",
+                         resdiag_field_name(rd_merge_per_shard_fields[i]));
+    rd_strbuf_printf(b, "], \"first_nonfinite_rank\": ");
+    if (k->first_nf_rank >= 0)
+        rd_strbuf_printf(b, "%d", k->first_nf_rank);
+    else
+        rd_strbuf_printf(b, "null");
+    rd_strbuf_printf(b, ", \"disagreements\": [");
+    for (int i = 0; i < k->n_lines; i++) {
+        rd_strbuf_printf(b, "%s\n      ", i ? "," : "");
+        rd_strbuf_put_json(b, k->lines[i]);
+    }
+    rd_strbuf_printf(b, "], \"n_disagreements\": %d", k->n_lines_all);
+    json_per_rank(b, k);
+    rd_strbuf_printf(b, "}");
+}
+
+void rd_ranks_html(rd_strbuf *b, const rd_analysis *a)
+{
+    const rd_ranks *k = a->ranks;
+    if (!k)
+        return;
+    rd_strbuf s = { 0 };
+    rd_esc_ring ring = { 0 };
+    rd_ranks_text(&s, &ring, a);
+    char *text = rd_strbuf_finish(&s);
+    svg_printf(b, "<section class=\"card%s\" id=\"ranks\">\n<h2>Ranks</h2>\n<pre>",
+               k->n_lines || k->n_missing || k->n_rejected ? " bad" : "");
+    svg_escape(b, text ? text + 1 : ""); /* (without the text's leading blank line) */
+    svg_printf(b, "</pre>\n</section>\n");
+    free(text);
+    rd_esc_ring_free(&ring);
+}
