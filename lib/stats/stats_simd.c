@@ -1259,8 +1259,11 @@ row2_sums(row2 *o, const void *row, int64_t cols, const float *tau, const float 
                     __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32 * h));
                     am = _mm256_max_epu16(am, _mm256_slli_epi16(w, 1));
                     if (dt == RESDIAG_DTYPE_F16) {
-                        f[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(w));
-                        f[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(w, 1));
+                        /* converted from memory again: a load costs less
+                         * than extracting the upper half */
+                        const __m128i *hp = (const __m128i *)(const void *)(p + 32 * h);
+                        f[0] = _mm256_cvtph_ps(_mm_loadu_si128(hp));
+                        f[1] = _mm256_cvtph_ps(_mm_loadu_si128(hp + 1));
                     } else {
                         bf16_split16(f, w);
                     }
