@@ -6,6 +6,7 @@
  * its own flags, so that no other object of the library can contain these
  * instructions:
  *   -DRD_SIMD_AVX512=0 -mavx2 -mfma -mf16c                   -> rd_fast_row_avx2
+ *                                                  and rd_fast_rows_avx2
  *   -DRD_SIMD_AVX512=1 -mavx512f -mavx512dq -mavx2 -mfma -mf16c -> rd_fast_row_avx512
  *                                                  and rd_fast_rows_avx512
  * stats.c calls a kernel only after __builtin_cpu_supports said yes. The
@@ -48,7 +49,9 @@
  * width a row's horizontal sums, checks and call cost as much as its
  * loop, so it reduces the 16 rows' sums together (vf_hsum16), computes
  * their per-token values 8 rows a vector, and leaves the rows that fail
- * row_kernel_f's checks to the caller.
+ * row_kernel_f's checks to the caller. AVX2 has the same for rows of any
+ * width (rows2_kernel, at the end of the file: blocks of 512 columns,
+ * per-token values 4 rows a vector).
  */
 #include "stats/stats_impl.h"
 
@@ -1238,10 +1241,12 @@ row2_sums(row2 *o, const void *row, int64_t cols, const float *tau, const float 
             q[c] = kb[c] = vf_zero();
         for (int64_t j = b0; j < b1; j += ROWS_STEP) {
             const char *p = (const char *)row + (size_t)j * esize;
-            /* see row_kernel: without it the loop waits for memory */
-#pragma GCC unroll 8
-            for (size_t b = 0; b < (size_t)ROWS_STEP * esize; b += 64)
-                _mm_prefetch(p + PREFETCH + b, _MM_HINT_T0);
+            /* f16 and bf16 (compute-bound) as in row_kernel; f32 without:
+             * at 24 and 256 MiB the hardware alone read 0.73-0.98 of
+             * the AVX2 ceiling, with a prefetch 2 KiB ahead 0.55-0.66,
+             * one per 128 bytes 0.50-0.77, 4 or 8 KiB ahead no better */
+            if (dt != RESDIAG_DTYPE_F32)
+                _mm_prefetch(p + PREFETCH, _MM_HINT_T0);
             /* two vectors at a time, each used up before the next pair is
              * loaded: 9 accumulators and am leave 6 registers, and with
              * all four loaded first gcc spilled am */
