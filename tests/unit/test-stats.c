@@ -2022,11 +2022,12 @@ START_TEST(paths_row_blocks_hand_back_rows_that_need_more)
     static const char *const dnames[] = { "f32", "bf16", "f16" };
     enum { R = 48 };
     uint64_t s = 701;
-    /* 768 columns; 1061: two AVX2 blocks and a scalar tail of 5 */
-    for (int wide = 0; wide < 2; wide++)
-    for (size_t d = 0; d < 3; d++)
+    /* each dtype at 768 columns, then at 1061: two AVX2 blocks and a
+     * scalar tail of 5 */
+    for (size_t dw = 0; dw < 6; dw++)
         for (int order = 0; order < 6; order++) {
-            const int C = wide ? 1061 : 768;
+            const size_t d = dw % 3;
+            const int C = dw < 3 ? 768 : 1061;
             /* order 3: squares that overflow float (f16 cannot hold them:
              * an Inf there), no ABSMAX check; orders 0-2: an Inf instead */
             const int f16 = dts[d] == RESDIAG_DTYPE_F16, ovf = order == 3 && !f16;
