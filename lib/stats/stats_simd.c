@@ -1140,20 +1140,22 @@ int rd_fast_rows_avx512(rd_rows_out *o, double *acc, const double *sigma, const 
 /* ---------------------------------------------- AVX2: up to 16 rows a call */
 
 /* rd_fast_rows_avx2: the AVX-512 rows_kernel's structure in 256-bit
- * vectors. Each row is read once, in steps of ROWS_CH vectors of 8 floats
- * (4 chains: one add, two FMAs and a share of the max per vector, with
- * latencies hidden by the chains without spilling: 12 accumulators of 16
- * registers); a row's float sums go into double every ROWS_BLOCK columns,
- * lane by lane, so that rows of any width are one call (768 columns: one
- * block of 512 and one of 256). Each lane of a chain takes at most 16
- * terms per block, and the chains are combined by a pairwise tree of depth
- * 2 before the lanes are added in double: each row sum is within 18 u_f of
- * the sum of its |terms|, inside the bound G = 24 u_f of the float kernel.
- * The last cols mod ROWS_STEP columns are summed in double. The rows' per-
- * token values are computed 4 rows a vector, the checks and the hand-over
- * are rows_finish's, ABSMAX of f16 and bf16 is an integer max of the
- * 16-bit magnitudes (their order is the values' order), and bf16 is split
- * into even and odd columns by a shift and a mask (load_bf16_split). */
+ * vectors, for rows of any width. Each row is read once, in steps of
+ * ROWS_CH vectors of 8 floats: sum x^2 and the sketch in ROWS_CH chains
+ * each, sum x in one chain of the step's pairwise sums, ABSMAX in one
+ * (9 accumulators: with more, or with the row's double sums held in
+ * registers, gcc spilled a chain, 27-30 GB/s from L2 instead of ~42). A
+ * row's float sums go into double every ROWS_BLOCK columns, lane by lane
+ * (768 columns: a block of 512 and one of 256). Each lane takes at most 16
+ * terms per block, each chain or step sum is a pairwise tree of depth 2,
+ * and the lanes are added in double: each row sum is within 18 u_f of the
+ * sum of its |terms|, inside the float kernel's bound G = 24 u_f. The last
+ * cols mod ROWS_STEP columns are summed in double. ABSMAX is an unsigned
+ * max of the raw bits shifted left by one (the sign drops out; what is
+ * left orders as |x| does): 32-bit lanes for f32, 16-bit for f16 and bf16.
+ * bf16 is split into even and odd columns by a shift and a mask, with the
+ * column signs split alike once per call. The per-token values are
+ * computed 4 rows a vector; the checks and the hand-over are rows_finish's. */
 #ifndef ROWS_CH
 #define ROWS_CH 4
 #endif
@@ -1193,16 +1195,6 @@ static inline vf rows_tree(const vf a[ROWS_CH])
 #endif
 }
 
-/* max |a[c]| over the chains, lane by lane, as bits shifted left by one */
-static inline __m256i rows_absmax(const vf a[ROWS_CH])
-{
-    __m256i m = _mm256_slli_epi32(_mm256_castps_si256(a[0]), 1);
-#pragma GCC unroll 8
-    for (int c = 1; c < ROWS_CH; c++)
-        m = _mm256_max_epu32(m, _mm256_slli_epi32(_mm256_castps_si256(a[c]), 1));
-    return m;
-}
-
 /* p[0..3] += v */
 static inline void acc4(double *p, __m256d v)
 {
@@ -1222,10 +1214,12 @@ row2_sums(row2 *o, const void *row, int64_t cols, const float *tau, const float 
     const size_t esize = dt == RESDIAG_DTYPE_F32 ? 4 : 2;
     /* the double sums live in *o, not in registers: the loop needs all 16
      * (kept there, the compiler spilled the float chains instead) */
-    const __m256d z = _mm256_setzero_pd();
-#pragma GCC unroll 8
-    for (int i = 0; i < 6; i++) /* (a memset became rep stos: slower) */
-        _mm256_storeu_pd(o->dsx + 4 * i, z);
+    const __m256d z = _mm256_setzero_pd(); /* (a memset became rep stos: slower) */
+    _mm256_storeu_pd(o->dsx, z);
+    _mm256_storeu_pd(o->dsq, z);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+        _mm256_storeu_pd(o->kb + 4 * i, z);
     o->amb = _mm256_setzero_si256();
     for (int64_t b0 = 0; b0 < nb; b0 += ROWS_BLOCK) {
         const int64_t b1 = nb - b0 < ROWS_BLOCK ? nb : b0 + ROWS_BLOCK;
