@@ -204,9 +204,9 @@ typedef enum resdiag_direction {
  * NaN when rows == 0, ABSMAX_COL also when no element is finite.
  * Precision: f64 input, and any input on the portable path
  * (RESDIAG_FORCE_PORTABLE=1), is summed in double. The vector paths (AVX2,
- * AVX-512) sum each f32, f16 or bf16 row in float lanes over blocks of at
- * most 256 (AVX2) or 1024 (AVX-512) columns, at most 16 terms per lane per
- * block, and in double across blocks and tokens: each row sum is within
+ * AVX-512; RESDIAG_DISABLE_AVX512=1 leaves AVX-512 out) sum each f32, f16
+ * or bf16 row in float lanes over blocks of at most 512 (AVX2) or 1024
+ * (AVX-512) columns, at most 16 terms per lane per block, and in double across blocks and tokens: each row sum is within
  * G = 24 * 2^-24 (about 1.4e-6) of the sum of its |terms|, so per-token norm
  * and RMS are within G/2 of themselves, the per-token mean within G * RMS,
  * the per-token std within 6 G. Rows where float lanes could not keep that

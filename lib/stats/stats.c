@@ -42,14 +42,16 @@
  *
  * Paths: the one-read-per-row loop above (fast_row_portable) has vector
  * twins in lib/stats/stats_simd.c (AVX2+FMA+F16C and AVX-512F+DQ; see
- * stats_impl.h), which sum f32/f16/bf16 rows in float lanes; the
- * AVX-512 path also reads up to 16 rows per call (rd_fast_rows_fn) and
- * hands the rows that need more back to the one-row kernel.
+ * stats_impl.h), which sum f32/f16/bf16 rows in float lanes; both
+ * also read up to 16 rows per call (rd_fast_rows_fn) and hand the rows
+ * that need more back to the one-row kernel.
  * Only the fast row differs between paths; the rescans, the per-token
  * formulas and the combination over tokens are this file's for all of them.
  * The path is chosen once, on first use, from the CPU
  * (__builtin_cpu_supports); RESDIAG_FORCE_PORTABLE=1 in the environment
- * keeps the portable one, and rd_stats_set_path() switches (tests, bench).
+ * keeps the portable one, RESDIAG_DISABLE_AVX512=1 the best of the others
+ * (AVX2 on an AVX-512 CPU, as on most laptops), and rd_stats_set_path()
+ * switches (tests, bench).
  */
 #include "stats/stats.h"
 #include "stats/part.h"
@@ -524,7 +526,11 @@ static const rd_fast_row_fn path_kernel[RD_STATS_N_PATHS] = {
 /* Several rows at once, where a path has it (NULL: row by row). */
 static const rd_fast_rows_fn path_rows_kernel[RD_STATS_N_PATHS] = {
     NULL,
+#ifdef RD_HAVE_AVX2
+    rd_fast_rows_avx2,
+#else
     NULL,
+#endif
 #ifdef RD_HAVE_AVX512
     rd_fast_rows_avx512,
 #else
@@ -564,6 +570,11 @@ int rd_stats_path_available(rd_stats_path path)
     return cpu_has_path(path);
 }
 
+rd_fast_rows_fn rd_stats_rows_kernel(rd_stats_path path)
+{
+    return rd_stats_path_available(path) ? path_rows_kernel[path] : NULL;
+}
+
 const char *rd_stats_path_name(rd_stats_path path)
 {
     static const char *const names[RD_STATS_N_PATHS] = { "portable", "avx2", "avx512" };
@@ -574,12 +585,19 @@ const char *rd_stats_path_name(rd_stats_path path)
  * threads that race on the first call store the same value. */
 static atomic_int chosen_path;
 
-rd_stats_path rd_stats_pick_path(const char *force)
+/* an environment switch is on: set, and not "" or "0" */
+static int switch_on(const char *value)
 {
-    if (force && force[0] && strcmp(force, "0") != 0)
+    return value && value[0] && strcmp(value, "0") != 0;
+}
+
+rd_stats_path rd_stats_pick_path(const char *force_portable, const char *disable_avx512)
+{
+    if (switch_on(force_portable))
         return RD_STATS_PORTABLE;
     for (int p = RD_STATS_N_PATHS - 1; p > 0; p--)
-        if (rd_stats_path_available((rd_stats_path)p))
+        if (rd_stats_path_available((rd_stats_path)p) &&
+            !(p == RD_STATS_AVX512 && switch_on(disable_avx512)))
             return (rd_stats_path)p;
     return RD_STATS_PORTABLE;
 }
@@ -588,7 +606,8 @@ rd_stats_path rd_stats_active_path(void)
 {
     int c = atomic_load_explicit(&chosen_path, memory_order_relaxed);
     if (c == 0) {
-        c = (int)rd_stats_pick_path(getenv("RESDIAG_FORCE_PORTABLE")) + 1;
+        c = (int)rd_stats_pick_path(getenv("RESDIAG_FORCE_PORTABLE"),
+                                    getenv("RESDIAG_DISABLE_AVX512")) + 1;
         atomic_store_explicit(&chosen_path, c, memory_order_relaxed);
     }
     return (rd_stats_path)(c - 1);

@@ -65,7 +65,9 @@ void rd_stats_compute(double *fields, double *sketch, double *row_norms,
 /* Kernel paths. rd_stats_compute uses the best path the CPU has (checked
  * once, thread-safe), or the portable one when the environment variable
  * RESDIAG_FORCE_PORTABLE is set to a value other than "" or "0" when the
- * first tensor is computed. All paths give the same results within
+ * first tensor is computed, or the best path but AVX-512 (AVX2 where the
+ * CPU has it, as on CPUs without AVX-512) when RESDIAG_DISABLE_AVX512 is
+ * so set. All paths give the same results within
  * rounding: double rounding for f64 (they differ only in the order of
  * additions within a row), float rounding of the row sums for f32, f16
  * and bf16 on the vector paths; the exact quantities (counts, ABSMAX,
@@ -86,9 +88,11 @@ const char *rd_stats_path_name(rd_stats_path path);
 /* The path rd_stats_compute uses now. */
 rd_stats_path rd_stats_active_path(void);
 /* The path chosen on first use when RESDIAG_FORCE_PORTABLE has the value
- * force_portable (NULL: unset): the portable one if the value is set and
- * not "" or "0", else the best available. */
-rd_stats_path rd_stats_pick_path(const char *force_portable);
+ * force_portable and RESDIAG_DISABLE_AVX512 the value disable_avx512 (NULL:
+ * unset; a switch is on when set and not "" or "0"): the portable one if
+ * force_portable is on, else the best available, leaving out AVX-512 if
+ * disable_avx512 is on. */
+rd_stats_path rd_stats_pick_path(const char *force_portable, const char *disable_avx512);
 /* Makes rd_stats_compute use path from now on (tests, benchmarks). Returns
  * 0, or -1 (and changes nothing) if the path is not available. Atomic, but
  * hooks running at the same time may use either path. */

@@ -85,6 +85,15 @@ int rd_fast_row_avx512(rd_row_sums *rs, double *rb, const void *row, resdiag_dty
 int rd_fast_rows_avx512(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
                         size_t row_bytes, int n, resdiag_dtype dtype, int64_t cols,
                         const rd_sketch_params *sp, double amax_floor);
+/* AVX2: f32, f16, bf16 of any width (bf16 with a sketch: up to 4096
+ * columns); K = 0, or K = 16 with tau_len >= cols. */
+int rd_fast_rows_avx2(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
+                      size_t row_bytes, int n, resdiag_dtype dtype, int64_t cols,
+                      const rd_sketch_params *sp, double amax_floor);
+
+/* The path's 16-row kernel, or NULL when it has none or the CPU cannot
+ * run it (tests: which shapes it takes). */
+rd_fast_rows_fn rd_stats_rows_kernel(rd_stats_path path);
 
 /* The AVX-512 path reads bf16 rows by vdpbf16ps where the CPU has
  * AVX512-BF16 (checked on first use; rd_fast_rows_avx512 only).

@@ -8,12 +8,13 @@
  * one of the flagged quantities (NaN and Inf counts, exact). Nothing is
  * allowed to come back as Inf, NaN or 0 where the reference is a number.
  *
- *   test-bad-numbers [--expect-portable]
+ *   test-bad-numbers [--expect-portable | --expect-no-avx512]
  *
  * With --expect-portable (meson runs it so with RESDIAG_FORCE_PORTABLE=1)
- * the path chosen from the environment must be the portable one, and only
- * that path is tested; otherwise every available path is, via
- * rd_stats_set_path. Each tensor is observed with hook_threads 1, and the
+ * the path chosen from the environment must be the portable one, with
+ * --expect-no-avx512 (RESDIAG_DISABLE_AVX512=1) the best the CPU has but
+ * AVX-512, and only that path is tested; otherwise every available path
+ * is, via rd_stats_set_path. Each tensor is observed with hook_threads 1, and the
  * large one also with hook_threads 2 (the split over two threads).
  *
  * Tolerance: 1e-9 relative on the portable path and for f64 input, and
@@ -49,7 +50,7 @@ static int64_t COLS = 601; /* the width of this run */
 #define TOL 1e-9
 #define TOL_FLOAT (6.0 * 24.0 * 0x1p-24 + 1e-12)
 
-static int expect_portable;
+static int expect_portable, expect_no_avx512;
 static char g_dir[256];
 static double g_worst;   /* largest error / (TOL * scale) seen */
 static char g_worst_what[256];
@@ -405,11 +406,15 @@ START_TEST(every_dtype_and_case_matches_the_long_double_reference)
     int n_paths = 0;
     for (int p = 0; p < RD_STATS_N_PATHS; p++) {
         rd_stats_path path = (rd_stats_path)p;
-        if (expect_portable) {
+        if (expect_portable || expect_no_avx512) {
             /* the environment chose, not the test */
-            if (path != RD_STATS_PORTABLE)
+            rd_stats_path want = RD_STATS_PORTABLE;
+            for (int q = 1; q < RD_STATS_N_PATHS && expect_no_avx512; q++)
+                if (q != RD_STATS_AVX512 && rd_stats_path_available((rd_stats_path)q))
+                    want = (rd_stats_path)q;
+            if (path != want)
                 continue;
-            ck_assert_int_eq(rd_stats_active_path(), RD_STATS_PORTABLE);
+            ck_assert_int_eq(rd_stats_active_path(), want);
         } else if (rd_stats_set_path(path) != 0) {
             continue;
         }
@@ -440,6 +445,7 @@ END_TEST
 int main(int argc, char **argv)
 {
     expect_portable = argc > 1 && strcmp(argv[1], "--expect-portable") == 0;
+    expect_no_avx512 = argc > 1 && strcmp(argv[1], "--expect-no-avx512") == 0;
     if (!check_one_make_dir(g_dir, sizeof g_dir, "bad-numbers"))
         return EXIT_FAILURE;
     return check_one_run("bad-numbers", every_dtype_and_case_matches_the_long_double_reference,

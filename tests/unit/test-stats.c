@@ -1522,11 +1522,33 @@ START_TEST(paths_force_portable_variable_picks_the_portable_path)
     for (int p = 0; p < RD_STATS_N_PATHS; p++)
         if (rd_stats_path_available((rd_stats_path)p))
             best = (rd_stats_path)p;
-    ck_assert_int_eq(rd_stats_pick_path(NULL), best);
-    ck_assert_int_eq(rd_stats_pick_path(""), best);
-    ck_assert_int_eq(rd_stats_pick_path("0"), best);
-    ck_assert_int_eq(rd_stats_pick_path("1"), RD_STATS_PORTABLE);
-    ck_assert_int_eq(rd_stats_pick_path("yes"), RD_STATS_PORTABLE);
+    ck_assert_int_eq(rd_stats_pick_path(NULL, NULL), best);
+    ck_assert_int_eq(rd_stats_pick_path("", NULL), best);
+    ck_assert_int_eq(rd_stats_pick_path("0", NULL), best);
+    ck_assert_int_eq(rd_stats_pick_path("1", NULL), RD_STATS_PORTABLE);
+    ck_assert_int_eq(rd_stats_pick_path("yes", NULL), RD_STATS_PORTABLE);
+    /* forcing the portable path wins over disabling AVX-512 */
+    ck_assert_int_eq(rd_stats_pick_path("1", "1"), RD_STATS_PORTABLE);
+}
+END_TEST
+
+START_TEST(paths_disable_avx512_variable_picks_the_best_other_path)
+{
+    rd_stats_path best = RD_STATS_PORTABLE, no512 = RD_STATS_PORTABLE;
+    for (int p = 0; p < RD_STATS_N_PATHS; p++)
+        if (rd_stats_path_available((rd_stats_path)p)) {
+            best = (rd_stats_path)p;
+            if (p != RD_STATS_AVX512)
+                no512 = (rd_stats_path)p;
+        }
+    /* on a CPU with AVX-512 the switch lands on AVX2 */
+    if (rd_stats_path_available(RD_STATS_AVX512))
+        ck_assert_int_eq(no512, RD_STATS_AVX2);
+    ck_assert_int_eq(rd_stats_pick_path(NULL, ""), best);
+    ck_assert_int_eq(rd_stats_pick_path(NULL, "0"), best);
+    ck_assert_int_eq(rd_stats_pick_path("0", "1"), no512);
+    ck_assert_int_eq(rd_stats_pick_path(NULL, "1"), no512);
+    ck_assert_int_eq(rd_stats_pick_path(NULL, "yes"), no512);
 }
 END_TEST
 
@@ -1711,11 +1733,14 @@ START_TEST(paths_float_lanes_near_underflow_go_to_double)
             if (all_dtypes[d] == RESDIAG_DTYPE_F16)
                 continue; /* its subnormals start at 6e-5: squares are fine */
             tensor t = tensor_from(v, all_dtypes[d], rows, cols, 0, 0.0);
-            sketch_setup sk = sketch_make(8, 151, 22);
-            char label[64];
-            snprintf(label, sizeof label, "%s scale %g", dtype_label[d], scales[c]);
-            check_all_paths(label, &t.view, &sk.sp);
-            sketch_free(&sk);
+            /* K 8: the one-row kernels; K 16: the 16-row ones too */
+            for (int k = 8; k <= 16; k += 8) {
+                sketch_setup sk = sketch_make(k, 151, 22);
+                char label[64];
+                snprintf(label, sizeof label, "%s scale %g K %d", dtype_label[d], scales[c], k);
+                check_all_paths(label, &t.view, &sk.sp);
+                sketch_free(&sk);
+            }
             tensor_free(&t);
         }
         free(v);
@@ -1829,14 +1854,19 @@ START_TEST(paths_agree_on_every_width_and_stride)
 }
 END_TEST
 
-/* The AVX-512 path reads up to 16 rows per kernel call (widths that are
- * multiples of 64 up to 1024, K = 0 or 16 with tau_len >= cols) and leaves
- * other shapes to its one-row kernel: every row count around those
- * blocks (and around the 64-token blocks of stats.c), contiguous and with
- * an odd stride, widths it takes and widths it does not, each sketch case. */
+/* The vector paths read up to 16 rows per kernel call (AVX-512: widths
+ * that are multiples of 64 up to 1024; AVX2: any width, in float blocks of
+ * 512 columns and a scalar tail; K = 0 or 16 with tau_len >= cols) and
+ * leave other shapes to their one-row kernel: every row count around
+ * those blocks (and around the 64-token blocks of stats.c), contiguous and
+ * with an odd stride, widths they take and widths they do not, each
+ * sketch case. */
 START_TEST(paths_agree_on_row_blocks_of_every_row_count)
 {
-    static const int64_t widths[] = { 64, 128, 768, 1024, 65, 1088 };
+    /* the AVX-512 kernel's widths and others; then the AVX2 kernel's
+     * steps (32 columns), blocks (512) and tails, for fewer row counts */
+    static const int64_t widths[] = { 64, 128, 768, 1024, 65, 1088,
+                                      1, 7, 31, 32, 255, 256, 257, 511, 512, 513, 1023 };
     static const resdiag_dtype dts[] = { RESDIAG_DTYPE_F32, RESDIAG_DTYPE_BF16,
                                          RESDIAG_DTYPE_F16 };
     static const char *const dnames[] = { "f32", "bf16", "f16" };
@@ -1851,8 +1881,11 @@ START_TEST(paths_agree_on_row_blocks_of_every_row_count)
         for (size_t d = 0; d < 3; d++)
             for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++, n++) {
                 int64_t rows = counts[c], cols = widths[w];
-                /* wider rows only for some counts: the test stays fast */
-                if (cols > 768 && rows > 17 && rows != 64 && rows != 130)
+                /* wider rows, and the AVX2 widths, only for some counts:
+                 * the test stays fast */
+                if (((cols > 768 && rows > 17) || (w >= 6 && rows > 2 && rows % 16 > 1 &&
+                                                   rows % 16 != 15)) &&
+                    rows != 64 && rows != 130)
                     continue;
                 double *v = random_values(&s, rows, cols, 1.0);
                 int64_t stride = n % 2 ? cols + 3 : 0;
@@ -1870,6 +1903,51 @@ START_TEST(paths_agree_on_row_blocks_of_every_row_count)
                 tensor_free(&t);
                 free(v);
             }
+}
+END_TEST
+
+/* The AVX2 16-row kernel takes every width of f32, f16 and bf16 with K 0
+ * or 16 (tau_len >= cols; bf16 with a sketch up to 4096 columns), and
+ * declines the rest without reading (the row-by-row path does them): a
+ * shape it should take and declines would pass every test above on the
+ * slower path. Its sums of a taken shape are held to the reference there. */
+START_TEST(paths_avx2_row_kernel_takes_the_shapes_it_is_for)
+{
+    rd_fast_rows_fn rows = rd_stats_rows_kernel(RD_STATS_AVX2);
+    if (!rd_stats_path_available(RD_STATS_AVX2))
+        return; /* no AVX2 on this CPU (or not built for x86) */
+    ck_assert_ptr_nonnull(rows);
+    enum { MAXC = 4097 };
+    float *x = calloc(MAXC, sizeof(float)); /* zeros: also valid f16/bf16 */
+    ck_assert_ptr_nonnull(x);
+    sketch_setup sk = sketch_make(16, MAXC, 3);
+    const double sg[RD_ROWS_MAX] = { 1.0 };
+    static const int64_t widths[] = { 1, 7, 31, 32, 255, 256, 257, 768, 1023, 4096 };
+    static const resdiag_dtype dts[] = { RESDIAG_DTYPE_F32, RESDIAG_DTYPE_F16,
+                                         RESDIAG_DTYPE_BF16 };
+    for (size_t w = 0; w < sizeof widths / sizeof *widths; w++)
+        for (size_t d = 0; d < 3; d++)
+            for (int k = 0; k <= 16; k += 16) {
+                rd_rows_out o;
+                double acc[16] = { 0 };
+                sk.sp.k = k;
+                ck_assert_msg(rows(&o, acc, sg, x, 0, 1, dts[d], widths[w], &sk.sp, -1.0) == 1,
+                              "%s cols %lld K %d declined", resdiag_dtype_name(dts[d]),
+                              (long long)widths[w], k);
+            }
+    rd_rows_out o;
+    double acc[16] = { 0 };
+    sk.sp.k = 16;
+    ck_assert_int_eq(rows(&o, acc, sg, x, 0, 1, RESDIAG_DTYPE_BF16, 4097, &sk.sp, -1.0), 0);
+    ck_assert_int_eq(rows(&o, acc, sg, x, 0, 1, RESDIAG_DTYPE_F64, 64, &sk.sp, -1.0), 0);
+    ck_assert_int_eq(rows(&o, acc, sg, x, 0, 17, RESDIAG_DTYPE_F32, 64, &sk.sp, -1.0), 0);
+    sk.sp.tau_len = 63; /* shorter than the row: it would wrap */
+    ck_assert_int_eq(rows(&o, acc, sg, x, 0, 1, RESDIAG_DTYPE_F32, 64, &sk.sp, -1.0), 0);
+    sk.sp.tau_len = MAXC;
+    sk.sp.k = 8;
+    ck_assert_int_eq(rows(&o, acc, sg, x, 0, 1, RESDIAG_DTYPE_F32, 64, &sk.sp, -1.0), 0);
+    sketch_free(&sk);
+    free(x);
 }
 END_TEST
 
@@ -1942,10 +2020,14 @@ START_TEST(paths_row_blocks_hand_back_rows_that_need_more)
     static const resdiag_dtype dts[] = { RESDIAG_DTYPE_F32, RESDIAG_DTYPE_BF16,
                                          RESDIAG_DTYPE_F16 };
     static const char *const dnames[] = { "f32", "bf16", "f16" };
-    enum { R = 48, C = 768 };
+    enum { R = 48 };
     uint64_t s = 701;
-    for (size_t d = 0; d < 3; d++)
-        for (int order = 0; order < 5; order++) {
+    /* each dtype at 768 columns, then at 1061: two AVX2 blocks and a
+     * scalar tail of 5 */
+    for (size_t dw = 0; dw < 6; dw++)
+        for (int order = 0; order < 6; order++) {
+            const size_t d = dw % 3;
+            const int C = dw < 3 ? 768 : 1061;
             /* order 3: squares that overflow float (f16 cannot hold them:
              * an Inf there), no ABSMAX check; orders 0-2: an Inf instead */
             const int f16 = dts[d] == RESDIAG_DTYPE_F16, ovf = order == 3 && !f16;
@@ -1975,7 +2057,8 @@ START_TEST(paths_row_blocks_hand_back_rows_that_need_more)
              * order 1: first in good row 21, tied later in handed-back row 23;
              * order 2: only in handed-back row 26, after good rows whose own
              *          maxima rise (the block's maximum is not in a good row);
-             * order 4: in good row 36, after an Inf in row 33 of its block */
+             * order 4: in good row 36, after an Inf in row 33 of its block;
+             * order 5: in good row 41's last column, tied later in row 44 */
             const double big = 4992.0;
             int64_t want_row = 0, want_col = 0;
             if (order == 0) {
@@ -1993,11 +2076,14 @@ START_TEST(paths_row_blocks_hand_back_rows_that_need_more)
             } else if (order == 4) {
                 v[33 * C + 2] = INFINITY, v[36 * C + 100] = -big;
                 want_row = 36, want_col = 100;
+            } else if (order == 5) {
+                v[41 * C + C - 1] = big, v[44 * C + C - 2] = -big;
+                want_row = 41, want_col = C - 1;
             }
             tensor t = tensor_from(v, dts[d], R, C, order == 1 ? C + 5 : 0, 7.0);
             sketch_setup sk = sketch_make(16, C + 1, 90 + (uint64_t)order);
             char label[64];
-            snprintf(label, sizeof label, "%s order %d", dnames[d], order);
+            snprintf(label, sizeof label, "%s cols %d order %d", dnames[d], C, order);
             check_all_paths(label, &t.view, &sk.sp);
             int64_t nan = 0, inf = 0;
             for (int64_t i = 0; i < R; i++)
@@ -2251,6 +2337,7 @@ static Suite *stats_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, paths_portable_is_always_available_and_named);
     tcase_add_test(tc, paths_force_portable_variable_picks_the_portable_path);
+    tcase_add_test(tc, paths_disable_avx512_variable_picks_the_best_other_path);
     tcase_add_test(tc, paths_agree_on_random_data_for_every_dtype_shape_and_sketch_size);
     tcase_add_test(tc, paths_agree_on_strided_rows_with_poisoned_padding);
     tcase_add_test(tc, paths_agree_on_nan_and_inf);
@@ -2262,6 +2349,7 @@ static Suite *stats_suite(void)
     tcase_add_test(tc, paths_agree_on_every_width_and_stride);
     tcase_add_test(tc, paths_agree_on_row_blocks_of_every_row_count);
     tcase_add_test(tc, paths_row_blocks_hand_back_rows_that_need_more);
+    tcase_add_test(tc, paths_avx2_row_kernel_takes_the_shapes_it_is_for);
     tcase_add_test(tc, paths_agree_on_bf16_special_values);
     tcase_add_test(tc, paths_concurrent_calls_agree_bit_for_bit);
     tcase_add_test(tc, split_two_threads_match_reference_and_repeat_bit_for_bit);

@@ -1728,8 +1728,8 @@ static void print_targets(const char *load_start)
         snprintf(name, sizeof name, "%s-L2-vs-ceiling", dnames[d]);
         kernel_target(name, SIZE_L2, d, active, 0.6);
     }
-    /* the AVX2 path is called directly: the library reads only
-     * RESDIAG_FORCE_PORTABLE, which would disable AVX2 as well */
+    /* the AVX2 path is called by name: the same figures with or without
+     * RESDIAG_DISABLE_AVX512 (which makes it the hooks' path) */
     for (int d = 0; d < 3; d++)
         for (int si = 1; si < N_SIZES; si++) {
             char name[64];
