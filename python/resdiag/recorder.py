@@ -1,26 +1,38 @@
 """attach(): forward and backward hooks on an nn.Module that feed libresdiag.
 
-The hooks call the C library at once with a view of each tensor (see
-_tensor.py), in the thread that runs the hook; nothing is kept after the
-call. Forward statistics come from module hooks, stream gradients from
-tensor hooks registered during the forward (removed at the step's end),
-parameter gradients from ``.grad`` when the step ends.
+A CPU tensor goes to the C library at once, as a view (see _tensor.py), in
+the thread that runs the hook; nothing is kept after the call. A tensor on
+another device (or any tensor, with device_stats="always") is reduced there
+to its partial statistics (_device.py), which wait on the device until the
+step ends and reach the library together (_batch.py). Forward statistics
+come from module hooks, stream gradients from tensor hooks registered
+during the forward (removed at the step's end), parameter gradients from
+``.grad`` when the step ends.
 """
 import ctypes
 import functools
 import logging
+import os
 import warnings
 import weakref
 
 import torch
 import torch.nn as nn
 
-from . import _lib, _tensor, blocks as _blocks
+from . import _batch, _device, _lib, _tensor, blocks as _blocks
 from ._lib import lib, ResdiagError
 
 S_STREAM_IN, S_NORM_IN, S_NORM_OUT, S_BRANCH_OUT, S_STREAM_OUT = 0, 1, 2, 3, 4
 S_EMBED_OUT, S_FINAL_NORM_IN, S_FINAL_NORM_OUT, S_LOGITS = 16, 17, 18, 19
 _log = logging.getLogger("resdiag")
+
+# Where the statistics of a tensor are computed (attach(device_stats=...)):
+# "auto" on the tensor's device when it is not on the CPU (the C kernel
+# reads CPU tensors in place), "always" on the tensor's device (torch ops,
+# CPU tensors too), "never" by the C kernel (other devices' tensors copied
+# to the host first).
+DEVICE_STATS = ("auto", "always", "never")
+_NAN, _INF, _ABSMAX = (_device.INDEX[k] for k in ("nan_count", "inf_count", "absmax"))
 
 # The binding's name for the head's weight (the one model-level parameter
 # it records), declared as the head role.
@@ -89,7 +101,17 @@ class Recorder:
                  sketch_size=None, flush_steps=None, description=None, meta=None,
                  disable_fast_path=True, overwrite=False, metrics=("loss",),
                  rank=None, world_size=None, split=None, shard_cols=None, shard_col_offset=0,
-                 layer_first=0, layer_count=None, n_layers=None, record_rank_every=1):
+                 layer_first=0, layer_count=None, n_layers=None, record_rank_every=1,
+                 device_stats=None, device_float64=False):
+        device_stats = device_stats or os.environ.get("RESDIAG_DEVICE_STATS") or "auto"
+        if device_stats not in DEVICE_STATS:
+            raise ValueError("resdiag.attach: device_stats=%r; one of %s"
+                             % (device_stats, ", ".join(DEVICE_STATS)))
+        if device_stats != "never" and not _lib.HAS_PARTIALS:
+            if device_stats == "always":
+                raise ResdiagError("resdiag.attach: device_stats='always' needs a libresdiag "
+                                   "with resdiag_submit_partials (%s has none)" % _lib.path)
+            device_stats = "never"
         names = {id(m): n for n, m in model.named_modules()}
         if blocks is None:
             blocks = _blocks.find_blocks(model)
@@ -280,6 +302,19 @@ class Recorder:
         # Closes the C run if the Recorder is dropped without detach().
         self._finalizer = weakref.finalize(self, lib.resdiag_destroy, h)
 
+        self.device_stats = device_stats
+        # (no reference back to the recorder from these: detach() frees it)
+        self._partials = _device.Partials(lib.resdiag_sketch_size(h),
+                                          functools.partial(_sketch_layout, h),
+                                          device_float64) if device_stats != "never" else None
+        self._batch = _batch.StepBatch(h)
+        self._in_norms = {}  # (layer, sublayer) -> STREAM_IN row norms, on their device
+        self._param_index = {n: i for i, n in enumerate(pnames)}
+        self._device_grads = []  # (batch index, parameter) of this step's device gradients
+        self._pbuf = (ctypes.c_double * _device.PARTIAL_DOUBLES)()  # a gradient's partial
+        self._pnames = {n: n.encode() for n in pnames + [HEAD_PARAM]}
+        self._grad_hooks = {}  # (layer, sublayer, site, call site) -> the tensor hook
+
         self._backward = backward
         self._in_step = False
         self._recording = False
@@ -403,6 +438,10 @@ class Recorder:
                     self._param(l, name, p, empty)
             for p in self._model_params:
                 self._param(_lib.MODEL_LEVEL, HEAD_PARAM, p, empty)
+            host = self._batch.submit(self._note)  # the step's one wait for its devices
+            for i, p in self._device_grads:
+                if host[i, _NAN] + host[i, _INF] == 0 and host[i, _ABSMAX] <= 0:
+                    empty.append((p, "all zero"))
             if empty:
                 self._warn_empty_grads(empty)
             if self._ran_hooks:
@@ -410,6 +449,9 @@ class Recorder:
         for h in self._thooks:
             h.remove()
         self._thooks = []
+        self._batch.clear()
+        self._in_norms = {}
+        self._device_grads = []
         self._restore_all()
         self._in_step = self._recording = False
         self._note(lib.resdiag_step_end(self._rd))
@@ -463,6 +505,10 @@ class Recorder:
         if not self._recording:
             return False
         from .reader import _dir, _site  # the same name rules as the reader
+        if self._on_device(tensor):
+            self._observe_device(_dir(direction), tensor, layer, sublayer, _site(site),
+                                 self._cs["manual"])
+            return True
         view, owner = _tensor.as_2d(tensor)
         st = lib.resdiag_observe_at(self._rd, _dir(direction), layer, sublayer, _site(site),
                                     view, self._cs["manual"], 0)
@@ -488,6 +534,7 @@ class Recorder:
         for h in self._hooks + self._thooks + self._ran_hooks:
             h.remove()
         self._hooks, self._thooks, self._ran_hooks = [], [], []
+        self._grad_hooks = {}
         self._restore_all()
         self._layers, self._params, self._model_params = [], [], []
         self._final_norm = self._head = None
@@ -535,18 +582,45 @@ class Recorder:
                         % (type(e).__name__, e))
 
     # ------------------------------------------------------------ observing
+    def _on_device(self, t):
+        """Whether t goes the device path: device_stats "always", or "auto"
+        and t is not on the CPU, or partials of this step already wait (so
+        that the library sees the step's tensors in their order)."""
+        mode = self.device_stats
+        return mode == "always" or (mode == "auto" and (t.device.type != "cpu"
+                                                        or len(self._batch) > 0))
+
+    def _observe_device(self, direction, t, layer, sub, site, cs):
+        """Queues the partial of t at the site, computed on t's device."""
+        x = _device.as_rows(t)
+        row0 = self._batch.row0((direction, layer, sub, site), x.shape[0])
+        pair = direction == _lib.FORWARD and site == S_BRANCH_OUT and layer >= 0
+        ratio_in = self._in_norms.pop((layer, sub), None) if pair else None
+        p, norms = self._partials.compute(x, row0, True, ratio_in, pair)
+        if direction == _lib.FORWARD and site == S_STREAM_IN and layer >= 0:
+            self._in_norms[(layer, sub)] = norms
+        self._batch.add((direction, layer, sub, site, -1, 0), cs, p)
+
     def _observe(self, t, layer, sub, site, cs):
         if t is None or not t.is_floating_point():
             return
         if layer >= 0:
             layer += self._layer0
         try:
-            view, owner = _tensor.as_2d(t)
-            self._note(lib.resdiag_observe_at(self._rd, _lib.FORWARD, layer, sub, site, view, cs, 0))
-            del owner
+            if self._on_device(t):
+                self._observe_device(_lib.FORWARD, t, layer, sub, site, cs)
+            else:
+                view, owner = _tensor.as_2d(t)
+                self._note(lib.resdiag_observe_at(self._rd, _lib.FORWARD, layer, sub, site,
+                                                  view, cs, 0))
+                del owner
             if self._backward and t.requires_grad and torch.is_grad_enabled():
-                self._thooks.append(t.register_hook(
-                    functools.partial(self._grad, layer, sub, site, cs)))
+                key = (layer, sub, site, cs)
+                hook = self._grad_hooks.get(key)
+                if hook is None:
+                    hook = self._grad_hooks[key] = functools.partial(self._grad, layer, sub,
+                                                                     site, cs)
+                self._thooks.append(t.register_hook(hook))
         except Exception as e:  # noqa: BLE001 - see _fail
             self._fail(e)
 
@@ -554,6 +628,9 @@ class Recorder:
         if not self._recording or g is None:
             return None
         try:
+            if self._on_device(g):
+                self._observe_device(_lib.BACKWARD, g, layer, sub, site, cs)
+                return None
             view, owner = _tensor.as_2d(g)
             self._note(lib.resdiag_observe_at(self._rd, _lib.BACKWARD, layer, sub, site, view, cs, 0))
         except Exception as e:  # noqa: BLE001
@@ -565,13 +642,34 @@ class Recorder:
         if g is None:
             empty.append((p, "None"))
             return
+        if layer >= 0:
+            layer += self._layer0
         try:
+            if self._on_device(g):
+                # all zero or not: told by the partial once it is on the host
+                x = _device.as_rows(g)
+                part, _ = self._partials.compute(x, 0, False)
+                index = 0 if layer == _lib.MODEL_LEVEL else self._param_index[name]
+                self._device_grads.append((len(self._batch), p))
+                self._batch.add((_lib.FORWARD, layer, 0, -1, index, 0), self._cs["param"], part)
+                return
+            view, owner = _tensor.as_2d(g)
+            if _lib.HAS_PARTIALS:
+                # One read of the gradient gives its statistics and whether it
+                # is all zero (g.any() would read it once more, the costliest
+                # part of a bf16 step's recording).
+                pb = self._pbuf
+                st = lib.resdiag_partial_compute(self._rd, view, 0, pb, None)
+                if st == _lib.OK:
+                    if pb[_NAN] + pb[_INF] == 0 and pb[_ABSMAX] <= 0:
+                        empty.append((p, "all zero"))
+                    st = lib.resdiag_param_grad_partial(self._rd, layer, self._pnames[name], pb,
+                                                        self._cs["param"], 0)
+                self._note(st)
+                return
             if not bool(g.any()):
                 empty.append((p, "all zero"))
-            view, owner = _tensor.as_2d(g)
-            if layer >= 0:
-                layer += self._layer0
-            self._note(lib.resdiag_param_grad_at(self._rd, layer, name.encode(), view,
+            self._note(lib.resdiag_param_grad_at(self._rd, layer, self._pnames[name], view,
                                                  self._cs["param"], 0))
         except Exception as e:  # noqa: BLE001
             self._fail(e)
@@ -715,6 +813,17 @@ class Recorder:
         for target in self._flipped.values():
             target.training = False
         self._flipped = {}
+
+
+def _sketch_layout(rd, col0, n_cols, row0, n_rows):
+    """resdiag_sketch_layout of run rd as lists (bucket, col_sign, row_sign)."""
+    bucket = (ctypes.c_int32 * max(1, n_cols))()
+    col_sign = (ctypes.c_float * max(1, n_cols))()
+    row_sign = (ctypes.c_float * max(1, n_rows))()
+    st = lib.resdiag_sketch_layout(rd, col0, n_cols, bucket, col_sign, row0, n_rows, row_sign)
+    if st != _lib.OK:
+        raise ResdiagError("resdiag: resdiag_sketch_layout: %s" % _lib.strerror(st), st)
+    return bucket[:n_cols], col_sign[:n_cols], row_sign[:n_rows]
 
 
 def attach(model, path, **kw):
