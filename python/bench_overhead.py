@@ -32,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 
 import torch
 import torch.nn as nn
@@ -177,6 +178,7 @@ def per_site_cost(tmp, d=384, n=2000):
     """CPU microseconds of one observe() of a (1, d) bf16 tensor, by path."""
     model = GPT(1, d, 6, 8, 65)
     out = {}
+    warnings.simplefilter("ignore", RuntimeWarning)  # no backward here: no gradients
     for mode in ("never", "always") if resdiag._lib.HAS_PARTIALS else ("never",):
         rec = resdiag.attach(model, os.path.join(tmp, "site-%s.h5" % mode), overwrite=True,
                              device_stats=mode)

@@ -30,6 +30,8 @@ class StepBatch:
         self.files = []     # the call site (bytes, kept alive by the recorder) per entry
         self.partials = []  # device tensors (PARTIAL_DOUBLES)
         self.rows = {}      # (dir, layer, sublayer, site) -> rows added in this step
+        self.streams = {}   # CUDA streams the partials were computed on (hooks of the
+                            # backward run on autograd's), by (device, handle)
 
     def __len__(self):
         return len(self.partials)
@@ -43,6 +45,9 @@ class StepBatch:
             return r0
 
     def add(self, site, file, partial):
+        if partial.is_cuda:
+            stream = torch.cuda.current_stream(partial.device)
+            self.streams.setdefault((partial.device, stream.cuda_stream), stream)
         with self._lock:
             self.sites.append(site)
             self.files.append(file)
@@ -56,6 +61,12 @@ class StepBatch:
         by_device = {}
         for i, p in enumerate(partials):
             by_device.setdefault(p.device, []).append(i)
+        # The stacks are made on each device's current stream: after the work
+        # of every stream a partial was computed on.
+        for (sdev, _), stream in self.streams.items():
+            current = torch.cuda.current_stream(sdev)
+            if current.cuda_stream != stream.cuda_stream:
+                current.wait_stream(stream)
         if len(by_device) == 1:
             dev = partials[0].device
             return self._copy(dev, torch.stack(partials))

@@ -352,12 +352,13 @@ for _name, (_res, _args) in _PROTOS.items():
 # HAS_PARTIALS tells whether it has them all.
 _PARTIAL_PROTOS = {
     "resdiag_submit_partials": (_i, [_p, _i, _p, _p, _c]),
-    "resdiag_partial_compute": (_i, [_p, Tensor, _i64, _p, _dp]),
+    "resdiag_partial_compute": (_i, [_p, Tensor, _i64, _p, _p]),
     "resdiag_sketch_layout": (_i, [_p, _i64, _i64, ctypes.POINTER(ctypes.c_int32),
                                    ctypes.POINTER(ctypes.c_float), _i64, _i64,
                                    ctypes.POINTER(ctypes.c_float)]),
     "resdiag_sketch_size": (_i, [_p]),
     "resdiag_param_grad_partial": (_i, [_p, _i, _c, _p, _c, _i]),
+    "resdiag_observe_partial": (_i, [_p, _i, _i, _i, _i, _p, _c, _i]),
 }
 HAS_PARTIALS = True
 for _name, (_res, _args) in _PARTIAL_PROTOS.items():

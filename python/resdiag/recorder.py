@@ -32,7 +32,8 @@ _log = logging.getLogger("resdiag")
 # CPU tensors too), "never" by the C kernel (other devices' tensors copied
 # to the host first).
 DEVICE_STATS = ("auto", "always", "never")
-_NAN, _INF, _ABSMAX = (_device.INDEX[k] for k in ("nan_count", "inf_count", "absmax"))
+_NAN, _INF, _ABSMAX, _RATIO_SUM, _RATIO_ROWS = (
+    _device.INDEX[k] for k in ("nan_count", "inf_count", "absmax", "ratio_sum", "ratio_rows"))
 
 # The binding's name for the head's weight (the one model-level parameter
 # it records), declared as the head role.
@@ -309,6 +310,14 @@ class Recorder:
                                           device_float64) if device_stats != "never" else None
         self._batch = _batch.StepBatch(h)
         self._in_norms = {}  # (layer, sublayer) -> STREAM_IN row norms, on their device
+        self._rows_seen = {}  # (dir, layer, sublayer, site) -> rows recorded by the C kernel path
+        # The last tensor observed and its partial: (tensor, its _version, row0,
+        # partial, row norms, on the device path). A pre-norm block's stream
+        # is the previous sublayer's STREAM_OUT, this one's STREAM_IN and its
+        # NORM_IN, observed one after the other (their gradients too): read
+        # once. Holding the tensor keeps its memory from being reused, so
+        # identity and version mean the same values.
+        self._last = None
         self._param_index = {n: i for i, n in enumerate(pnames)}
         self._device_grads = []  # (batch index, parameter) of this step's device gradients
         self._pbuf = (ctypes.c_double * _device.PARTIAL_DOUBLES)()  # a gradient's partial
@@ -451,6 +460,8 @@ class Recorder:
         self._thooks = []
         self._batch.clear()
         self._in_norms = {}
+        self._rows_seen = {}
+        self._last = None
         self._device_grads = []
         self._restore_all()
         self._in_step = self._recording = False
@@ -509,6 +520,9 @@ class Recorder:
             self._observe_device(_dir(direction), tensor, layer, sublayer, _site(site),
                                  self._cs["manual"])
             return True
+        if _lib.HAS_PARTIALS:
+            return self._observe_kernel(_dir(direction), tensor, layer, sublayer, _site(site),
+                                        self._cs["manual"]) == _lib.OK
         view, owner = _tensor.as_2d(tensor)
         st = lib.resdiag_observe_at(self._rd, _dir(direction), layer, sublayer, _site(site),
                                     view, self._cs["manual"], 0)
@@ -587,19 +601,67 @@ class Recorder:
         and t is not on the CPU, or partials of this step already wait (so
         that the library sees the step's tensors in their order)."""
         mode = self.device_stats
-        return mode == "always" or (mode == "auto" and (t.device.type != "cpu"
-                                                        or len(self._batch) > 0))
+        if mode == "auto":
+            return not t.is_cpu or bool(self._batch.partials)
+        return mode == "always"
 
     def _observe_device(self, direction, t, layer, sub, site, cs):
-        """Queues the partial of t at the site, computed on t's device."""
+        """Queues the partial of t at the site, computed on t's device
+        (once for consecutive sites of one tensor: see _last)."""
         x = _device.as_rows(t)
         row0 = self._batch.row0((direction, layer, sub, site), x.shape[0])
         pair = direction == _lib.FORWARD and site == S_BRANCH_OUT and layer >= 0
-        ratio_in = self._in_norms.pop((layer, sub), None) if pair else None
-        p, norms = self._partials.compute(x, row0, True, ratio_in, pair)
+        last = self._last
+        if not pair and last is not None and last[0] is t and last[1] == t._version \
+                and last[2] == row0 and last[5]:
+            p, norms = last[3], last[4]
+        else:
+            ratio_in = self._in_norms.pop((layer, sub), None) if pair else None
+            p, norms = self._partials.compute(x, row0, True, ratio_in, pair)
+            self._last = (t, t._version, row0, p, norms, True)
         if direction == _lib.FORWARD and site == S_STREAM_IN and layer >= 0:
             self._in_norms[(layer, sub)] = norms
         self._batch.add((direction, layer, sub, site, -1, 0), cs, p)
+
+    def _observe_kernel(self, direction, t, layer, sub, site, cs):
+        """Records t at the site now, by the C kernel: its partial
+        (resdiag_partial_compute, once for consecutive sites of one tensor:
+        see _last), submitted with resdiag_observe_partial. The update
+        ratio's per-token part is paired here from the row norms of the
+        STREAM_IN call, as on the device path."""
+        forward = direction == _lib.FORWARD and layer >= 0
+        view, owner = _tensor.as_2d(t)
+        key = (direction, layer, sub, site)
+        row0 = self._rows_seen.get(key, 0)
+        self._rows_seen[key] = row0 + view.rows
+        last = self._last
+        if last is not None and last[0] is t and last[1] == t._version and last[2] == row0 \
+                and not last[5] and (last[4] is not None or not forward):
+            buf, norms = last[3], last[4]
+        else:
+            buf = (ctypes.c_double * _device.PARTIAL_DOUBLES)()
+            norms = torch.empty(view.rows, dtype=torch.float64) if forward else None
+            st = lib.resdiag_partial_compute(self._rd, view, row0, buf,
+                                             norms.data_ptr() if forward and view.rows else None)
+            del owner
+            if st != _lib.OK:
+                self._last = None
+                self._note(st)
+                return st
+            self._last = (t, t._version, row0, buf, norms, False)
+        if forward and site == S_STREAM_IN:
+            self._in_norms[(layer, sub)] = norms
+        elif forward and site == S_BRANCH_OUT:
+            x_norms = self._in_norms.pop((layer, sub), None)
+            if x_norms is not None and x_norms.shape[0] == norms.shape[0]:
+                # rows with ||x_i|| > 0 (norms are >= 0); x_norms is 0 elsewhere
+                buf[_RATIO_SUM] = float(torch.where(x_norms > 0, norms / x_norms, x_norms).sum())
+                buf[_RATIO_ROWS] = float(torch.count_nonzero(x_norms))
+            else:
+                buf[_RATIO_SUM], buf[_RATIO_ROWS] = 0.0, -1.0
+        st = lib.resdiag_observe_partial(self._rd, direction, layer, sub, site, buf, cs, 0)
+        self._note(st)
+        return st
 
     def _observe(self, t, layer, sub, site, cs):
         if t is None or not t.is_floating_point():
@@ -609,6 +671,8 @@ class Recorder:
         try:
             if self._on_device(t):
                 self._observe_device(_lib.FORWARD, t, layer, sub, site, cs)
+            elif _lib.HAS_PARTIALS:
+                self._observe_kernel(_lib.FORWARD, t, layer, sub, site, cs)
             else:
                 view, owner = _tensor.as_2d(t)
                 self._note(lib.resdiag_observe_at(self._rd, _lib.FORWARD, layer, sub, site,
@@ -630,6 +694,9 @@ class Recorder:
         try:
             if self._on_device(g):
                 self._observe_device(_lib.BACKWARD, g, layer, sub, site, cs)
+                return None
+            if _lib.HAS_PARTIALS:
+                self._observe_kernel(_lib.BACKWARD, g, layer, sub, site, cs)
                 return None
             view, owner = _tensor.as_2d(g)
             self._note(lib.resdiag_observe_at(self._rd, _lib.BACKWARD, layer, sub, site, view, cs, 0))
@@ -845,6 +912,9 @@ def attach(model, path, **kw):
     'tensor', 'pipeline'), shard_cols and shard_col_offset (tensor),
     layer_first, layer_count and n_layers (pipeline: the blocks are this
     stage's, n_layers the whole model's), record_rank_every (default 1).
+    device_stats ("auto": tensors not on the CPU are reduced on their
+    device, "always", "never"; default $RESDIAG_DEVICE_STATS or "auto"),
+    device_float64 (CUDA row sums in float64).
     See doc/PYTHON.md.
     """
     return Recorder(model, path, **kw)
