@@ -86,12 +86,15 @@ class Partials:
     dtype), the row signs per (device, row0, rows, dtype) and the constant
     part of a partial per (device, rows, cols). layout(col0, n_cols, row0,
     n_rows) returns the host arrays (bucket list, col_sign list, row_sign
-    list) of the run (resdiag_sketch_layout); k is the run's sketch size."""
+    list) of the run (resdiag_sketch_layout); k is the run's sketch size;
+    shard = (shard_cols, shard_col_offset) of a tensor-parallel rank, whose
+    tensors of width shard_cols are sketched by their global columns."""
 
     MAX_ROW_SIGNS = 64  # cached (row0, rows) pairs per device before the cache restarts
 
-    def __init__(self, k, layout, cuda_f64=False):
+    def __init__(self, k, layout, cuda_f64=False, shard=None):
         self.k = int(k)
+        self.shard = shard
         self._layout = layout
         self.cuda_f64 = cuda_f64
         self._cols = {}
@@ -104,7 +107,8 @@ class Partials:
         key = (device, cols, dtype)
         m = self._cols.get(key)
         if m is None:
-            bucket, sign, _ = self._layout(0, cols, 0, 0)
+            col0 = self.shard[1] if self.shard and cols == self.shard[0] else 0
+            bucket, sign, _ = self._layout(col0, cols, 0, 0)
             dense = [[0.0] * cols for _ in range(self.k)]
             for j in range(cols):
                 dense[bucket[j]][j] = sign[j]

@@ -305,9 +305,14 @@ class Recorder:
 
         self.device_stats = device_stats
         # (no reference back to the recorder from these: detach() frees it)
+        # A tensor-parallel shard (width shard_cols) is sketched by its global
+        # columns, from shard_col_offset on, as the library does for a tensor.
+        shard = (int(shard_cols), int(shard_col_offset)) \
+            if split == "tensor" and shard_cols and int(shard_cols) != d else None
         self._partials = _device.Partials(lib.resdiag_sketch_size(h),
                                           functools.partial(_sketch_layout, h),
-                                          device_float64) if device_stats != "never" else None
+                                          device_float64, shard) \
+            if device_stats != "never" else None
         self._batch = _batch.StepBatch(h)
         self._in_norms = {}  # (layer, sublayer) -> STREAM_IN row norms, on their device
         self._rows_seen = {}  # (dir, layer, sublayer, site) -> rows recorded by the C kernel path

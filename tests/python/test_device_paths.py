@@ -9,7 +9,10 @@ device, one submission per step) against the C kernel path, on CPU tensors.
   fields (exact ones equal), update ratios, parameter gradients, call order
   and verdict, for a float32 and a bfloat16 model, and for one token.
 - Sketches: linear across the paths, sk(x + f) = sk(x) + sk(f) with x
-  through the C kernel and f, x + f through the device path.
+  through the C kernel and f, x + f through the device path; a tensor
+  shard's sketch by its global columns on both paths.
+- One read for consecutive sites of one tensor, again after an in-place
+  change.
 - No host synchronization: no .item(), .cpu(), .tolist(), .numpy(),
   bool()/float()/int() of a tensor, .to("cpu") or torch.cuda.synchronize
   from the first hook until the step ends (counted by patching them).
@@ -271,6 +274,33 @@ class Sketches(unittest.TestCase):
             for a, b, c in zip(sx, sf, sxf):
                 self.assertLess(abs(a + b - c), 1e-5 * 100, (a, b, c))
             self.assertGreater(max(abs(a) for a in sx), 1.0)  # not trivially zero
+
+
+class TensorShards(unittest.TestCase):
+    def test_shard_sketched_by_global_columns(self):
+        """A tensor-parallel shard's sketch uses the global columns, and its
+        column of ABSMAX is placed in d_model, on both paths alike."""
+        torch.manual_seed(6)
+        x = torch.randn(5, 16)
+        x[3, 2] = 9.0
+        got = {}
+        with tmpdir() as tmp:
+            for mode in ("never", "always"):
+                path = "%s/%s.h5" % (tmp, mode)
+                rec = resdiag.attach(Seq(encoder(1, 32, True), 32, 8), path, rank=0,
+                                     world_size=2, split="tensor", shard_cols=16,
+                                     shard_col_offset=16, device_stats=mode)
+                with rec.step(0):
+                    self.assertTrue(rec.observe(x, "branch_out"))
+                rec.detach()
+                self.assertEqual(rec.errors, 0, rec.first_error)
+                with resdiag.open(path) as run:
+                    got[mode] = (run.site(0, "branch_out"), run.sketch(0, "branch_out"))
+        (fa, sa), (fb, sb) = got["never"], got["always"]
+        self.assertEqual(fa["absmax_col"], 18)
+        self.assertEqual(fb["absmax_col"], 18)
+        for a, b in zip(sa, sb):
+            self.assertLess(abs(a - b), 1e-5, (sa, sb))
 
 
 class NoHostSync(unittest.TestCase):
