@@ -327,7 +327,7 @@ class Recorder:
         self._device_grads = []  # (batch index, parameter) of this step's device gradients
         self._pbuf = (ctypes.c_double * _device.PARTIAL_DOUBLES)()  # a gradient's partial
         self._pnames = {n: n.encode() for n in pnames + [HEAD_PARAM]}
-        self._grad_hooks = {}  # (layer, sublayer, site, call site) -> the tensor hook
+        self._hooked = None  # (tensor, [its sites]) of the last tensor hook registered
 
         self._backward = backward
         self._in_step = False
@@ -466,7 +466,7 @@ class Recorder:
         self._batch.clear()
         self._in_norms = {}
         self._rows_seen = {}
-        self._last = None
+        self._last = self._hooked = None
         self._device_grads = []
         self._restore_all()
         self._in_step = self._recording = False
@@ -553,7 +553,7 @@ class Recorder:
         for h in self._hooks + self._thooks + self._ran_hooks:
             h.remove()
         self._hooks, self._thooks, self._ran_hooks = [], [], []
-        self._grad_hooks = {}
+        self._hooked = self._last = None
         self._restore_all()
         self._layers, self._params, self._model_params = [], [], []
         self._final_norm = self._head = None
@@ -684,14 +684,21 @@ class Recorder:
                                                   view, cs, 0))
                 del owner
             if self._backward and t.requires_grad and torch.is_grad_enabled():
-                key = (layer, sub, site, cs)
-                hook = self._grad_hooks.get(key)
-                if hook is None:
-                    hook = self._grad_hooks[key] = functools.partial(self._grad, layer, sub,
-                                                                     site, cs)
-                self._thooks.append(t.register_hook(hook))
+                # One tensor hook for consecutive sites of one tensor: its
+                # gradient comes once, for all of them, in their order.
+                hooked = self._hooked
+                if hooked is not None and hooked[0] is t:
+                    hooked[1].append((layer, sub, site, cs))
+                else:
+                    sites = [(layer, sub, site, cs)]
+                    self._hooked = (t, sites)
+                    self._thooks.append(t.register_hook(functools.partial(self._grads, sites)))
         except Exception as e:  # noqa: BLE001 - see _fail
             self._fail(e)
+
+    def _grads(self, sites, g):
+        for layer, sub, site, cs in sites:
+            self._grad(layer, sub, site, cs, g)
 
     def _grad(self, layer, sub, site, cs, g):
         if not self._recording or g is None:
