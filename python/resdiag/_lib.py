@@ -79,6 +79,11 @@ class Tensor(ctypes.Structure):
                 ("row_stride", ctypes.c_int64)]
 
 
+class PartialSite(ctypes.Structure):  # resdiag_partial_site
+    _fields_ = [("dir", ctypes.c_int), ("layer", ctypes.c_int), ("sublayer", ctypes.c_int),
+                ("site", ctypes.c_int), ("param", ctypes.c_int), ("line", ctypes.c_int)]
+
+
 _strv = ctypes.POINTER(ctypes.c_char_p)
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 
@@ -341,6 +346,29 @@ for _name, (_res, _args) in _PROTOS.items():
                                                   _name, __version__)) from None
     _fn.restype = _res
     _fn.argtypes = _args
+
+# The calls for statistics computed elsewhere (the device path): looked up
+# apart, so that the rest of the module works with a library without them;
+# HAS_PARTIALS tells whether it has them all.
+_PARTIAL_PROTOS = {
+    "resdiag_submit_partials": (_i, [_p, _i, _p, _p, _c]),
+    "resdiag_partial_compute": (_i, [_p, Tensor, _i64, _p, _p]),
+    "resdiag_sketch_layout": (_i, [_p, _i64, _i64, ctypes.POINTER(ctypes.c_int32),
+                                   ctypes.POINTER(ctypes.c_float), _i64, _i64,
+                                   ctypes.POINTER(ctypes.c_float)]),
+    "resdiag_sketch_size": (_i, [_p]),
+    "resdiag_param_grad_partial": (_i, [_p, _i, _c, _p, _c, _i]),
+    "resdiag_observe_partial": (_i, [_p, _i, _i, _i, _i, _p, _c, _i]),
+}
+HAS_PARTIALS = True
+for _name, (_res, _args) in _PARTIAL_PROTOS.items():
+    _fn = getattr(lib, _name, None)
+    if _fn is None:
+        HAS_PARTIALS = False
+        continue
+    _fn.restype = _res
+    _fn.argtypes = _args
+
 
 def _check_struct(init, cls):
     s = cls()

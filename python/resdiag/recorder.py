@@ -1,26 +1,39 @@
 """attach(): forward and backward hooks on an nn.Module that feed libresdiag.
 
-The hooks call the C library at once with a view of each tensor (see
-_tensor.py), in the thread that runs the hook; nothing is kept after the
-call. Forward statistics come from module hooks, stream gradients from
-tensor hooks registered during the forward (removed at the step's end),
-parameter gradients from ``.grad`` when the step ends.
+A CPU tensor goes to the C library at once, as a view (see _tensor.py), in
+the thread that runs the hook; nothing is kept after the call. A tensor on
+another device (or any tensor, with device_stats="always") is reduced there
+to its partial statistics (_device.py), which wait on the device until the
+step ends and reach the library together (_batch.py). Forward statistics
+come from module hooks, stream gradients from tensor hooks registered
+during the forward (removed at the step's end), parameter gradients from
+``.grad`` when the step ends.
 """
 import ctypes
 import functools
 import logging
+import os
 import warnings
 import weakref
 
 import torch
 import torch.nn as nn
 
-from . import _lib, _tensor, blocks as _blocks
+from . import _batch, _device, _lib, _tensor, blocks as _blocks
 from ._lib import lib, ResdiagError
 
 S_STREAM_IN, S_NORM_IN, S_NORM_OUT, S_BRANCH_OUT, S_STREAM_OUT = 0, 1, 2, 3, 4
 S_EMBED_OUT, S_FINAL_NORM_IN, S_FINAL_NORM_OUT, S_LOGITS = 16, 17, 18, 19
 _log = logging.getLogger("resdiag")
+
+# Where the statistics of a tensor are computed (attach(device_stats=...)):
+# "auto" on the tensor's device when it is not on the CPU (the C kernel
+# reads CPU tensors in place), "always" on the tensor's device (torch ops,
+# CPU tensors too), "never" by the C kernel (other devices' tensors copied
+# to the host first).
+DEVICE_STATS = ("auto", "always", "never")
+_NAN, _INF, _ABSMAX, _RATIO_SUM, _RATIO_ROWS = (
+    _device.INDEX[k] for k in ("nan_count", "inf_count", "absmax", "ratio_sum", "ratio_rows"))
 
 # The binding's name for the head's weight (the one model-level parameter
 # it records), declared as the head role.
@@ -89,7 +102,17 @@ class Recorder:
                  sketch_size=None, flush_steps=None, description=None, meta=None,
                  disable_fast_path=True, overwrite=False, metrics=("loss",),
                  rank=None, world_size=None, split=None, shard_cols=None, shard_col_offset=0,
-                 layer_first=0, layer_count=None, n_layers=None, record_rank_every=1):
+                 layer_first=0, layer_count=None, n_layers=None, record_rank_every=1,
+                 device_stats=None, device_float64=False):
+        device_stats = device_stats or os.environ.get("RESDIAG_DEVICE_STATS") or "auto"
+        if device_stats not in DEVICE_STATS:
+            raise ValueError("resdiag.attach: device_stats=%r; one of %s"
+                             % (device_stats, ", ".join(DEVICE_STATS)))
+        if device_stats != "never" and not _lib.HAS_PARTIALS:
+            if device_stats == "always":
+                raise ResdiagError("resdiag.attach: device_stats='always' needs a libresdiag "
+                                   "with resdiag_submit_partials (%s has none)" % _lib.path)
+            device_stats = "never"
         names = {id(m): n for n, m in model.named_modules()}
         if blocks is None:
             blocks = _blocks.find_blocks(model)
@@ -280,6 +303,32 @@ class Recorder:
         # Closes the C run if the Recorder is dropped without detach().
         self._finalizer = weakref.finalize(self, lib.resdiag_destroy, h)
 
+        self.device_stats = device_stats
+        # (no reference back to the recorder from these: detach() frees it)
+        # A tensor-parallel shard (width shard_cols) is sketched by its global
+        # columns, from shard_col_offset on, as the library does for a tensor.
+        shard = (int(shard_cols), int(shard_col_offset)) \
+            if split == "tensor" and shard_cols and int(shard_cols) != d else None
+        self._partials = _device.Partials(lib.resdiag_sketch_size(h),
+                                          functools.partial(_sketch_layout, h),
+                                          device_float64, shard) \
+            if device_stats != "never" else None
+        self._batch = _batch.StepBatch(h)
+        self._in_norms = {}  # (layer, sublayer) -> STREAM_IN row norms, on their device
+        self._rows_seen = {}  # (dir, layer, sublayer, site) -> rows recorded by the C kernel path
+        # The last tensor observed and its partial: (tensor, its _version, row0,
+        # partial, row norms, on the device path). A pre-norm block's stream
+        # is the previous sublayer's STREAM_OUT, this one's STREAM_IN and its
+        # NORM_IN, observed one after the other (their gradients too): read
+        # once. Holding the tensor keeps its memory from being reused, so
+        # identity and version mean the same values.
+        self._last = None
+        self._param_index = {n: i for i, n in enumerate(pnames)}
+        self._device_grads = []  # (batch index, parameter) of this step's device gradients
+        self._pbuf = (ctypes.c_double * _device.PARTIAL_DOUBLES)()  # a gradient's partial
+        self._pnames = {n: n.encode() for n in pnames + [HEAD_PARAM]}
+        self._hooked = None  # (tensor, [its sites]) of the last tensor hook registered
+
         self._backward = backward
         self._in_step = False
         self._recording = False
@@ -403,6 +452,10 @@ class Recorder:
                     self._param(l, name, p, empty)
             for p in self._model_params:
                 self._param(_lib.MODEL_LEVEL, HEAD_PARAM, p, empty)
+            host = self._batch.submit(self._note)  # the step's one wait for its devices
+            for i, p in self._device_grads:
+                if host[i, _NAN] + host[i, _INF] == 0 and host[i, _ABSMAX] <= 0:
+                    empty.append((p, "all zero"))
             if empty:
                 self._warn_empty_grads(empty)
             if self._ran_hooks:
@@ -410,6 +463,11 @@ class Recorder:
         for h in self._thooks:
             h.remove()
         self._thooks = []
+        self._batch.clear()
+        self._in_norms = {}
+        self._rows_seen = {}
+        self._last = self._hooked = None
+        self._device_grads = []
         self._restore_all()
         self._in_step = self._recording = False
         self._note(lib.resdiag_step_end(self._rd))
@@ -463,6 +521,13 @@ class Recorder:
         if not self._recording:
             return False
         from .reader import _dir, _site  # the same name rules as the reader
+        if self._on_device(tensor):
+            self._observe_device(_dir(direction), tensor, layer, sublayer, _site(site),
+                                 self._cs["manual"])
+            return True
+        if _lib.HAS_PARTIALS:
+            return self._observe_kernel(_dir(direction), tensor, layer, sublayer, _site(site),
+                                        self._cs["manual"]) == _lib.OK
         view, owner = _tensor.as_2d(tensor)
         st = lib.resdiag_observe_at(self._rd, _dir(direction), layer, sublayer, _site(site),
                                     view, self._cs["manual"], 0)
@@ -488,6 +553,7 @@ class Recorder:
         for h in self._hooks + self._thooks + self._ran_hooks:
             h.remove()
         self._hooks, self._thooks, self._ran_hooks = [], [], []
+        self._hooked = self._last = None
         self._restore_all()
         self._layers, self._params, self._model_params = [], [], []
         self._final_norm = self._head = None
@@ -535,25 +601,115 @@ class Recorder:
                         % (type(e).__name__, e))
 
     # ------------------------------------------------------------ observing
+    def _on_device(self, t):
+        """Whether t goes the device path: device_stats "always", or "auto"
+        and t is not on the CPU, or partials of this step already wait (so
+        that the library sees the step's tensors in their order)."""
+        mode = self.device_stats
+        if mode == "auto":
+            return not t.is_cpu or bool(self._batch.partials)
+        return mode == "always"
+
+    def _observe_device(self, direction, t, layer, sub, site, cs):
+        """Queues the partial of t at the site, computed on t's device
+        (once for consecutive sites of one tensor: see _last)."""
+        x = _device.as_rows(t)
+        row0 = self._batch.row0((direction, layer, sub, site), x.shape[0])
+        pair = direction == _lib.FORWARD and site == S_BRANCH_OUT and layer >= 0
+        last = self._last
+        if not pair and last is not None and last[0] is t and last[1] == t._version \
+                and last[2] == row0 and last[5]:
+            p, norms = last[3], last[4]
+        else:
+            ratio_in = self._in_norms.pop((layer, sub), None) if pair else None
+            p, norms = self._partials.compute(x, row0, True, ratio_in, pair)
+            self._last = (t, t._version, row0, p, norms, True)
+        if direction == _lib.FORWARD and site == S_STREAM_IN and layer >= 0:
+            self._in_norms[(layer, sub)] = norms
+        self._batch.add((direction, layer, sub, site, -1, 0), cs, p)
+
+    def _observe_kernel(self, direction, t, layer, sub, site, cs):
+        """Records t at the site now, by the C kernel: its partial
+        (resdiag_partial_compute, once for consecutive sites of one tensor:
+        see _last), submitted with resdiag_observe_partial. The update
+        ratio's per-token part is paired here from the row norms of the
+        STREAM_IN call, as on the device path."""
+        forward = direction == _lib.FORWARD and layer >= 0
+        view, owner = _tensor.as_2d(t)
+        key = (direction, layer, sub, site)
+        row0 = self._rows_seen.get(key, 0)
+        self._rows_seen[key] = row0 + view.rows
+        last = self._last
+        if last is not None and last[0] is t and last[1] == t._version and last[2] == row0 \
+                and not last[5] and (last[4] is not None or not forward):
+            buf, norms = last[3], last[4]
+        else:
+            buf = (ctypes.c_double * _device.PARTIAL_DOUBLES)()
+            norms = torch.empty(view.rows, dtype=torch.float64) if forward else None
+            st = lib.resdiag_partial_compute(self._rd, view, row0, buf,
+                                             norms.data_ptr() if forward and view.rows else None)
+            del owner
+            if st != _lib.OK:
+                self._last = None
+                self._note(st)
+                return st
+            self._last = (t, t._version, row0, buf, norms, False)
+        if forward and site == S_STREAM_IN:
+            self._in_norms[(layer, sub)] = norms
+        elif forward and site == S_BRANCH_OUT:
+            x_norms = self._in_norms.pop((layer, sub), None)
+            if x_norms is not None and x_norms.shape[0] == norms.shape[0]:
+                # rows with ||x_i|| > 0 (norms are >= 0); x_norms is 0 elsewhere
+                buf[_RATIO_SUM] = float(torch.where(x_norms > 0, norms / x_norms, x_norms).sum())
+                buf[_RATIO_ROWS] = float(torch.count_nonzero(x_norms))
+            else:
+                buf[_RATIO_SUM], buf[_RATIO_ROWS] = 0.0, -1.0
+        st = lib.resdiag_observe_partial(self._rd, direction, layer, sub, site, buf, cs, 0)
+        self._note(st)
+        return st
+
     def _observe(self, t, layer, sub, site, cs):
         if t is None or not t.is_floating_point():
             return
         if layer >= 0:
             layer += self._layer0
         try:
-            view, owner = _tensor.as_2d(t)
-            self._note(lib.resdiag_observe_at(self._rd, _lib.FORWARD, layer, sub, site, view, cs, 0))
-            del owner
+            if self._on_device(t):
+                self._observe_device(_lib.FORWARD, t, layer, sub, site, cs)
+            elif _lib.HAS_PARTIALS:
+                self._observe_kernel(_lib.FORWARD, t, layer, sub, site, cs)
+            else:
+                view, owner = _tensor.as_2d(t)
+                self._note(lib.resdiag_observe_at(self._rd, _lib.FORWARD, layer, sub, site,
+                                                  view, cs, 0))
+                del owner
             if self._backward and t.requires_grad and torch.is_grad_enabled():
-                self._thooks.append(t.register_hook(
-                    functools.partial(self._grad, layer, sub, site, cs)))
+                # One tensor hook for consecutive sites of one tensor: its
+                # gradient comes once, for all of them, in their order.
+                hooked = self._hooked
+                if hooked is not None and hooked[0] is t:
+                    hooked[1].append((layer, sub, site, cs))
+                else:
+                    sites = [(layer, sub, site, cs)]
+                    self._hooked = (t, sites)
+                    self._thooks.append(t.register_hook(functools.partial(self._grads, sites)))
         except Exception as e:  # noqa: BLE001 - see _fail
             self._fail(e)
+
+    def _grads(self, sites, g):
+        for layer, sub, site, cs in sites:
+            self._grad(layer, sub, site, cs, g)
 
     def _grad(self, layer, sub, site, cs, g):
         if not self._recording or g is None:
             return None
         try:
+            if self._on_device(g):
+                self._observe_device(_lib.BACKWARD, g, layer, sub, site, cs)
+                return None
+            if _lib.HAS_PARTIALS:
+                self._observe_kernel(_lib.BACKWARD, g, layer, sub, site, cs)
+                return None
             view, owner = _tensor.as_2d(g)
             self._note(lib.resdiag_observe_at(self._rd, _lib.BACKWARD, layer, sub, site, view, cs, 0))
         except Exception as e:  # noqa: BLE001
@@ -565,13 +721,34 @@ class Recorder:
         if g is None:
             empty.append((p, "None"))
             return
+        if layer >= 0:
+            layer += self._layer0
         try:
+            if self._on_device(g):
+                # all zero or not: told by the partial once it is on the host
+                x = _device.as_rows(g)
+                part, _ = self._partials.compute(x, 0, False)
+                index = 0 if layer == _lib.MODEL_LEVEL else self._param_index[name]
+                self._device_grads.append((len(self._batch), p))
+                self._batch.add((_lib.FORWARD, layer, 0, -1, index, 0), self._cs["param"], part)
+                return
+            view, owner = _tensor.as_2d(g)
+            if _lib.HAS_PARTIALS:
+                # One read of the gradient gives its statistics and whether it
+                # is all zero (g.any() would read it once more, the costliest
+                # part of a bf16 step's recording).
+                pb = self._pbuf
+                st = lib.resdiag_partial_compute(self._rd, view, 0, pb, None)
+                if st == _lib.OK:
+                    if pb[_NAN] + pb[_INF] == 0 and pb[_ABSMAX] <= 0:
+                        empty.append((p, "all zero"))
+                    st = lib.resdiag_param_grad_partial(self._rd, layer, self._pnames[name], pb,
+                                                        self._cs["param"], 0)
+                self._note(st)
+                return
             if not bool(g.any()):
                 empty.append((p, "all zero"))
-            view, owner = _tensor.as_2d(g)
-            if layer >= 0:
-                layer += self._layer0
-            self._note(lib.resdiag_param_grad_at(self._rd, layer, name.encode(), view,
+            self._note(lib.resdiag_param_grad_at(self._rd, layer, self._pnames[name], view,
                                                  self._cs["param"], 0))
         except Exception as e:  # noqa: BLE001
             self._fail(e)
@@ -717,6 +894,17 @@ class Recorder:
         self._flipped = {}
 
 
+def _sketch_layout(rd, col0, n_cols, row0, n_rows):
+    """resdiag_sketch_layout of run rd as lists (bucket, col_sign, row_sign)."""
+    bucket = (ctypes.c_int32 * max(1, n_cols))()
+    col_sign = (ctypes.c_float * max(1, n_cols))()
+    row_sign = (ctypes.c_float * max(1, n_rows))()
+    st = lib.resdiag_sketch_layout(rd, col0, n_cols, bucket, col_sign, row0, n_rows, row_sign)
+    if st != _lib.OK:
+        raise ResdiagError("resdiag: resdiag_sketch_layout: %s" % _lib.strerror(st), st)
+    return bucket[:n_cols], col_sign[:n_cols], row_sign[:n_rows]
+
+
 def attach(model, path, **kw):
     """Registers resdiag's hooks on `model` and opens the run file `path`.
 
@@ -736,6 +924,9 @@ def attach(model, path, **kw):
     'tensor', 'pipeline'), shard_cols and shard_col_offset (tensor),
     layer_first, layer_count and n_layers (pipeline: the blocks are this
     stage's, n_layers the whole model's), record_rank_every (default 1).
+    device_stats ("auto": tensors not on the CPU are reduced on their
+    device, "always", "never"; default $RESDIAG_DEVICE_STATS or "auto"),
+    device_float64 (CUDA row sums in float64).
     See doc/PYTHON.md.
     """
     return Recorder(model, path, **kw)
