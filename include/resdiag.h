@@ -655,14 +655,16 @@ typedef struct resdiag_partial_site {
     int site;             /* resdiag_site, or -1 for the gradient of parameter `param` */
     int param;            /* index into layer_param_names (layer >= 0) or
                              model_param_names (MODEL_LEVEL); -1 otherwise */
-    int line;             /* the call site's line; file is given once per batch */
+    int line;             /* the call site's line */
+    const char *file;     /* the call site's file, as resdiag_observe_at's (it lives
+                             as long as the run); NULL: the batch's file */
 } resdiag_partial_site;
 
 /* Submits n partials at once (bindings: one call per step instead of one
  * per site), in array order, as n single submissions would: sites (n) and
  * p (n). The first failure is returned and the rest are still submitted;
  * each failure is logged as a single call's would be. file as in
- * resdiag_observe_at, for every entry. */
+ * resdiag_observe_at, for the entries whose own file is NULL. */
 RESDIAG_API resdiag_status resdiag_submit_partials(resdiag *r, int n,
                                                    const resdiag_partial_site *sites,
                                                    const resdiag_partial *p,

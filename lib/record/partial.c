@@ -60,11 +60,12 @@ resdiag_status resdiag_submit_partials(resdiag *r, int n, const resdiag_partial_
     for (int i = 0; i < n; i++) {
         const resdiag_partial_site *e = &sites[i];
         rd_hook_data d = { NULL, &p[i] };
+        const char *f = e->file ? e->file : file;
         resdiag_status st =
             e->site == -1
-                ? rd_hook_param_grad(r, fn, e->layer, NULL, e->param, d, file, e->line)
+                ? rd_hook_param_grad(r, fn, e->layer, NULL, e->param, d, f, e->line)
                 : rd_hook_observe(r, fn, (resdiag_direction)e->dir, e->layer, e->sublayer,
-                                  (resdiag_site)e->site, d, file, e->line);
+                                  (resdiag_site)e->site, d, f, e->line);
         if (st && !first)
             first = st;
     }

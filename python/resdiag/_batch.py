@@ -5,9 +5,7 @@ add() only appends (the partial stays where it was computed, no
 synchronization); submit() stacks the step's partials per device, copies
 each stack to the host (non_blocking into pinned memory on CUDA, then one
 wait for that copy), and hands them to resdiag_submit_partials in the order
-they were added, as one call per run of entries with the same call site
-(the call takes one file name per batch; consecutive sites of one hook
-share theirs).
+they were added, in one call (each entry names its own call site).
 """
 import ctypes
 import threading
@@ -114,18 +112,8 @@ class StepBatch:
             return None
         host = self._to_host().contiguous()
         n = host.shape[0]
-        sites = (_lib.PartialSite * n)(*self.sites)
-        base, site_base = host.data_ptr(), ctypes.addressof(sites)
-        size, site_size = _device.PARTIAL_DOUBLES * 8, ctypes.sizeof(_lib.PartialSite)
-        files = self.files
-        start = 0
-        while start < n:
-            end = start + 1
-            while end < n and files[end] is files[start]:
-                end += 1
-            note(lib.resdiag_submit_partials(
-                self._rd, end - start, site_base + start * site_size, base + start * size,
-                files[start]))
-            start = end
+        sites = (_lib.PartialSite * n)(*[site + (f,) for site, f in zip(self.sites, self.files)])
+        note(lib.resdiag_submit_partials(self._rd, n, ctypes.addressof(sites), host.data_ptr(),
+                                         None))
         self.clear()
         return host

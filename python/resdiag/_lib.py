@@ -81,7 +81,8 @@ class Tensor(ctypes.Structure):
 
 class PartialSite(ctypes.Structure):  # resdiag_partial_site
     _fields_ = [("dir", ctypes.c_int), ("layer", ctypes.c_int), ("sublayer", ctypes.c_int),
-                ("site", ctypes.c_int), ("param", ctypes.c_int), ("line", ctypes.c_int)]
+                ("site", ctypes.c_int), ("param", ctypes.c_int), ("line", ctypes.c_int),
+                ("file", ctypes.c_char_p)]
 
 
 _strv = ctypes.POINTER(ctypes.c_char_p)

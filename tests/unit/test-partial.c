@@ -689,15 +689,17 @@ static void assert_same_runs(const char *a_name, const char *b_name)
 }
 
 enum { N_BATCH = 8 };
+static const char own_file[] = "own.py";
+/* entries 3 and 5 name their own call site's file, the others the batch's */
 static const resdiag_partial_site batch_sites[N_BATCH] = {
-    { RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, -1, 100 },
-    { RESDIAG_FORWARD, 0, 0, RESDIAG_BRANCH_OUT, -1, 101 },
-    { RESDIAG_BACKWARD, 1, 0, RESDIAG_NORM_OUT, -1, 102 },
-    { RESDIAG_FORWARD, RESDIAG_MODEL_LEVEL, 0, RESDIAG_EMBED_OUT, -1, 103 },
-    { RESDIAG_BACKWARD, 2, 0, -1, 0, 104 },                  /* mlp.w2 of layer 2 */
-    { RESDIAG_BACKWARD, RESDIAG_MODEL_LEVEL, 0, -1, 0, 105 }, /* head.w */
-    { RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, -1, 106 },    /* merges with the first */
-    { RESDIAG_FORWARD, 0, 0, RESDIAG_BRANCH_OUT, -1, 107 },
+    { RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, -1, 100, NULL },
+    { RESDIAG_FORWARD, 0, 0, RESDIAG_BRANCH_OUT, -1, 101, NULL },
+    { RESDIAG_BACKWARD, 1, 0, RESDIAG_NORM_OUT, -1, 102, NULL },
+    { RESDIAG_FORWARD, RESDIAG_MODEL_LEVEL, 0, RESDIAG_EMBED_OUT, -1, 103, own_file },
+    { RESDIAG_BACKWARD, 2, 0, -1, 0, 104, NULL },                      /* mlp.w2 of layer 2 */
+    { RESDIAG_BACKWARD, RESDIAG_MODEL_LEVEL, 0, -1, 0, 105, own_file }, /* head.w */
+    { RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, -1, 106, NULL },  /* merges with the first */
+    { RESDIAG_FORWARD, 0, 0, RESDIAG_BRANCH_OUT, -1, 107, NULL },
 };
 static const char batch_file[] = "batch.py";
 
@@ -721,12 +723,13 @@ static void batch_partials(const resdiag *r, resdiag_partial *p)
 static resdiag_status single_call(resdiag *r, int e, const resdiag_partial *p)
 {
     const resdiag_partial_site *b = &batch_sites[e];
+    const char *file = b->file ? b->file : batch_file;
     if (b->site == -1)
         return resdiag_param_grad_partial(r, b->layer,
                                           b->layer == RESDIAG_MODEL_LEVEL ? "head.w" : "mlp.w2",
-                                          p, batch_file, b->line);
+                                          p, file, b->line);
     return resdiag_observe_partial(r, (resdiag_direction)b->dir, b->layer, b->sublayer,
-                                   (resdiag_site)b->site, p, batch_file, b->line);
+                                   (resdiag_site)b->site, p, file, b->line);
 }
 
 /* resdiag_submit_partials of n entries writes what n single calls write;
@@ -775,6 +778,10 @@ START_TEST(a_batch_is_its_single_calls)
         ck_assert_int_eq(resdiag_reader_param(rd, 0, RESDIAG_MODEL_LEVEL, "head.w", f, &obs),
                          RESDIAG_OK);
         ck_assert_int_eq(obs, 1); /* recorded after the bad entries */
+        ck_assert_str_eq(resdiag_reader_callsite(rd, RESDIAG_FORWARD, 0, 0, RESDIAG_EMBED_OUT),
+                         "own.py:103");
+        ck_assert_str_eq(resdiag_reader_callsite(rd, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN),
+                         "batch.py:100");
         read_site(rd, 0, RESDIAG_BACKWARD, 1, 0, RESDIAG_NORM_OUT, f, NULL, !bad);
         double u[RESDIAG_N_UPDATE_FIELDS];
         ck_assert_int_eq(resdiag_reader_update(rd, 0, 0, 0, u), RESDIAG_OK);
@@ -897,7 +904,7 @@ START_TEST(inconsistent_members_are_refused)
                 st = resdiag_param_grad_partial(r, 0, "mlp.w2", &p, "dev.py", line);
             } else {
                 resdiag_partial_site e = { RESDIAG_BACKWARD, 2, 1, RESDIAG_STREAM_OUT, -1,
-                                           line };
+                                           line, NULL };
                 st = resdiag_submit_partials(r, 1, &e, &p, "dev.py");
             }
             if (how == 1 && bad[i].status == RESDIAG_E_SHAPE) { /* a parameter has any width */
@@ -1013,7 +1020,7 @@ START_TEST(null_arguments_and_no_op_cases)
 {
     static double x[2 * D];
     fill(x, 2, 3, 0);
-    resdiag_partial_site e = { RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_OUT, -1, 1 };
+    resdiag_partial_site e = { RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_OUT, -1, 1, NULL };
     resdiag *r = open_run("null.h5", K);
     resdiag_partial p = computed(r, x, 2, 0), q;
     /* NULL handle */
@@ -1042,7 +1049,7 @@ START_TEST(null_arguments_and_no_op_cases)
     ck_assert_int_eq(resdiag_submit_partials(r, 1, &e, NULL, "f"), RESDIAG_E_NULL);
     ck_assert_int_eq(resdiag_submit_partials(r, -1, &e, &p, "f"), RESDIAG_E_INVALID);
     /* a bad site in a batch, as for a single call */
-    resdiag_partial_site bad_site = { RESDIAG_FORWARD, 7, 0, RESDIAG_STREAM_OUT, -1, 1 };
+    resdiag_partial_site bad_site = { RESDIAG_FORWARD, 7, 0, RESDIAG_STREAM_OUT, -1, 1, NULL };
     ck_assert_int_eq(resdiag_submit_partials(r, 1, &bad_site, &p, "f"), RESDIAG_E_RANGE);
     bad_site.layer = 0;
     bad_site.site = RESDIAG_N_BLOCK_SITES + 9;
