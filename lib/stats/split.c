@@ -21,12 +21,15 @@
  * worker took itself instead: the same parts and merge, so the same bits.
  *
  * The hand-over is a mutex and two condition variables per worker: a part
- * of a tensor worth splitting is at least 1 MiB / RESDIAG_MAX_HOOK_THREADS,
- * microseconds to milliseconds of work, so a wake-up costs little, and a
- * spinning worker would take a core from the trainer between hooks. A
- * caller that is done with its own parts before a worker has begun its
- * part (that worker's core busy with other work) takes the part back, so
- * a hook takes about as long as on one thread at worst, plus the wake-ups.
+ * of a tensor worth splitting is at least 1 MiB / hook_threads (64 KiB,
+ * some microseconds of work, at the most threads), a wake-up costs the
+ * caller a few microseconds, and a spinning worker would take a core from
+ * the trainer between hooks. A caller that is done with its own parts
+ * before a worker has begun its part (that worker's core busy with other
+ * work) takes the part back. A part a worker has begun must be waited
+ * for, as the worker reads the trainer's tensor, which the hook may not
+ * return before: on a machine whose cores other jobs keep busy, a worker
+ * preempted in its part makes the hook wait (doc/USING.md).
  *
  * fork(): the child has no copy of the worker threads, and a worker's
  * mutex may have been held at the fork, so the child never touches them: a
