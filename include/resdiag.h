@@ -289,6 +289,7 @@ typedef enum resdiag_run_kind {
 #define RESDIAG_MAX_NAME 64      /* bytes of a sublayer/parameter name, with the NUL */
 #define RESDIAG_MAX_SKETCH 64
 #define RESDIAG_MAX_METRICS 32
+#define RESDIAG_MAX_HOOK_THREADS 16 /* resdiag_options.hook_threads */
 
 /* How a job of several processes (ranks) divides the model's work, so
  * that the reader merges their files right (doc/RANKS.md). Pinned: never
@@ -387,17 +388,24 @@ typedef struct resdiag_options {
     resdiag_log_fn log_fn;  /* NULL: the process-wide handler */
     void *log_user_data;
     /* Threads a hook may use for one large tensor (1 MiB or more): 1 = the
-     * caller's thread only; 2 = resdiag_open starts one worker thread for
-     * the run (every signal blocked in it; joined by resdiag_destroy) that
-     * computes half of the rows while the hook computes the other half. A
-     * hook that finds the worker busy with another layer's tensor does both
-     * halves itself rather than wait. The split and the order of combining
-     * are fixed, so results are deterministic, the same bits either way
-     * (and equal to one thread's within rounding). If the thread cannot
-     * start, open still succeeds, logs a warning (RESDIAG_LOG_INFO) and the
-     * hooks use the caller's thread. A child forked from the trainer has no
-     * copy of the worker: its hooks compute alone. doc/USING.md. */
-    int hook_threads;       /* 1..2; default 1 */
+     * caller's thread only; N >= 2 = resdiag_open starts a pool of N - 1
+     * worker threads for the run (every signal blocked in them; joined by
+     * resdiag_destroy; no thread is started per tensor), and a hook splits
+     * the rows of a large tensor into P = min(N, rows) fixed parts (part k
+     * starts at row k * rows / P) that it and the free workers compute at
+     * once, merged in row order. Parts whose worker is busy with another
+     * layer's tensor are computed by the hook itself rather than wait. The
+     * parts and the order of combining depend on N only, so results are
+     * deterministic, the same bits for the same N whoever computed which
+     * part (and equal to one thread's within rounding). 0 = as many as the
+     * process may run on (its CPU affinity at resdiag_open, at most
+     * RESDIAG_MAX_HOOK_THREADS; logged at RESDIAG_LOG_INFO): the bits then
+     * depend on that count. If a thread cannot start, open still succeeds,
+     * logs a warning (RESDIAG_LOG_INFO) and the hooks compute the parts of
+     * the missing workers themselves, with the same results. A child forked
+     * from the trainer has no copy of the workers: its hooks compute alone,
+     * with the same results. doc/USING.md. */
+    int hook_threads;       /* 0..RESDIAG_MAX_HOOK_THREADS; default 1 */
     /* What resdiag_open may do with an existing file at the path: 0 refuses
      * it (RESDIAG_E_EXISTS); 1 replaces it only if it is a resdiag run file
      * that no one is writing. Anything else is never replaced. 0 or 1. */

@@ -5,6 +5,7 @@
  */
 #include "instrument.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,10 @@ struct tg_instr {
     int was_recorded;            /* the last step begun was recorded */
     int64_t file_last;           /* resdiag_flushed_step before the step */
     int grew;                    /* ... and it changed during the step */
+    double cpu_in_calls;         /* CPU seconds of the calling thread inside resdiag */
+    int n_hook_threads;          /* the library's hook threads found at open */
+    clockid_t hook_clock[16];    /* ... their CPU clocks */
+    double hook_cpu_last;        /* ... their CPU seconds at tg_instr_last_step */
 };
 
 static double mono_now(void)
@@ -54,9 +59,51 @@ static double mono_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Bracket a resdiag call: TIC before, TOC after (no-ops unless timing). */
-#define TIC(h) double tic_ = (h)->time_calls ? mono_now() : 0
-#define TOC(h) do { if ((h)->time_calls) (h)->in_resdiag += mono_now() - tic_; } while (0)
+static double clock_seconds(clockid_t c)
+{
+    struct timespec ts;
+    if (clock_gettime(c, &ts) != 0) return 0; /* a thread that has ended */
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Bracket a resdiag call: TIC before, TOC after (no-ops unless timing). The
+ * wall clock inside the CPU clock, whose reading is a system call. */
+#define TIC(h) \
+    double cpu_tic_ = (h)->time_calls ? clock_seconds(CLOCK_THREAD_CPUTIME_ID) : 0; \
+    double tic_ = (h)->time_calls ? mono_now() : 0
+#define TOC(h) do { if ((h)->time_calls) { \
+        (h)->in_resdiag += mono_now() - tic_; \
+        (h)->cpu_in_calls += clock_seconds(CLOCK_THREAD_CPUTIME_ID) - cpu_tic_; } } while (0)
+
+/* The CPU clocks of the threads the library started for its hooks
+ * (resdiag_options.hook_threads; named "resdiag-split"): with them the
+ * CPU time resdiag uses is the calling thread's plus theirs. The clock of
+ * thread tid is Linux's encoding, as pthread_getcpuclockid() makes it. */
+static int find_hook_threads(clockid_t *clocks, int max)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return 0;
+    int n = 0;
+    for (struct dirent *e; n < max && (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.') continue;
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (fgets(comm, sizeof comm, f) && strcmp(comm, "resdiag-split\n") == 0)
+            clocks[n++] = (clockid_t)((~(clockid_t)atoi(e->d_name)) << 3) | 6;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+static double hook_threads_cpu(const tg_instr *h)
+{
+    double sum = 0;
+    for (int i = 0; i < h->n_hook_threads; i++) sum += clock_seconds(h->hook_clock[i]);
+    return sum;
+}
 
 /* One write(2) per line, no stdio buffer: a line written is in the file
  * even if the process is killed right after. */
@@ -161,6 +208,7 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
     opt.record_every = s->record_every;
     if (s->flush_steps > 0) opt.flush_steps = s->flush_steps;
     opt.overwrite = s->overwrite;
+    opt.hook_threads = s->hook_threads;
 
     resdiag_status st = resdiag_open(&h->rd, s->path, &model, &opt);
     if (st != RESDIAG_OK) {
@@ -168,6 +216,10 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
                  resdiag_strerror(st));
         free(h);
         return NULL;
+    }
+    if (h->time_calls) {
+        h->n_hook_threads = find_hook_threads(h->hook_clock, 16);
+        h->hook_cpu_last = hook_threads_cpu(h);
     }
     if (s->signals) {
         st = resdiag_install_signal_handlers(h->rd, s->signals == 2 ? RESDIAG_SIGNALS_RETURN
@@ -240,12 +292,21 @@ int tg_instr_step_end(tg_instr *h)
     return h->interrupted;
 }
 
-void tg_instr_last_step(tg_instr *h, int *recorded, double *resdiag_s, int *flushed)
+void tg_instr_last_step(tg_instr *h, int *recorded, double *resdiag_s, int *flushed,
+                        double *resdiag_cpu_s)
 {
     *recorded = h ? h->was_recorded : 0;
     *resdiag_s = h ? h->in_resdiag : 0;
     *flushed = h ? h->grew : 0;
-    if (h) h->in_resdiag = 0;
+    *resdiag_cpu_s = 0;
+    if (!h) return;
+    h->in_resdiag = 0;
+    if (h->time_calls) {
+        double hook_cpu = hook_threads_cpu(h);
+        *resdiag_cpu_s = h->cpu_in_calls + (hook_cpu - h->hook_cpu_last);
+        h->hook_cpu_last = hook_cpu;
+        h->cpu_in_calls = 0;
+    }
 }
 
 int tg_instr_close(tg_instr *h, char *errbuf, int errlen)

@@ -61,6 +61,7 @@ typedef struct tg_instr_settings {
     int overwrite;           /* resdiag_options.overwrite: replace an earlier run file */
     const char *declare;     /* NULL: declare cfg's placement; else a resdiag placement
                                 name ("undeclared": nothing) to declare instead */
+    int hook_threads;        /* resdiag_options.hook_threads */
 } tg_instr_settings;
 
 /* Opens the run file. Returns NULL and writes a reason to errbuf on failure. */
@@ -77,9 +78,12 @@ void tg_instr_loss(tg_instr *h, double loss);
 /* After step_end: whether the step just ended was recorded, the seconds
  * (CLOCK_MONOTONIC, vDSO-cheap so the timing does not cost what it
  * measures) spent inside resdiag calls since the last call of this function
- * (0 unless time_calls), and whether the run file grew during the step. NULL:
- * 0, 0, 0. For --step-times. */
-void tg_instr_last_step(tg_instr *h, int *recorded, double *resdiag_s, int *flushed);
+ * (0 unless time_calls), whether the run file grew during the step, and
+ * the CPU seconds resdiag used meanwhile: the calling thread's inside its
+ * calls and those of the library's hook threads (resdiag_options.
+ * hook_threads; 0 unless time_calls). NULL: 0, 0, 0, 0. For --step-times. */
+void tg_instr_last_step(tg_instr *h, int *recorded, double *resdiag_s, int *flushed,
+                        double *resdiag_cpu_s);
 /* Flushes, closes and frees. Returns 0; 1 with a note in errbuf when
  * recording stopped for lack of space (disk full, file size limit: a state
  * of the machine, not a failure of the run); -1 with a reason in errbuf

@@ -71,13 +71,19 @@ static const char usage[] =
     "  --seed N          parameters and data [default=1]\n"
     "  --threads N       OpenMP threads [default=OpenMP's, e.g. OMP_NUM_THREADS or\n"
     "                    all cores]; the results do not depend on it\n"
+    "  --hook-threads N  threads a resdiag hook may use for one large tensor\n"
+    "                    (resdiag_options.hook_threads: 1..16, 0 = every CPU\n"
+    "                    the process may run on) [default=the OpenMP threads, so\n"
+    "                    that the hooks use the cores the matmuls use]\n"
     "  --log-every N     print the loss every N steps [default=10]\n"
     "  --step-times FILE one line per step: \"step recorded cpu_s wall_s resdiag_s\n"
-    "                    flushed\": recorded 0/1; the process's CPU seconds and\n"
-    "                    the wall seconds of the whole step (batch, forward,\n"
-    "                    backward, step_end with any write to the run file,\n"
-    "                    AdamW); the wall seconds inside resdiag calls; flushed 1\n"
-    "                    when the run file grew in that step. Ends with a line\n"
+    "                    flushed resdiag_cpu_s\": recorded 0/1; the process's CPU\n"
+    "                    seconds and the wall seconds of the whole step (batch,\n"
+    "                    forward, backward, step_end with any write to the run\n"
+    "                    file, AdamW); the wall seconds inside resdiag calls;\n"
+    "                    flushed 1 when the run file grew in that step; the CPU\n"
+    "                    seconds resdiag used (the calling thread's inside its\n"
+    "                    calls, and its hook threads'). Ends with a line\n"
     "                    \"# close cpu_s wall_s\" for closing the run file. With\n"
     "                    --threads 1 and --record-every 2 the recorded and\n"
     "                    unrecorded steps interleave: resdiag-bench's overhead\n"
@@ -171,6 +177,7 @@ typedef struct options {
     int overwrite;      /* --overwrite: resdiag_options.overwrite */
     const char *declare; /* --declare: NULL, or the placement name to declare */
     int grad_accum;     /* --grad-accum: micro-batches per step */
+    int hook_threads;   /* --hook-threads; -1: the OpenMP threads */
 } options;
 
 static void parse_args(options *o, int argc, char **argv)
@@ -207,6 +214,7 @@ static void parse_args(options *o, int argc, char **argv)
         { "handle-signals", required_argument, NULL, 277 },
         { "step-times", required_argument, NULL, 278 }, { "declare", required_argument, NULL, 279 },
         { "grad-accum", required_argument, NULL, 280 },
+        { "hook-threads", required_argument, NULL, 281 },
         { NULL, 0, NULL, 0 },
     };
     opterr = 0; /* the messages below say what went wrong, in one line */
@@ -259,6 +267,7 @@ static void parse_args(options *o, int argc, char **argv)
         } else if (IS("--record")) o->record = (tg_record)parse_choice(flag, val, records);
         else if (IS("--record-every")) o->record_every = parse_int(flag, val, 1, INT_MAX);
         else if (IS("--threads")) o->threads = parse_int(flag, val, 1, 4096);
+        else if (IS("--hook-threads")) o->hook_threads = parse_int(flag, val, 0, 16);
         else if (IS("--log-every")) o->log_every = parse_int(flag, val, 1, INT_MAX);
         else if (IS("--flush-steps")) o->flush_steps = parse_int(flag, val, 1, 100000);
         else if (IS("--flush-log")) o->flush_log = val;
@@ -298,8 +307,8 @@ static double now(void)
 }
 
 /* CPU seconds of the whole process, not of the calling thread: with
- * --threads 1 that is the training thread, and it would also count a
- * helper thread the library started (resdiag_options.hook_threads = 2). */
+ * --threads 1 that is the training thread, and it also counts the hook
+ * threads the library started (resdiag_options.hook_threads). */
 static double cpu_now(void)
 {
     struct timespec ts;
@@ -315,7 +324,7 @@ int main(int argc, char **argv)
                  .init = TG_INIT_GPT2 },
         .steps = 200, .lr = 1e-3, .weight_decay = 0, .seed = 1, .threads = 0,
         .log_every = 10, .out = "run.h5", .record = TG_RECORD_FULL, .record_every = 1,
-        .grad_accum = 1,
+        .grad_accum = 1, .hook_threads = -1,
     };
     parse_args(&o, argc, argv);
     const tg_config *c = &o.cfg;
@@ -364,10 +373,13 @@ int main(int argc, char **argv)
     printf("data: walks on a sparse Markov chain (%d successors per token); "
            "uniform guess %.4f, best possible %.4f nats/token\n",
            TG_DATA_SUCCESSORS, log((double)c->vocab), tg_data_loss_floor(&data, c->seq_len));
-    printf("threads: %d\n", threads);
+    /* the hooks run between the matmuls, on as many cores as they use */
+    const int hook_threads = o.hook_threads >= 0 ? o.hook_threads
+                             : threads < 16 ? threads : 16;
+    printf("threads: %d, hook threads: %d\n", threads, hook_threads);
 
     /* The run file: the configuration goes in as metadata, as text. */
-    char v[19][48];
+    char v[20][48];
     snprintf(v[0], sizeof v[0], "%s%s", tg_placement_name(c->placement), mix);
     snprintf(v[1], sizeof v[1], "%s", norm);
     snprintf(v[2], sizeof v[2], "%s", c->final_norm ? "on" : "off");
@@ -386,7 +398,8 @@ int main(int argc, char **argv)
     snprintf(v[15], sizeof v[15], "%s", o.record == TG_RECORD_FULL ? "full" : "stream");
     snprintf(v[16], sizeof v[16], "%d", o.record_every);
     snprintf(v[17], sizeof v[17], "%s", sizeof(real) == 8 ? "f64" : "f32");
-    snprintf(v[18], sizeof v[18], "%.17g", tg_deepnorm_alpha(c->n_layers));
+    snprintf(v[18], sizeof v[18], "%d", hook_threads);
+    snprintf(v[19], sizeof v[19], "%.17g", tg_deepnorm_alpha(c->n_layers));
     const char *meta[] = {
         "tinygpt.placement", v[0], "tinygpt.norm", v[1], "tinygpt.final_norm", v[2],
         "tinygpt.init", v[3], "tinygpt.layers", v[4], "tinygpt.d_model", v[5],
@@ -394,7 +407,7 @@ int main(int argc, char **argv)
         "tinygpt.vocab", v[9], "tinygpt.steps", v[10], "tinygpt.lr", v[11],
         "tinygpt.weight_decay", v[12], "tinygpt.seed", v[13], "tinygpt.threads", v[14],
         "tinygpt.record", v[15], "tinygpt.record_every", v[16], "tinygpt.dtype", v[17],
-        "tinygpt.deepnorm_alpha", v[18],
+        "tinygpt.hook_threads", v[18], "tinygpt.deepnorm_alpha", v[19],
     };
     int n_meta = (int)(sizeof meta / sizeof *meta) / 2;
     if (c->placement != TG_DEEPNORM) n_meta--;  /* alpha is meaningful for deepnorm only */
@@ -425,14 +438,14 @@ int main(int argc, char **argv)
             tg_model_free(&model);
             return 1;
         }
-        fputs("# step recorded cpu_s wall_s resdiag_s flushed\n", step_times);
+        fputs("# step recorded cpu_s wall_s resdiag_s flushed resdiag_cpu_s\n", step_times);
     }
 
     char err[512];
     if (o.record != TG_RECORD_OFF) {
         tg_instr_settings s = { o.out, o.record, o.record_every, n_meta, meta_all, description,
                                 o.flush_steps, o.flush_log, o.signals, o.step_times != NULL,
-                                o.overwrite, o.declare };
+                                o.overwrite, o.declare, hook_threads };
         model.hooks = tg_instr_open(c, &s, err, sizeof err);
         if (!model.hooks) {
             /* Diagnostics are never the reason a training run does not happen. */
@@ -499,10 +512,10 @@ int main(int argc, char **argv)
             step_cpu = cpu_now() - step_cpu;
             step_wall = now() - step_wall;
             int recorded, flushed;
-            double in_resdiag;
-            tg_instr_last_step(model.hooks, &recorded, &in_resdiag, &flushed);
-            fprintf(step_times, "%d %d %.9f %.9f %.9f %d\n", step, recorded, step_cpu, step_wall,
-                    in_resdiag, flushed);
+            double in_resdiag, resdiag_cpu;
+            tg_instr_last_step(model.hooks, &recorded, &in_resdiag, &flushed, &resdiag_cpu);
+            fprintf(step_times, "%d %d %.9f %.9f %.9f %d %.9f\n", step, recorded, step_cpu,
+                    step_wall, in_resdiag, flushed, resdiag_cpu);
         }
 
         if (step >= o.steps - 10) {

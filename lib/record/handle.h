@@ -95,7 +95,7 @@ struct resdiag {
     atomic_int callsites_changed;
     atomic_uchar *slot_busy; /* (lay.n_slots) held by the hook writing that slot */
     add_state *adds;        /* (n_layers * n_sublayers) */
-    rd_split_worker *split; /* hook_threads = 2: the second thread; NULL: none could start */
+    rd_split_pool *split;   /* hook_threads >= 2: the workers; NULL: none could start */
 
     rd_writer *writer;
     resdiag_status sticky;  /* the writer failed: hooks and steps return this */

@@ -180,9 +180,9 @@ static resdiag_status check_repeat(resdiag *r, const char *fn, const slot_ref *s
 }
 
 /* The statistics of the call's data: a tensor's computed here (with
- * hook_threads 2 a large one is split with the run's worker, split.h; the
- * caller alone does both halves while the worker is busy with another
- * layer's, or when it could not start), a partial's derived from it. */
+ * hook_threads >= 2 a large one is split into parts with the run's pool,
+ * split.h; the caller does the parts of workers busy with other layers'
+ * tensors or that could not start), a partial's derived from it. */
 static void data_stats(resdiag *r, double *fields, double *sketch, double *row_norms,
                        rd_hook_data d, const rd_sketch_params *sp)
 {
@@ -194,7 +194,7 @@ static void data_stats(resdiag *r, double *fields, double *sketch, double *row_n
             fields[RESDIAG_FIELD_ABSMAX_COL] += (double)sp->col0;
     }
     else if (r->opt.hook_threads >= 2)
-        rd_split_compute(r->split, fields, sketch, row_norms, d.t, sp);
+        rd_split_compute(r->split, r->opt.hook_threads, fields, sketch, row_norms, d.t, sp);
     else
         rd_stats_compute(fields, sketch, row_norms, d.t, sp);
 }

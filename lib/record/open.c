@@ -104,7 +104,7 @@ static void free_run(resdiag *r)
     free(r->batch_times);
     free(r->callsites);
     free(r->slot_busy);
-    rd_split_worker_destroy(r->split);
+    rd_split_pool_destroy(r->split);
     pthread_mutex_destroy(&r->msg_lock);
     free(r);
 }
@@ -254,6 +254,26 @@ static resdiag_status create_file(resdiag *r, const open_ctx *c, const char *pat
     return st;
 }
 
+/* hook_threads: 0 becomes the CPUs the process may run on; from 2 on, the
+ * pool of hook_threads - 1 workers (split.h). A worker that cannot start
+ * is no failure: the hooks compute its parts, with the same results. */
+static void start_hook_threads(resdiag *r)
+{
+    if (r->opt.hook_threads == 0) {
+        r->opt.hook_threads = rd_split_threads_available();
+        rd_run_log(r, RESDIAG_LOG_INFO, "hook_threads 0: %d, the CPUs this process may run on",
+                   r->opt.hook_threads);
+    }
+    const int want = r->opt.hook_threads - 1;
+    int started = 0;
+    int err = want >= 1 ? rd_split_pool_create(&r->split, want, &started) : 0;
+    if (err)
+        rd_run_log(r, RESDIAG_LOG_INFO,
+                   "warning: hook_threads %d: cannot start %d of the hooks' %d worker threads "
+                   "(%s); hooks compute their parts on the caller's thread, with the same "
+                   "results", r->opt.hook_threads, want - started, want, strerror(err));
+}
+
 resdiag_status resdiag_open(resdiag **out, const char *path, const resdiag_model *model,
                             const resdiag_options *options)
 {
@@ -298,14 +318,8 @@ resdiag_status resdiag_open(resdiag **out, const char *path, const resdiag_model
         free_run(r);
         return st;
     }
-    /* Started last, so that no failure above has a thread to join. */
-    int thread_err = opt.hook_threads >= 2 && !r->rank_idle
-                     ? rd_split_worker_create(&r->split) : 0;
-    if (thread_err)
-        rd_run_log(r, RESDIAG_LOG_INFO,
-                   "warning: hook_threads 2: cannot start the hooks' second thread (%s); "
-                   "hooks compute on the caller's thread alone, with the same results",
-                   strerror(thread_err));
+    if (!r->rank_idle) /* last, so that no failure above has a thread to join */
+        start_hook_threads(r);
     r->state = RUN_OPEN;
     r->enabled = 1;
     r->step = -1;

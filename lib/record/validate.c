@@ -262,10 +262,11 @@ resdiag_status rd_check_options(const open_ctx *c, const resdiag_options *o)
     if (!(o->flush_seconds >= 0.0) || isinf(o->flush_seconds))
         return rd_open_fail(c, RESDIAG_E_INVALID,
                             "client bug: resdiag_open: flush_seconds must be finite and >= 0");
-    if (o->hook_threads < 1 || o->hook_threads > 2)
+    if (o->hook_threads < 0 || o->hook_threads > RESDIAG_MAX_HOOK_THREADS)
         return rd_open_fail(c, RESDIAG_E_INVALID,
-                            "client bug: resdiag_open: hook_threads is %d, must be 1 or 2",
-                            o->hook_threads);
+                            "client bug: resdiag_open: hook_threads is %d, must be 0..%d "
+                            "(0: the CPUs the process may run on)",
+                            o->hook_threads, RESDIAG_MAX_HOOK_THREADS);
     if (o->overwrite != 0 && o->overwrite != 1)
         return rd_open_fail(c, RESDIAG_E_INVALID,
                             "client bug: resdiag_open: overwrite is %d, must be 0 or 1",

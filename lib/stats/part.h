@@ -2,8 +2,8 @@
  * part.h - the statistics of a run of consecutive rows of one tensor, kept
  * as the running sums from which two runs combine exactly as one run over
  * both would (within rounding). lib/stats/stats.c computes and combines
- * them; lib/stats/split.c hands one half of a large tensor to another
- * thread with them; lib/stats/partial.c gives them out as the public
+ * them; lib/stats/split.c hands parts of a large tensor to other
+ * threads with them; lib/stats/partial.c gives them out as the public
  * resdiag_partial. Internal to lib/stats.
  */
 #ifndef RESDIAG_STATS_PART_H
@@ -34,6 +34,11 @@ void rd_stats_part_rows(rd_stats_part *part, rd_stats_path path, double *row_nor
 void rd_stats_part_fields(double *fields, double *sketch, const rd_stats_part *first,
                           const rd_stats_part *second, const resdiag_tensor *t,
                           const rd_sketch_params *sp);
+
+/* *a = the rows of *a followed by those of *b (b's rows come right after
+ * a's in t), within rounding of one part over both; the same bits for the
+ * same two parts. sp as for rd_stats_part_fields (only its k is used). */
+void rd_stats_part_merge(rd_stats_part *a, const rd_stats_part *b, const rd_sketch_params *sp);
 
 /* The public partial statistics (resdiag.h, doc/PARTIAL.md) of the whole
  * of t from its rows in *part (every row of t, as rd_stats_part_rows(...,

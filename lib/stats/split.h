@@ -1,41 +1,53 @@
 /*
- * split.h - one large tensor's statistics on two threads: the caller's and
- * a persistent worker that a run starts once (resdiag_open with
- * hook_threads = 2) and joins once (resdiag_destroy), so that no hook
- * starts a thread.
+ * split.h - one large tensor's statistics on several threads: the
+ * caller's and a pool of persistent workers that a run starts once
+ * (resdiag_open with hook_threads >= 2) and joins once (resdiag_destroy),
+ * so that no hook starts a thread.
  *
- * One worker serves one tensor at a time. Hooks on different layers may
- * run at once from several trainer threads (resdiag.h, "Threads"): the
- * hook that finds the worker taken computes both halves on its own thread
- * instead of waiting, so no hook ever waits behind another layer's hook.
- * Either way the rows split at rows/2 and the halves merge in row order,
- * so the result has the same bits whoever computed which half.
+ * A worker serves one part of one tensor at a time. Hooks on different
+ * layers may run at once from several trainer threads (resdiag.h,
+ * "Threads"): a hook takes the workers that are free and computes the
+ * parts no free worker took on its own thread instead of waiting, so no
+ * hook ever waits behind another layer's hook. Either way the rows split
+ * into the same parts (they depend on the thread count asked for and the
+ * row count only) and the parts merge in row order, so the result has the
+ * same bits whoever computed which part.
  */
 #ifndef RESDIAG_STATS_SPLIT_H
 #define RESDIAG_STATS_SPLIT_H
 
 #include "stats/stats.h"
 
-typedef struct rd_split_worker rd_split_worker;
+typedef struct rd_split_pool rd_split_pool;
 
-/* Starts a worker thread with every signal blocked (the trainer's signals
- * keep going to the trainer's threads). Returns 0 and *out, or an errno
- * value (EAGAIN, ENOMEM, ...) with *out NULL and no thread left. */
-int rd_split_worker_create(rd_split_worker **out);
+/* Starts `workers` worker threads (1 .. RESDIAG_MAX_HOOK_THREADS - 1),
+ * every signal blocked in them (the trainer's signals keep going to the
+ * trainer's threads). Returns 0 with *out holding all of them; or the
+ * errno value (EAGAIN, ENOMEM, ...) of the first that could not start,
+ * with *out holding those started before it, or NULL (and no thread left)
+ * when none did. *started: how many run. */
+int rd_split_pool_create(rd_split_pool **out, int workers, int *started);
 
-/* Stops and joins the worker and frees it; NULL is a no-op. Not while a
- * call of rd_split_compute with it is running. In a child forked from the
- * process that started the worker (which has no copy of that thread) it
- * only frees the memory. */
-void rd_split_worker_destroy(rd_split_worker *w);
+/* Stops and joins every worker and frees the pool; NULL is a no-op. Not
+ * while a call of rd_split_compute with it is running. In a child forked
+ * from the process that started the workers (which has no copy of those
+ * threads) it only frees the memory. */
+void rd_split_pool_destroy(rd_split_pool *pool);
 
-/* rd_stats_compute, with rows [rows/2, rows) on the worker when t holds
- * at least 1 MiB and the worker is free; else (w NULL, worker busy with
- * another tensor, small tensor, forked child) on the caller's thread
- * alone. The same bits in every case for the same input (stats.h,
- * rd_stats_compute_split). Thread-safe: any number of threads may call it
- * with one worker at once. */
-void rd_split_compute(rd_split_worker *w, double *fields, double *sketch, double *row_norms,
-                      const resdiag_tensor *t, const rd_sketch_params *sp);
+/* rd_stats_compute, with t's rows in P = min(threads, rows) fixed parts
+ * (part k from row k * rows / P) merged in row order when t holds at least
+ * 1 MiB; the free workers of pool compute parts 1.., the caller part 0 and
+ * every part no free worker took (pool NULL, workers busy with other
+ * tensors or fewer started, forked child), and takes back a part whose
+ * worker has not begun it when the caller is done with its own. The same
+ * bits in every case for the same input and threads (stats.h,
+ * rd_stats_compute_split). threads <= 1 or a smaller tensor: one part.
+ * Thread-safe: any number of threads may call it with one pool at once. */
+void rd_split_compute(rd_split_pool *pool, int threads, double *fields, double *sketch,
+                      double *row_norms, const resdiag_tensor *t, const rd_sketch_params *sp);
+
+/* The CPUs this process may run on (its affinity mask), 1 ..
+ * RESDIAG_MAX_HOOK_THREADS: what hook_threads = 0 asks for. */
+int rd_split_threads_available(void);
 
 #endif

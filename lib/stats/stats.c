@@ -1118,8 +1118,8 @@ void rd_stats_merge(double *fields, double *sketch, const double *more,
 }
 
 /* ------------------------------------------------------------------------ */
-/* Parts of a tensor (part.h: lib/stats/split.c computes the halves of a    */
-/* large tensor on two threads with them)                                   */
+/* Parts of a tensor (part.h: lib/stats/split.c computes the parts of a    */
+/* large tensor on several threads with them)                               */
 /* ------------------------------------------------------------------------ */
 
 _Static_assert(sizeof(partial) <= sizeof(rd_stats_part) &&
@@ -1182,6 +1182,16 @@ void rd_stats_part_fields(double *fields, double *sketch, const rd_stats_part *f
         partial_merge(&p, &q, K);
     }
     partial_fields(&p, t->rows, t->cols, K, fields, sketch);
+}
+
+void rd_stats_part_merge(rd_stats_part *a, const rd_stats_part *b, const rd_sketch_params *sp)
+{
+    const size_t K = sp != NULL && sp->k > 0 ? (size_t)sp->k : 0;
+    partial p, q;
+    memcpy(&p, a->opaque, sizeof p);
+    memcpy(&q, b->opaque, sizeof q);
+    partial_merge(&p, &q, K);
+    memcpy(a->opaque, &p, sizeof p);
 }
 
 /* An ssq's value scale^2 * sumsq as a plain double (+Inf beyond the range). */

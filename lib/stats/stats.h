@@ -104,16 +104,17 @@ void rd_stats_compute_path(rd_stats_path path, double *fields, double *sketch,
                            double *row_norms, const resdiag_tensor *t,
                            const rd_sketch_params *sp);
 
-/* rd_stats_compute, optionally on two threads for large tensors
- * (lib/stats/split.c): with threads >= 2 and at least 1 MiB of data, a
- * second thread computes rows [rows/2, rows) while the caller's computes
- * [0, rows/2), and the two are merged in that order (Chan et al.'s pairwise
- * update for the moments), so the result is deterministic: always the same
- * bits for the same input, whichever thread computed which half, within
+/* rd_stats_compute, optionally on several threads for large tensors
+ * (lib/stats/split.c): with threads >= 2 and at least 1 MiB of data, the
+ * rows split into P = min(threads, rows) fixed parts (part k from row
+ * k * rows / P), computed at once by this thread and threads - 1 others
+ * and merged in row order (Chan et al.'s pairwise update for the
+ * moments), so the result is deterministic: always the same bits for the
+ * same input and threads, whichever thread computed which part, within
  * rounding of the one-thread result, with the same exact quantities.
- * Starts (and joins) a thread for this call, for tests and benchmarks; a
- * run keeps one worker for all its hooks (split.h). If the thread cannot
- * start, the caller's thread does both halves, with the same result.
+ * Starts (and joins) the threads for this call, for tests and benchmarks;
+ * a run keeps one pool for all its hooks (split.h). Parts whose thread
+ * cannot start are computed by this thread, with the same result.
  * threads <= 1 is rd_stats_compute. */
 void rd_stats_compute_split(int threads, double *fields, double *sketch, double *row_norms,
                             const resdiag_tensor *t, const rd_sketch_params *sp);

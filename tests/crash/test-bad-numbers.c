@@ -14,8 +14,10 @@
  * the path chosen from the environment must be the portable one, with
  * --expect-no-avx512 (RESDIAG_DISABLE_AVX512=1) the best the CPU has but
  * AVX-512, and only that path is tested; otherwise every available path
- * is, via rd_stats_set_path. Each tensor is observed with hook_threads 1, and the
- * large one also with hook_threads 2 (the split over two threads).
+ * is, via rd_stats_set_path. Each tensor is observed with hook_threads 1,
+ * and the large one also with hook_threads 2, 3, 4 and
+ * RESDIAG_MAX_HOOK_THREADS (split over that many threads; f16 and bf16 at
+ * 768 columns).
  *
  * Tolerance: 1e-9 relative on the portable path and for f64 input, and
  * TOL_FLOAT = 6 G + 1e-12 (G = 24 * 2^-24) for f32, f16 and bf16 input on
@@ -46,7 +48,7 @@
 static const int64_t widths[] = { 601, 768 };
 static int64_t COLS = 601; /* the width of this run */
 #define ROWS 6
-#define BIG_ROWS 700 /* 700 x 601 f64 > 1 MiB: hook_threads 2 splits it */
+#define BIG_ROWS 700 /* 700 x 601 f64 > 1 MiB: hook_threads >= 2 splits it */
 #define TOL 1e-9
 #define TOL_FLOAT (6.0 * 24.0 * 0x1p-24 + 1e-12)
 
@@ -309,6 +311,9 @@ static void reference(const void *x, resdiag_dtype dt, int64_t rows, int64_t col
 
 /* ------------------------------------------------------------- the test */
 
+/* 1 and the splits of the large tensor into 2, 3, 4 and the most parts */
+static const int hook_threads[] = { 1, 2, 3, 4, RESDIAG_MAX_HOOK_THREADS };
+
 static const resdiag_dtype dtypes[] = { RESDIAG_DTYPE_F32, RESDIAG_DTYPE_F64,
                                         RESDIAG_DTYPE_F16, RESDIAG_DTYPE_BF16 };
 
@@ -428,8 +433,8 @@ START_TEST(every_dtype_and_case_matches_the_long_double_reference)
             for (size_t w = 0; w < sizeof widths / sizeof *widths; w++) {
                 COLS = widths[w];
                 for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++)
-                    for (int th = 1; th <= 2; th++)
-                        run_one(path, dtypes[d], th);
+                    for (size_t th = 0; th < sizeof hook_threads / sizeof *hook_threads; th++)
+                        run_one(path, dtypes[d], hook_threads[th]);
             }
         }
         if (path == RD_STATS_AVX512)
@@ -437,8 +442,8 @@ START_TEST(every_dtype_and_case_matches_the_long_double_reference)
     }
     ck_assert_int_ge(n_paths, 1);
     fprintf(stderr, "bad numbers: %d kernel path(s) x 4 dtypes x 2 widths x %d cases x hook_threads 1, "
-            "2: all match; largest error %.3g of the tolerance (%s)\n", n_paths, N_CASES + 1,
-            g_worst, g_worst_what);
+            "2, 3, 4, %d: all match; largest error %.3g of the tolerance (%s)\n", n_paths,
+            N_CASES + 1, RESDIAG_MAX_HOOK_THREADS, g_worst, g_worst_what);
 }
 END_TEST
 

@@ -277,7 +277,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         o.flush_steps = pick_int(&in, 1, 5);
         unsigned fs = u8(&in);
         o.flush_seconds = fs < 200 ? 0.0 : fs < 250 ? 1e-9 : fs == 250 ? NAN : fs == 251 ? -1 : INFINITY;
-        o.hook_threads = pick_int(&in, 1, 2);
+        o.hook_threads = pick_int(&in, 0, 4);
         o.one_call_per_site = (ok_ & 8) != 0;
     }
     if (ok_ == 0xff)

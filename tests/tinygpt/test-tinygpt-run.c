@@ -405,6 +405,62 @@ START_TEST(record_off_writes_nothing)
 }
 END_TEST
 
+/* The value of meta key `key` in the run file, or NULL. */
+static const char *meta_of(const resdiag_run_info *info, const char *key)
+{
+    for (int i = 0; i < info->n_meta; i++)
+        if (strcmp(info->meta[2 * i], key) == 0) return info->meta[2 * i + 1];
+    return NULL;
+}
+
+/* --hook-threads: by default the OpenMP threads, given to resdiag and
+ * kept in the meta. The logits (256 tokens x 2048, 2 MiB of f32) split
+ * into that many parts: within rounding of one thread, and not its bits
+ * (other parts, other roundings: the option reached the library). */
+START_TEST(hook_threads_default_to_the_openmp_threads)
+{
+    static const char *const small[] = { "--layers", "1", "--d-model", "32", "--seq", "32",
+                                         "--batch", "8", "--vocab", "2048", "--steps", "1" };
+#define SMALL_ARGS small[0], small[1], small[2], small[3], small[4], small[5], small[6], \
+                   small[7], small[8], small[9], small[10], small[11]
+    ck_assert_int_eq(run("out1", "err1", SMALL_ARGS, "--threads", "2", "--out", tmp("h2.h5"),
+                         NULL), 0);
+    int threads = 0, hook_threads = 0;
+    const char *line = strstr(slurp(tmp("out1")), "\nthreads: ");
+    ck_assert_ptr_nonnull(line);
+    ck_assert_int_eq(sscanf(line, "\nthreads: %d, hook threads: %d", &threads, &hook_threads), 2);
+    ck_assert_int_eq(hook_threads, threads); /* 2, or 1 without OpenMP */
+    resdiag_reader *rd = open_reader(tmp("h2.h5"));
+    ck_assert_str_eq(meta_of(resdiag_reader_info(rd), "tinygpt.hook_threads"),
+                     threads == 2 ? "2" : "1");
+    resdiag_reader_destroy(rd);
+
+    double f[2][RESDIAG_N_FIELDS];
+    const char *const counts[2] = { "1", "4" };
+    for (int k = 0; k < 2; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "h%s.h5", counts[k]);
+        ck_assert_int_eq(run("out1", "err1", SMALL_ARGS, "--threads", "1", "--hook-threads",
+                             counts[k], "--out", tmp(name), NULL), 0);
+        rd = open_reader(tmp(name));
+        ck_assert_str_eq(meta_of(resdiag_reader_info(rd), "tinygpt.hook_threads"), counts[k]);
+        int observed = 0;
+        ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, RESDIAG_MODEL_LEVEL, 0,
+                                             RESDIAG_LOGITS, f[k], &observed), RESDIAG_OK);
+        ck_assert_int_eq(observed, 1);
+        resdiag_reader_destroy(rd);
+    }
+#undef SMALL_ARGS
+    int differ = 0;
+    for (int q = 0; q < RESDIAG_N_FIELDS; q++) {
+        ck_assert_msg(fabs(f[1][q] - f[0][q]) <= 1e-12 * fabs(f[0][q]), "field %d: %.17g, one "
+                      "thread %.17g", q, f[1][q], f[0][q]);
+        differ += f[1][q] != f[0][q];
+    }
+    ck_assert_msg(differ > 0, "--hook-threads 4 gave one thread's bits in every field");
+}
+END_TEST
+
 /* --record stream: forward STREAM_OUT of each layer's last sublayer and the
  * embedding only; --record-every picks the steps. */
 START_TEST(record_stream_keeps_only_layer_outputs)
@@ -511,7 +567,7 @@ END_TEST
 
 typedef struct step_line {
     int step, recorded, flushed;
-    double cpu, wall, in_resdiag;
+    double cpu, wall, in_resdiag, resdiag_cpu;
 } step_line;
 
 /* The step lines of a --step-times file (comments skipped); returns how
@@ -531,8 +587,9 @@ static int read_step_times(const char *path, step_line *out, int max, double *cl
         }
         ck_assert_int_lt(n, max);
         step_line *s = &out[n++];
-        ck_assert_msg(sscanf(line, "%d %d %lf %lf %lf %d", &s->step, &s->recorded, &s->cpu,
-                             &s->wall, &s->in_resdiag, &s->flushed) == 6, "line '%s'", line);
+        ck_assert_msg(sscanf(line, "%d %d %lf %lf %lf %d %lf", &s->step, &s->recorded, &s->cpu,
+                             &s->wall, &s->in_resdiag, &s->flushed, &s->resdiag_cpu) == 7,
+                      "line '%s'", line);
     }
     fclose(f);
     return n;
@@ -591,6 +648,9 @@ START_TEST(step_times_follow_the_recorded_steps)
         /* every step calls step_begin/step_end; a recorded step all its hooks */
         ck_assert_msg(s[k].in_resdiag > 0 && s[k].in_resdiag < s[k].wall, "step %d: %g in "
                       "resdiag of %g", k, s[k].in_resdiag, s[k].wall);
+        /* the CPU resdiag used: within the process's for the step */
+        ck_assert_msg(s[k].resdiag_cpu >= 0 && s[k].resdiag_cpu <= s[k].cpu + 1e-6,
+                      "step %d: %g s of CPU in resdiag of %g", k, s[k].resdiag_cpu, s[k].cpu);
         sum_cpu += s[k].cpu;
         sum_wall += s[k].wall;
     }
@@ -603,6 +663,13 @@ START_TEST(step_times_follow_the_recorded_steps)
         else unrec[nu++] = s[k].in_resdiag;
     }
     ck_assert_msg(median(rec, nr) > median(unrec, nu), "in resdiag: recorded steps %g s, "
+                  "unrecorded %g s", median(rec, nr), median(unrec, nu));
+    nr = nu = 0;
+    for (int k = 0; k < STEPS; k++) {
+        if (s[k].recorded) rec[nr++] = s[k].resdiag_cpu;
+        else unrec[nu++] = s[k].resdiag_cpu;
+    }
+    ck_assert_msg(median(rec, nr) > median(unrec, nu), "resdiag's CPU: recorded steps %g s, "
                   "unrecorded %g s", median(rec, nr), median(unrec, nu));
     ck_assert_int_eq(n_recorded, 5);
     ck_assert_msg(sum_cpu <= cpu + 0.0015 && sum_cpu >= 0.5 * cpu, "steps %g s of CPU, "
@@ -621,7 +688,7 @@ START_TEST(step_times_follow_the_recorded_steps)
         ck_assert_int_eq(s[k].step, k);
         ck_assert_int_eq(s[k].recorded, 0);
         ck_assert_int_eq(s[k].flushed, 0);
-        ck_assert(s[k].in_resdiag == 0 && s[k].cpu > 0);
+        ck_assert(s[k].in_resdiag == 0 && s[k].resdiag_cpu == 0 && s[k].cpu > 0);
     }
 }
 END_TEST
@@ -688,7 +755,8 @@ START_TEST(bad_flags_exit_2)
         { "--lr", "nan", NULL },         { "--steps", NULL, NULL },  /* missing value */
         { "--record-every", "0", NULL }, { "stray", NULL, NULL },
         { "--threads", "0", NULL },      { "--out=", NULL, NULL },
-        { "--step-times=", NULL, NULL },
+        { "--step-times=", NULL, NULL }, { "--hook-threads", "17", NULL },
+        { "--hook-threads", "-1", NULL },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int rc = run("out1", "err1", bad[i][0], bad[i][1], NULL);
@@ -702,7 +770,7 @@ START_TEST(bad_flags_exit_2)
     static const char *const flags[] = {
         "--placement", "mix:K", "parallel", "--norm", "--final-norm", "--layers", "--d-model",
         "--heads", "--seq", "--batch", "--vocab", "--steps", "--lr", "--seed", "--init",
-        "--out", "--record", "--record-every", "--threads", "--step-times" };
+        "--out", "--record", "--record-every", "--threads", "--step-times", "--hook-threads" };
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         ck_assert_msg(strstr(help, flags[i]) != NULL, "--help lacks %s", flags[i]);
 }
@@ -742,6 +810,7 @@ static Suite *run_suite(void)
     tcase_add_test(tr, hooks_point_at_the_model_code);
     tcase_add_test(tr, bad_flags_exit_2);
     tcase_add_test(tr, step_times_follow_the_recorded_steps);
+    tcase_add_test(tr, hook_threads_default_to_the_openmp_threads);
     suite_add_tcase(s, tr);
     return s;
 }

@@ -6,8 +6,10 @@
  */
 #include <check.h>
 #include <dirent.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -1580,9 +1582,9 @@ static int fill_disk_main(const char *path, int fd)
     return write(fd, msg, sizeof msg) == (ssize_t)sizeof msg ? 0 : 3;
 }
 
-/* hook_threads = 2: a large tensor is split over two threads; the file
- * holds the same values as with one thread within rounding, the same exact
- * quantities, and the same bits every time. */
+/* hook_threads 2, 3, 4 and the most: a large tensor is split over that
+ * many threads; the file holds the same values as with one thread within
+ * rounding, the same exact quantities, and the same bits every time. */
 enum { HT_T = 1024, HT_D = 512 }; /* 2 MiB of f32: above the 1 MiB threshold */
 
 static resdiag_model ht_model(void)
@@ -1656,33 +1658,37 @@ START_TEST(hook_threads_split_large_tensors_deterministically)
         x[k] = (float)((int32_t)z >> 8) * 0x1p-22f * (1.0f + (float)(k / HT_D % 7));
         f[k] = 0.01f * x[k] + 0x1p-20f * (float)(k % 97);
     }
-    x[3 * HT_D + 5] = NAN; /* a rescanned row in the lower half */
+    x[3 * HT_D + 5] = NAN; /* a rescanned row in the first part */
     char path_c[320];
     snprintf(path_c, sizeof path_c, "%s/c.h5", tmpdir);
     ht_run(path_a, 1, x, f);
-    ht_run(path_b, 2, x, f);
-    ht_run(path_c, 2, x, f);
     ht_read one, two, again;
     ht_load(&one, path_a);
-    ht_load(&two, path_b);
-    ht_load(&again, path_c);
-    unlink(path_c);
-    ck_assert_mem_eq(&two, &again, sizeof two); /* deterministic */
-    ht_close(one.in, two.in, RESDIAG_N_FIELDS, "STREAM_IN");
-    ht_close(one.br, two.br, RESDIAG_N_FIELDS, "BRANCH_OUT");
-    ht_close(one.w, two.w, RESDIAG_N_FIELDS, "param w");
-    ht_close(one.upd, two.upd, RESDIAG_N_UPDATE_FIELDS, "update");
-    for (int m = 0; m < 16; m++) /* sums of ~32k terms of both signs */
-        ck_assert_msg(fabs(one.sk[m] - two.sk[m]) <= 1e-9 * one.in[RESDIAG_FIELD_FROB],
-                      "sketch[%d]: %.17g vs %.17g", m, one.sk[m], two.sk[m]);
-    static const int exact[] = { RESDIAG_FIELD_ROWS, RESDIAG_FIELD_COLS, RESDIAG_FIELD_ABSMAX,
-                                 RESDIAG_FIELD_ABSMAX_COL, RESDIAG_FIELD_NAN_COUNT,
-                                 RESDIAG_FIELD_INF_COUNT, RESDIAG_FIELD_CALL_SEQ };
-    for (size_t k = 0; k < sizeof exact / sizeof exact[0]; k++) {
-        ck_assert(one.in[exact[k]] == two.in[exact[k]]);
-        ck_assert(one.br[exact[k]] == two.br[exact[k]]);
+    static const int counts[] = { 2, 3, 4, RESDIAG_MAX_HOOK_THREADS };
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        unlink(path_b);
+        ht_run(path_b, counts[c], x, f);
+        ht_run(path_c, counts[c], x, f);
+        ht_load(&two, path_b);
+        ht_load(&again, path_c);
+        unlink(path_c);
+        ck_assert_mem_eq(&two, &again, sizeof two); /* deterministic */
+        ht_close(one.in, two.in, RESDIAG_N_FIELDS, "STREAM_IN");
+        ht_close(one.br, two.br, RESDIAG_N_FIELDS, "BRANCH_OUT");
+        ht_close(one.w, two.w, RESDIAG_N_FIELDS, "param w");
+        ht_close(one.upd, two.upd, RESDIAG_N_UPDATE_FIELDS, "update");
+        for (int m = 0; m < 16; m++) /* sums of ~32k terms of both signs */
+            ck_assert_msg(fabs(one.sk[m] - two.sk[m]) <= 1e-9 * one.in[RESDIAG_FIELD_FROB],
+                          "sketch[%d]: %.17g vs %.17g", m, one.sk[m], two.sk[m]);
+        static const int exact[] = { RESDIAG_FIELD_ROWS, RESDIAG_FIELD_COLS, RESDIAG_FIELD_ABSMAX,
+                                     RESDIAG_FIELD_ABSMAX_COL, RESDIAG_FIELD_NAN_COUNT,
+                                     RESDIAG_FIELD_INF_COUNT, RESDIAG_FIELD_CALL_SEQ };
+        for (size_t k = 0; k < sizeof exact / sizeof exact[0]; k++) {
+            ck_assert(one.in[exact[k]] == two.in[exact[k]]);
+            ck_assert(one.br[exact[k]] == two.br[exact[k]]);
+        }
+        ck_assert(two.in[RESDIAG_FIELD_NAN_COUNT] == 1.0);
     }
-    ck_assert(two.in[RESDIAG_FIELD_NAN_COUNT] == 1.0);
     free(x);
     free(f);
 }
@@ -1691,8 +1697,8 @@ END_TEST
 START_TEST(hook_threads_out_of_range_is_refused)
 {
     resdiag_model m = test_model();
-    const int bad[] = { 0, 3, -1 };
-    for (size_t k = 0; k < 3; k++) {
+    const int bad[] = { RESDIAG_MAX_HOOK_THREADS + 1, -1, INT_MAX, INT_MIN };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         resdiag_options o;
         resdiag_options_init(&o);
         o.hook_threads = bad[k];
@@ -1705,15 +1711,15 @@ START_TEST(hook_threads_out_of_range_is_refused)
 END_TEST
 
 /* The threads of this process (/proc/self/task): up to cap ids into tids,
- * and the id of the one named "resdiag-split" (hook_threads = 2's worker)
- * into *worker with *n_workers such threads. Returns how many threads. */
-static int list_threads(long *tids, int cap, long *worker, int *n_workers)
+ * and the ids of those named "resdiag-split" (a pool's workers) into
+ * workers (up to cap) with *n_workers such threads. Returns how many
+ * threads. */
+static int list_threads(long *tids, int cap, long *workers, int *n_workers)
 {
     DIR *d = opendir("/proc/self/task");
     ck_assert_ptr_nonnull(d);
     int n = 0;
     *n_workers = 0;
-    *worker = -1;
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         if (e->d_name[0] == '.')
             continue;
@@ -1725,8 +1731,9 @@ static int list_threads(long *tids, int cap, long *worker, int *n_workers)
         snprintf(path, sizeof path, "/proc/self/task/%ld/comm", tid);
         FILE *f = fopen(path, "r");
         if (f && fgets(comm, sizeof comm, f) && strcmp(comm, "resdiag-split\n") == 0) {
+            if (*n_workers < cap)
+                workers[*n_workers] = tid;
             (*n_workers)++;
-            *worker = tid;
         }
         if (f)
             fclose(f);
@@ -1773,33 +1780,48 @@ static int cmp_long(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* hook_threads = 2: resdiag_open starts one worker thread (signals all
- * blocked), 100 large tensors later it is the same thread and no other
- * has appeared, and resdiag_destroy leaves the threads of before open.
- * hook_threads = 1 starts none. */
-START_TEST(hook_threads_2_keeps_one_worker_from_open_to_destroy)
+/* The signals thread tid blocks (bit n - 1: signal n). */
+static unsigned long long blocked_of(long tid)
+{
+    char path[96], line[128];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/status", tid);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    unsigned long long blocked = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "SigBlk:", 7) == 0)
+            blocked = strtoull(line + 7, NULL, 16);
+    fclose(f);
+    return blocked;
+}
+
+/* The CPUs this process may run on, capped: what hook_threads 0 asks for. */
+static int cpus_allowed(void)
+{
+    cpu_set_t set;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
+    int n = CPU_COUNT(&set);
+    return n > RESDIAG_MAX_HOOK_THREADS ? RESDIAG_MAX_HOOK_THREADS : n;
+}
+
+/* A run with hook_threads `threads` starts `workers` worker threads at
+ * open (signals all blocked), 100 large tensors later they are the same
+ * threads and no other has appeared, each woke for them, and
+ * resdiag_destroy leaves the threads of before open. */
+static void check_pool_lifetime(int threads, int workers, const float *x)
 {
     enum { CAP = 64, HOOKS = 100 };
-    float *x = malloc(sizeof(float) * HT_T * HT_D); /* 2 MiB: split */
-    ck_assert_ptr_nonnull(x);
-    for (int k = 0; k < HT_T * HT_D; k++)
-        x[k] = (float)(k % 1013) * 0x1p-9f - 1.0f;
-    long before[CAP], now[CAP], opened[CAP], worker, w2;
+    long before[CAP], now[CAP], opened[CAP], w0[CAP], w1[CAP], sleeps0[CAP];
     int nw;
-    const int n0 = list_threads(before, CAP, &worker, &nw);
-    ck_assert_int_le(n0, CAP);
+    const int n0 = list_threads(before, CAP, w0, &nw);
+    ck_assert_int_le(n0 + workers, CAP);
     ck_assert_int_eq(nw, 0);
 
     resdiag_model m = ht_model();
     resdiag_options o;
     resdiag_options_init(&o);
+    o.hook_threads = threads;
     resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path_a, &m, &o), RESDIAG_OK);
-    ck_assert_int_eq(list_threads(now, CAP, &w2, &nw), n0); /* hook_threads 1: none */
-    resdiag_destroy(r);
-    unlink(path_a);
-
-    o.hook_threads = 2;
     /* opened from a thread that blocks nothing (test runners may block
      * signals), which must still block nothing afterwards */
     sigset_t none, saved, after;
@@ -1809,10 +1831,18 @@ START_TEST(hook_threads_2_keeps_one_worker_from_open_to_destroy)
     ck_assert_int_eq(pthread_sigmask(SIG_SETMASK, &saved, &after), 0);
     for (int sig = 1; sig < SIGRTMIN; sig++)
         ck_assert_msg(!sigismember(&after, sig), "open left signal %d blocked", sig);
-    ck_assert_int_eq(list_threads(opened, CAP, &worker, &nw), n0 + 1);
-    ck_assert_int_eq(nw, 1);
-    wait_asleep(worker); /* started, waiting for work */
-    const long sleeps0 = sleeps_of(worker);
+    ck_assert_int_eq(list_threads(opened, CAP, w0, &nw), n0 + workers);
+    ck_assert_int_eq(nw, workers);
+    /* all but SIGKILL and SIGSTOP (no one can block those) and glibc's own 32, 33 */
+    const unsigned long long unblockable = (1ull << (SIGKILL - 1)) | (1ull << (SIGSTOP - 1)) |
+                                           (3ull << 31);
+    for (int i = 0; i < workers; i++) {
+        wait_asleep(w0[i]); /* started, waiting for work */
+        sleeps0[i] = sleeps_of(w0[i]);
+        const unsigned long long blocked = blocked_of(w0[i]);
+        ck_assert_msg((blocked | unblockable) == ~0ull, "worker %d blocks only %llx", i,
+                      blocked);
+    }
 
     for (int s = 0; s < HOOKS; s++) {
         ck_assert_int_eq(resdiag_step_begin(r, s), RESDIAG_OK);
@@ -1820,44 +1850,72 @@ START_TEST(hook_threads_2_keeps_one_worker_from_open_to_destroy)
                          RESDIAG_OK);
         ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
     }
-    ck_assert_int_eq(list_threads(now, CAP, &w2, &nw), n0 + 1);
-    ck_assert_int_eq(nw, 1);
-    ck_assert_int_eq(w2, worker);
-    qsort(opened, (size_t)(n0 + 1), sizeof *opened, cmp_long);
-    qsort(now, (size_t)(n0 + 1), sizeof *now, cmp_long);
-    ck_assert_mem_eq(opened, now, (size_t)(n0 + 1) * sizeof *now);
-    /* the hooks woke that thread: it went back to sleep since */
-    wait_asleep(worker);
-    ck_assert_int_gt(sleeps_of(worker), sleeps0);
-    char path[96], line[128];
-    snprintf(path, sizeof path, "/proc/self/task/%ld/status", worker);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    unsigned long long blocked = 0; /* bit n - 1: signal n */
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "SigBlk:", 7) == 0)
-            blocked = strtoull(line + 7, NULL, 16);
-    fclose(f);
-    /* all but SIGKILL and SIGSTOP (no one can block those) and glibc's own 32, 33 */
-    const unsigned long long unblockable = (1ull << (SIGKILL - 1)) | (1ull << (SIGSTOP - 1)) |
-                                           (3ull << 31);
-    ck_assert_msg((blocked | unblockable) == ~0ull, "the worker blocks only %llx", blocked);
+    ck_assert_int_eq(list_threads(now, CAP, w1, &nw), n0 + workers);
+    ck_assert_int_eq(nw, workers);
+    qsort(opened, (size_t)(n0 + workers), sizeof *opened, cmp_long);
+    qsort(now, (size_t)(n0 + workers), sizeof *now, cmp_long);
+    ck_assert_mem_eq(opened, now, (size_t)(n0 + workers) * sizeof *now);
+    /* the hooks woke each of them: each went back to sleep since */
+    for (int i = 0; i < workers; i++) {
+        wait_asleep(w0[i]);
+        ck_assert_msg(sleeps_of(w0[i]) > sleeps0[i], "worker %d never woke", i);
+    }
 
-    resdiag_destroy(r); /* joins the worker */
-    ck_assert_int_eq(list_threads(now, CAP, &w2, &nw), n0);
+    resdiag_destroy(r); /* joins the workers */
+    unlink(path_a);
+    ck_assert_int_eq(list_threads(now, CAP, w1, &nw), n0);
     ck_assert_int_eq(nw, 0);
     qsort(before, (size_t)n0, sizeof *before, cmp_long);
     qsort(now, (size_t)n0, sizeof *now, cmp_long);
     ck_assert_mem_eq(before, now, (size_t)n0 * sizeof *now);
+}
+
+static void *no_work(void *arg)
+{
+    return arg;
+}
+
+/* hook_threads 1 starts no thread; N >= 2 a pool of N - 1 for the run's
+ * life; 0 as many as the process may run on (logged). */
+START_TEST(hook_threads_keep_their_workers_from_open_to_destroy)
+{
+    /* a runtime may start a thread of its own at the first pthread_create
+     * (ThreadSanitizer does): one started and joined first */
+    pthread_t first;
+    ck_assert_int_eq(pthread_create(&first, NULL, no_work, NULL), 0);
+    ck_assert_int_eq(pthread_join(first, NULL), 0);
+    float *x = malloc(sizeof(float) * HT_T * HT_D); /* 2 MiB: split */
+    ck_assert_ptr_nonnull(x);
+    for (int k = 0; k < HT_T * HT_D; k++)
+        x[k] = (float)(k % 1013) * 0x1p-9f - 1.0f;
+    check_pool_lifetime(1, 0, x);
+    check_pool_lifetime(2, 1, x);
+    check_pool_lifetime(4, 3, x);
+    check_pool_lifetime(RESDIAG_MAX_HOOK_THREADS, RESDIAG_MAX_HOOK_THREADS - 1, x);
+    check_pool_lifetime(0, cpus_allowed() - 1, x);
+    /* and open says how many that is */
+    resdiag_set_log_priority(RESDIAG_LOG_INFO);
+    resdiag_model m = ht_model();
+    resdiag_options o;
+    resdiag_options_init(&o);
+    o.hook_threads = 0;
+    resdiag *r = NULL;
+    log_last[0] = 0;
+    ck_assert_int_eq(resdiag_open(&r, path_a, &m, &o), RESDIAG_OK);
+    char want[64];
+    snprintf(want, sizeof want, "hook_threads 0: %d, ", cpus_allowed());
+    ck_assert_msg(strstr(log_last, want) != NULL, "log: %s", log_last);
+    resdiag_destroy(r);
+    resdiag_set_log_priority(RESDIAG_LOG_ERROR);
     free(x);
 }
 END_TEST
 
-/* In a child forked while a run has its worker (the child has no copy of
- * that thread), a hook on a large tensor returns OK without waiting for it
- * (the bits are checked in test-threads.c); the parent's run goes on. The
- * child leaves the parent's file alone (_exit). */
-START_TEST(hook_threads_2_hooks_work_in_a_forked_child)
+/* In a child forked while a run has its pool of workers (the child has no
+ * copy of those threads), a hook on a large tensor returns OK without
+ * waiting for them (the bits are checked in test-threads.c); the parent's
+ * run goes on. The child leaves the parent's file alone (_exit). */
+START_TEST(hook_threads_pool_hooks_work_in_a_forked_child)
 {
     float *x = malloc(sizeof(float) * HT_T * HT_D), *f = malloc(sizeof(float) * HT_T * HT_D);
     ck_assert(x && f);
@@ -1868,7 +1926,7 @@ START_TEST(hook_threads_2_hooks_work_in_a_forked_child)
     resdiag_model m = ht_model();
     resdiag_options o;
     resdiag_options_init(&o);
-    o.hook_threads = 2;
+    o.hook_threads = 4;
     resdiag *r = NULL;
     ck_assert_int_eq(resdiag_open(&r, path_a, &m, &o), RESDIAG_OK);
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
@@ -1889,7 +1947,7 @@ START_TEST(hook_threads_2_hooks_work_in_a_forked_child)
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
     ck_assert_int_eq(rc_child, RESDIAG_OK);
-    /* the parent's run goes on with its worker */
+    /* the parent's run goes on with its workers */
     ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, HT_T, HT_D)),
                      RESDIAG_OK);
     ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
@@ -1908,9 +1966,10 @@ END_TEST
 #endif
 
 /* The child of the test below: with too little address space left for a
- * thread's stack, hook_threads = 2 opens with an INFO warning and computes
- * on one thread the bits a worker would have given. Exit 0 when so. */
-static int open_without_a_thread(const float *x, const float *f)
+ * thread's stack, hook_threads 2 and 4 open with an INFO warning and
+ * compute on one thread the bits their workers would have given, into
+ * path_b and path_c. Exit 0 when so. */
+static int open_without_a_thread(const float *x, const float *f, const char *path_c)
 {
     resdiag_set_log_priority(RESDIAG_LOG_INFO);
     ht_run(path_b, 1, x, f); /* HDF5 and the heap warmed up */
@@ -1927,12 +1986,15 @@ static int open_without_a_thread(const float *x, const float *f)
         return 11;
     log_count = 0;
     ht_run(path_b, 2, x, f);
-    if (!strstr(log_last, "warning: hook_threads 2: cannot start"))
+    if (!strstr(log_last, "warning: hook_threads 2: cannot start 1 of the hooks' 1 worker"))
         return 12;
+    ht_run(path_c, 4, x, f);
+    if (!strstr(log_last, "warning: hook_threads 4: cannot start 3 of the hooks' 3 worker"))
+        return 13;
     return 0;
 }
 
-START_TEST(hook_threads_2_falls_back_to_one_thread_when_none_can_start)
+START_TEST(hook_threads_fall_back_to_one_thread_when_none_can_start)
 {
 #ifdef RD_TEST_SANITIZED
     return; /* the sanitizers reserve more address space than any limit leaves */
@@ -1943,18 +2005,27 @@ START_TEST(hook_threads_2_falls_back_to_one_thread_when_none_can_start)
         x[k] = (float)(k % 1009) * 0x1p-8f - 2.0f;
         f[k] = 0.25f * x[k] + 0x1p-12f * (float)(k % 13);
     }
+    char path_c[320], path_d[320];
+    snprintf(path_c, sizeof path_c, "%s/c.h5", tmpdir);
+    snprintf(path_d, sizeof path_d, "%s/d.h5", tmpdir);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0)
-        _exit(open_without_a_thread(x, f));
+        _exit(open_without_a_thread(x, f, path_c));
     int status = 0;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
-    ht_run(path_a, 2, x, f); /* with its worker */
+    ht_run(path_a, 2, x, f); /* with their workers */
+    ht_run(path_d, 4, x, f);
     ht_read with, without;
     ht_load(&with, path_a);
     ht_load(&without, path_b);
     ck_assert_mem_eq(&with, &without, sizeof with);
+    ht_load(&with, path_d);
+    ht_load(&without, path_c);
+    ck_assert_mem_eq(&with, &without, sizeof with);
+    unlink(path_c);
+    unlink(path_d);
     free(x);
     free(f);
 }
@@ -2037,9 +2108,9 @@ static Suite *api_suite(void)
     tcase_add_test(tc, concurrent_hooks_on_different_layers_match_a_sequential_run);
     tcase_add_test(tc, hook_threads_split_large_tensors_deterministically);
     tcase_add_test(tc, hook_threads_out_of_range_is_refused);
-    tcase_add_test(tc, hook_threads_2_keeps_one_worker_from_open_to_destroy);
-    tcase_add_test(tc, hook_threads_2_hooks_work_in_a_forked_child);
-    tcase_add_test(tc, hook_threads_2_falls_back_to_one_thread_when_none_can_start);
+    tcase_add_test(tc, hook_threads_keep_their_workers_from_open_to_destroy);
+    tcase_add_test(tc, hook_threads_pool_hooks_work_in_a_forked_child);
+    tcase_add_test(tc, hook_threads_fall_back_to_one_thread_when_none_can_start);
     tcase_add_test(tc, empty_tensors_are_observed_with_zero_rows);
     tcase_add_test(tc, a_full_disk_is_reported_once_and_earlier_steps_survive);
     suite_add_tcase(s, tc);

@@ -2135,10 +2135,11 @@ START_TEST(paths_agree_on_a_model_sized_tensor)
 }
 END_TEST
 
-/* rd_stats_compute_split(2, ...): the reference's values within the same
- * tolerances, the exact quantities of one thread, and the same bits every
- * time (a fixed split merged in a fixed order). */
-static void check_split(const char *label, const resdiag_tensor *t, const rd_sketch_params *sp)
+/* rd_stats_compute_split(threads, ...): the reference's values within the
+ * same tolerances, the exact quantities of one thread, and the same bits
+ * every time (fixed parts merged in a fixed order). */
+static void check_split_threads(const char *label, const resdiag_tensor *t,
+                                const rd_sketch_params *sp, int threads)
 {
     reference r;
     reference_compute(&r, t, sp);
@@ -2152,11 +2153,11 @@ static void check_split(const char *label, const resdiag_tensor *t, const rd_ske
             two[k].f[q] = -777.0;
         two[k].f[RESDIAG_FIELD_CALL_SEQ] = CALL_SEQ_SENTINEL;
         memset(two[k].sketch, 0, sizeof two[k].sketch);
-        rd_stats_compute_split(2, two[k].f, sp->k > 0 ? two[k].sketch : NULL, two[k].norms,
-                               t, sp);
+        rd_stats_compute_split(threads, two[k].f, sp->k > 0 ? two[k].sketch : NULL,
+                               two[k].norms, t, sp);
     }
     char lab[160];
-    snprintf(lab, sizeof lab, "%s [split 2, %s]", label,
+    snprintf(lab, sizeof lab, "%s [split %d, %s]", label, threads,
              rd_stats_path_name(rd_stats_active_path()));
     ck_assert_msg(memcmp(two[0].f, two[1].f, sizeof two[0].f) == 0 &&
                       memcmp(two[0].sketch, two[1].sketch, sizeof two[0].sketch) == 0,
@@ -2184,6 +2185,13 @@ static void check_split(const char *label, const resdiag_tensor *t, const rd_ske
     reference_free(&r);
 }
 
+static void check_split(const char *label, const resdiag_tensor *t, const rd_sketch_params *sp)
+{
+    static const int threads[] = { 2, 3, 4, RESDIAG_MAX_HOOK_THREADS };
+    for (size_t k = 0; k < sizeof threads / sizeof threads[0]; k++)
+        check_split_threads(label, t, sp, threads[k]);
+}
+
 START_TEST(split_two_threads_match_reference_and_repeat_bit_for_bit)
 {
     /* 700 x 768: 2.1 MB of f32, above the 1 MiB threshold; the halves are
@@ -2207,6 +2215,15 @@ START_TEST(split_two_threads_match_reference_and_repeat_bit_for_bit)
         tensor_free(&t);
         free(v);
     }
+    /* fewer rows than threads: one part per row (3 rows of 1.2 MB) */
+    double *w = random_values(&s, 3, 100000, 1.0);
+    w[2 * 100000 + 7] = NAN;
+    tensor u = tensor_from(w, RESDIAG_DTYPE_F32, 3, 100000, 0, 0.0);
+    sketch_setup sk = sketch_make(16, 4097, 33);
+    check_split("f32 3 x 100000", &u.view, &sk.sp);
+    sketch_free(&sk);
+    tensor_free(&u);
+    free(w);
 }
 END_TEST
 

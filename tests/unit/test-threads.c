@@ -5,11 +5,12 @@
  * threads interleave; the call order of a step must still number each
  * accepted call exactly once. Mixed dtypes, strided views, sketches, update
  * ratios, parameter gradients, refused calls logged from several threads at
- * once, and hook_threads = 2 splitting large tensors inside those threads.
+ * once, and hook_threads 2, 3, 4 and the most splitting large tensors
+ * inside those threads.
  *
- * hook_threads = 2's worker (lib/stats/split.h) shared by several threads:
- * the callers that find it busy compute both halves alone, with the same
- * bits; so does a forked child, which has no copy of the worker's thread.
+ * The pool of workers (lib/stats/split.h) shared by several threads: the
+ * callers that find workers busy compute their parts themselves, with the
+ * same bits; so does a forked child, which has no copy of the workers.
  *
  * And what resdiag.h does not allow: two threads observing the same site
  * (or the two tensors of one residual add, or one parameter) at once. The
@@ -21,6 +22,7 @@
  * the values only.
  */
 #include <check.h>
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -34,7 +36,7 @@
 #include "stats/split.h"
 
 enum { L = 8, S = 2, D = 64, T = 24, STEPS = 5, THREADS = 4 };
-/* A parameter gradient of 1 MiB of f32: large enough for hook_threads = 2. */
+/* A parameter gradient of 1 MiB of f32: large enough to split. */
 enum { BIG_ROWS = 2048, BIG_COLS = 128 };
 
 static const char *const sub_names[S] = { "attn", "mlp" };
@@ -282,15 +284,22 @@ START_TEST(threads_on_different_layers_write_what_one_thread_writes)
 }
 END_TEST
 
-START_TEST(hook_threads_2_inside_concurrent_hooks_is_deterministic)
+/* Each layer's large gradient is split; with 4 trainer threads on a pool
+ * of hook_threads - 1 workers most hooks find some workers busy. */
+START_TEST(hook_threads_inside_concurrent_hooks_is_deterministic)
 {
-    write_both(2, 1);
-    assert_same_but_order(1);
+    static const int counts[] = { 2, 3, 4, RESDIAG_MAX_HOOK_THREADS };
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        unlink(path_seq);
+        unlink(path_par);
+        write_both(counts[c], 1);
+        assert_same_but_order(1);
+    }
 }
 END_TEST
 
 
-/* ------------------------------------------- one split worker, many callers */
+/* ------------------------------------------- one split pool, many callers */
 
 enum { SPLIT_ROWS = 1025, SPLIT_COLS = 512, SPLIT_CALLS = 12 }; /* 2 MiB of f32 */
 
@@ -300,7 +309,8 @@ typedef struct split_out {
 } split_out;
 
 typedef struct split_job {
-    rd_split_worker *w;
+    rd_split_pool *pool;
+    int threads;
     const resdiag_tensor *t;
     const rd_sketch_params *sp;
     const split_out *want;
@@ -308,11 +318,11 @@ typedef struct split_job {
     int mismatches;
 } split_job;
 
-static void split_run(split_out *o, rd_split_worker *w, const resdiag_tensor *t,
+static void split_run(split_out *o, rd_split_pool *pool, int threads, const resdiag_tensor *t,
                       const rd_sketch_params *sp)
 {
     memset(o, 0, sizeof *o);
-    rd_split_compute(w, o->f, o->sketch, o->norms, t, sp);
+    rd_split_compute(pool, threads, o->f, o->sketch, o->norms, t, sp);
 }
 
 static int split_same(const split_out *a, const split_out *b)
@@ -327,74 +337,125 @@ static void *split_caller(void *p)
     ck_assert_ptr_nonnull(o);
     pthread_barrier_wait(j->go);
     for (int c = 0; c < SPLIT_CALLS; c++) {
-        split_run(o, j->w, j->t, j->sp);
+        split_run(o, j->pool, j->threads, j->t, j->sp);
         j->mismatches += !split_same(o, j->want);
     }
     free(o);
     return NULL;
 }
 
-/* One worker, THREADS callers at once: each call gives the bits of a call
- * with the worker to itself, of one without a worker (the caller does both
- * halves), and of rd_stats_compute_split(2). After fork() the child's calls
- * give them too and destroying the worker there returns (its thread is not
- * in the child: a join would wait forever). */
-START_TEST(split_worker_shared_absent_or_forked_gives_the_same_bits)
+/* THREADS callers on one pool at once, so that most find some or all of
+ * the workers busy: every call gives the bits of *want. */
+static void split_concurrent(rd_split_pool *pool, int threads, const resdiag_tensor *t,
+                             const rd_sketch_params *sp, const split_out *want)
 {
-    float *x = malloc((size_t)SPLIT_ROWS * SPLIT_COLS * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    for (int i = 0; i < SPLIT_ROWS * SPLIT_COLS; i++)
-        x[i] = value(77, i) * (1.0f + (float)(i / SPLIT_COLS % 5));
-    x[3 * SPLIT_COLS + 1] = NAN; /* a rescanned row in each half */
-    x[900 * SPLIT_COLS + 2] = INFINITY;
-    const resdiag_tensor t = resdiag_f32(x, SPLIT_ROWS, SPLIT_COLS);
-    float tau[4097];
-    rd_fill_column_signs(tau, 4097, 9);
-    const rd_sketch_params sp = { 8, tau, 4097, 11, 0, 0 };
-    split_out *want = malloc(sizeof *want), *got = malloc(sizeof *got);
-    ck_assert(want && got);
-    memset(want, 0, sizeof *want);
-    rd_stats_compute_split(2, want->f, want->sketch, want->norms, &t, &sp);
-
-    rd_split_worker *w = NULL;
-    ck_assert_int_eq(rd_split_worker_create(&w), 0);
-    split_run(got, w, &t, &sp);
-    ck_assert_msg(split_same(got, want), "the worker's result differs");
-    split_run(got, NULL, &t, &sp);
-    ck_assert_msg(split_same(got, want), "without a worker the result differs");
-
     pthread_t th[THREADS];
     split_job jobs[THREADS];
     pthread_barrier_t go;
     pthread_barrier_init(&go, NULL, THREADS);
     for (int i = 0; i < THREADS; i++) {
-        jobs[i] = (split_job){ w, &t, &sp, want, &go, 0 };
+        jobs[i] = (split_job){ pool, threads, t, sp, want, &go, 0 };
         ck_assert_int_eq(pthread_create(&th[i], NULL, split_caller, &jobs[i]), 0);
     }
     for (int i = 0; i < THREADS; i++) {
         pthread_join(th[i], NULL);
-        ck_assert_msg(jobs[i].mismatches == 0, "thread %d: %d of %d calls differ", i,
-                      jobs[i].mismatches, SPLIT_CALLS);
+        ck_assert_msg(jobs[i].mismatches == 0, "hook_threads %d: thread %d: %d of %d calls "
+                      "differ", threads, i, jobs[i].mismatches, SPLIT_CALLS);
     }
     pthread_barrier_destroy(&go);
+}
 
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        alarm(20); /* a hang ends the child by SIGALRM */
-        split_run(got, w, &t, &sp);
-        int same = split_same(got, want);
-        rd_split_worker_destroy(w);
-        _exit(same ? 0 : 1);
+/* Within rounding of one thread, the exact quantities exactly. */
+static void split_near_one_thread(const split_out *got, const split_out *one, int threads)
+{
+    static const int exact[] = { RESDIAG_FIELD_ROWS, RESDIAG_FIELD_COLS, RESDIAG_FIELD_ABSMAX,
+                                 RESDIAG_FIELD_ABSMAX_COL, RESDIAG_FIELD_NAN_COUNT,
+                                 RESDIAG_FIELD_INF_COUNT };
+    for (size_t k = 0; k < sizeof exact / sizeof exact[0]; k++)
+        ck_assert_msg(got->f[exact[k]] == one->f[exact[k]], "hook_threads %d: field %d",
+                      threads, exact[k]);
+    for (int q = 0; q < RESDIAG_N_FIELDS; q++)
+        ck_assert_msg((isnan(got->f[q]) && isnan(one->f[q])) ||
+                          fabs(got->f[q] - one->f[q]) <= 1e-12 * fabs(one->f[q]),
+                      "hook_threads %d: field %d: %.17g, one thread %.17g", threads, q,
+                      got->f[q], one->f[q]);
+    for (int m = 0; m < 8; m++) /* sums of both signs: against the Frobenius norm */
+        ck_assert_msg(fabs(got->sketch[m] - one->sketch[m]) <= 1e-12 * one->f[RESDIAG_FIELD_FROB],
+                      "hook_threads %d: sketch[%d]", threads, m);
+    ck_assert(memcmp(got->norms, one->norms, sizeof got->norms) == 0);
+}
+
+/* For hook_threads 2, 3, 4 and the most: each call gives the bits of
+ * rd_stats_compute_split(threads) (which starts its own threads) with
+ * the pool to itself, with no pool, with fewer workers than parts (the
+ * others not started), with THREADS callers sharing the pool (most find
+ * workers busy), and in a forked child, where destroying the pool returns
+ * (its threads are not in the child: a join would wait forever); and
+ * those bits are one thread's within rounding. */
+START_TEST(split_pool_shared_absent_or_forked_gives_the_same_bits)
+{
+    float *x = malloc((size_t)SPLIT_ROWS * SPLIT_COLS * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    for (int i = 0; i < SPLIT_ROWS * SPLIT_COLS; i++)
+        x[i] = value(77, i) * (1.0f + (float)(i / SPLIT_COLS % 5));
+    x[3 * SPLIT_COLS + 1] = NAN; /* a rescanned row in the first and the last part */
+    x[1000 * SPLIT_COLS + 2] = INFINITY;
+    const resdiag_tensor t = resdiag_f32(x, SPLIT_ROWS, SPLIT_COLS);
+    float tau[4097];
+    rd_fill_column_signs(tau, 4097, 9);
+    const rd_sketch_params sp = { 8, tau, 4097, 11, 0, 0 };
+    split_out *want = malloc(sizeof *want), *got = malloc(sizeof *got), *one = malloc(sizeof *one);
+    ck_assert(want && got && one);
+    split_run(one, NULL, 1, &t, &sp);
+
+    static const int counts[] = { 2, 3, 4, RESDIAG_MAX_HOOK_THREADS };
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        const int n = counts[c];
+        memset(want, 0, sizeof *want);
+        rd_stats_compute_split(n, want->f, want->sketch, want->norms, &t, &sp);
+        split_near_one_thread(want, one, n);
+        if (n > 2) /* more parts, other sums: that the bits differ shows they ran */
+            ck_assert_msg(memcmp(want->f, one->f, sizeof want->f) != 0,
+                          "hook_threads %d gives one thread's bits", n);
+
+        rd_split_pool *pool = NULL, *few = NULL;
+        int started = 0;
+        ck_assert_int_eq(rd_split_pool_create(&pool, n - 1, &started), 0);
+        ck_assert_int_eq(started, n - 1);
+        split_run(got, pool, n, &t, &sp);
+        ck_assert_msg(split_same(got, want), "hook_threads %d: the pool's result differs", n);
+        split_run(got, NULL, n, &t, &sp);
+        ck_assert_msg(split_same(got, want), "hook_threads %d: without a pool it differs", n);
+        ck_assert_int_eq(rd_split_pool_create(&few, 1, &started), 0);
+        split_run(got, few, n, &t, &sp);
+        ck_assert_msg(split_same(got, want), "hook_threads %d: with 1 worker it differs", n);
+        rd_split_pool_destroy(few);
+        split_concurrent(pool, n, &t, &sp, want);
+
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            alarm(20); /* a hang ends the child by SIGALRM */
+            split_run(got, pool, n, &t, &sp);
+            int same = split_same(got, want);
+            rd_split_pool_destroy(pool);
+            _exit(same ? 0 : 1);
+        }
+        int status = 0;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                      "hook_threads %d: child: status %d", n, status);
+        split_run(got, pool, n, &t, &sp); /* the parent's workers are still there */
+        ck_assert(split_same(got, want));
+        rd_split_pool_destroy(pool);
     }
-    int status = 0;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", status);
-    split_run(got, w, &t, &sp); /* the parent's worker is still there */
-    ck_assert(split_same(got, want));
-    rd_split_worker_destroy(w);
+    int started = -1;
+    rd_split_pool *none = (rd_split_pool *)&started;
+    ck_assert_int_eq(rd_split_pool_create(&none, RESDIAG_MAX_HOOK_THREADS, &started), EINVAL);
+    ck_assert(none == NULL && started == 0);
     free(want);
     free(got);
+    free(one);
     free(x);
 }
 END_TEST
@@ -743,8 +804,8 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, threads_on_different_layers_write_what_one_thread_writes);
-    tcase_add_test(tc, hook_threads_2_inside_concurrent_hooks_is_deterministic);
-    tcase_add_test(tc, split_worker_shared_absent_or_forked_gives_the_same_bits);
+    tcase_add_test(tc, hook_threads_inside_concurrent_hooks_is_deterministic);
+    tcase_add_test(tc, split_pool_shared_absent_or_forked_gives_the_same_bits);
     tcase_add_test(tc, same_site_from_two_threads_keeps_whole_calls);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -1380,6 +1380,95 @@ static void e2e_paired(const char *exe, const char *dir, int quick, char *summar
              100.0 * cr.med, 100.0 * cr.min, 100.0 * cr.max);
 }
 
+/* The hooks' share of the wall time against their share of the CPU time
+ * (hook-wall-share-vs-cpu-share): an OpenMP trainer on 2 threads whose
+ * hooks run on 1 thread takes a larger share of the wall time in them
+ * than of the CPU time; hook_threads = the OpenMP threads should make the
+ * two shares equal. tinygpt with activations of 1 MiB (4096 tokens x 64,
+ * f32: the size from which a hook splits a tensor), every site recorded
+ * every step, --hook-threads 1 and 2 in alternating processes. */
+static double share_ratio[2] = { NAN, NAN }; /* median wall share / median CPU share */
+static char share_note[2][512] = { "not measured (--no-e2e)", "not measured (--no-e2e)" };
+
+/* The recorded steps of a --step-times file after step 0 (its first write
+ * and warm-up): their shares of wall and CPU time inside resdiag and
+ * their parallelism (CPU / wall), appended at *n (up to MAX_REPS). */
+static int read_shares(const char *path, double *wall_share, double *cpu_share,
+                       double *par, int *n)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[256];
+    int got = 0;
+    while (fgets(line, sizeof line, f)) {
+        int step, rec, fl;
+        double cpu, wall, in_rd, rd_cpu;
+        if (line[0] == '#' || sscanf(line, "%d %d %lf %lf %lf %d %lf", &step, &rec, &cpu,
+                                     &wall, &in_rd, &fl, &rd_cpu) != 7)
+            continue;
+        if (step == 0 || !rec || fl || *n >= MAX_REPS || !(cpu > 0 && wall > 0))
+            continue;
+        wall_share[*n] = in_rd / wall;
+        cpu_share[*n] = rd_cpu / cpu;
+        par[*n] = cpu / wall;
+        (*n)++;
+        got++;
+    }
+    fclose(f);
+    return got;
+}
+
+static void e2e_hook_share(const char *exe, const char *dir, int mode)
+{
+    const int steps = mode == 0 ? 5 : mode == 1 ? 9 : 17, rounds = mode == 0 ? 1 : 2;
+    double ws[2][MAX_REPS], cs[2][MAX_REPS], par[2][MAX_REPS];
+    int n[2] = { 0, 0 };
+    char times[700], h5[700], cmd[2200], load0[64], load1[64];
+    snprintf(times, sizeof times, "%s/share.txt", dir);
+    snprintf(h5, sizeof h5, "%s/share.h5", dir);
+    load_average(load0, sizeof load0);
+    for (int r = 0; r < rounds; r++)
+        for (int k = 0; k < 2; k++) {
+            const int h = (k + r) % 2; /* 1, 2, then 2, 1 */
+            snprintf(cmd, sizeof cmd,
+                     "%s --threads 2 --hook-threads %d --layers 2 --d-model 64 --seq 64 "
+                     "--batch 64 --steps %d --record full --log-every 1000 --out %s "
+                     "--overwrite --step-times %s 2>&1", exe, h + 1, steps, h5, times);
+            double cpu_tps;
+            if (run_tokens_per_s(cmd, &cpu_tps) <= 0 ||
+                !read_shares(times, ws[h], cs[h], par[h], &n[h])) {
+                snprintf(share_note[0], sizeof share_note[0],
+                         "not measured (tinygpt failed: %.300s)", cmd);
+                snprintf(share_note[1], sizeof share_note[1], "%s", share_note[0]);
+                remove(times);
+                remove(h5);
+                printf("  hook shares: %s\n", share_note[0]);
+                return;
+            }
+        }
+    remove(times);
+    remove(h5);
+    load_average(load1, sizeof load1);
+    printf("  hook shares: tinygpt --threads 2 --layers 2 --d-model 64 --seq 64 --batch 64 "
+           "--record full (1 MiB activations), --hook-threads 1 and 2 in %d alternating "
+           "processes each; load average %s at the start, %s at the end\n", rounds, load0,
+           load1);
+    for (int h = 0; h < 2; h++) {
+        summary w = summarize(ws[h], n[h]), c = summarize(cs[h], n[h]);
+        summary p = summarize(par[h], n[h]);
+        share_ratio[h] = w.med / c.med;
+        snprintf(share_note[h], sizeof share_note[h],
+                 "%.2fx (hook_threads %d: wall share %.2f%% [%.2f-%.2f], CPU share %.2f%% "
+                 "[%.2f-%.2f], medians over %d recorded steps; the steps ran %.2f threads "
+                 "on average [%.2f-%.2f] of the 2 they have; load average %s / %s)",
+                 share_ratio[h], h + 1, 100.0 * w.med, 100.0 * w.min, 100.0 * w.max,
+                 100.0 * c.med, 100.0 * c.min, 100.0 * c.max, n[h], p.med, p.min, p.max,
+                 load0, load1);
+        printf("    %s\n", share_note[h]);
+    }
+}
+
 /* mode: 0 --quick, 1 default, 2 --long (the paired processes too) */
 static void bench_e2e(int mode)
 {
@@ -1399,6 +1488,7 @@ static void bench_e2e(int mode)
     }
     char inside[128] = "inside libresdiag not measured", paired[128] = "";
     e2e_interleaved(exe, dir, mode, inside, sizeof inside);
+    e2e_hook_share(exe, dir, mode);
     if (mode == 2)
         e2e_paired(exe, dir, 0, paired, sizeof paired);
     else
@@ -1783,6 +1873,12 @@ static void print_targets(const char *load_start)
         target("tinygpt-overhead", m, "<= 2% fewer tokens/s", worst <= 0.02);
     } else {
         printf("target tinygpt-overhead: %s\n", e2e_note);
+    }
+    if (!isnan(share_ratio[1])) {
+        snprintf(m, sizeof m, "%s; hook_threads 1: %.2fx", share_note[1], share_ratio[0]);
+        target("hook-wall-share-vs-cpu-share", m, "<= 1.2x", share_ratio[1] <= 1.2);
+    } else {
+        printf("target hook-wall-share-vs-cpu-share: %s\n", share_note[1]);
     }
     if (wres_worst_batched > 0) {
         snprintf(m, sizeof m, "%.3f us per record (wall; worst of 12 and 96 layers, "
