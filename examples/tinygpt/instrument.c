@@ -202,6 +202,14 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
     model.n_meta = s->n_meta;
     model.meta = s->meta;
     model.description = s->description;
+    /* A data-parallel job (tinygpt-mpi): the rank from MPI; each rank
+     * writes its own file (resdiag_rank_path) and the reader merges them.
+     * Without one, the library looks for a launcher in the environment. */
+    if (s->world_size > 0) {
+        model.rank = s->rank;
+        model.world_size = s->world_size;
+        model.split = s->world_size > 1 ? RESDIAG_SPLIT_DATA : RESDIAG_SPLIT_NONE;
+    }
 
     resdiag_options opt;
     resdiag_options_init(&opt);

@@ -62,6 +62,8 @@ typedef struct tg_instr_settings {
     const char *declare;     /* NULL: declare cfg's placement; else a resdiag placement
                                 name ("undeclared": nothing) to declare instead */
     int hook_threads;        /* resdiag_options.hook_threads */
+    int rank;                /* this process's rank in a job of world_size ranks, given */
+    int world_size;          /*   by tinygpt-mpi; world_size 0: from the environment */
 } tg_instr_settings;
 
 /* Opens the run file. Returns NULL and writes a reason to errbuf on failure. */

@@ -10,11 +10,17 @@
  * Exit status: 0 done, 1 a run-time failure (memory, a recording that
  * failed, a loss that is not finite), 2 bad usage, 130 stopped by a signal
  * (--handle-signals stop).
+ *
+ * tinygpt-mpi (the same sources with -DTINYGPT_MPI, dist.h) trains data
+ * parallel over the ranks of an MPI job: `mpirun -np W tinygpt-mpi
+ * --batch B ...` computes the same gradients as `tinygpt --batch B`, each
+ * rank B/W of the sequences; rank 0 prints, every rank records its file.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +32,7 @@
 
 #include "adamw.h"
 #include "data.h"
+#include "dist.h"
 #include "instrument.h"
 #include "model.h"
 
@@ -116,6 +123,23 @@ static const char usage[] =
     "\n"
     "  -h, --help        this text\n";
 
+#ifdef TINYGPT_MPI
+static const char usage_mpi[] =
+    "\n"
+    "tinygpt-mpi: data parallel over the ranks of an MPI job (mpirun -np W):\n"
+    "every rank draws the same batches of --batch B sequences and trains\n"
+    "sequences [r*B/W, (r+1)*B/W) of each (W*N divides B with --grad-accum N);\n"
+    "the gradients are summed over the ranks (MPI_Allreduce), so the training\n"
+    "is that of one process with --batch B. Each rank records its own file:\n"
+    "rank 0 --out FILE, rank r FILE with .rank000rr before .h5 (`resdiag report\n"
+    "FILE` merges them). Only rank 0 prints. Faults, to test the report:\n"
+    "  --kill-rank R     with --kill-step K: rank R kills itself with SIGKILL in\n"
+    "  --kill-step K     step K, after the other ranks have recorded it and before\n"
+    "                    it records it itself (the job then ends: mpirun stops it)\n"
+    "  --nan-rank R      with --nan-step S: from step S on, rank R's copy of the\n"
+    "  --nan-step S      token embedding holds a NaN where its first token reads\n";
+#endif
+
 _Noreturn static void die_usage(const char *fmt, ...)
 {
     va_list ap;
@@ -178,6 +202,8 @@ typedef struct options {
     const char *declare; /* --declare: NULL, or the placement name to declare */
     int grad_accum;     /* --grad-accum: micro-batches per step */
     int hook_threads;   /* --hook-threads; -1: the OpenMP threads */
+    /* tinygpt-mpi's faults: the rank and the step, -1 for none */
+    int kill_rank, kill_step, nan_rank, nan_step;
 } options;
 
 static void parse_args(options *o, int argc, char **argv)
@@ -215,6 +241,10 @@ static void parse_args(options *o, int argc, char **argv)
         { "step-times", required_argument, NULL, 278 }, { "declare", required_argument, NULL, 279 },
         { "grad-accum", required_argument, NULL, 280 },
         { "hook-threads", required_argument, NULL, 281 },
+#ifdef TINYGPT_MPI
+        { "kill-rank", required_argument, NULL, 282 }, { "kill-step", required_argument, NULL, 283 },
+        { "nan-rank", required_argument, NULL, 284 }, { "nan-step", required_argument, NULL, 285 },
+#endif
         { NULL, 0, NULL, 0 },
     };
     opterr = 0; /* the messages below say what went wrong, in one line */
@@ -224,6 +254,9 @@ static void parse_args(options *o, int argc, char **argv)
         if (ch == -1) break;
         if (ch == 'h') {
             fputs(usage, stdout);
+#ifdef TINYGPT_MPI
+            fputs(usage_mpi, stdout);
+#endif
             exit(0);
         }
         if (ch == 'w') {
@@ -255,6 +288,10 @@ static void parse_args(options *o, int argc, char **argv)
         else if (IS("--seq")) c->seq_len = parse_int(flag, val, 1, 65536);
         else if (IS("--batch")) c->batch = parse_int(flag, val, 1, 65536);
         else if (IS("--grad-accum")) o->grad_accum = parse_int(flag, val, 1, 65536);
+        else if (IS("--kill-rank")) o->kill_rank = parse_int(flag, val, 0, INT_MAX);
+        else if (IS("--kill-step")) o->kill_step = parse_int(flag, val, 0, INT_MAX);
+        else if (IS("--nan-rank")) o->nan_rank = parse_int(flag, val, 0, INT_MAX);
+        else if (IS("--nan-step")) o->nan_step = parse_int(flag, val, 0, INT_MAX);
         else if (IS("--vocab")) c->vocab = parse_int(flag, val, 2, 1 << 20);
         else if (IS("--steps")) o->steps = parse_int(flag, val, 1, INT_MAX);
         else if (IS("--lr")) o->lr = parse_double(flag, val, 0, 10);
@@ -297,6 +334,10 @@ static void parse_args(options *o, int argc, char **argv)
     if (why) die_usage("%s", why);
     if (c->batch % o->grad_accum != 0)
         die_usage("--grad-accum %d must divide --batch %d", o->grad_accum, c->batch);
+    if ((o->kill_rank < 0) != (o->kill_step < 0))
+        die_usage("--kill-rank and --kill-step go together");
+    if ((o->nan_rank < 0) != (o->nan_step < 0))
+        die_usage("--nan-rank and --nan-step go together");
 }
 
 static double now(void)
@@ -324,10 +365,22 @@ int main(int argc, char **argv)
                  .init = TG_INIT_GPT2 },
         .steps = 200, .lr = 1e-3, .weight_decay = 0, .seed = 1, .threads = 0,
         .log_every = 10, .out = "run.h5", .record = TG_RECORD_FULL, .record_every = 1,
-        .grad_accum = 1, .hook_threads = -1,
+        .grad_accum = 1, .hook_threads = -1, .kill_rank = -1, .kill_step = -1, .nan_rank = -1,
+        .nan_step = -1,
     };
+    tg_dist dist;
+    tg_dist_init(&dist, &argc, &argv);
     parse_args(&o, argc, argv);
     const tg_config *c = &o.cfg;
+    const int ranks = dist.world;
+    if (c->batch % (ranks * o.grad_accum) != 0)
+        die_usage("%d ranks x --grad-accum %d must divide --batch %d", ranks, o.grad_accum,
+                  c->batch);
+    /* The job prints once: rank 0's lines (the others' are the same). */
+    if (dist.rank > 0 && !freopen("/dev/null", "w", stdout)) {
+        fprintf(stderr, "tinygpt: rank %d: cannot quiet stdout\n", dist.rank);
+        return 1;
+    }
     setvbuf(stdout, NULL, _IOLBF, 0);  /* progress lines appear as they happen */
 
     int threads = 1;
@@ -340,10 +393,11 @@ int main(int argc, char **argv)
                 o.threads);
 #endif
 
-    /* The model holds one micro-batch; a step runs grad_accum of them. */
+    /* The model holds one micro-batch of this rank's share of the batch;
+     * a step runs grad_accum of them. */
     const int accum = o.grad_accum;
     tg_config micro = *c;
-    micro.batch = c->batch / accum;
+    micro.batch = c->batch / (ranks * accum);
     tg_model model;
     if (tg_model_create(&model, &micro) != 0) {
         fprintf(stderr, "tinygpt: out of memory for the model\n");
@@ -367,6 +421,8 @@ int main(int argc, char **argv)
            c->n_layers, c->d_model, c->n_heads, c->seq_len, c->batch, c->vocab,
            tg_placement_name(c->placement), mix, norm, c->final_norm ? "on" : "off", init,
            (double)model.n_params / 1e6);
+    if (ranks > 1)
+        printf("data parallel: %d ranks of %d sequences per step\n", ranks, c->batch / ranks);
     if (accum > 1)
         printf("gradient accumulation: %d micro-batches of %d sequences per step\n", accum,
                micro.batch);
@@ -445,7 +501,8 @@ int main(int argc, char **argv)
     if (o.record != TG_RECORD_OFF) {
         tg_instr_settings s = { o.out, o.record, o.record_every, n_meta, meta_all, description,
                                 o.flush_steps, o.flush_log, o.signals, o.step_times != NULL,
-                                o.overwrite, o.declare, hook_threads };
+                                o.overwrite, o.declare, hook_threads, dist.rank,
+                                ranks > 1 ? ranks : 0 };
         model.hooks = tg_instr_open(c, &s, err, sizeof err);
         if (!model.hooks) {
             /* Diagnostics are never the reason a training run does not happen. */
@@ -486,18 +543,37 @@ int main(int argc, char **argv)
          * restricted to its tokens (1/N of its own mean's), so its hooks
          * see the batch's gradients row for row; the parameter gradients
          * add up, and their hooks run in the last backward, on the sums. */
+        /* With ranks, the same holds for rank r's share, sequences
+         * [r*B/W, (r+1)*B/W): its gradients sum over the ranks to the
+         * batch's, and are recorded once summed. */
         const size_t micro_tokens = (size_t)micro.batch * c->seq_len;
-        model.loss_tokens = accum > 1 ? (int)N : 0;
+        const size_t share = (size_t)dist.rank * (N / (size_t)ranks);
+        if (step >= o.nan_step && dist.rank == o.nan_rank)
+            model.w.wte[(size_t)inputs[share] * (size_t)c->d_model] = NAN;
+        model.loss_tokens = accum > 1 || ranks > 1 ? (int)N : 0;
         for (int k = 0; k < accum; k++) {
             model.accumulate = k > 0;
-            model.param_hooks = k == accum - 1;
-            loss += tg_forward(&model, inputs + (size_t)k * micro_tokens,
-                               targets + (size_t)k * micro_tokens);
+            model.param_hooks = ranks == 1 && k == accum - 1;
+            loss += tg_forward(&model, inputs + share + (size_t)k * micro_tokens,
+                               targets + share + (size_t)k * micro_tokens);
             tg_backward(&model);
         }
-        loss /= accum;
+        if (ranks > 1) {
+            /* the batch's mean: each micro-batch's mean weighs its tokens */
+            loss = tg_dist_sum_double(&dist, loss * (double)micro_tokens) / (double)N;
+            tg_dist_sum(&dist, model.grads, model.n_params);
+            tg_param_grad_hooks(&model);
+        } else {
+            loss /= accum;
+        }
         tg_instr_loss(model.hooks, loss);
-        stopped = tg_instr_step_end(model.hooks);
+        /* --kill-step: the others write step K before rank R dies */
+        int dies = step == o.kill_step && dist.rank == o.kill_rank;
+        if (!dies) stopped = tg_instr_step_end(model.hooks);
+        if (step == o.kill_step) {
+            tg_dist_barrier(&dist);
+            if (dies) raise(SIGKILL);
+        }
 
         opt.t++;
         for (int t = 0; t < model.n_tensors; t++) {
@@ -567,5 +643,6 @@ int main(int argc, char **argv)
     free(targets);
     tg_data_free(&data);
     tg_model_free(&model);
+    tg_dist_finalize(&dist);
     return rc;
 }

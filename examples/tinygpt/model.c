@@ -640,3 +640,21 @@ void tg_backward(tg_model *m)
     if (m->param_hooks) HOOK_PARAM(h, TG_MODEL_LEVEL, "embed.wte", m->g.wte, V, C);
     if (m->param_hooks) HOOK_PARAM(h, TG_MODEL_LEVEL, "embed.wpe", m->g.wpe, T, C);
 }
+
+void tg_param_grad_hooks(tg_model *m)
+{
+    tg_instr *h = m->hooks;
+    (void)h; /* unused with TINYGPT_NO_HOOKS */
+    /* the order of tg_backward's hooks */
+    HOOK_PARAM(h, TG_MODEL_LEVEL, "head.w", m->g.head, C, V);
+    for (int l = L - 1; l >= 0; l--) {
+        const tg_layer_weights *g = &m->g.layer[l];
+        (void)g;
+        HOOK_PARAM(h, l, "mlp.w2", g->w2, 4 * C, C);
+        HOOK_PARAM(h, l, "mlp.w1", g->w1, C, 4 * C);
+        HOOK_PARAM(h, l, "attn.wo", g->wo, C, C);
+        HOOK_PARAM(h, l, "attn.wqkv", g->wqkv, C, 3 * C);
+    }
+    HOOK_PARAM(h, TG_MODEL_LEVEL, "embed.wte", m->g.wte, V, C);
+    HOOK_PARAM(h, TG_MODEL_LEVEL, "embed.wpe", m->g.wpe, T, C);
+}

@@ -183,5 +183,10 @@ double tg_forward(tg_model *m, const int *inputs, const int *targets);
 /* Gradients of the last forward's loss into m->grads (overwritten, or
  * added with m->accumulate; scaled per m->loss_tokens). */
 void tg_backward(tg_model *m);
+/* The parameter-gradient hooks of tg_backward, on m->grads as they are
+ * now: for a trainer that changes the gradients after tg_backward and
+ * records them then (tinygpt-mpi sums them over the ranks first, with
+ * param_hooks = 0 during the backward). */
+void tg_param_grad_hooks(tg_model *m);
 
 #endif /* TINYGPT_MODEL_H */
