@@ -319,7 +319,8 @@ END_TEST
  * 0..4, and the merged report names rank 1 as ended early. */
 START_TEST(killed_rank_is_named)
 {
-    const char *run_h5 = cu_path("kill.h5");
+    char run_h5[512]; /* cu_path's buffers are reused */
+    snprintf(run_h5, sizeof run_h5, "%s", cu_path("kill.h5"));
     int rc = mpi_job("kill", 2, tinygpt_mpi, MODEL, "--batch", "4", "--steps", "50",
                      "--flush-steps", "1", "--kill-rank", "1", "--kill-step", "5", "--out",
                      run_h5, (char *)NULL);
@@ -362,7 +363,8 @@ END_TEST
  * and the job stops at step 8, exit 1). The report names rank 1 first. */
 START_TEST(nan_rank_is_named_first)
 {
-    const char *run_h5 = cu_path("nan.h5");
+    char run_h5[512]; /* cu_path's buffers are reused */
+    snprintf(run_h5, sizeof run_h5, "%s", cu_path("nan.h5"));
     int rc = mpi_job("nan", 2, tinygpt_mpi, MODEL, "--batch", "4", "--steps", "20",
                      "--nan-rank", "1", "--nan-step", "8", "--out", run_h5, (char *)NULL);
     ck_assert_msg(rc == 1, "tinygpt-mpi with a NaN: exit %d, want 1 (the loss is not finite)",
@@ -386,7 +388,8 @@ END_TEST
 
 START_TEST(four_ranks_report)
 {
-    const char *run_h5 = cu_path("four.h5");
+    char run_h5[512]; /* cu_path's buffers are reused */
+    snprintf(run_h5, sizeof run_h5, "%s", cu_path("four.h5"));
     ck_assert_int_eq(mpi_job("four", 4, tinygpt_mpi, MODEL, "--batch", "8", "--steps", "20",
                              "--record-every", "5", "--out", run_h5, (char *)NULL),
                      0);
@@ -414,7 +417,8 @@ END_TEST
  * own file. */
 START_TEST(rank_from_the_environment)
 {
-    const char *run_h5 = cu_path("env.h5");
+    char run_h5[512]; /* cu_path's buffers are reused */
+    snprintf(run_h5, sizeof run_h5, "%s", cu_path("env.h5"));
     ck_assert_int_eq(mpi_job("env", 2, tinygpt, MODEL, "--batch", "4", "--steps", "2", "--out",
                              run_h5, (char *)NULL),
                      0);
