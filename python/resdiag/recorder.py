@@ -254,7 +254,10 @@ class Recorder:
             arr, enc = _lib.cstrings(pnames)
             keep += [arr, enc]
             m.n_layer_params, m.layer_param_names = len(pnames), arr
-        if self._model_params:
+        # Every stage of a pipeline declares the whole model's parameters
+        # (the reader merges only files of one model): the head's too,
+        # which only the last stage holds and records.
+        if self._model_params or pipeline:
             arr, enc = _lib.cstrings([HEAD_PARAM])
             keep += [arr, enc]
             m.n_model_params, m.model_param_names = 1, arr
@@ -800,7 +803,7 @@ class Recorder:
                 self._observe(x, l, s, S_STREAM_IN, cs)
         else:
             self._observe(x, l, 0, S_STREAM_IN, cs)
-        if l == 0:
+        if l + self._layer0 == 0:  # a later pipeline stage's input is no embedding
             self._observe(x, _lib.MODEL_LEVEL, 0, S_EMBED_OUT, cs)
 
     def _block_out(self, l, module, args, output):
