@@ -96,21 +96,35 @@ static void nf_where(const rd_analysis *a, const rd_rank_row *w, char *where, si
     }
 }
 
-/* Each rank's first non-finite value; the earliest (the lowest rank on a
- * tie) is "first". */
+/* Where in its step a rank's first non-finite value is: the forward runs
+ * before the backward, and the parameter gradients come last (in data
+ * parallel they are all-reduced: one rank's NaN reaches every rank there,
+ * after it showed in that rank's own forward or backward). */
+static int nf_phase(const rd_rank_row *w)
+{
+    if (w->nf_site < 0)
+        return 2;
+    return w->nf_dir == RESDIAG_FORWARD ? 0 : 1;
+}
+
+/* Each rank's first non-finite value; the earliest, by step and then by
+ * phase within the step (the lowest rank on a tie), is "first" and said
+ * first. */
 static void nonfinite_lines(const rd_analysis *a, rd_ranks *k)
 {
     const rd_rank_row *first = NULL;
     for (int i = 0; i < k->n_rows; i++) {
         const rd_rank_row *w = &k->rows[i];
-        if (w->nf_found && (!first || w->nf_step < first->nf_step))
+        if (w->nf_found && (!first || w->nf_step < first->nf_step ||
+                            (w->nf_step == first->nf_step && nf_phase(w) < nf_phase(first))))
             first = w;
     }
     k->first_nf_rank = first ? first->rank : -1;
-    for (int i = 0; first && i < k->n_rows; i++) {
-        const rd_rank_row *w = &k->rows[i];
+    /* the first one's line, then the others in rank order */
+    for (int i = -1; first && i < k->n_rows; i++) {
+        const rd_rank_row *w = i < 0 ? first : &k->rows[i];
         char where[160], detail[80];
-        if (!w->nf_found)
+        if (!w->nf_found || (i >= 0 && w == first))
             continue;
         nf_where(a, w, where, sizeof where, detail, sizeof detail);
         add_line(k, "rank %d: %s at step %lld, %s%s%s", w->rank, w->nf_is_nan ? "NaN" : "Inf",
