@@ -80,16 +80,15 @@ static int mpi_job(const char *name, int ranks, const char *program, ...)
      * library's leaks are the other suites' business. */
     const char *asan = getenv("ASAN_OPTIONS");
     char *saved = asan ? strdup(asan) : NULL;
-    if (saved) {
-        char opts[1024];
-        snprintf(opts, sizeof opts, "%s:detect_leaks=0", saved);
-        setenv("ASAN_OPTIONS", opts, 1);
-    }
+    char opts[1024];
+    snprintf(opts, sizeof opts, "%s%sdetect_leaks=0", saved ? saved : "", saved ? ":" : "");
+    setenv("ASAN_OPTIONS", opts, 1);
     int rc = run(name, 60, argv);
-    if (saved) {
+    if (saved)
         setenv("ASAN_OPTIONS", saved, 1);
-        free(saved);
-    }
+    else
+        unsetenv("ASAN_OPTIONS");
+    free(saved);
     return rc;
 }
 
