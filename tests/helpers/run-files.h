@@ -1,8 +1,9 @@
 /*
  * run-files.h - the run files of a unit test in a scratch directory of its
  * own (dir, made by check_one_make_dir or a fixture): their paths, opening
- * one to write or to read, closing, removing; and a log handler that keeps
- * every message. Each helper asserts that its call succeeds.
+ * one to write or to read, closing, removing, a one-sublayer model; and a
+ * log handler that keeps every message. Each helper asserts that its call
+ * succeeds.
  */
 #ifndef RD_RUN_FILES_H
 #define RD_RUN_FILES_H
@@ -64,6 +65,19 @@ static inline void close_run(resdiag *r)
 static inline void remove_run(const char *name)
 {
     ck_assert_int_eq(unlink(run_path(name)), 0);
+}
+
+/* A model of n_layers layers of d_model columns, one sublayer "mlp" each. */
+static inline resdiag_model mlp_model(int n_layers, int d_model)
+{
+    static const char *const mlp[1] = { "mlp" };
+    resdiag_model m;
+    resdiag_model_init(&m);
+    m.n_layers = n_layers;
+    m.d_model = d_model;
+    m.n_sublayers = 1;
+    m.sublayer_names = mlp;
+    return m;
 }
 
 /* Removes dir with all in it (a fixture's teardown). */

@@ -62,22 +62,10 @@ static void teardown(void)
 }
 
 enum { L = 2, D = 8, T = 3 };
-static const char *const subs[1] = { "mlp" };
-
-static resdiag_model model(void)
-{
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = 1;
-    m.sublayer_names = subs;
-    return m;
-}
 
 static resdiag_status try_open(resdiag **r, const char *path, int overwrite)
 {
-    resdiag_model m = model();
+    resdiag_model m = mlp_model(L, D);
     resdiag_options o;
     resdiag_options_init(&o);
     o.flush_steps = 1; /* every step on disk at once */
@@ -384,7 +372,7 @@ typedef struct bad_run {
 static void make_bad_run(bad_run *b, int overwrite)
 {
     static const char *const bad_meta[] = { "", "v" };
-    b->m = model();
+    b->m = mlp_model(L, D);
     b->m.meta = bad_meta;
     b->m.n_meta = 1;
     rd_tables_init(&b->lay, L, 1, 0, 0, 4);
@@ -505,7 +493,7 @@ END_TEST
 /* The helper writer (main, --writer). */
 static int writer_main(const char *path, int n, int ready_fd, int go_fd)
 {
-    resdiag_model m = model();
+    resdiag_model m = mlp_model(L, D);
     resdiag_options o;
     resdiag_options_init(&o);
     o.flush_steps = 1;

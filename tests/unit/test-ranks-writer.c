@@ -64,17 +64,6 @@ static void teardown(void)
 enum { L = 4, D = 40, T = 3, K = 16 };
 static const char *const subs[1] = { "mlp" };
 
-static resdiag_model model(void)
-{
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = 1;
-    m.sublayer_names = subs;
-    return m;
-}
-
 static resdiag_options options(void)
 {
     resdiag_options o;
@@ -242,7 +231,7 @@ START_TEST(environment_gives_the_rank_in_order)
     char name[32], file[600];
     snprintf(name, sizeof name, "run%d.h5", _i);
     const char *path = run_path(name);
-    resdiag_model m = model();
+    resdiag_model m = mlp_model(L, D);
     resdiag_options o = options();
     log_all[0] = 0;
     ck_assert_int_eq(open_and_close(path, &m, &o), RESDIAG_OK);
@@ -279,7 +268,7 @@ START_TEST(explicit_rank_overrides_environment)
     static const char *const env[] = { "RANK", "3", "WORLD_SIZE", "4", "TORCHELASTIC_RUN_ID",
                                        "j", NULL };
     launcher_env(env);
-    resdiag_model m = model();
+    resdiag_model m = mlp_model(L, D);
     m.rank = 1;
     m.world_size = 2;
     resdiag_options o = options();
@@ -295,7 +284,7 @@ START_TEST(explicit_rank_overrides_environment)
     /* the library reads the environment again at every open */
     static const char *const env2[] = { "RANK", "2", "WORLD_SIZE", "4", NULL };
     launcher_env(env2);
-    m = model();
+    m = mlp_model(L, D);
     ck_assert_int_eq(open_and_close(run_path("run.h5"), &m, &o), RESDIAG_OK);
     ck_assert(exists(run_path("run.rank00002.h5")));
     /* a world size given with a detected rank must agree with the launcher */
@@ -372,7 +361,7 @@ static const bad_case bad_cases[] = {
 START_TEST(bad_rank_fields_are_invalid)
 {
     const bad_case *c = &bad_cases[_i];
-    resdiag_model m = model();
+    resdiag_model m = mlp_model(L, D);
     m.rank = c->rank;
     m.world_size = c->world;
     m.split = (resdiag_split)c->split;
@@ -397,7 +386,7 @@ END_TEST
 START_TEST(record_rank_every_skips_ranks)
 {
     for (int rank = 0; rank < 5; rank++) {
-        resdiag_model m = model();
+        resdiag_model m = mlp_model(L, D);
         m.rank = rank;
         m.world_size = 5;
         resdiag_options o = options();
@@ -449,7 +438,7 @@ START_TEST(two_ranks_on_one_path_write_two_files)
     const char *path = run_path("job.h5");
     resdiag *r[2] = { NULL, NULL };
     for (int k = 0; k < 2; k++) {
-        resdiag_model m = model();
+        resdiag_model m = mlp_model(L, D);
         m.rank = k;
         m.world_size = 2;
         m.split = RESDIAG_SPLIT_SEQUENCE;
@@ -525,7 +514,7 @@ START_TEST(data_rank_uses_its_own_row_signs)
     float a[T * D], b[2 * D];
     fill(a, T * D, 1);
     fill(b, 2 * D, 2);
-    resdiag_model m = model();
+    resdiag_model m = mlp_model(L, D);
     m.rank = rank;
     m.world_size = 4;
     resdiag_options o = options();
@@ -568,7 +557,7 @@ START_TEST(partials_on_ranks_record_what_the_tensor_records)
     x[2 * D + 7] = -500.0f; /* the largest |x|: row 2, local column 7 */
     resdiag_options o = options();
     for (int kind = 0; kind < 2; kind++) {
-        resdiag_model m = model();
+        resdiag_model m = mlp_model(L, D);
         m.rank = 1;
         m.world_size = 2;
         int cols = D;
@@ -627,7 +616,7 @@ START_TEST(tensor_shards_add_up_to_the_whole)
         for (int i = 0; i < T; i++)
             memcpy(&shard[s][i * half], &x[i * D + s * half], (size_t)half * sizeof(float));
     resdiag_options o = options();
-    resdiag_model full = model();
+    resdiag_model full = mlp_model(L, D);
     resdiag *w = NULL;
     ck_assert_int_eq(resdiag_open(&w, run_path("whole.h5"), &full, &o), RESDIAG_OK);
     ck_assert_int_eq(resdiag_step_begin(w, 0), RESDIAG_OK);
@@ -636,7 +625,7 @@ START_TEST(tensor_shards_add_up_to_the_whole)
     ck_assert_int_eq(resdiag_close(w), RESDIAG_OK);
     resdiag_destroy(w);
     for (int s = 0; s < 2; s++) {
-        resdiag_model m = model();
+        resdiag_model m = mlp_model(L, D);
         m.rank = 1 + s;
         m.world_size = 3;
         m.split = RESDIAG_SPLIT_TENSOR;
@@ -731,7 +720,7 @@ END_TEST
 
 START_TEST(pipeline_stage_records_its_layers_only)
 {
-    resdiag_model m = model();
+    resdiag_model m = mlp_model(L, D);
     static const char *const params[1] = { "w" };
     m.n_layer_params = 1;
     m.layer_param_names = params;
