@@ -516,6 +516,21 @@ rows_hand_back(rd_rows_out *o, const void *row0, size_t row_bytes, int n, int64_
     return redo;
 }
 
+/* In rd_fast_rows_avx512 and _avx2, after their checks: each (dtype,
+ * sketch) its own copy of the 16-row kernel, with constants. */
+#define ROWS_CASE(kernel, dt, sk)                                                           \
+    case 4 * (dt) + (sk):                                                                   \
+        return kernel(o, acc, sigma, row0, row_bytes, n, cols, sp, amax_floor, (dt), (sk))
+#define ROWS_DISPATCH(kernel)                                                               \
+    switch (4 * (int)dtype + (k == 16)) {                                                   \
+        ROWS_CASE(kernel, RESDIAG_DTYPE_F32, 0);                                            \
+        ROWS_CASE(kernel, RESDIAG_DTYPE_F32, 1);                                            \
+        ROWS_CASE(kernel, RESDIAG_DTYPE_F16, 0);                                            \
+        ROWS_CASE(kernel, RESDIAG_DTYPE_F16, 1);                                            \
+        ROWS_CASE(kernel, RESDIAG_DTYPE_BF16, 0);                                           \
+        ROWS_CASE(kernel, RESDIAG_DTYPE_BF16, 1);                                           \
+    }
+
 /* kmode: 0 no sketch, 1 K divides 16 (register buckets), 2 K multiple of
  * 16 (memory buckets). dt and kmode are constants at every call, so each
  * combination is compiled on its own. */
@@ -1142,19 +1157,7 @@ int rd_fast_rows_avx512(rd_rows_out *o, double *acc, const double *sigma, const 
         return (k ? rows_dot1 : rows_dot0)(o, acc, sigma, row0, row_bytes, n, cols, sp,
                                            amax_floor);
 #endif
-    /* each (dtype, sketch) its own copy of rows_kernel, with constants */
-#define ROWS_CASE(dt, sk)                                                                   \
-    case 4 * (dt) + (sk):                                                                   \
-        return rows_kernel(o, acc, sigma, row0, row_bytes, n, cols, sp, amax_floor, (dt), (sk))
-    switch (4 * (int)dtype + (k == 16)) {
-        ROWS_CASE(RESDIAG_DTYPE_F32, 0);
-        ROWS_CASE(RESDIAG_DTYPE_F32, 1);
-        ROWS_CASE(RESDIAG_DTYPE_F16, 0);
-        ROWS_CASE(RESDIAG_DTYPE_F16, 1);
-        ROWS_CASE(RESDIAG_DTYPE_BF16, 0);
-        ROWS_CASE(RESDIAG_DTYPE_BF16, 1);
-    }
-#undef ROWS_CASE
+    ROWS_DISPATCH(rows_kernel);
     return 0;
 }
 #else
@@ -1437,19 +1440,7 @@ int rd_fast_rows_avx2(rd_rows_out *o, double *acc, const double *sigma, const vo
         (k != 0 && (k != 16 || sp->tau_len < (size_t)cols)) ||
         (k != 0 && dtype == RESDIAG_DTYPE_BF16 && cols > ROWS_SPLIT_MAX))
         return 0;
-    /* each (dtype, sketch) its own copy of rows2_kernel, with constants */
-#define ROWS_CASE(dt, sk)                                                                   \
-    case 4 * (dt) + (sk):                                                                   \
-        return rows2_kernel(o, acc, sigma, row0, row_bytes, n, cols, sp, amax_floor, (dt), (sk))
-    switch (4 * (int)dtype + (k == 16)) {
-        ROWS_CASE(RESDIAG_DTYPE_F32, 0);
-        ROWS_CASE(RESDIAG_DTYPE_F32, 1);
-        ROWS_CASE(RESDIAG_DTYPE_F16, 0);
-        ROWS_CASE(RESDIAG_DTYPE_F16, 1);
-        ROWS_CASE(RESDIAG_DTYPE_BF16, 0);
-        ROWS_CASE(RESDIAG_DTYPE_BF16, 1);
-    }
-#undef ROWS_CASE
+    ROWS_DISPATCH(rows2_kernel);
     return 0;
 }
 #endif
