@@ -19,6 +19,7 @@
 #include "resdiag.h"
 #include "run-files.h"
 #include "stats/stats.h"
+#include "value-hash.h"
 
 enum { D = 8, K = 8, SEED = 77 };
 static const char *const sub_names[2] = { "attn", "mlp" };
@@ -46,10 +47,7 @@ static resdiag *open_run(const char *name, int one_call, int shard_cols)
 /* Deterministic values in [-4, 4]. */
 static double value(unsigned seed, int i)
 {
-    unsigned h = seed * 2654435761u ^ (unsigned)i * 40503u;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    h ^= h >> 15;
+    unsigned h = value_hash(seed, i);
     return (double)((int)(h % 2001u) - 1000) / 250.0;
 }
 

@@ -21,6 +21,7 @@
 #include "check-one.h"
 #include "resdiag.h"
 #include "run-files.h"
+#include "value-hash.h"
 
 enum { D = 40, K = 8, SEED = 1234, MAX_ROWS = 1000 };
 static const char *const sub_names[2] = { "attn", "mlp" };
@@ -52,10 +53,7 @@ static resdiag *open_run(const char *name, int k)
  * reference below sees exactly what the kernels read. */
 static double value(unsigned seed, int i)
 {
-    unsigned h = seed * 2654435761u ^ (unsigned)i * 40503u;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    h ^= h >> 15;
+    unsigned h = value_hash(seed, i);
     return (double)((int)(h % 511u) - 255) / 64.0;
 }
 
