@@ -176,19 +176,27 @@ resdiag_status rd_merge_steps(const rd_merge *m, int64_t *out, int64_t n)
     return RESDIAG_OK;
 }
 
-resdiag_status rd_merge_site(const rd_merge *m, int64_t si, resdiag_direction dir, int layer,
-                             int sublayer, resdiag_site site, double *out, int *observed)
+/* The merged fields of q at step index si for the reader's function fn
+ * (NaN where it fails), and whether any rank observed it. */
+static resdiag_status merge_fields(const rd_merge *m, int64_t si, const slot_q *q,
+                                   const char *fn, double *out, int *observed)
 {
-    resdiag_status st = check_si(m, si, "resdiag_reader_site");
+    resdiag_status st = check_si(m, si, fn);
     int n = 0;
-    slot_q q = { dir, layer, sublayer, site, NULL };
     if (st == RESDIAG_OK)
-        st = merge_slot(m, si, &q, out, NULL, &n);
+        st = merge_slot(m, si, q, out, NULL, &n);
     if (st != RESDIAG_OK)
         fill_nan(out, RESDIAG_N_FIELDS);
     if (observed)
         *observed = st == RESDIAG_OK && n > 0;
     return st;
+}
+
+resdiag_status rd_merge_site(const rd_merge *m, int64_t si, resdiag_direction dir, int layer,
+                             int sublayer, resdiag_site site, double *out, int *observed)
+{
+    slot_q q = { dir, layer, sublayer, site, NULL };
+    return merge_fields(m, si, &q, "resdiag_reader_site", out, observed);
 }
 
 resdiag_status rd_merge_sketch(const rd_merge *m, int64_t si, resdiag_direction dir, int layer,
@@ -207,16 +215,8 @@ resdiag_status rd_merge_sketch(const rd_merge *m, int64_t si, resdiag_direction 
 resdiag_status rd_merge_param(const rd_merge *m, int64_t si, int layer, const char *name,
                               double *out, int *observed)
 {
-    resdiag_status st = check_si(m, si, "resdiag_reader_param");
-    int n = 0;
     slot_q q = { RESDIAG_BACKWARD, layer, 0, RESDIAG_STREAM_IN, name };
-    if (st == RESDIAG_OK)
-        st = merge_slot(m, si, &q, out, NULL, &n);
-    if (st != RESDIAG_OK)
-        fill_nan(out, RESDIAG_N_FIELDS);
-    if (observed)
-        *observed = st == RESDIAG_OK && n > 0;
-    return st;
+    return merge_fields(m, si, &q, "resdiag_reader_param", out, observed);
 }
 
 /* The update ratios from several ranks (first: the first rank's, kept for

@@ -465,6 +465,72 @@ static inline double load1(const void *row, const int dt, int64_t j)
     }
 }
 
+/* the largest |x| of a row (rare: see rows_hand_back) */
+static double row_absmax(const void *row, int64_t cols, const int dt)
+{
+    vf am = vf_zero();
+    int64_t j = 0;
+    for (; j + VF_W <= cols; j += VF_W)
+        am = vf_max(am, vf_abs(loadf(row, j, dt)));
+    double a = vf_hmax(am);
+    for (; j < cols; j++) {
+        double v = fabs(load1(row, dt, j));
+        a = v > a ? v : a;
+    }
+    return a;
+}
+
+/* The end of both 16-row kernels, after the n rows' sums (o->sx, o->sq):
+ * row_kernel_f's checks on each row. A row that fails is the caller's (its
+ * bit in o->redo, returned too), and its max does not count here (the
+ * caller's one-row path finds it). */
+static inline __attribute__((always_inline)) uint32_t
+rows_hand_back(rd_rows_out *o, const void *row0, size_t row_bytes, int n, int64_t cols,
+               double amax_floor, const int dt)
+{
+    uint32_t redo = 0;
+    const double dcols = (double)cols;
+    for (int r = 0; r < n; r++) {
+        double sx = o->sx[r], sq = o->sq[r];
+        if (!(isfinite(sq) && 4.0 * sx * sx <= 3.0 * sq * dcols) || sq < 0x1p-70)
+            redo |= 1u << r;
+    }
+    o->redo = redo;
+    if (o->amax_row >= 0 && (redo >> o->amax_row & 1u)) {
+        /* the block's max was in a row handed back: find the largest
+         * above the floor among the others again (rare) */
+        o->amax = -1.0;
+        o->amax_row = -1;
+        double fl = amax_floor;
+        for (int r = 0; r < n; r++) {
+            if (redo >> r & 1u)
+                continue;
+            double a = row_absmax((const char *)row0 + (size_t)r * row_bytes, cols, dt);
+            if (a > fl) {
+                fl = a;
+                o->amax = a;
+                o->amax_row = r;
+            }
+        }
+    }
+    return redo;
+}
+
+/* In rd_fast_rows_avx512 and _avx2, after their checks: each (dtype,
+ * sketch) its own copy of the 16-row kernel, with constants. */
+#define ROWS_CASE(kernel, dt, sk)                                                           \
+    case 4 * (dt) + (sk):                                                                   \
+        return kernel(o, acc, sigma, row0, row_bytes, n, cols, sp, amax_floor, (dt), (sk))
+#define ROWS_DISPATCH(kernel)                                                               \
+    switch (4 * (int)dtype + (k == 16)) {                                                   \
+        ROWS_CASE(kernel, RESDIAG_DTYPE_F32, 0);                                            \
+        ROWS_CASE(kernel, RESDIAG_DTYPE_F32, 1);                                            \
+        ROWS_CASE(kernel, RESDIAG_DTYPE_F16, 0);                                            \
+        ROWS_CASE(kernel, RESDIAG_DTYPE_F16, 1);                                            \
+        ROWS_CASE(kernel, RESDIAG_DTYPE_BF16, 0);                                           \
+        ROWS_CASE(kernel, RESDIAG_DTYPE_BF16, 1);                                           \
+    }
+
 /* kmode: 0 no sketch, 1 K divides 16 (register buckets), 2 K multiple of
  * 16 (memory buckets). dt and kmode are constants at every call, so each
  * combination is compiled on its own. */
@@ -875,37 +941,7 @@ rows_finish(rd_rows_out *o, double *acc, const double *sigma, vf S[16], vf Q[16]
         _mm512_storeu_pd(o->std + h, _mm512_sqrt_pd(_mm512_max_pd(var, _mm512_setzero_pd())));
     }
 
-    /* row_kernel_f's checks; a row that fails is the caller's, and its
-     * max does not count here (the caller's one-row path finds it) */
-    uint32_t redo = 0;
-    const double dcols = (double)cols;
-    for (int r = 0; r < n; r++) {
-        double sx = o->sx[r], sq = o->sq[r];
-        if (!(isfinite(sq) && 4.0 * sx * sx <= 3.0 * sq * dcols) || sq < 0x1p-70)
-            redo |= 1u << r;
-    }
-    o->redo = redo;
-    if (o->amax_row >= 0 && (redo >> o->amax_row & 1u)) {
-        /* the block's max was in a row handed back: find the largest
-         * above the floor among the others again (rare) */
-        o->amax = -1.0;
-        o->amax_row = -1;
-        double fl = amax_floor;
-        for (int r = 0; r < n; r++) {
-            if (redo >> r & 1u)
-                continue;
-            const void *row = (const char *)row0 + (size_t)r * row_bytes;
-            vf am = vf_set1(0.0f);
-            for (int64_t j = 0; j < cols; j += VF_W)
-                am = vf_max(am, vf_abs(loadf(row, j, dt)));
-            double a = vf_hmax(am);
-            if (a > fl) {
-                fl = a;
-                o->amax = a;
-                o->amax_row = r;
-            }
-        }
-    }
+    const uint32_t redo = rows_hand_back(o, row0, row_bytes, n, cols, amax_floor, dt);
     if (sk) {
         __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
         for (int r = 0; r < n; r++) {
@@ -1121,19 +1157,7 @@ int rd_fast_rows_avx512(rd_rows_out *o, double *acc, const double *sigma, const 
         return (k ? rows_dot1 : rows_dot0)(o, acc, sigma, row0, row_bytes, n, cols, sp,
                                            amax_floor);
 #endif
-    /* each (dtype, sketch) its own copy of rows_kernel, with constants */
-#define ROWS_CASE(dt, sk)                                                                   \
-    case 4 * (dt) + (sk):                                                                   \
-        return rows_kernel(o, acc, sigma, row0, row_bytes, n, cols, sp, amax_floor, (dt), (sk))
-    switch (4 * (int)dtype + (k == 16)) {
-        ROWS_CASE(RESDIAG_DTYPE_F32, 0);
-        ROWS_CASE(RESDIAG_DTYPE_F32, 1);
-        ROWS_CASE(RESDIAG_DTYPE_F16, 0);
-        ROWS_CASE(RESDIAG_DTYPE_F16, 1);
-        ROWS_CASE(RESDIAG_DTYPE_BF16, 0);
-        ROWS_CASE(RESDIAG_DTYPE_BF16, 1);
-    }
-#undef ROWS_CASE
+    ROWS_DISPATCH(rows_kernel);
     return 0;
 }
 #else
@@ -1338,21 +1362,6 @@ row2_sums(row2 *o, const void *row, int64_t cols, const float *tau, const float 
     o->am = vf_max(amf, _mm256_set1_ps(tam));
 }
 
-/* the largest |x| of a row (rare: see rows_finish) */
-static double row2_absmax(const void *row, int64_t cols, const int dt)
-{
-    vf am = vf_zero();
-    int64_t j = 0;
-    for (; j + VF_W <= cols; j += VF_W)
-        am = vf_max(am, vf_abs(loadf(row, j, dt)));
-    double a = vf_hmax(am);
-    for (; j < cols; j++) {
-        double v = fabs(load1(row, dt, j));
-        a = v > a ? v : a;
-    }
-    return a;
-}
-
 /* rd_fast_rows_fn for one dtype and sketch (sk: K = 16) */
 static inline __attribute__((always_inline)) int
 rows2_kernel(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
@@ -1404,33 +1413,7 @@ rows2_kernel(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
         _mm256_storeu_pd(o->std + h, _mm256_sqrt_pd(_mm256_max_pd(var, z)));
     }
 
-    /* row_kernel_f's checks; a row that fails is the caller's, and its
-     * max does not count here (the caller's one-row path finds it) */
-    uint32_t redo = 0;
-    const double dcols = (double)cols;
-    for (int r = 0; r < n; r++) {
-        double sx = o->sx[r], sq = o->sq[r];
-        if (!(isfinite(sq) && 4.0 * sx * sx <= 3.0 * sq * dcols) || sq < 0x1p-70)
-            redo |= 1u << r;
-    }
-    o->redo = redo;
-    if (o->amax_row >= 0 && (redo >> o->amax_row & 1u)) {
-        /* the block's max was in a row handed back: find the largest
-         * above the floor among the others again (rare) */
-        o->amax = -1.0;
-        o->amax_row = -1;
-        double fl = amax_floor;
-        for (int r = 0; r < n; r++) {
-            if (redo >> r & 1u)
-                continue;
-            double a = row2_absmax((const char *)row0 + (size_t)r * row_bytes, cols, dt);
-            if (a > fl) {
-                fl = a;
-                o->amax = a;
-                o->amax_row = r;
-            }
-        }
-    }
+    const uint32_t redo = rows_hand_back(o, row0, row_bytes, n, cols, amax_floor, dt);
     if (sk) {
         __m256d a[4] = { z, z, z, z };
         for (int r = 0; r < n; r++) {
@@ -1457,19 +1440,7 @@ int rd_fast_rows_avx2(rd_rows_out *o, double *acc, const double *sigma, const vo
         (k != 0 && (k != 16 || sp->tau_len < (size_t)cols)) ||
         (k != 0 && dtype == RESDIAG_DTYPE_BF16 && cols > ROWS_SPLIT_MAX))
         return 0;
-    /* each (dtype, sketch) its own copy of rows2_kernel, with constants */
-#define ROWS_CASE(dt, sk)                                                                   \
-    case 4 * (dt) + (sk):                                                                   \
-        return rows2_kernel(o, acc, sigma, row0, row_bytes, n, cols, sp, amax_floor, (dt), (sk))
-    switch (4 * (int)dtype + (k == 16)) {
-        ROWS_CASE(RESDIAG_DTYPE_F32, 0);
-        ROWS_CASE(RESDIAG_DTYPE_F32, 1);
-        ROWS_CASE(RESDIAG_DTYPE_F16, 0);
-        ROWS_CASE(RESDIAG_DTYPE_F16, 1);
-        ROWS_CASE(RESDIAG_DTYPE_BF16, 0);
-        ROWS_CASE(RESDIAG_DTYPE_BF16, 1);
-    }
-#undef ROWS_CASE
+    ROWS_DISPATCH(rows2_kernel);
     return 0;
 }
 #endif

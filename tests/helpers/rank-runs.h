@@ -190,33 +190,34 @@ static inline int rr_write_as(const char *path, const rr_part *p, int shard_cols
     return rc ? -1 : 0;
 }
 
-/* Replaces root attribute name of file f by an int64 (or a UTF-8 string). */
-static inline int rr_put_int(hid_t f, const char *name, long long v)
+/* Replaces root attribute name of file f by a scalar of file_type, written
+ * from *v of mem_type. */
+static inline int rr_put(hid_t f, const char *name, hid_t file_type, hid_t mem_type,
+                         const void *v)
 {
     if (H5Aexists(f, name) > 0 && H5Adelete(f, name) < 0)
         return -1;
     hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(f, name, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = a >= 0 && H5Awrite(a, H5T_NATIVE_LLONG, &v) >= 0 ? 0 : -1;
+    hid_t a = H5Acreate2(f, name, file_type, sp, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = a >= 0 && H5Awrite(a, mem_type, v) >= 0 ? 0 : -1;
     if (a >= 0)
         H5Aclose(a);
     H5Sclose(sp);
     return rc;
 }
 
+/* ... by an int64 (or a UTF-8 string). */
+static inline int rr_put_int(hid_t f, const char *name, long long v)
+{
+    return rr_put(f, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, &v);
+}
+
 static inline int rr_put_str(hid_t f, const char *name, const char *v)
 {
-    if (H5Aexists(f, name) > 0 && H5Adelete(f, name) < 0)
-        return -1;
     hid_t t = H5Tcopy(H5T_C_S1);
     H5Tset_size(t, H5T_VARIABLE);
     H5Tset_cset(t, H5T_CSET_UTF8);
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(f, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = a >= 0 && H5Awrite(a, t, &v) >= 0 ? 0 : -1;
-    if (a >= 0)
-        H5Aclose(a);
-    H5Sclose(sp);
+    int rc = rr_put(f, name, t, t, &v);
     H5Tclose(t);
     return rc;
 }

@@ -20,20 +20,11 @@
 
 #include "check-one.h"
 #include "resdiag.h"
+#include "run-files.h"
 
 extern char **environ;
 
 static const char *tinygpt; /* argv[1] */
-static char dir[256];
-
-static const char *tmp(const char *name)
-{
-    static char buf[8][400];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
 
 /* tinygpt with the NULL-terminated arguments, stdout to out_name, stderr
  * to /dev/null; returns its exit status. */
@@ -51,7 +42,7 @@ static int run(const char *out_name, ...)
     argv[argc] = NULL;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, tmp(out_name), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 1, run_path(out_name), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
     pid_t pid;
     int rc = posix_spawn(&pid, tinygpt, &fa, NULL, (char *const *)argv, environ);
@@ -82,11 +73,11 @@ static void train(const char *placement, const char *norm, int accum, const char
 {
     char a[16];
     snprintf(a, sizeof a, "%d", accum);
-    unlink(tmp(file));
+    unlink(run_path(file));
     ck_assert_int_eq(run(out, "--placement", placement, "--norm", norm, "--layers", "3",
                          "--d-model", "32", "--heads", "2", "--seq", "16", "--batch", "8",
                          "--vocab", "32", "--steps", "3", "--log-every", "1", "--threads", "1",
-                         "--grad-accum", a, "--out", tmp(file), (char *)NULL),
+                         "--grad-accum", a, "--out", run_path(file), (char *)NULL),
                      0);
 }
 
@@ -225,9 +216,9 @@ static void one_placement(const char *placement, const char *norm, int want)
     snprintf(o1, sizeof o1, "%s-%s-1.out", placement, norm);
     train(placement, norm, 1, f1, o1);
     double l1[8], lk[8];
-    ck_assert_int_eq(losses(tmp(o1), l1, 8), 3);
+    ck_assert_int_eq(losses(run_path(o1), l1, 8), 3);
     if (want >= 0) {
-        resdiag_reader *rd = open_reader(tmp(f1));
+        resdiag_reader *rd = open_reader(run_path(f1));
         resdiag_analysis *x = NULL;
         ck_assert_int_eq(resdiag_analyze(rd, NULL, &x), RESDIAG_OK);
         ck_assert_msg(resdiag_analysis_verdict(x) == (resdiag_verdict)want, "%s %s: verdict %s",
@@ -240,18 +231,18 @@ static void one_placement(const char *placement, const char *norm, int want)
         snprintf(fk, sizeof fk, "%s-%s-%d.h5", placement, norm, accum);
         snprintf(ok, sizeof ok, "%s-%s-%d.out", placement, norm, accum);
         train(placement, norm, accum, fk, ok);
-        assert_same_step0(tmp(f1), tmp(fk), accum);
+        assert_same_step0(run_path(f1), run_path(fk), accum);
         /* the same training: the gradients of a step add up to the batch's */
-        ck_assert_int_eq(losses(tmp(ok), lk, 8), 3);
+        ck_assert_int_eq(losses(run_path(ok), lk, 8), 3);
         for (int s = 0; s < 3; s++)
             ck_assert_msg(fabs(lk[s] - l1[s]) <= 2e-6, "%s %s: step %d loss %.6f with %d "
                           "micro-batches, %.6f with one batch", placement, norm, s, lk[s],
                           accum, l1[s]);
-        unlink(tmp(fk));
-        unlink(tmp(ok));
+        unlink(run_path(fk));
+        unlink(run_path(ok));
     }
-    unlink(tmp(f1));
-    unlink(tmp(o1));
+    unlink(run_path(f1));
+    unlink(run_path(o1));
 }
 
 START_TEST(micro_batches_merge_into_the_batch)
@@ -283,7 +274,7 @@ START_TEST(grad_accum_must_divide_the_batch)
                          "--record", "off", (char *)NULL), 2);
     ck_assert_int_eq(run("bad.out", "--grad-accum", "0", "--steps", "1", "--record", "off",
                          (char *)NULL), 2);
-    unlink(tmp("bad.out"));
+    unlink(run_path("bad.out"));
 }
 END_TEST
 
@@ -296,18 +287,10 @@ int main(int argc, char **argv)
     tinygpt = argv[1];
     if (!check_one_make_dir(dir, sizeof dir, "tinygpt-accum"))
         return EXIT_FAILURE;
-    Suite *s = suite_create("tinygpt-accum");
-    TCase *tc = tcase_create("tinygpt-accum");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, micro_batches_merge_into_the_batch);
-    tcase_add_test(tc, every_placement_gets_the_one_batch_verdict);
-    tcase_add_test(tc, grad_accum_must_divide_the_batch);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    if (rmdir(dir) != 0)
-        perror(dir);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    const TTest *const tests[] = {
+        micro_batches_merge_into_the_batch,
+        every_placement_gets_the_one_batch_verdict,
+        grad_accum_must_divide_the_batch,
+    };
+    return check_tests_run("tinygpt-accum", tests, sizeof tests / sizeof *tests, 240, dir);
 }

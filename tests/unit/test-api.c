@@ -23,6 +23,7 @@
 
 #include "resdiag.h"
 #include "svg-axis.h"
+#include "value-hash.h"
 
 /* ------------------------------------------------------------- helpers */
 
@@ -92,10 +93,7 @@ static resdiag *open_run(const char *path, const resdiag_options *o)
 /* Deterministic values, different per (seed, i). */
 static float value(unsigned seed, int i)
 {
-    unsigned h = seed * 2654435761u ^ (unsigned)i * 40503u;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    h ^= h >> 15;
+    unsigned h = value_hash(seed, i);
     return (float)((int)(h % 2001u) - 1000) / 250.0f;
 }
 

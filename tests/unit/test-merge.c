@@ -17,20 +17,9 @@
 
 #include "check-one.h"
 #include "resdiag.h"
+#include "run-files.h"
 #include "stats/stats.h"
-
-static char dir[256];
-static int log_count;
-static char log_all[8192];
-
-static void capture_log(resdiag_log_priority prio, const char *msg, void *user)
-{
-    (void)prio;
-    (void)user;
-    log_count++;
-    size_t n = strlen(log_all);
-    snprintf(log_all + n, sizeof log_all - n, "%s\n", msg);
-}
+#include "value-hash.h"
 
 enum { D = 8, K = 8, SEED = 77 };
 static const char *const sub_names[2] = { "attn", "mlp" };
@@ -38,8 +27,6 @@ static const char *const lparams[1] = { "mlp.w2" };
 
 static resdiag *open_run(const char *name, int one_call, int shard_cols)
 {
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
     resdiag_model m;
     resdiag_model_init(&m);
     m.n_layers = 2;
@@ -54,34 +41,13 @@ static resdiag *open_run(const char *name, int one_call, int shard_cols)
     o.sketch_size = K;
     o.sketch_seed = SEED;
     o.one_call_per_site = one_call;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
-    return r;
-}
-
-static resdiag_reader *read_run(const char *name)
-{
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    resdiag_reader *rd = NULL;
-    ck_assert_int_eq(resdiag_reader_open(&rd, path), RESDIAG_OK);
-    return rd;
-}
-
-static void remove_run(const char *name)
-{
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    ck_assert_int_eq(unlink(path), 0);
+    return open_run_with(name, &m, &o);
 }
 
 /* Deterministic values in [-4, 4]. */
 static double value(unsigned seed, int i)
 {
-    unsigned h = seed * 2654435761u ^ (unsigned)i * 40503u;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    h ^= h >> 15;
+    unsigned h = value_hash(seed, i);
     return (double)((int)(h % 2001u) - 1000) / 250.0;
 }
 
@@ -419,8 +385,7 @@ START_TEST(one_call_per_site_refuses_a_second_call)
     resdiag_options_init(&o);
     ck_assert_int_eq(o.one_call_per_site, 0);
     o.one_call_per_site = 2;
-    char path[400];
-    snprintf(path, sizeof path, "%s/bad-option.h5", dir);
+    const char *path = run_path("bad-option.h5");
     resdiag *bad = NULL;
     log_all[0] = 0;
     ck_assert_int_eq(resdiag_open(&bad, path, &m, &o), RESDIAG_E_INVALID);
@@ -571,8 +536,7 @@ START_TEST(files_without_call_counts_still_read)
     ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
     resdiag_destroy(r);
 
-    char path[400];
-    snprintf(path, sizeof path, "%s/old.h5", dir);
+    const char *path = run_path("old.h5");
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
     ck_assert_int_ge(f, 0);
     static const char *const calls[] = { "forward/site_calls", "backward/site_calls",
@@ -605,21 +569,13 @@ int main(void)
     if (!check_one_make_dir(dir, sizeof dir, "merge"))
         return EXIT_FAILURE;
     resdiag_set_log_handler(capture_log, NULL);
-    Suite *s = suite_create("merge");
-    TCase *tc = tcase_create("merge");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, three_calls_hold_the_statistics_of_all_their_rows);
-    tcase_add_test(tc, extreme_values_merge_like_one_call);
-    tcase_add_test(tc, one_call_per_site_refuses_a_second_call);
-    tcase_add_test(tc, calls_of_another_width_are_refused);
-    tcase_add_test(tc, update_ratio_pairs_the_kth_calls);
-    tcase_add_test(tc, files_without_call_counts_still_read);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    if (rmdir(dir) != 0)
-        perror(dir);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    const TTest *const tests[] = {
+        three_calls_hold_the_statistics_of_all_their_rows,
+        extreme_values_merge_like_one_call,
+        one_call_per_site_refuses_a_second_call,
+        calls_of_another_width_are_refused,
+        update_ratio_pairs_the_kth_calls,
+        files_without_call_counts_still_read,
+    };
+    return check_tests_run("merge", tests, sizeof tests / sizeof *tests, 60, dir);
 }

@@ -27,17 +27,18 @@
 #include <unistd.h>
 
 #include "h5/writer.h"
+#include "check-one.h"
 #include "format/tables.h"
 #include "resdiag.h"
+#include "run-files.h"
 
 /* ------------------------------------------------------------- helpers */
 
 static char self_path[4096];
-static char dir[256];
 
+/* The last message (log_count counts them all). */
 static char log_last[1024];
-static int log_count;
-static void capture_log(resdiag_log_priority prio, const char *msg, void *user)
+static void capture_last_log(resdiag_log_priority prio, const char *msg, void *user)
 {
     (void)prio;
     (void)user;
@@ -45,52 +46,26 @@ static void capture_log(resdiag_log_priority prio, const char *msg, void *user)
     snprintf(log_last, sizeof log_last, "%s", msg);
 }
 
-static const char *tpath(const char *name)
-{
-    static char buf[8][512];
-    static int next;
-    char *p = buf[next++ % 8];
-    snprintf(p, 512, "%s/%s", dir, name);
-    return p;
-}
-
 static void setup(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/resdiag-test-open-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert(check_one_make_dir(dir, sizeof dir, "open"));
     log_count = 0;
     log_last[0] = 0;
-    resdiag_set_log_handler(capture_log, NULL);
+    resdiag_set_log_handler(capture_last_log, NULL);
     resdiag_set_log_priority(RESDIAG_LOG_ERROR);
 }
 
 static void teardown(void)
 {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", dir);
+    remove_run_dir();
     resdiag_set_log_handler(NULL, NULL);
 }
 
 enum { L = 2, D = 8, T = 3 };
-static const char *const subs[1] = { "mlp" };
-
-static resdiag_model model(void)
-{
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = 1;
-    m.sublayer_names = subs;
-    return m;
-}
 
 static resdiag_status try_open(resdiag **r, const char *path, int overwrite)
 {
-    resdiag_model m = model();
+    resdiag_model m = mlp_model(L, D);
     resdiag_options o;
     resdiag_options_init(&o);
     o.flush_steps = 1; /* every step on disk at once */
@@ -200,7 +175,7 @@ START_TEST(device_node_is_refused_and_kept)
         unsigned minor;
     } devs[] = { { "null", 3 }, { "full", 7 } };
     for (int i = 0; i < 2; i++) {
-        const char *path = tpath(devs[i].name);
+        const char *path = run_path(devs[i].name);
         dev_t rdev = makedev(1, devs[i].minor);
         if (mknod(path, S_IFCHR | 0666, rdev) != 0) {
             fprintf(stderr, "device_node_is_refused_and_kept: mknod: %s (not root?): not run\n",
@@ -224,7 +199,7 @@ END_TEST
 /* A FIFO: refused at once (no writer waited for), still there. */
 START_TEST(fifo_is_refused_without_blocking)
 {
-    const char *path = tpath("fifo");
+    const char *path = run_path("fifo");
     ck_assert_int_eq(mkfifo(path, 0600), 0);
     alarm(20); /* a hang fails the test instead of the suite's timeout */
     for (int ow = 0; ow <= 1; ow++) {
@@ -242,7 +217,7 @@ END_TEST
 
 START_TEST(directory_is_refused)
 {
-    const char *path = tpath("adir");
+    const char *path = run_path("adir");
     ck_assert_int_eq(mkdir(path, 0700), 0);
     for (int ow = 0; ow <= 1; ow++) {
         resdiag *r;
@@ -259,9 +234,9 @@ END_TEST
 START_TEST(other_files_are_never_replaced)
 {
     static const char ckpt[] = "CHECKPOINT step 4000\0\1\2\3 weights follow";
-    const char *path = tpath("model.ckpt");
+    const char *path = run_path("model.ckpt");
     write_bytes(path, ckpt, sizeof ckpt);
-    const char *empty = tpath("empty");
+    const char *empty = run_path("empty");
     write_bytes(empty, "", 0);
     resdiag *r;
     ck_assert_int_eq(try_open(&r, path, 0), RESDIAG_E_EXISTS);
@@ -281,7 +256,7 @@ END_TEST
  * but no resdiag_version): refused with overwrite, unchanged. */
 START_TEST(foreign_hdf5_file_is_never_replaced)
 {
-    const char *path = tpath("other.h5");
+    const char *path = run_path("other.h5");
     hid_t f = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
     ck_assert(f >= 0);
     hid_t sp = H5Screate(H5S_SCALAR);
@@ -318,7 +293,7 @@ END_TEST
 
 START_TEST(run_file_is_replaced_only_with_overwrite)
 {
-    const char *path = tpath("run.h5");
+    const char *path = run_path("run.h5");
     write_run(path, 100, 3);
     size_t len;
     unsigned char *before = slurp(path, &len);
@@ -341,7 +316,7 @@ END_TEST
 
 START_TEST(overwrite_must_be_0_or_1)
 {
-    const char *path = tpath("run.h5");
+    const char *path = run_path("run.h5");
     int bad[] = { 2, -1, 1 << 30 };
     for (int i = 0; i < 3; i++) {
         resdiag *r;
@@ -357,14 +332,14 @@ END_TEST
  * points at a run file, at another file or nowhere; the target stays. */
 START_TEST(symlink_is_refused_and_target_kept)
 {
-    const char *run = tpath("target.h5");
+    const char *run = run_path("target.h5");
     write_run(run, 100, 2);
     size_t len;
     unsigned char *before = slurp(run, &len);
-    const char *link_run = tpath("link.h5");
+    const char *link_run = run_path("link.h5");
     ck_assert_int_eq(symlink(run, link_run), 0);
-    const char *dangling = tpath("dangling.h5");
-    const char *nowhere = tpath("nowhere.h5");
+    const char *dangling = run_path("dangling.h5");
+    const char *nowhere = run_path("nowhere.h5");
     ck_assert_int_eq(symlink(nowhere, dangling), 0);
     for (int ow = 0; ow <= 1; ow++) {
         resdiag *r;
@@ -397,7 +372,7 @@ typedef struct bad_run {
 static void make_bad_run(bad_run *b, int overwrite)
 {
     static const char *const bad_meta[] = { "", "v" };
-    b->m = model();
+    b->m = mlp_model(L, D);
     b->m.meta = bad_meta;
     b->m.n_meta = 1;
     rd_tables_init(&b->lay, L, 1, 0, 0, 4);
@@ -416,13 +391,13 @@ START_TEST(failed_create_removes_only_its_own_file)
     rd_writer *w = NULL;
     /* a new file: made by this call, so removed */
     make_bad_run(&b, 0);
-    const char *fresh = tpath("fresh.h5");
+    const char *fresh = run_path("fresh.h5");
     ck_assert_int_eq(rd_writer_create(&w, fresh, &b.hdr, err, sizeof err), RESDIAG_E_INVALID);
     ck_assert_ptr_null(w);
     ck_assert_msg(access(fresh, F_OK) != 0, "%s left behind", fresh);
     /* a run file replaced with overwrite: not made by this call, so it
      * stays (the old writer unlinked it) */
-    const char *old = tpath("old.h5");
+    const char *old = run_path("old.h5");
     write_run(old, 100, 2);
     make_bad_run(&b, 1);
     ck_assert_int_eq(rd_writer_create(&w, old, &b.hdr, err, sizeof err), RESDIAG_E_INVALID);
@@ -451,14 +426,14 @@ START_TEST(path_swapped_under_the_writer_is_left_alone)
     b.m.n_meta = 0; /* a good header: only the swap can make it fail */
     char err[1024];
     rd_writer *w = NULL;
-    const char *path = tpath("run.h5");
+    const char *path = run_path("run.h5");
     /* the claimed file moved away and another put at the path: HDF5
      * creates the run in the claimed file, which the path no longer
      * names, so the writer gives up */
-    const char *other = tpath("decoy");
+    const char *other = run_path("decoy");
     write_bytes(other, decoy, sizeof decoy);
     swap_from = other;
-    move_to = tpath("moved.h5");
+    move_to = run_path("moved.h5");
     rd_h5_writer_before_create = swap_path;
     resdiag_status st = rd_writer_create(&w, path, &b.hdr, err, sizeof err);
     ck_assert_msg(st == RESDIAG_E_EXISTS, "%d %s", st, err);
@@ -470,9 +445,9 @@ START_TEST(path_swapped_under_the_writer_is_left_alone)
     /* a symlink to a victim renamed over the path: HDF5 is given the
      * claimed file, not the path, so the victim is not truncated (HDF5
      * fails on the claimed file, which no name reaches any more) */
-    const char *victim = tpath("victim");
+    const char *victim = run_path("victim");
     write_bytes(victim, decoy, sizeof decoy);
-    const char *link = tpath("link");
+    const char *link = run_path("link");
     ck_assert_int_eq(symlink(victim, link), 0);
     swap_from = link;
     st = rd_writer_create(&w, path, &b.hdr, err, sizeof err);
@@ -494,7 +469,7 @@ END_TEST
  * may be replaced. */
 START_TEST(second_handle_in_one_process_is_locked)
 {
-    const char *path = tpath("run.h5");
+    const char *path = run_path("run.h5");
     resdiag *a, *b;
     ck_assert_int_eq(try_open(&a, path, 0), RESDIAG_OK);
     record(a, 100, 2);
@@ -518,7 +493,7 @@ END_TEST
 /* The helper writer (main, --writer). */
 static int writer_main(const char *path, int n, int ready_fd, int go_fd)
 {
-    resdiag_model m = model();
+    resdiag_model m = mlp_model(L, D);
     resdiag_options o;
     resdiag_options_init(&o);
     o.flush_steps = 1;
@@ -592,7 +567,7 @@ static int finish_writer(writer_proc *p)
  * step of that run. The old writer truncated it under the first run. */
 START_TEST(second_process_is_locked_out)
 {
-    const char *path = tpath("run.h5");
+    const char *path = run_path("run.h5");
     writer_proc p = start_writer(path, 3);
     resdiag_reader *rd = NULL;
     ck_assert_int_eq(resdiag_reader_open(&rd, path), RESDIAG_OK);
@@ -616,7 +591,7 @@ END_TEST
  * (its file, still marked as being written, is a run file). */
 START_TEST(killed_writer_leaves_no_lock)
 {
-    const char *path = tpath("run.h5");
+    const char *path = run_path("run.h5");
     writer_proc p = start_writer(path, 2);
     ck_assert_int_eq(kill(p.pid, SIGKILL), 0);
     int status = 0;

@@ -20,17 +20,8 @@
 
 #include "check-one.h"
 #include "resdiag.h"
-
-static char dir[256];
-static char log_all[16384];
-
-static void capture_log(resdiag_log_priority prio, const char *msg, void *user)
-{
-    (void)prio;
-    (void)user;
-    size_t n = strlen(log_all);
-    snprintf(log_all + n, sizeof log_all - n, "%s\n", msg);
-}
+#include "run-files.h"
+#include "value-hash.h"
 
 enum { D = 40, K = 8, SEED = 1234, MAX_ROWS = 1000 };
 static const char *const sub_names[2] = { "attn", "mlp" };
@@ -39,8 +30,6 @@ static const char *const mparams[1] = { "head.w" };
 
 static resdiag *open_run(const char *name, int k)
 {
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
     resdiag_model m;
     resdiag_model_init(&m);
     m.n_layers = 3;
@@ -55,31 +44,7 @@ static resdiag *open_run(const char *name, int k)
     resdiag_options_init(&o);
     o.sketch_size = k;
     o.sketch_seed = SEED;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
-    return r;
-}
-
-static resdiag_reader *read_run(const char *name)
-{
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    resdiag_reader *rd = NULL;
-    ck_assert_int_eq(resdiag_reader_open(&rd, path), RESDIAG_OK);
-    return rd;
-}
-
-static void remove_run(const char *name)
-{
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    ck_assert_int_eq(unlink(path), 0);
-}
-
-static void close_run(resdiag *r)
-{
-    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
-    resdiag_destroy(r);
+    return open_run_with(name, &m, &o);
 }
 
 /* ------------------------------------------------------------- tensors */
@@ -88,10 +53,7 @@ static void close_run(resdiag *r)
  * reference below sees exactly what the kernels read. */
 static double value(unsigned seed, int i)
 {
-    unsigned h = seed * 2654435761u ^ (unsigned)i * 40503u;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    h ^= h >> 15;
+    unsigned h = value_hash(seed, i);
     return (double)((int)(h % 511u) - 255) / 64.0;
 }
 
@@ -1152,25 +1114,17 @@ int main(void)
     if (!check_one_make_dir(dir, sizeof dir, "partial"))
         return EXIT_FAILURE;
     resdiag_set_log_handler(capture_log, NULL);
-    Suite *s = suite_create("partial");
-    TCase *tc = tcase_create("partial");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, compute_and_submit_record_what_the_tensor_records);
-    tcase_add_test(tc, a_partial_written_by_hand_records_its_fields);
-    tcase_add_test(tc, partial_calls_of_a_site_merge_like_one_tensor);
-    tcase_add_test(tc, update_ratio_from_ratio_sum_and_ratio_rows);
-    tcase_add_test(tc, a_batch_is_its_single_calls);
-    tcase_add_test(tc, param_grad_partial_records_the_gradient);
-    tcase_add_test(tc, inconsistent_members_are_refused);
-    tcase_add_test(tc, the_layout_is_the_sketch_of_the_kernels);
-    tcase_add_test(tc, null_arguments_and_no_op_cases);
-    tcase_add_test(tc, partials_of_extreme_values_are_accepted);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    if (rmdir(dir) != 0)
-        perror(dir);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    const TTest *const tests[] = {
+        compute_and_submit_record_what_the_tensor_records,
+        a_partial_written_by_hand_records_its_fields,
+        partial_calls_of_a_site_merge_like_one_tensor,
+        update_ratio_from_ratio_sum_and_ratio_rows,
+        a_batch_is_its_single_calls,
+        param_grad_partial_records_the_gradient,
+        inconsistent_members_are_refused,
+        the_layout_is_the_sketch_of_the_kernels,
+        null_arguments_and_no_op_cases,
+        partials_of_extreme_values_are_accepted,
+    };
+    return check_tests_run("partial", tests, sizeof tests / sizeof *tests, 60, dir);
 }

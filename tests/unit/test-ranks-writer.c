@@ -20,30 +20,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check-one.h"
 #include "resdiag.h"
+#include "run-files.h"
 #include "stats/stats.h"
 
 /* ------------------------------------------------------------- helpers */
-
-static char dir[256];
-static char log_all[8192];
-
-static void capture_log(resdiag_log_priority prio, const char *msg, void *user)
-{
-    (void)prio;
-    (void)user;
-    size_t n = strlen(log_all);
-    snprintf(log_all + n, sizeof log_all - n, "%s\n", msg);
-}
-
-static const char *tpath(const char *name)
-{
-    static char buf[8][512];
-    static int next;
-    char *p = buf[next++ % 8];
-    snprintf(p, 512, "%s/%s", dir, name);
-    return p;
-}
 
 /* Every variable that a launcher sets and the library reads. */
 static const char *const launcher_vars[] = {
@@ -65,9 +47,7 @@ static void launcher_env(const char *const *kv)
 
 static void setup(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/resdiag-test-ranks-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert(check_one_make_dir(dir, sizeof dir, "ranks"));
     log_all[0] = 0;
     launcher_env(NULL);
     resdiag_set_log_handler(capture_log, NULL);
@@ -76,27 +56,13 @@ static void setup(void)
 
 static void teardown(void)
 {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", dir);
+    remove_run_dir();
     launcher_env(NULL);
     resdiag_set_log_handler(NULL, NULL);
 }
 
 enum { L = 4, D = 40, T = 3, K = 16 };
 static const char *const subs[1] = { "mlp" };
-
-static resdiag_model model(void)
-{
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = 1;
-    m.sublayer_names = subs;
-    return m;
-}
 
 static resdiag_options options(void)
 {
@@ -264,8 +230,8 @@ START_TEST(environment_gives_the_rank_in_order)
     launcher_env(c->env);
     char name[32], file[600];
     snprintf(name, sizeof name, "run%d.h5", _i);
-    const char *path = tpath(name);
-    resdiag_model m = model();
+    const char *path = run_path(name);
+    resdiag_model m = mlp_model(L, D);
     resdiag_options o = options();
     log_all[0] = 0;
     ck_assert_int_eq(open_and_close(path, &m, &o), RESDIAG_OK);
@@ -302,14 +268,14 @@ START_TEST(explicit_rank_overrides_environment)
     static const char *const env[] = { "RANK", "3", "WORLD_SIZE", "4", "TORCHELASTIC_RUN_ID",
                                        "j", NULL };
     launcher_env(env);
-    resdiag_model m = model();
+    resdiag_model m = mlp_model(L, D);
     m.rank = 1;
     m.world_size = 2;
     resdiag_options o = options();
-    ck_assert_int_eq(open_and_close(tpath("run.h5"), &m, &o), RESDIAG_OK);
-    const char *file = tpath("run.rank00001.h5");
+    ck_assert_int_eq(open_and_close(run_path("run.h5"), &m, &o), RESDIAG_OK);
+    const char *file = run_path("run.rank00001.h5");
     ck_assert(exists(file));
-    ck_assert(!exists(tpath("run.rank00003.h5")));
+    ck_assert(!exists(run_path("run.rank00003.h5")));
     ck_assert_int_eq(attr_int(file, "rank"), 1);
     ck_assert_int_eq(attr_int(file, "world_size"), 2);
     ck_assert_int_eq(attr_int(file, "local_rank"), -1);
@@ -318,16 +284,16 @@ START_TEST(explicit_rank_overrides_environment)
     /* the library reads the environment again at every open */
     static const char *const env2[] = { "RANK", "2", "WORLD_SIZE", "4", NULL };
     launcher_env(env2);
-    m = model();
-    ck_assert_int_eq(open_and_close(tpath("run.h5"), &m, &o), RESDIAG_OK);
-    ck_assert(exists(tpath("run.rank00002.h5")));
+    m = mlp_model(L, D);
+    ck_assert_int_eq(open_and_close(run_path("run.h5"), &m, &o), RESDIAG_OK);
+    ck_assert(exists(run_path("run.rank00002.h5")));
     /* a world size given with a detected rank must agree with the launcher */
     m.world_size = 3;
-    ck_assert_int_eq(open_and_close(tpath("other.h5"), &m, &o), RESDIAG_E_INVALID);
-    ck_assert(!exists(tpath("other.rank00002.h5")));
+    ck_assert_int_eq(open_and_close(run_path("other.h5"), &m, &o), RESDIAG_E_INVALID);
+    ck_assert(!exists(run_path("other.rank00002.h5")));
     m.world_size = 4;
-    ck_assert_int_eq(open_and_close(tpath("other.h5"), &m, &o), RESDIAG_OK);
-    ck_assert(exists(tpath("other.rank00002.h5")));
+    ck_assert_int_eq(open_and_close(run_path("other.h5"), &m, &o), RESDIAG_OK);
+    ck_assert(exists(run_path("other.rank00002.h5")));
 }
 END_TEST
 
@@ -357,8 +323,8 @@ START_TEST(old_struct_size_gets_the_defaults)
     resdiag_options_init(&o);
     o.struct_size = offsetof(resdiag_options, record_rank_every);
     o.record_rank_every = 0;
-    ck_assert_int_eq(open_and_close(tpath("old.h5"), &m, &o), RESDIAG_OK);
-    const char *file = tpath("old.rank00001.h5");
+    ck_assert_int_eq(open_and_close(run_path("old.h5"), &m, &o), RESDIAG_OK);
+    const char *file = run_path("old.rank00001.h5");
     ck_assert(exists(file));
     ck_assert_str_eq(attr_str(file, "rank_source"), "torchrun");
     ck_assert_int_eq(attr_int(file, "record_rank_every"), 1);
@@ -395,7 +361,7 @@ static const bad_case bad_cases[] = {
 START_TEST(bad_rank_fields_are_invalid)
 {
     const bad_case *c = &bad_cases[_i];
-    resdiag_model m = model();
+    resdiag_model m = mlp_model(L, D);
     m.rank = c->rank;
     m.world_size = c->world;
     m.split = (resdiag_split)c->split;
@@ -407,11 +373,11 @@ START_TEST(bad_rank_fields_are_invalid)
     o.record_rank_every = c->every;
     log_all[0] = 0;
     resdiag *r = (resdiag *)0x1;
-    ck_assert_int_eq(resdiag_open(&r, tpath("bad.h5"), &m, &o), RESDIAG_E_INVALID);
+    ck_assert_int_eq(resdiag_open(&r, run_path("bad.h5"), &m, &o), RESDIAG_E_INVALID);
     ck_assert_ptr_null(r);
     ck_assert_msg(strstr(log_all, c->says), "case %d: log says: %s", _i, log_all);
-    ck_assert(!exists(tpath("bad.h5")));
-    ck_assert(!exists(tpath("bad.rank00001.h5")));
+    ck_assert(!exists(run_path("bad.h5")));
+    ck_assert(!exists(run_path("bad.rank00001.h5")));
 }
 END_TEST
 
@@ -420,17 +386,17 @@ END_TEST
 START_TEST(record_rank_every_skips_ranks)
 {
     for (int rank = 0; rank < 5; rank++) {
-        resdiag_model m = model();
+        resdiag_model m = mlp_model(L, D);
         m.rank = rank;
         m.world_size = 5;
         resdiag_options o = options();
         o.record_rank_every = 2;
         resdiag *r = NULL;
         log_all[0] = 0;
-        ck_assert_int_eq(resdiag_open(&r, tpath("run.h5"), &m, &o), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_open(&r, run_path("run.h5"), &m, &o), RESDIAG_OK);
         ck_assert_ptr_nonnull(r);
         char file[600];
-        ck_assert_int_eq(resdiag_rank_path(file, sizeof file, tpath("run.h5"), rank), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_rank_path(file, sizeof file, run_path("run.h5"), rank), RESDIAG_OK);
         int records = rank % 2 == 0;
         ck_assert_int_eq(exists(file), records);
         if (!records)
@@ -469,10 +435,10 @@ END_TEST
 
 START_TEST(two_ranks_on_one_path_write_two_files)
 {
-    const char *path = tpath("job.h5");
+    const char *path = run_path("job.h5");
     resdiag *r[2] = { NULL, NULL };
     for (int k = 0; k < 2; k++) {
-        resdiag_model m = model();
+        resdiag_model m = mlp_model(L, D);
         m.rank = k;
         m.world_size = 2;
         m.split = RESDIAG_SPLIT_SEQUENCE;
@@ -492,7 +458,7 @@ START_TEST(two_ranks_on_one_path_write_two_files)
         ck_assert_int_eq(resdiag_close(r[k]), RESDIAG_OK);
         resdiag_destroy(r[k]);
     }
-    const char *files[2] = { path, tpath("job.rank00001.h5") };
+    const char *files[2] = { path, run_path("job.rank00001.h5") };
     for (int k = 0; k < 2; k++) {
         ck_assert_int_eq(attr_int(files[k], "rank"), k);
         ck_assert_int_eq(attr_int(files[k], "world_size"), 2);
@@ -548,19 +514,19 @@ START_TEST(data_rank_uses_its_own_row_signs)
     float a[T * D], b[2 * D];
     fill(a, T * D, 1);
     fill(b, 2 * D, 2);
-    resdiag_model m = model();
+    resdiag_model m = mlp_model(L, D);
     m.rank = rank;
     m.world_size = 4;
     resdiag_options o = options();
     resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, tpath("dp.h5"), &m, &o), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_open(&r, run_path("dp.h5"), &m, &o), RESDIAG_OK);
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
     ck_assert_int_eq(RESDIAG_FWD(r, 2, 0, RESDIAG_STREAM_IN, resdiag_f32(a, T, D)), RESDIAG_OK);
     ck_assert_int_eq(RESDIAG_FWD(r, 2, 0, RESDIAG_STREAM_IN, resdiag_f32(b, 2, D)), RESDIAG_OK);
     ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
     ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
     resdiag_destroy(r);
-    const char *file = tpath("dp.rank00003.h5");
+    const char *file = run_path("dp.rank00003.h5");
     ck_assert_str_eq(attr_str(file, "split"), "data");
     double got[K], f[RESDIAG_N_FIELDS], want[K], more[K];
     read_sketch(file, 2, got, f);
@@ -591,7 +557,7 @@ START_TEST(partials_on_ranks_record_what_the_tensor_records)
     x[2 * D + 7] = -500.0f; /* the largest |x|: row 2, local column 7 */
     resdiag_options o = options();
     for (int kind = 0; kind < 2; kind++) {
-        resdiag_model m = model();
+        resdiag_model m = mlp_model(L, D);
         m.rank = 1;
         m.world_size = 2;
         int cols = D;
@@ -602,7 +568,7 @@ START_TEST(partials_on_ranks_record_what_the_tensor_records)
         }
         const char *name = kind ? "tp-partial.h5" : "dp-partial.h5";
         resdiag *r = NULL;
-        ck_assert_int_eq(resdiag_open(&r, tpath(name), &m, &o), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_open(&r, run_path(name), &m, &o), RESDIAG_OK);
         ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
         resdiag_tensor t = resdiag_tensor_make(x, RESDIAG_DTYPE_F32, T, cols, D);
         ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, t), RESDIAG_OK);
@@ -615,7 +581,7 @@ START_TEST(partials_on_ranks_record_what_the_tensor_records)
         ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
         resdiag_destroy(r);
         char file[600];
-        ck_assert_int_eq(resdiag_rank_path(file, sizeof file, tpath(name), 1), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_rank_path(file, sizeof file, run_path(name), 1), RESDIAG_OK);
         double sk_t[K], sk_p[K], f_t[RESDIAG_N_FIELDS], f_p[RESDIAG_N_FIELDS], want[K];
         read_sketch(file, 0, sk_t, f_t);
         read_sketch(file, 1, sk_p, f_p);
@@ -650,23 +616,23 @@ START_TEST(tensor_shards_add_up_to_the_whole)
         for (int i = 0; i < T; i++)
             memcpy(&shard[s][i * half], &x[i * D + s * half], (size_t)half * sizeof(float));
     resdiag_options o = options();
-    resdiag_model full = model();
+    resdiag_model full = mlp_model(L, D);
     resdiag *w = NULL;
-    ck_assert_int_eq(resdiag_open(&w, tpath("whole.h5"), &full, &o), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_open(&w, run_path("whole.h5"), &full, &o), RESDIAG_OK);
     ck_assert_int_eq(resdiag_step_begin(w, 0), RESDIAG_OK);
     ck_assert_int_eq(RESDIAG_FWD(w, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, D)), RESDIAG_OK);
     ck_assert_int_eq(resdiag_step_end(w), RESDIAG_OK);
     ck_assert_int_eq(resdiag_close(w), RESDIAG_OK);
     resdiag_destroy(w);
     for (int s = 0; s < 2; s++) {
-        resdiag_model m = model();
+        resdiag_model m = mlp_model(L, D);
         m.rank = 1 + s;
         m.world_size = 3;
         m.split = RESDIAG_SPLIT_TENSOR;
         m.shard_cols = half;
         m.shard_col_offset = s * half;
         resdiag *r = NULL;
-        ck_assert_int_eq(resdiag_open(&r, tpath("tp.h5"), &m, &o), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_open(&r, run_path("tp.h5"), &m, &o), RESDIAG_OK);
         ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
         ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(shard[s], T, half)),
                          RESDIAG_OK);
@@ -677,12 +643,12 @@ START_TEST(tensor_shards_add_up_to_the_whole)
         ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
         resdiag_destroy(r);
     }
-    const char *f1 = tpath("tp.rank00001.h5"), *f2 = tpath("tp.rank00002.h5");
+    const char *f1 = run_path("tp.rank00001.h5"), *f2 = run_path("tp.rank00002.h5");
     ck_assert_str_eq(attr_str(f2, "split"), "tensor");
     ck_assert_int_eq(attr_int(f2, "shard_col_offset"), half);
     double whole[K], a[K], b[K], rep[K], fw[RESDIAG_N_FIELDS], fa[RESDIAG_N_FIELDS],
         fb[RESDIAG_N_FIELDS], fr[RESDIAG_N_FIELDS], want[K];
-    read_sketch(tpath("whole.h5"), 0, whole, fw);
+    read_sketch(run_path("whole.h5"), 0, whole, fw);
     read_sketch(f1, 0, a, fa);
     read_sketch(f2, 0, b, fb);
     read_sketch(f2, 1, rep, fr);
@@ -754,7 +720,7 @@ END_TEST
 
 START_TEST(pipeline_stage_records_its_layers_only)
 {
-    resdiag_model m = model();
+    resdiag_model m = mlp_model(L, D);
     static const char *const params[1] = { "w" };
     m.n_layer_params = 1;
     m.layer_param_names = params;
@@ -765,7 +731,7 @@ START_TEST(pipeline_stage_records_its_layers_only)
     m.layer_count = 2;
     resdiag_options o = options();
     resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, tpath("pp.h5"), &m, &o), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_open(&r, run_path("pp.h5"), &m, &o), RESDIAG_OK);
     float x[T * D] = { 1 };
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
     log_all[0] = 0;
@@ -782,7 +748,7 @@ START_TEST(pipeline_stage_records_its_layers_only)
     ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
     ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
     resdiag_destroy(r);
-    const char *file = tpath("pp.rank00001.h5");
+    const char *file = run_path("pp.rank00001.h5");
     ck_assert_str_eq(attr_str(file, "split"), "pipeline");
     ck_assert_int_eq(attr_int(file, "layer_first"), 2);
     ck_assert_int_eq(attr_int(file, "layer_count"), 2);

@@ -19,33 +19,14 @@
 #include "check-one.h"
 #include "rank-runs.h"
 #include "resdiag.h"
-
-static char dir[256];
-static char log_all[8192];
-
-static void capture_log(resdiag_log_priority prio, const char *msg, void *user)
-{
-    (void)prio;
-    (void)user;
-    size_t n = strlen(log_all);
-    snprintf(log_all + n, sizeof log_all - n, "%s\n", msg);
-}
-
-static const char *at(const char *name)
-{
-    static char path[8][512];
-    static int i;
-    i = (i + 1) % 8;
-    snprintf(path[i], sizeof path[i], "%s/%s", dir, name);
-    return path[i];
-}
+#include "run-files.h"
 
 /* Removes the job of path: rank files 0..world-1 and the whole run. */
 static void remove_job(const char *name, int world)
 {
     for (int r = 0; r < world; r++) {
         char p[600];
-        ck_assert_int_eq(resdiag_rank_path(p, sizeof p, at(name), r), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_rank_path(p, sizeof p, run_path(name), r), RESDIAG_OK);
         if (unlink(p) != 0)
             ck_assert_int_eq(errno, ENOENT);
     }
@@ -55,7 +36,7 @@ static void remove_job(const char *name, int world)
 static void write_whole(const char *name, const rr_part *p)
 {
     remove_job(name, 1);
-    ck_assert_int_eq(rr_write(at(name), p, 0), 0);
+    ck_assert_int_eq(rr_write(run_path(name), p, 0), 0);
 }
 
 static rr_part part_rows(int lo, int hi, int n_steps)
@@ -70,10 +51,10 @@ static rr_part part_rows(int lo, int hi, int n_steps)
 static void write_rank_k(const char *name, const rr_part *p, int shard_cols, const rr_ranks *k)
 {
     char path[600];
-    ck_assert_int_eq(resdiag_rank_path(path, sizeof path, at(name), k->rank), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_rank_path(path, sizeof path, run_path(name), k->rank), RESDIAG_OK);
     if (unlink(path) != 0)
         ck_assert_int_eq(errno, ENOENT);
-    ck_assert_int_eq(rr_write_rank(at(name), p, shard_cols, k), 0);
+    ck_assert_int_eq(rr_write_rank(run_path(name), p, shard_cols, k), 0);
 }
 
 static void write_rank(const char *name, const rr_part *p, int shard_cols, int rank, int world,
@@ -212,9 +193,9 @@ static void expect_same_verdict(const resdiag_reader *m, const resdiag_reader *w
 START_TEST(files_without_rank_attributes_are_one_process)
 {
     rr_part p = rr_whole(2);
-    ck_assert_int_eq(rr_write(at("one.h5"), &p, 0), 0);
-    ck_assert_int_eq(rr_drop_ranks(at("one.h5")), 0);
-    resdiag_reader *rd = open_ok(at("one.h5"));
+    ck_assert_int_eq(rr_write(run_path("one.h5"), &p, 0), 0);
+    ck_assert_int_eq(rr_drop_ranks(run_path("one.h5")), 0);
+    resdiag_reader *rd = open_ok(run_path("one.h5"));
     const resdiag_run_info *in = resdiag_reader_info(rd);
     ck_assert_int_eq(in->rank, 0);
     ck_assert_int_eq(in->world_size, 1);
@@ -242,7 +223,7 @@ START_TEST(data_split_merges_to_the_whole_run)
     write_whole("whole.h5", &w);
     write_rank("data.h5", &a, 0, 0, 2, "data");
     write_rank("data.h5", &b, 0, 1, 2, "data");
-    resdiag_reader *m = open_ok(at("data.h5")), *r = open_ok(at("whole.h5"));
+    resdiag_reader *m = open_ok(run_path("data.h5")), *r = open_ok(run_path("whole.h5"));
     ck_assert_int_eq(resdiag_reader_info(m)->n_ranks_merged, 2);
     ck_assert_int_eq(resdiag_reader_info(m)->world_size, 2);
     ck_assert_int_eq(resdiag_reader_info(m)->split, RESDIAG_SPLIT_DATA);
@@ -277,7 +258,7 @@ END_TEST
 static int shards_at_global_columns(const char *name)
 {
     resdiag_reader *rd = NULL;
-    ck_assert_int_eq(resdiag_reader_open_rank(&rd, at(name), 1), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_reader_open_rank(&rd, run_path(name), 1), RESDIAG_OK);
     int global = 0;
     for (int64_t si = 0; si < resdiag_reader_info(rd)->n_steps; si++)
         for (int l = 0; l < RR_L; l++) {
@@ -300,7 +281,7 @@ START_TEST(tensor_shards_merge_where_exact)
     rr_ranks k1 = { 1, 2, "tensor", RR_D / 2, 0, 0, 1, "" };
     write_rank_k("tp.h5", &a, RR_D / 2, &k0);
     write_rank_k("tp.h5", &b, RR_D / 2, &k1);
-    resdiag_reader *m = open_ok(at("tp.h5")), *r = open_ok(at("whole.h5"));
+    resdiag_reader *m = open_ok(run_path("tp.h5")), *r = open_ok(run_path("whole.h5"));
     int cols_compared = 0, global = shards_at_global_columns("tp.h5");
     for (int64_t si = 0; si < 3; si++)
         for (int l = 0; l < RR_L; l++)
@@ -378,7 +359,7 @@ START_TEST(pipeline_stages_join_by_layer)
     rr_ranks k0 = { 0, 2, "pipeline", 0, 0, 2, 1, "" }, k1 = { 1, 2, "pipeline", 0, 2, 2, 1, "" };
     write_rank_k("pp.h5", &a, 0, &k0);
     write_rank_k("pp.h5", &b, 0, &k1);
-    resdiag_reader *m = open_ok(at("pp.h5")), *r = open_ok(at("whole.h5"));
+    resdiag_reader *m = open_ok(run_path("pp.h5")), *r = open_ok(run_path("whole.h5"));
     expect_same_fields(m, r, 0);
     expect_same_verdict(m, r);
     resdiag_reader_destroy(m);
@@ -403,7 +384,7 @@ START_TEST(missing_not_recorded_and_ended_early_ranks)
     rr_ranks k0 = { 0, 4, "data", 0, 0, 0, 2, "" }, k2 = { 2, 4, "data", 0, 0, 0, 2, "" };
     write_rank_k("job.h5", &a, 0, &k0);
     write_rank_k("job.h5", &c, 0, &k2);
-    resdiag_reader *m = open_ok(at("job.h5"));
+    resdiag_reader *m = open_ok(run_path("job.h5"));
     resdiag_rank_info ri;
     ck_assert_int_eq(resdiag_reader_n_ranks(m), 4);
     ck_assert_int_eq(resdiag_reader_info(m)->n_ranks_merged, 2);
@@ -429,9 +410,9 @@ START_TEST(missing_not_recorded_and_ended_early_ranks)
     resdiag_reader_destroy(m);
     /* rank 2's file gone: missing (rank 3 is still not recorded) */
     char p2[600];
-    resdiag_rank_path(p2, sizeof p2, at("job.h5"), 2);
+    resdiag_rank_path(p2, sizeof p2, run_path("job.h5"), 2);
     ck_assert_int_eq(unlink(p2), 0);
-    m = open_ok(at("job.h5"));
+    m = open_ok(run_path("job.h5"));
     rank_info(m, 2, &ri);
     ck_assert_int_eq(ri.state, RESDIAG_RANK_MISSING);
     rank_info(m, 3, &ri);
@@ -443,7 +424,7 @@ END_TEST
 
 static void expect_rejected(const char *name, const char *why_part)
 {
-    resdiag_reader *m = open_ok(at(name));
+    resdiag_reader *m = open_ok(run_path(name));
     resdiag_rank_info ri;
     rank_info(m, 1, &ri);
     ck_assert_int_eq(ri.state, RESDIAG_RANK_REJECTED);
@@ -469,8 +450,8 @@ START_TEST(files_of_another_run_are_rejected_with_why)
     expect_rejected("rej.h5", "job id");
     /* the file says it is rank 0, not 1 */
     char p1[600], p0[600];
-    resdiag_rank_path(p1, sizeof p1, at("rej.h5"), 1);
-    resdiag_rank_path(p0, sizeof p0, at("rej.h5"), 0);
+    resdiag_rank_path(p1, sizeof p1, run_path("rej.h5"), 1);
+    resdiag_rank_path(p0, sizeof p0, run_path("rej.h5"), 0);
     ck_assert_int_eq(unlink(p1), 0);
     ck_assert_int_eq(rr_write(p1, &b, 0), 0);
     rr_ranks wrong = { 0, 2, "data", 0, 0, 0, 1, "job-7" };
@@ -496,7 +477,7 @@ START_TEST(open_rank_reads_one_file)
     write_rank("or.h5", &a, 0, 0, 2, "data");
     write_rank("or.h5", &b, 0, 1, 2, "data");
     resdiag_reader *rd = NULL;
-    ck_assert_int_eq(resdiag_reader_open_rank(&rd, at("or.h5"), 1), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_reader_open_rank(&rd, run_path("or.h5"), 1), RESDIAG_OK);
     ck_assert_int_eq(resdiag_reader_info(rd)->rank, 1);
     ck_assert_int_eq(resdiag_reader_info(rd)->n_ranks_merged, 1);
     ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 3);
@@ -506,16 +487,16 @@ START_TEST(open_rank_reads_one_file)
                                          NULL), RESDIAG_OK);
     ck_assert(f[RESDIAG_FIELD_ROWS] == 8);
     resdiag_reader_destroy(rd);
-    ck_assert_int_eq(resdiag_reader_open_rank(&rd, at("or.h5"), 0), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_reader_open_rank(&rd, run_path("or.h5"), 0), RESDIAG_OK);
     ck_assert_int_eq(resdiag_reader_info(rd)->n_ranks_merged, 1);
     ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 2);
     resdiag_reader_destroy(rd);
-    ck_assert_int_eq(resdiag_reader_open_rank(&rd, at("or.h5"), RESDIAG_RANK_ALL), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_reader_open_rank(&rd, run_path("or.h5"), RESDIAG_RANK_ALL), RESDIAG_OK);
     ck_assert_int_eq(resdiag_reader_info(rd)->n_ranks_merged, 2);
     resdiag_reader_destroy(rd);
-    ck_assert_int_eq(resdiag_reader_open_rank(&rd, at("or.h5"), 5), RESDIAG_E_NOT_FOUND);
+    ck_assert_int_eq(resdiag_reader_open_rank(&rd, run_path("or.h5"), 5), RESDIAG_E_NOT_FOUND);
     ck_assert_ptr_null(rd);
-    ck_assert_int_eq(resdiag_reader_open_rank(&rd, at("or.h5"), -2), RESDIAG_E_INVALID);
+    ck_assert_int_eq(resdiag_reader_open_rank(&rd, run_path("or.h5"), -2), RESDIAG_E_INVALID);
     remove_job("or.h5", 2);
 }
 END_TEST
@@ -527,8 +508,8 @@ static void expect_refused(const char *attr, int as_string, long long v, const c
     rr_part a = rr_whole(1);
     write_whole("bad.h5", &a);
     rr_ranks k = { 0, 2, "data", 0, 0, 0, 1, "" };
-    ck_assert_int_eq(rr_set_ranks(at("bad.h5"), &k), 0);
-    hid_t f = H5Fopen(at("bad.h5"), H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert_int_eq(rr_set_ranks(run_path("bad.h5"), &k), 0);
+    hid_t f = H5Fopen(run_path("bad.h5"), H5F_ACC_RDWR, H5P_DEFAULT);
     ck_assert(f >= 0);
     ck_assert_int_eq(as_string ? rr_put_str(f, attr, "seven") : rr_put_int(f, attr, v), 0);
     H5Fclose(f);
@@ -536,14 +517,14 @@ static void expect_refused(const char *attr, int as_string, long long v, const c
     log_all[0] = '\0';
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    ck_assert_int_eq(resdiag_reader_open(&rd, at("bad.h5")), RESDIAG_E_FORMAT);
+    ck_assert_int_eq(resdiag_reader_open(&rd, run_path("bad.h5")), RESDIAG_E_FORMAT);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     ck_assert_ptr_null(rd);
     ck_assert_msg(strstr(log_all, msg_part) != NULL, "log: %s", log_all);
     ck_assert_msg(strchr(log_all, '\n') == log_all + strlen(log_all) - 1, "one line: %s",
                   log_all);
     ck_assert((t1.tv_sec - t0.tv_sec) < 2);
-    ck_assert_int_eq(unlink(at("bad.h5")), 0);
+    ck_assert_int_eq(unlink(run_path("bad.h5")), 0);
 }
 
 START_TEST(hostile_rank_attributes_are_refused)
@@ -560,12 +541,12 @@ START_TEST(hostile_rank_attributes_are_refused)
     rr_part a = rr_whole(1);
     write_whole("bad.h5", &a);
     rr_ranks k = { 0, 2, "diagonal", 0, 0, 0, 1, "" };
-    ck_assert_int_eq(rr_set_ranks(at("bad.h5"), &k), 0);
+    ck_assert_int_eq(rr_set_ranks(run_path("bad.h5"), &k), 0);
     resdiag_reader *rd = NULL;
     log_all[0] = '\0';
-    ck_assert_int_eq(resdiag_reader_open(&rd, at("bad.h5")), RESDIAG_E_FORMAT);
+    ck_assert_int_eq(resdiag_reader_open(&rd, run_path("bad.h5")), RESDIAG_E_FORMAT);
     ck_assert_msg(strstr(log_all, "diagonal") != NULL, "log: %s", log_all);
-    ck_assert_int_eq(unlink(at("bad.h5")), 0);
+    ck_assert_int_eq(unlink(run_path("bad.h5")), 0);
 }
 END_TEST
 
@@ -580,7 +561,7 @@ START_TEST(a_huge_world_probes_names_only)
     write_rank_k("big.h5", &a, 0, &k1);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    resdiag_reader *rd = open_ok(at("big.h5"));
+    resdiag_reader *rd = open_ok(run_path("big.h5"));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     ck_assert_int_lt(t1.tv_sec - t0.tv_sec, 20);
     ck_assert_int_eq(resdiag_reader_n_ranks(rd), 1000000);
@@ -592,15 +573,15 @@ START_TEST(a_huge_world_probes_names_only)
     ck_assert_int_eq(ri.state, RESDIAG_RANK_MERGED);
     resdiag_reader_destroy(rd);
     char p1[600];
-    resdiag_rank_path(p1, sizeof p1, at("big.h5"), 123457);
+    resdiag_rank_path(p1, sizeof p1, run_path("big.h5"), 123457);
     ck_assert_int_eq(unlink(p1), 0);
-    ck_assert_int_eq(unlink(at("big.h5")), 0);
+    ck_assert_int_eq(unlink(run_path("big.h5")), 0);
 }
 END_TEST
 
 static char *report_of(const char *name, int json)
 {
-    resdiag_reader *rd = open_ok(at(name));
+    resdiag_reader *rd = open_ok(run_path(name));
     resdiag_analysis *a = NULL;
     ck_assert_int_eq(resdiag_analyze(rd, NULL, &a), RESDIAG_OK);
     char *t = json ? resdiag_analysis_to_json(a) : resdiag_analysis_to_text(a);
@@ -676,27 +657,19 @@ int main(void)
     if (!check_one_make_dir(dir, sizeof dir, "ranks"))
         return EXIT_FAILURE;
     resdiag_set_log_handler(capture_log, NULL);
-    Suite *s = suite_create("ranks");
-    TCase *tc = tcase_create("ranks");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, files_without_rank_attributes_are_one_process);
-    tcase_add_test(tc, data_split_merges_to_the_whole_run);
-    tcase_add_test(tc, tensor_shards_merge_where_exact);
-    tcase_add_test(tc, pipeline_stages_join_by_layer);
-    tcase_add_test(tc, missing_not_recorded_and_ended_early_ranks);
-    tcase_add_test(tc, files_of_another_run_are_rejected_with_why);
-    tcase_add_test(tc, open_rank_reads_one_file);
-    tcase_add_test(tc, hostile_rank_attributes_are_refused);
-    tcase_add_test(tc, a_huge_world_probes_names_only);
-    tcase_add_test(tc, report_names_the_rank_whose_nan_came_first);
-    tcase_add_test(tc, report_names_replicas_whose_gradients_differ);
-    tcase_add_test(tc, report_of_a_tensor_split_says_what_is_per_shard);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    if (rmdir(dir) != 0)
-        perror(dir);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    const TTest *const tests[] = {
+        files_without_rank_attributes_are_one_process,
+        data_split_merges_to_the_whole_run,
+        tensor_shards_merge_where_exact,
+        pipeline_stages_join_by_layer,
+        missing_not_recorded_and_ended_early_ranks,
+        files_of_another_run_are_rejected_with_why,
+        open_rank_reads_one_file,
+        hostile_rank_attributes_are_refused,
+        a_huge_world_probes_names_only,
+        report_names_the_rank_whose_nan_came_first,
+        report_names_replicas_whose_gradients_differ,
+        report_of_a_tensor_split_says_what_is_per_shard,
+    };
+    return check_tests_run("ranks", tests, sizeof tests / sizeof *tests, 120, dir);
 }

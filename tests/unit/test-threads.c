@@ -34,6 +34,7 @@
 
 #include "resdiag.h"
 #include "stats/split.h"
+#include "value-hash.h"
 
 enum { L = 8, S = 2, D = 64, T = 24, STEPS = 5, THREADS = 4 };
 /* A parameter gradient of 1 MiB of f32: large enough to split. */
@@ -83,10 +84,7 @@ static void teardown(void)
 
 static float value(unsigned seed, int i)
 {
-    unsigned h = seed * 2654435761u ^ (unsigned)i * 40503u;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    h ^= h >> 15;
+    unsigned h = value_hash(seed, i);
     return (float)((int)(h % 2001u) - 1000) / 250.0f;
 }
 
