@@ -75,6 +75,7 @@ typedef struct rd_rank_row {
     int nf_found;              /* its own first non-finite value */
     int64_t nf_step;
     int nf_layer, nf_sub, nf_site, nf_param, nf_is_nan;
+    char nf_model_param[RESDIAG_MAX_NAME]; /* the model parameter's name, there */
     resdiag_direction nf_dir;
 } rd_rank_row;
 
@@ -168,6 +169,8 @@ struct resdiag_analysis {
     int nf_found;
     int64_t nf_step, nf_step_index, nf_steps;
     int nf_layer, nf_sub, nf_site, nf_param;
+    char nf_model_param[RESDIAG_MAX_NAME]; /* with nf_layer MODEL_LEVEL and nf_site -1:
+                                              that model parameter's name */
     resdiag_direction nf_dir;
     double nf_nan, nf_inf, nan_total, inf_total;
 

@@ -5,6 +5,7 @@
  * from every statistics table of every stored step.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -85,6 +86,9 @@ static resdiag_status scan_step(const resdiag_reader *rd, rd_analysis *a, int64_
                 a->nf_sub = 0;
                 a->nf_site = -1;
                 a->nf_param = (int)r;
+                const resdiag_run_info *in = resdiag_reader_info(rd);
+                snprintf(a->nf_model_param, sizeof a->nf_model_param, "%s",
+                         (int)r < in->n_model_params ? in->model_param_names[r] : "?");
             }
         }
     }

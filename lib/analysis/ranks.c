@@ -69,6 +69,7 @@ static void analyse_alone(const rd_analysis *a, const resdiag_reader *rr, rd_ran
     row->nf_sub = x->nf_sub;
     row->nf_site = x->nf_site;
     row->nf_param = x->nf_param;
+    memcpy(row->nf_model_param, x->nf_model_param, sizeof row->nf_model_param);
     row->nf_dir = x->nf_dir;
     row->nf_is_nan = x->nf_nan > 0;
     resdiag_analysis_destroy(x);
@@ -81,7 +82,7 @@ static void nf_where(const rd_analysis *a, const rd_rank_row *w, char *where, si
     const char *dir = w->nf_dir == RESDIAG_FORWARD ? "forward" : "backward";
     detail[0] = '\0';
     if (w->nf_site < 0 && w->nf_layer == RESDIAG_MODEL_LEVEL)
-        snprintf(where, wl, "model parameter #%d gradient", w->nf_param);
+        snprintf(where, wl, "model parameter %s gradient", w->nf_model_param);
     else if (w->nf_site < 0)
         snprintf(where, wl, "layer %d, %s gradient", w->nf_layer,
                  w->nf_param >= 0 && w->nf_param < a->n_layer_params ? a->param_names[w->nf_param]

@@ -248,7 +248,11 @@ static void nonfinite_card(svg_buf *b, const rd_analysis *a)
     const char *dir = a->nf_dir == RESDIAG_FORWARD ? "forward" : "backward";
     if (a->nf_site < 0) {
         if (a->nf_layer == RESDIAG_MODEL_LEVEL)
-            svg_printf(b, "model parameter #%d gradient", a->nf_param);
+        {
+            svg_printf(b, "model parameter ");
+            tx(b, a->nf_model_param);
+            svg_printf(b, " gradient");
+        }
         else {
             svg_printf(b, "layer %d ", a->nf_layer);
             tx(b, a->nf_param >= 0 && a->nf_param < a->n_layer_params

@@ -317,7 +317,7 @@ static void json_nonfinite(sb *b, const rd_analysis *a)
         else if (a->nf_layer != RESDIAG_MODEL_LEVEL && a->nf_param >= 0)
             js_str(b, a->param_names[a->nf_param]);
         else
-            rd_strbuf_printf(b, "%d", a->nf_param);
+            js_str(b, a->nf_model_param);
         rd_strbuf_printf(b, ", \"direction\": \"%s\", \"nan\": %.0f, \"inf\": %.0f, \"steps_affected\": "
                       "%lld, \"nan_total\": %.0f, \"inf_total\": %.0f}",
                   a->nf_dir == RESDIAG_FORWARD ? "forward" : "backward", a->nf_nan, a->nf_inf,

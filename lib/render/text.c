@@ -332,7 +332,7 @@ static void text_nonfinite(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     rd_strbuf_printf(b, "\nNon-finite values: first at step %lld, ", (long long)a->nf_step);
     if (a->nf_site < 0) {
         if (a->nf_layer == RESDIAG_MODEL_LEVEL)
-            rd_strbuf_printf(b, "model parameter #%d gradient", a->nf_param);
+            rd_strbuf_printf(b, "model parameter %s gradient", E(a->nf_model_param));
         else
             rd_strbuf_printf(b, "layer %d %s gradient", a->nf_layer,
                       a->nf_param >= 0 && a->nf_param < a->n_layer_params

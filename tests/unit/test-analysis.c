@@ -622,6 +622,51 @@ START_TEST(first_nonfinite_value_is_located)
 }
 END_TEST
 
+/* A model parameter's gradient that holds the first NaN is named (not
+ * numbered) in the text, the JSON and the HTML page. */
+START_TEST(first_nonfinite_model_parameter_is_named)
+{
+    static const char *const subs[1] = { "mlp" };
+    static const char *const mparams[2] = { "embed.wte", "head.w" };
+    resdiag_model m;
+    resdiag_model_init(&m);
+    m.n_layers = 1;
+    m.d_model = 4;
+    m.n_sublayers = 1;
+    m.sublayer_names = subs;
+    m.n_model_params = 2;
+    m.model_param_names = mparams;
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, path("param-nan.h5"), &m, NULL), RESDIAG_OK);
+    float x[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, g[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+    g[5] = NAN;
+    ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, 2, 4)), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, RESDIAG_MODEL_LEVEL, "embed.wte", resdiag_f32(x, 2, 4)),
+                     RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, RESDIAG_MODEL_LEVEL, "head.w", resdiag_f32(g, 2, 4)),
+                     RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    resdiag_destroy(r);
+    resdiag_analysis *a = analyse(path("param-nan.h5"), RESDIAG_STEP_FIRST);
+    int64_t step;
+    int layer, site;
+    ck_assert_int_eq(resdiag_analysis_first_nonfinite(a, &step, &layer, NULL, &site, NULL), 1);
+    ck_assert_int_eq(layer, RESDIAG_MODEL_LEVEL);
+    ck_assert_int_eq(site, -1);
+    char *text = resdiag_analysis_to_text(a), *json = resdiag_analysis_to_json(a);
+    char *html = resdiag_analysis_to_html(a, NULL);
+    ck_assert_msg(strstr(text, "model parameter head.w gradient") != NULL, "%s", text);
+    ck_assert_ptr_nonnull(strstr(json, "\"param\": \"head.w\""));
+    ck_assert_ptr_nonnull(strstr(html, "model parameter head.w gradient"));
+    resdiag_free(text);
+    resdiag_free(json);
+    resdiag_free(html);
+    resdiag_analysis_destroy(a);
+}
+END_TEST
+
 START_TEST(empty_run_and_bad_arguments_are_errors)
 {
     write_run(path("empty.h5"), PRE, 2, 0, 0.5, 0, -1);
@@ -1002,6 +1047,7 @@ int main(void)
     tcase_add_loop_test(tc, verdict_of_synthetic_runs_in_f32_and_bf16, 0, 10);
     tcase_add_test(tc, tiny_branch_in_bf16_is_cannot_tell_never_wrong);
     tcase_add_test(tc, first_nonfinite_value_is_located);
+    tcase_add_test(tc, first_nonfinite_model_parameter_is_named);
     tcase_add_test(tc, empty_run_and_bad_arguments_are_errors);
     tcase_add_test(tc, check_final_norm_and_growth);
     tcase_add_test(tc, final_norm_is_decided_from_the_data);
