@@ -101,6 +101,9 @@ struct resdiag_analysis {
     int n_layer_params;
     char **param_names;
     char *head_param_name;       /* the parameter declared the output head, NULL if none */
+    int file_rank, file_world;   /* the rank and world size of a file read alone (1 of 1 for
+                                    one process; a merged job has ranks instead) */
+    resdiag_split file_split;
     char *residual_param_name;   /* the per-layer residual-write matrix (W2), NULL if none */
     resdiag_block_kind block;
     resdiag_placement declared;

@@ -54,6 +54,9 @@ static resdiag_status copy_run(const resdiag_reader *rd, rd_analysis *a)
     a->run_kind = in->run_kind;
     a->n_steps = in->n_steps;
     a->n_layer_params = P;
+    a->file_rank = in->rank;
+    a->file_world = in->n_ranks_merged > 1 ? 1 : in->world_size;
+    a->file_split = in->split;
     a->description = rd_analysis_dupstr(in->description);
     a->writer_version = rd_analysis_dupstr(in->resdiag_version);
     a->created = rd_analysis_dupstr(in->created_utc);

@@ -193,7 +193,7 @@ undocumented = sorted(seen - documented)
 # are null here - gradients, nonfinite - are skipped)
 def present(p):
     node = [report]
-    if p.split(".")[0] == "ranks" and "ranks" not in report:
+    if p.split(".")[0] in ("ranks", "rank_file") and p.split(".")[0] not in report:
         return True  # only for a job of several ranks (tool/test-ranks.sh)
     if p == "metrics.NAME":  # any name, or none: {} for a run without metrics
         return isinstance(report.get("metrics"), dict)

@@ -471,6 +471,18 @@ START_TEST(files_of_another_run_are_rejected_with_why)
 }
 END_TEST
 
+static char *report_of(const char *name, int json)
+{
+    resdiag_reader *rd = open_ok(run_path(name));
+    resdiag_analysis *a = NULL;
+    ck_assert_int_eq(resdiag_analyze(rd, NULL, &a), RESDIAG_OK);
+    char *t = json ? resdiag_analysis_to_json(a) : resdiag_analysis_to_text(a);
+    ck_assert_ptr_nonnull(t);
+    resdiag_analysis_destroy(a);
+    resdiag_reader_destroy(rd);
+    return t;
+}
+
 START_TEST(open_rank_reads_one_file)
 {
     rr_part a = part_rows(0, 8, 2), b = part_rows(8, RR_T, 3);
@@ -486,6 +498,18 @@ START_TEST(open_rank_reads_one_file)
     ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, f,
                                          NULL), RESDIAG_OK);
     ck_assert(f[RESDIAG_FIELD_ROWS] == 8);
+    /* its report says it is one rank's file, read alone */
+    resdiag_analysis *an = NULL;
+    ck_assert_int_eq(resdiag_analyze(rd, NULL, &an), RESDIAG_OK);
+    char *text = resdiag_analysis_to_text(an), *json = resdiag_analysis_to_json(an);
+    ck_assert_msg(strstr(text, "Ranks: this file is rank 1 of 2 (data split), read alone") != NULL,
+                  "%s", text);
+    ck_assert_ptr_nonnull(strstr(json, "\"rank_file\": {\"rank\": 1, \"world_size\": 2, "
+                                       "\"split\": \"data\"}"));
+    ck_assert_ptr_null(strstr(json, "\"ranks\":"));
+    resdiag_free(text);
+    resdiag_free(json);
+    resdiag_analysis_destroy(an);
     resdiag_reader_destroy(rd);
     ck_assert_int_eq(resdiag_reader_open_rank(&rd, run_path("or.h5"), 0), RESDIAG_OK);
     ck_assert_int_eq(resdiag_reader_info(rd)->n_ranks_merged, 1);
@@ -494,6 +518,10 @@ START_TEST(open_rank_reads_one_file)
     ck_assert_int_eq(resdiag_reader_open_rank(&rd, run_path("or.h5"), RESDIAG_RANK_ALL), RESDIAG_OK);
     ck_assert_int_eq(resdiag_reader_info(rd)->n_ranks_merged, 2);
     resdiag_reader_destroy(rd);
+    char *merged = report_of("or.h5", 1);
+    ck_assert_ptr_null(strstr(merged, "\"rank_file\""));
+    ck_assert_ptr_nonnull(strstr(merged, "\"ranks\":"));
+    resdiag_free(merged);
     ck_assert_int_eq(resdiag_reader_open_rank(&rd, run_path("or.h5"), 5), RESDIAG_E_NOT_FOUND);
     ck_assert_ptr_null(rd);
     ck_assert_int_eq(resdiag_reader_open_rank(&rd, run_path("or.h5"), -2), RESDIAG_E_INVALID);
@@ -579,17 +607,6 @@ START_TEST(a_huge_world_probes_names_only)
 }
 END_TEST
 
-static char *report_of(const char *name, int json)
-{
-    resdiag_reader *rd = open_ok(run_path(name));
-    resdiag_analysis *a = NULL;
-    ck_assert_int_eq(resdiag_analyze(rd, NULL, &a), RESDIAG_OK);
-    char *t = json ? resdiag_analysis_to_json(a) : resdiag_analysis_to_text(a);
-    ck_assert_ptr_nonnull(t);
-    resdiag_analysis_destroy(a);
-    resdiag_reader_destroy(rd);
-    return t;
-}
 
 START_TEST(report_names_the_rank_whose_nan_came_first)
 {
