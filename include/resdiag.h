@@ -421,6 +421,20 @@ typedef struct resdiag_options {
      * whose hooks are no-ops (resdiag_open returns OK and creates no
      * file), so every rank runs the same code. >= 1. */
     int record_rank_every;  /* default 1 */
+    /* How the file stores what it records (doc/FORMAT.md, "Schema 2"):
+     * 2 = schema 2: each field at the precision it needs (the statistics,
+     * spreads and sketches as float32, counts, columns and call orders as
+     * integers); 1 = schema 1: every value a float64 and no filters, for
+     * readers of resdiag 0.1.x, which refuse schema 2 (RESDIAG_E_VERSION).
+     * 0 = the newest this library writes (2). The reader reads both. */
+    int file_schema;        /* 0, 1 or 2; default 0 */
+    /* Schema 2 only: 0 stores the tables' chunks as they are; 1..9 passes
+     * each chunk through HDF5's built-in shuffle and deflate filters at that
+     * deflate level (no plugin: h5py, h5dump and any HDF5 read them). A
+     * killed trainer keeps every flushed step at any level. The cost is CPU
+     * time in the thread that flushes (doc/FORMAT.md). Ignored (no
+     * filters) for schema 1. 0..9. */
+    int compression;        /* default 1 */
 } resdiag_options;
 
 /* Fills *options with the defaults above. options may not be NULL. */

@@ -113,7 +113,8 @@ class Options(ctypes.Structure):
                 ("flush_seconds", ctypes.c_double), ("log_fn", ctypes.c_void_p),
                 ("log_user_data", ctypes.c_void_p), ("hook_threads", ctypes.c_int),
                 ("overwrite", ctypes.c_int), ("one_call_per_site", ctypes.c_int),
-                ("record_rank_every", ctypes.c_int)]
+                ("record_rank_every", ctypes.c_int), ("file_schema", ctypes.c_int),
+                ("compression", ctypes.c_int)]
 
 
 class RunInfo(ctypes.Structure):
