@@ -471,28 +471,85 @@ static void careful_row(row_sums *rs, double *rb, const void *row, resdiag_dtype
     rs->inf = inf;
 }
 
+/* The bits of |x| as an f16 or bf16 for a = |x| >= 0, a finite value of
+ * that dtype (so exact): a float's bits shifted by the difference of the
+ * exponent biases and mantissa widths, f16 subnormals (a < 2^-14) as
+ * a * 2^24, an integer. */
+static uint16_t half_magnitude(double a, resdiag_dtype dtype)
+{
+    const float f = (float)a; /* exact: a is a value of the dtype */
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    if (dtype == RESDIAG_DTYPE_BF16)
+        return (uint16_t)(b >> 16);
+    if (f < 0x1p-14f)
+        return (uint16_t)(f * 0x1p24f);
+    return (uint16_t)((((b >> 23) - 112u) << 10) | ((b >> 13) & 0x3ffu));
+}
+
 /* First column of a row holding |x| == a (the row is finite here). */
+static inline uint32_t ld_u32(const void *row, int64_t j)
+{
+    uint32_t v;
+    memcpy(&v, (const char *)row + (size_t)j * sizeof v, sizeof v);
+    return v;
+}
+
+static inline uint64_t ld_u64(const void *row, int64_t j)
+{
+    uint64_t v;
+    memcpy(&v, (const char *)row + (size_t)j * sizeof v, sizeof v);
+    return v;
+}
+
+/* From column j on, the first whose raw bits without the sign bit (the
+ * magnitude) are m: chunks of FIRST_CHUNK columns with no exit inside
+ * (the compiler vectorises those), then the chunk that holds it column by
+ * column. */
+#define FIRST_CHUNK 32
+#define FIRST_MATCH(LD, mask, m)                                              \
+    do {                                                                      \
+        for (; j + FIRST_CHUNK <= cols; j += FIRST_CHUNK) {                   \
+            int hit = 0;                                                      \
+            for (int u = 0; u < FIRST_CHUNK; u++)                             \
+                hit |= (LD(row, j + u) & (mask)) == (m);                      \
+            if (hit)                                                          \
+                break;                                                        \
+        }                                                                     \
+        while (j < cols && (LD(row, j) & (mask)) != (m))                      \
+            j++;                                                              \
+    } while (0)
+
 static int64_t first_col(const void *row, resdiag_dtype dtype, int64_t cols, double a)
 {
-    /* one loop per dtype: a call to load() per element made this scan
-     * cost as much as the row's statistics in small tensors */
+    /* a is |x| of a finite element of the row, so its bits as the dtype
+     * are exact and the row's magnitudes are compared as integers, which
+     * also finds +-0 for a = 0 (a call to load() per element made this
+     * scan cost as much as the row's statistics in small tensors) */
     int64_t j = 0;
     switch (dtype) {
-    case RESDIAG_DTYPE_F32:
-        while (j < cols && fabs((double)ld_f32(row, j)) != a)
-            j++;
+    case RESDIAG_DTYPE_F32: {
+        const float f = (float)a;
+        uint32_t m;
+        memcpy(&m, &f, sizeof m);
+        FIRST_MATCH(ld_u32, 0x7fffffffu, m);
         break;
-    case RESDIAG_DTYPE_F64:
-        while (j < cols && fabs(ld_f64(row, j)) != a)
-            j++;
+    }
+    case RESDIAG_DTYPE_F64: {
+        uint64_t m;
+        memcpy(&m, &a, sizeof m);
+        FIRST_MATCH(ld_u64, 0x7fffffffffffffffu, m);
         break;
-    default:
-        while (j < cols && fabs(load(row, dtype, j)) != a)
-            j++;
+    }
+    default: { /* f16, bf16 */
+        const uint16_t m = half_magnitude(a, dtype);
+        FIRST_MATCH(ld_u16, 0x7fffu, m);
         break;
+    }
     }
     return j < cols ? j : 0; /* j == cols not reached: a came from this row */
 }
+#undef FIRST_MATCH
 
 static size_t dtype_size(resdiag_dtype dtype)
 {
@@ -555,7 +612,8 @@ static int cpu_has_path(rd_stats_path path)
     case RD_STATS_PORTABLE: return 1;
     case RD_STATS_AVX2: return avx2;
     case RD_STATS_AVX512:
-        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512bw");
     default: return 0;
     }
 #else
@@ -715,76 +773,113 @@ static void moments_merge(moments *a, const moments *b, double na, double nb)
 
 /* Four independent chains for the loops over a block's tokens: with one
  * chain of 64 dependent adds (4 cycles each) the merges took ~14 % of a
- * 768-column f32 tensor's time from L2 (perf), with four ~10 %. */
-#define MAX_ABS(m, v) ((m) = fabs(v) > (m) ? fabs(v) : (m))
-static double max_abs4(const double *x /* (n) */, int n)
-{
-    double m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0; /* scalars: kept in registers */
-    int k = 0;
-    for (; k + 4 <= n; k += 4) {
-        MAX_ABS(m0, x[k]);
-        MAX_ABS(m1, x[k + 1]);
-        MAX_ABS(m2, x[k + 2]);
-        MAX_ABS(m3, x[k + 3]);
-    }
-    for (; k < n; k++)
-        MAX_ABS(m0, x[k]);
-    MAX_ABS(m0, m1);
-    MAX_ABS(m2, m3);
-    return m2 > m0 ? m2 : m0;
-}
-#undef MAX_ABS
+ * 768-column f32 tensor's time from L2 (perf), with four ~10 %. Each loop
+ * does all it can in one pass (the sum and the extremes; the squares and
+ * the largest value): the chains of two quantities interleave, and the
+ * deviations from the mean are not stored and read back. */
 
-/* sum_k (x[k] - x0) */
-static double sum4(const double *x /* (n) */, int n, double x0)
+/* sum_k (x[k] - x0), and the smallest and largest x[k] into *lo, *hi */
+static double sum_range4(const double *x /* (n) */, int n, double x0, double *lo, double *hi)
 {
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0; /* scalars: kept in registers */
+    double l0 = x[0], l1 = x[0], h0 = x[0], h1 = x[0];
     int k = 0;
     for (; k + 4 <= n; k += 4) {
         s0 += x[k] - x0;
         s1 += x[k + 1] - x0;
         s2 += x[k + 2] - x0;
         s3 += x[k + 3] - x0;
+        l0 = x[k] < l0 ? x[k] : l0;
+        l1 = x[k + 1] < l1 ? x[k + 1] : l1;
+        l0 = x[k + 2] < l0 ? x[k + 2] : l0;
+        l1 = x[k + 3] < l1 ? x[k + 3] : l1;
+        h0 = x[k] > h0 ? x[k] : h0;
+        h1 = x[k + 1] > h1 ? x[k + 1] : h1;
+        h0 = x[k + 2] > h0 ? x[k + 2] : h0;
+        h1 = x[k + 3] > h1 ? x[k + 3] : h1;
     }
-    for (; k < n; k++)
+    for (; k < n; k++) {
         s0 += x[k] - x0;
+        l0 = x[k] < l0 ? x[k] : l0;
+        h0 = x[k] > h0 ? x[k] : h0;
+    }
+    *lo = l1 < l0 ? l1 : l0;
+    *hi = h1 > h0 ? h1 : h0;
     return (s0 + s1) + (s2 + s3);
 }
 
-/* sum_k x[k]^2 */
-static double sumsq4(const double *x /* (n) */, int n)
+/* sum_k (x[k] - c)^2 */
+static double sumsq_about4(const double *x /* (n) */, int n, double c)
 {
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    int k = 0;
+    for (; k + 4 <= n; k += 4) {
+        double d0 = x[k] - c, d1 = x[k + 1] - c, d2 = x[k + 2] - c, d3 = x[k + 3] - c;
+        s0 += d0 * d0;
+        s1 += d1 * d1;
+        s2 += d2 * d2;
+        s3 += d3 * d3;
+    }
+    for (; k < n; k++) {
+        double d = x[k] - c;
+        s0 += d * d;
+    }
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* sum_k x[k]^2, and the largest |x[k]| into *mx */
+#define MAX_ABS(m, v) ((m) = fabs(v) > (m) ? fabs(v) : (m))
+static double sumsq_max4(const double *x /* (n) */, int n, double *mx)
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    double m0 = 0.0, m1 = 0.0;
     int k = 0;
     for (; k + 4 <= n; k += 4) {
         s0 += x[k] * x[k];
         s1 += x[k + 1] * x[k + 1];
         s2 += x[k + 2] * x[k + 2];
         s3 += x[k + 3] * x[k + 3];
+        MAX_ABS(m0, x[k]);
+        MAX_ABS(m1, x[k + 1]);
+        MAX_ABS(m0, x[k + 2]);
+        MAX_ABS(m1, x[k + 3]);
     }
-    for (; k < n; k++)
+    for (; k < n; k++) {
         s0 += x[k] * x[k];
+        MAX_ABS(m0, x[k]);
+    }
+    *mx = m1 > m0 ? m1 : m0;
     return (s0 + s1) + (s2 + s3);
 }
+#undef MAX_ABS
 
-/* value += sum_k x[k]^2 for the n values x: one plain sum when no square
- * can overflow or lose precision to underflow, else one ssq_add each.
- * Returns 0, adding nothing, when an x[k] is not finite. */
-static int ssq_add_all(ssq *a, const double *x /* (n) */, int n)
+/* value += sum_k (x[k] - c)^2 for the n values x, where mx is the largest
+ * |x[k] - c| (+Inf or NaN if one is not finite): one plain sum when no
+ * square can overflow or lose precision to underflow, else one ssq_add
+ * each. sumsq, when not NULL, is that plain sum already (c = 0). Returns
+ * 0, adding nothing, when an x[k] - c is not finite. */
+static int ssq_add_about(ssq *a, const double *x /* (n) */, int n, double c, double mx,
+                         const double *sumsq)
 {
-    double mx = max_abs4(x, n);
     if (mx == 0.0)
         return 1;
     if (mx > 0x1p-450 && mx < 0x1p450) {
         /* smaller squares that underflow are below 2^-1000 of the sum */
-        ssq_add(a, sqrt(sumsq4(x, n)));
+        ssq_add(a, sqrt(sumsq ? *sumsq : sumsq_about4(x, n, c)));
         return 1;
     }
     if (!(mx <= DBL_MAX))
         return 0;
     for (int k = 0; k < n; k++)
-        ssq_add(a, x[k]);
+        ssq_add(a, x[k] - c);
     return 1;
+}
+
+/* value += sum_k x[k]^2 (ssq_add_about with c = 0) */
+static int ssq_add_all(ssq *a, const double *x /* (n) */, int n)
+{
+    double mx, sq = sumsq_max4(x, n, &mx);
+    return ssq_add_about(a, x, n, 0.0, mx, &sq);
 }
 
 /* m (n0 tokens so far) followed by the n tokens of v: the block's mean and
@@ -793,13 +888,15 @@ static void moments_add_block(moments *m, const double *v /* (n) */, int n, doub
 {
     /* about the first value: equal tokens give exactly that value and a
      * spread of exactly 0 whatever n is */
-    double dev[TOK_BLOCK];
-    double mean = v[0] + sum4(v, n, v[0]) / n;
+    double lo, hi;
+    double mean = v[0] + sum_range4(v, n, v[0], &lo, &hi) / n;
     if (isfinite(mean)) {
-        for (int k = 0; k < n; k++)
-            dev[k] = v[k] - mean;
+        /* the largest |v[k] - mean|: rounding is monotonic, so it is that
+         * of the extremes (NaN or Inf where a difference overflows) */
+        double up = hi - mean, down = mean - lo;
+        double mx = isnan(up) || isnan(down) ? NAN : up > down ? up : down;
         moments b = { mean, { 0.0, 0.0, 0.0 } };
-        if (ssq_add_all(&b.m2, dev, n)) {
+        if (ssq_add_about(&b.m2, v, n, mean, mx, NULL)) {
             if (n0 == 0.0)
                 *m = b;
             else

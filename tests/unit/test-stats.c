@@ -1133,6 +1133,110 @@ START_TEST(stats_absmax_column_is_the_first_largest_magnitude)
 }
 END_TEST
 
+/* ABSMAX's column is found by comparing the row's raw magnitude bits
+ * (the value's bits without the sign) in chunks of 32 columns: the first
+ * of a tie wins also across a chunk's end, -0 counts as 0, and f32 and f64
+ * compare in their own widths. */
+START_TEST(stats_absmax_column_is_found_across_scan_chunks)
+{
+    static const int64_t at[] = { 0, 1, 31, 32, 33, 63, 64, 65, 95, 127 };
+    for (size_t a = 0; a < sizeof at / sizeof at[0]; a++) {
+        double v[130] = { 0 };
+        v[at[a]] = -6.5;
+        if (at[a] + 1 < 130)
+            v[at[a] + 1] = 6.5; /* a tie right after */
+        v[129] = 6.5;           /* and one at the end */
+        if (at[a] > 0)
+            v[at[a] - 1] = 6.25; /* just below, just before */
+        char what[64];
+        snprintf(what, sizeof what, "max at column %lld of 130", (long long)at[a]);
+        expect_absmax(v, 1, 130, 6.5, (double)at[a], what);
+    }
+    double negzero[70] = { 0 };
+    for (int j = 0; j < 70; j++)
+        negzero[j] = -0.0;
+    expect_absmax(negzero, 1, 70, 0, 0, "all -0: column 0");
+    /* one ulp below the max, in an earlier chunk, is not the max (f32 and
+     * f64: the 16-bit dtypes would round it to the max) */
+    for (int d = 0; d < 2; d++) {
+        double ulp[40] = { 0 };
+        ulp[3] = d ? nextafter(3.0, 0.0) : nextafterf(3.0f, 0.0f);
+        ulp[36] = -3.0;
+        tensor t = tensor_from(ulp, all_dtypes[d], 1, 40, 0, 0.0);
+        double f[RESDIAG_N_FIELDS];
+        rd_stats_compute(f, NULL, NULL, &t.view, &(rd_sketch_params){ 0, NULL, 0, 0, 0, 0 });
+        ck_assert_msg(f[RESDIAG_FIELD_ABSMAX] == 3.0 && f[RESDIAG_FIELD_ABSMAX_COL] == 36.0,
+                      "%s one ulp below: absmax %.17g at %g", dtype_label[d],
+                      f[RESDIAG_FIELD_ABSMAX], f[RESDIAG_FIELD_ABSMAX_COL]);
+        tensor_free(&t);
+    }
+}
+END_TEST
+
+/* The value of an f16 bit pattern (finite), decoded here by its definition */
+static double f16_value(uint16_t h)
+{
+    const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    const double v = e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
+    return h & 0x8000 ? -v : v;
+}
+
+/* The value of a bf16 bit pattern: the upper half of an f32 */
+static double bf16_value(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Every finite f16 and bf16 magnitude as a row's largest |x|, with either
+ * sign, a tie after it and the next smaller magnitude elsewhere: ABSMAX is
+ * that value and ABSMAX_COL its column, at widths that take the 16-row
+ * kernels (64, 128: the bf16 dot kernel) and the one-row kernels with a
+ * scalar tail (100). The vector paths take the largest |x| of f16 and bf16
+ * rows as an integer maximum of these bits, and every path finds the
+ * column by comparing them. */
+START_TEST(stats_absmax_of_every_f16_and_bf16_magnitude)
+{
+    static const int64_t widths[] = { 64, 100, 128 };
+    for (int bf = 0; bf < 2; bf++) {
+        const resdiag_dtype dt = bf ? RESDIAG_DTYPE_BF16 : RESDIAG_DTYPE_F16;
+        const unsigned top = bf ? 0x7f7fu : 0x7bffu; /* the largest finite magnitude */
+        for (size_t w = 0; w < 3; w++) {
+            const int64_t C = widths[w];
+            uint16_t *row = calloc((size_t)C, sizeof *row);
+            ck_assert_ptr_nonnull(row);
+            resdiag_tensor t = resdiag_tensor_make(row, dt, 1, C, 0);
+            for (unsigned h = 0; h <= top; h++) {
+                const int64_t c = (int64_t)((h * 37u) % (unsigned)C);
+                const int64_t tie = c + 1 < C ? c + 1 + (int64_t)(h % (unsigned)(C - c - 1)) : -1;
+                const int64_t below = (c + C / 2) % C;
+                const uint16_t sign = h & 1 ? 0x8000u : 0;
+                if (h > 0)
+                    row[below] = (uint16_t)(h - 1);
+                row[c] = (uint16_t)(h | sign);
+                if (tie >= 0)
+                    row[tie] = (uint16_t)(h | (sign ^ 0x8000u));
+                double f[RESDIAG_N_FIELDS];
+                rd_stats_compute(f, NULL, NULL, &t, &(rd_sketch_params){ 0, NULL, 0, 0, 0, 0 });
+                const double want = fabs(bf ? bf16_value((uint16_t)h) : f16_value((uint16_t)h));
+                const double want_col = h == 0 ? 0.0 : (double)c;
+                if (f[RESDIAG_FIELD_ABSMAX] != want || f[RESDIAG_FIELD_ABSMAX_COL] != want_col)
+                    ck_abort_msg("%s, %lld columns, magnitude 0x%04x: absmax %.9g at %g, "
+                                 "expected %.9g at %g", bf ? "bf16" : "f16", (long long)C, h,
+                                 f[RESDIAG_FIELD_ABSMAX], f[RESDIAG_FIELD_ABSMAX_COL], want,
+                                 want_col);
+                row[below] = row[c] = 0;
+                if (tie >= 0)
+                    row[tie] = 0;
+            }
+            free(row);
+        }
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* The sketch                                                                */
 /* ------------------------------------------------------------------------ */
@@ -2323,6 +2427,8 @@ static Suite *stats_suite(void)
     tcase_add_test(tc, stats_rms_of_constant_row_is_value);
     tcase_add_test(tc, stats_token_std_is_accurate_when_the_mean_dominates);
     tcase_add_test(tc, stats_absmax_column_is_the_first_largest_magnitude);
+    tcase_add_test(tc, stats_absmax_column_is_found_across_scan_chunks);
+    tcase_add_test(tc, stats_absmax_of_every_f16_and_bf16_magnitude);
     tcase_add_test(tc, stats_row_norms_match_reference);
     tcase_add_test(tc, stats_k_zero_needs_no_sketch_and_changes_nothing_else);
     tcase_add_test(tc, stats_misaligned_data_gives_the_aligned_results);
