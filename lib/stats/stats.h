@@ -75,7 +75,7 @@ void rd_stats_compute(double *fields, double *sketch, double *row_norms,
 typedef enum rd_stats_path {
     RD_STATS_PORTABLE = 0, /* plain C, any CPU */
     RD_STATS_AVX2 = 1,     /* AVX2 + FMA + F16C */
-    RD_STATS_AVX512 = 2,   /* AVX-512F and DQ (+ the above); bf16 rows by
+    RD_STATS_AVX512 = 2,   /* AVX-512F, DQ and BW (+ the above); bf16 rows by
                               vdpbf16ps where the CPU has AVX512-BF16 and BW
                               (the same bound; see lib/stats/stats_simd.c) */
     RD_STATS_N_PATHS = 3

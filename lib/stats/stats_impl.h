@@ -73,7 +73,7 @@ typedef int (*rd_fast_rows_fn)(rd_rows_out *o, double *acc /* (K) */,
 
 /* Vector kernels, present when meson defines RD_HAVE_AVX2 / RD_HAVE_AVX512
  * (x86-64 with a compiler that knows the instructions). Call them only when
- * the CPU has AVX2+FMA+F16C (resp. AVX-512F as well). */
+ * the CPU has AVX2+FMA+F16C (resp. AVX-512F, DQ and BW as well). */
 int rd_fast_row_avx2(rd_row_sums *rs, double *rb, const void *row, resdiag_dtype dtype,
                      int64_t cols, const rd_sketch_params *sp, double amax_floor,
                      double *acc, double sigma);

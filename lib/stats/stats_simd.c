@@ -7,7 +7,8 @@
  * instructions:
  *   -DRD_SIMD_AVX512=0 -mavx2 -mfma -mf16c                   -> rd_fast_row_avx2
  *                                                  and rd_fast_rows_avx2
- *   -DRD_SIMD_AVX512=1 -mavx512f -mavx512dq -mavx2 -mfma -mf16c -> rd_fast_row_avx512
+ *   -DRD_SIMD_AVX512=1 -mavx512f -mavx512dq -mavx512bw -mavx2 -mfma -mf16c
+ *                                                  -> rd_fast_row_avx512
  *                                                  and rd_fast_rows_avx512
  * stats.c calls a kernel only after __builtin_cpu_supports said yes. The
  * AVX-512 file's bf16 dot kernel (rows_kernel_dot) alone is compiled for
