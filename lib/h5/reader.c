@@ -1662,6 +1662,13 @@ resdiag_status rd_reader_chunks(const resdiag_reader *rd, const char *name, int6
     return st;
 }
 
+/* Axis i (after the step axis) of series s's first dataset in the file: a
+ * schema-2 STATS table's holds the real fields only. */
+static hsize_t file_dim(const series *s, int i)
+{
+    return s->counts_ds >= 0 && i == s->rank - 1 ? RD_N_REAL_FIELDS : s->dims[i];
+}
+
 resdiag_status rd_reader_stored(const resdiag_reader *rd, const char *name, int64_t step_index,
                                 int *n_stored, int64_t *row_end)
 {
@@ -1701,7 +1708,7 @@ resdiag_status rd_reader_stored(const resdiag_reader *rd, const char *name, int6
         if (H5Dget_chunk_storage_size(s->ds, off, &bytes) < 0 || bytes > 0)
             ++*n_stored;
         int k = s->rank;
-        while (k > 0 && (off[k] += s->chunk[k]) >= s->dims[k - 1])
+        while (k > 0 && (off[k] += s->chunk[k]) >= file_dim(s, k - 1))
             off[k--] = 0;
         if (k == 0)
             break;
