@@ -1007,7 +1007,9 @@ static int attach_scales(rd_writer *w, hid_t file, const rd_file_header *hdr, we
             if (pt->map && last)
                 snprintf(last, sizeof axes - (size_t)(last - axes), ",%s", "-");
             e->object = pt->name;
-            if (!rd_scales_attach(file, pt->ds, axes, &e->h5))
+            if (!rd_scales_attach(file, pt->ds, axes, &e->h5)
+                || (pt->map && !rd_scales_label(pt->ds, (unsigned)w->lay.tables[i].rank,
+                                                "field", &e->h5)))
                 return 0;
         }
         if (w->part[i][0].ds < 0)
