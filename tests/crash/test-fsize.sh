@@ -13,11 +13,11 @@ tool=$2
 . "$(dirname "$0")/../helpers/tool-test-lib.sh"
 
 steps=200
-# bash's ulimit -f counts KiB. 64, 1000: below creation; 1500: the first
-# batch fits, not the second; 2400: early; 4000: about a third. (They follow
+# bash's ulimit -f counts KiB. 64, 1000: below creation; 1700: the first
+# batch fits, not the second; 2400: early; 4000: about half. (They follow
 # the writer's estimate of what a phase may allocate: more datasets, more
 # margin.)
-for kib in 64 1000 1500 2400 4000; do
+for kib in 64 1000 1700 2400 4000; do
     limit=$((kib * 1024))
     run="$dir/run-$kib.h5"
     flog="$dir/flushed-$kib.log"

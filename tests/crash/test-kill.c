@@ -62,10 +62,14 @@ static double expect(const rd_tables *lay, int64_t i, size_t off)
         if (off >= tb->offset && off < tb->offset + tb->count) {
             if (tb->kind == RD_KIND_STATS && ((off - tb->offset) / RESDIAG_N_FIELDS + (size_t)i) % 5 == 2)
                 return NAN;
+            /* values every schema-2 type holds exactly: integers below 2^24
+             * (float32), >= 1 (call counts), below 128 for the aliases (int8) */
+            if (tb->kind == RD_KIND_ALIAS)
+                return (double)(((uint64_t)i + off) % 100);
             break;
         }
     }
-    return (double)i * 100000.0 + (double)off + 0.5;
+    return (double)(((uint64_t)i * 100000 + off) % 16000000 + 1);
 }
 
 static int64_t step_no(int64_t i) { return 7 + 2 * i; }
@@ -109,6 +113,7 @@ static void make_setup(setup *s, int chunk)
     s->hdr.sketch_size = 8;
     s->hdr.sketch_seed = 99;
     s->hdr.record_chunk_steps = chunk;
+    s->hdr.compression = 1; /* the default of resdiag_open */
 }
 
 /* ------------------------------------------------ torn writes on demand */

@@ -45,7 +45,7 @@ timeout 60 "$make_hostile" "$dir/hostile" "$dir/secret.txt" "$dir/fifo" ||
 # dimension scale: it must give a report, so it is not named hostile-)
 for f in "$dir"/hostile/*.h5; do
     case $(basename "$f") in
-    base.h5 | secret-target.h5 | steps-*) continue ;;
+    base.h5 | base-plain.h5 | secret-target.h5 | steps-*) continue ;;
     scales-dangling.h5) cp "$f" "$dir/runs/crafted-$(basename "$f")"; continue ;;
     esac
     cp "$f" "$dir/runs/hostile-$(basename "$f")"

@@ -23,7 +23,11 @@
  *   steps-100k.h5        512 layers and 100000 steps, data only in the
  *                        first, no /summary: valid, and must cost what it holds
  *   bad-chunk-index.h5   every v2 B-tree leaf (the tables' chunk indexes)
- *                        damaged: the file opens, reading a table fails
+ *                        damaged, in a run written without compression: the
+ *                        file opens, reading a table fails
+ *   bad-chunk-index-deflated.h5  the same in a run written with compression:
+ *                        refused at open (the reader walks a filtered index
+ *                        to bound what its chunks can hold)
  *   scales-dangling.h5   every DIMENSION_LIST (the dimension scales) refers
  *                        to nothing: past the end of the file or the
  *                        superblock; /layer, a scale, removed: valid for
@@ -65,8 +69,8 @@ static char *path(const char *name)
 }
 
 /* A pre-norm run of `layers` layers, every site observed at every step
- * (STEPS steps; one when wider than base.h5). */
-static void write_base(const char *p, int layers)
+ * (STEPS steps; one when wider than base.h5), at that compression. */
+static void write_base(const char *p, int layers, int compression)
 {
     static const char *const names[S] = { "mlp" };
     resdiag_model m;
@@ -79,6 +83,7 @@ static void write_base(const char *p, int layers)
     resdiag_options o;
     resdiag_options_init(&o);
     o.flush_steps = 1;
+    o.compression = compression;
     resdiag *r = NULL;
     if (resdiag_open(&r, p, &m, &o) != RESDIAG_OK)
         die("resdiag_open");
@@ -382,7 +387,7 @@ static void make_layers(const char *file, long long layers)
 static void make_steps(const char *file, hsize_t n)
 {
     /* wide enough that reading every table at every step costs much */
-    write_base(path("wide.h5"), WIDE_LAYERS);
+    write_base(path("wide.h5"), WIDE_LAYERS, 1);
     grow_ctx c = { open_copy_of("wide.h5", file), 0, { { 0 } }, 0 };
     if (H5Ldelete(c.file, "summary", H5P_DEFAULT) < 0
         || H5Ovisit(c.file, H5_INDEX_NAME, H5_ITER_INC, collect, &c) < 0)
@@ -418,15 +423,16 @@ static void make_steps(const char *file, hsize_t n)
     remove(path("wide.h5"));
 }
 
-/* Every leaf of a v2 B-tree that indexes chunks (record type 10; the
- * tables') damaged one byte after its signature: its checksum fails when a
- * table is read, while everything the reader checks at open still reads. */
-static void make_bad_chunk_index(void)
+/* Every leaf of a v2 B-tree that indexes chunks (record type 10, or 11 for
+ * filtered chunks: the tables') damaged one byte after its signature: its
+ * checksum fails when a table is read; of unfiltered chunks, everything the
+ * reader checks at open still reads. */
+static void make_bad_chunk_index(const char *from, const char *name)
 {
-    copy_file(path("base.h5"), path("bad-chunk-index.h5"));
-    FILE *fp = fopen(path("bad-chunk-index.h5"), "r+b");
+    copy_file(path(from), path(name));
+    FILE *fp = fopen(path(name), "r+b");
     if (!fp || fseek(fp, 0, SEEK_END) != 0)
-        die("bad-chunk-index.h5");
+        die(name);
     long len = ftell(fp);
     unsigned char *b = malloc((size_t)len);
     rewind(fp);
@@ -434,12 +440,12 @@ static void make_bad_chunk_index(void)
         die("read");
     int hits = 0;
     for (long i = 0; i + 8 <= len; i++)
-        if (memcmp(b + i, "BTLF", 4) == 0 && b[i + 5] == 10) {
+        if (memcmp(b + i, "BTLF", 4) == 0 && (b[i + 5] == 10 || b[i + 5] == 11)) {
             b[i + 6] ^= 0x5a;
             hits++;
         }
     if (hits == 0)
-        die("no v2 B-tree leaf in base.h5");
+        die("no v2 B-tree leaf in the base run");
     rewind(fp);
     if (fwrite(b, 1, (size_t)len, fp) != (size_t)len || fclose(fp) != 0)
         die("write");
@@ -505,7 +511,8 @@ int main(int argc, char **argv)
     if (!realpath(argv[3], fifo))
         die("FIFO does not exist");
     resdiag_set_log_priority(RESDIAG_LOG_ERROR);
-    write_base(path("base.h5"), L);
+    write_base(path("base.h5"), L, 1);
+    write_base(path("base-plain.h5"), L, 0);
     make_secret_target();
     char target[PATH_MAX + 64];
     if (!realpath(path("secret-target.h5"), target))
@@ -528,7 +535,8 @@ int main(int argc, char **argv)
     make_layers("layers-100k.h5", 100000);
     make_layers("layers-1m.h5", 1000000);
     make_steps("steps-100k.h5", 100000);
-    make_bad_chunk_index();
+    make_bad_chunk_index("base-plain.h5", "bad-chunk-index.h5");
+    make_bad_chunk_index("base.h5", "bad-chunk-index-deflated.h5");
     make_dangling_scales();
     make_elink("scales-elink.h5", "layer", target, "/site_callsite");
     return 0;

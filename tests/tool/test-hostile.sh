@@ -85,6 +85,8 @@ hostile layers-1m.h5 "does not hold the 1000000 layers"
 hostile scales-elink.h5 "/layer is an external link"
 # opens, and the first table read fails: every command, dump included
 hostile bad-chunk-index.h5 "forward/site_stats"
+# the same with deflated chunks: refused at open, which walks their index
+hostile bad-chunk-index-deflated.h5 "forward/site_stats"
 
 # Valid, 3.7 MB: 100000 steps of 512 layers with data in the first only,
 # and no /summary: the analysis goes over every step, at the cost of what
