@@ -664,6 +664,22 @@ RESDIAG_API resdiag_status resdiag_observe_partial(resdiag *r, resdiag_direction
                                                    int sublayer, resdiag_site site,
                                                    const resdiag_partial *p, const char *file,
                                                    int line);
+/* resdiag_observe_partial with the tensor's per-token norms: row_norms
+ * (p->rows values, the n_i, as resdiag_partial_compute gives them) or
+ * NULL (then exactly resdiag_observe_partial). At a forward STREAM_IN or
+ * BRANCH_OUT the library keeps them and pairs the per-token update ratio
+ * from them as from the norms of a tensor it reads (such a call pairs with
+ * a tensor's call too; a BRANCH_OUT's ratio_sum and ratio_rows are not
+ * used); at other sites they are not read. For a binding that reads a
+ * tensor once (resdiag_partial_compute) and submits it at every site that
+ * sees that very tensor unchanged. Threads and no-op cases as
+ * resdiag_observe_at. */
+RESDIAG_API resdiag_status resdiag_observe_partial_norms(resdiag *r, resdiag_direction dir,
+                                                         int layer, int sublayer,
+                                                         resdiag_site site,
+                                                         const resdiag_partial *p,
+                                                         const double *row_norms,
+                                                         const char *file, int line);
 /* The same for a parameter gradient (as resdiag_param_grad_at). */
 RESDIAG_API resdiag_status resdiag_param_grad_partial(resdiag *r, int layer, const char *name,
                                                       const resdiag_partial *p,
