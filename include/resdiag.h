@@ -664,22 +664,6 @@ RESDIAG_API resdiag_status resdiag_observe_partial(resdiag *r, resdiag_direction
                                                    int sublayer, resdiag_site site,
                                                    const resdiag_partial *p, const char *file,
                                                    int line);
-/* resdiag_observe_partial with the tensor's per-token norms: row_norms
- * (p->rows values, the n_i, as resdiag_partial_compute gives them) or
- * NULL (then exactly resdiag_observe_partial). At a forward STREAM_IN or
- * BRANCH_OUT the library keeps them and pairs the per-token update ratio
- * from them as from the norms of a tensor it reads (such a call pairs with
- * a tensor's call too; a BRANCH_OUT's ratio_sum and ratio_rows are not
- * used); at other sites they are not read. For a binding that reads a
- * tensor once (resdiag_partial_compute) and submits it at every site that
- * sees that very tensor unchanged. Threads and no-op cases as
- * resdiag_observe_at. */
-RESDIAG_API resdiag_status resdiag_observe_partial_norms(resdiag *r, resdiag_direction dir,
-                                                         int layer, int sublayer,
-                                                         resdiag_site site,
-                                                         const resdiag_partial *p,
-                                                         const double *row_norms,
-                                                         const char *file, int line);
 /* The same for a parameter gradient (as resdiag_param_grad_at). */
 RESDIAG_API resdiag_status resdiag_param_grad_partial(resdiag *r, int layer, const char *name,
                                                       const resdiag_partial *p,
@@ -707,6 +691,33 @@ RESDIAG_API resdiag_status resdiag_submit_partials(resdiag *r, int n,
                                                    const resdiag_partial_site *sites,
                                                    const resdiag_partial *p,
                                                    const char *file);
+
+/* One entry of resdiag_submit_partial_refs: a site or parameter gradient
+ * (as in resdiag_submit_partials), its partial statistics by pointer
+ * (entries may share one: a tensor seen unchanged at several sites), and
+ * the tensor's per-token norms or NULL. */
+typedef struct resdiag_partial_ref {
+    resdiag_partial_site site;
+    const resdiag_partial *p;
+    const double *row_norms; /* p->rows values, the n_i (resdiag_partial_compute's
+                                row_norms), or NULL */
+} resdiag_partial_ref;
+
+/* Submits n entries at once, in array order, as n single submissions
+ * would (resdiag_submit_partials), for a binding that reads each tensor
+ * once and submits a step's sites in one call. An entry with row_norms at
+ * a forward STREAM_IN or BRANCH_OUT pairs the per-token update ratio from
+ * them, as the norms of a tensor the library reads do (it pairs with such a
+ * tensor's call too; a BRANCH_OUT's ratio_sum and ratio_rows are then not
+ * used); elsewhere row_norms is not read; without them an entry is exactly
+ * a resdiag_submit_partials entry. An entry with p NULL is RESDIAG_E_NULL.
+ * The first failure is returned, the rest are still submitted, each
+ * failure is logged as a single call's would be, and *failed (unless NULL)
+ * receives how many entries failed. file as in resdiag_submit_partials.
+ * Threads and no-op cases as resdiag_observe_at. */
+RESDIAG_API resdiag_status resdiag_submit_partial_refs(resdiag *r, int n,
+                                                       const resdiag_partial_ref *refs,
+                                                       const char *file, int *failed);
 
 /* The reference: the partial statistics of t computed by the library's
  * kernels, with run r's sketch layout and row signs from row0 on

@@ -612,7 +612,19 @@ START_TEST(update_ratio_from_ratio_sum_and_ratio_rows)
 }
 END_TEST
 
-/* Partials submitted with their row norms (resdiag_observe_partial_norms)
+/* one entry of resdiag_submit_partial_refs, alone: forward, sublayer 1 */
+static resdiag_status ref1(resdiag *r, int layer, resdiag_site site, const resdiag_partial *p,
+                           const double *norms, int line)
+{
+    resdiag_partial_ref e = { { RESDIAG_FORWARD, layer, 1, site, -1, line, "bind.py" }, p,
+                              norms };
+    int failed = -1;
+    resdiag_status st = resdiag_submit_partial_refs(r, 1, &e, NULL, &failed);
+    ck_assert_int_eq(failed, st != RESDIAG_OK);
+    return st;
+}
+
+/* Partials submitted with their row norms (resdiag_submit_partial_refs)
  * pair the update ratio by the norms, as tensors do: the same per-token
  * mean as two tensors (bit for bit), whatever the BRANCH_OUT's ratio_sum /
  * ratio_rows say, also paired with a tensor; a partial with norms and one
@@ -642,37 +654,34 @@ START_TEST(update_ratio_from_row_norms)
              * norms and a tensor BRANCH_OUT */
             ck_assert_int_eq(RESDIAG_FWD(r, 0, 1, RESDIAG_STREAM_IN, tx), RESDIAG_OK);
             ck_assert_int_eq(RESDIAG_FWD(r, 0, 1, RESDIAG_BRANCH_OUT, tdx), RESDIAG_OK);
-            ck_assert_int_eq(resdiag_observe_partial_norms(r, RESDIAG_FORWARD, 1, 1,
-                                                           RESDIAG_STREAM_IN, &pi, in_norms,
-                                                           "bind.py", 1), RESDIAG_OK);
-            ck_assert_int_eq(resdiag_observe_partial_norms(r, RESDIAG_FORWARD, 1, 1,
-                                                           RESDIAG_BRANCH_OUT, &pb,
-                                                           s == 1 && c == 1 ? NULL : br_norms,
-                                                           "bind.py", 2), RESDIAG_OK);
-            ck_assert_int_eq(resdiag_observe_partial_norms(r, RESDIAG_FORWARD, 2, 1,
-                                                           RESDIAG_STREAM_IN, &pi, in_norms,
-                                                           "bind.py", 3), RESDIAG_OK);
+            ck_assert_int_eq(ref1(r, 1, RESDIAG_STREAM_IN, &pi, in_norms, 1), RESDIAG_OK);
+            ck_assert_int_eq(ref1(r, 1, RESDIAG_BRANCH_OUT, &pb,
+                                  s == 1 && c == 1 ? NULL : br_norms, 2), RESDIAG_OK);
+            ck_assert_int_eq(ref1(r, 2, RESDIAG_STREAM_IN, &pi, in_norms, 3), RESDIAG_OK);
             ck_assert_int_eq(RESDIAG_FWD(r, 2, 1, RESDIAG_BRANCH_OUT, tdx), RESDIAG_OK);
             /* norms at a site without an add are not read */
-            ck_assert_int_eq(resdiag_observe_partial_norms(r, RESDIAG_FORWARD, 0, 0,
-                                                           RESDIAG_NORM_OUT, &pi, NULL,
-                                                           "bind.py", 4), RESDIAG_OK);
+            ck_assert_int_eq(ref1(r, 0, RESDIAG_NORM_OUT, &pi, NULL, 4), RESDIAG_OK);
         }
         ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
     }
-    /* the no-op and NULL cases of a hook */
-    ck_assert_int_eq(resdiag_observe_partial_norms(NULL, RESDIAG_FORWARD, 0, 0,
-                                                   RESDIAG_STREAM_IN, NULL, NULL, "b", 5),
-                     RESDIAG_OK);
+    /* the no-op and NULL cases */
+    int failed = -1;
+    ck_assert_int_eq(resdiag_submit_partial_refs(NULL, 1, NULL, "b", &failed), RESDIAG_OK);
+    ck_assert_int_eq(failed, 0);
     resdiag_partial idle;
     ck_assert_int_eq(resdiag_partial_compute(r, resdiag_f64(x, 1, D), 0, &idle, NULL),
                      RESDIAG_OK);
-    ck_assert_int_eq(resdiag_observe_partial_norms(r, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,
-                                                   &idle, NULL, "b", 6), RESDIAG_OK);
+    ck_assert_int_eq(ref1(r, 0, RESDIAG_STREAM_IN, &idle, NULL, 6), RESDIAG_OK); /* no step */
     ck_assert_int_eq(resdiag_step_begin(r, 2), RESDIAG_OK);
-    ck_assert_int_eq(resdiag_observe_partial_norms(r, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,
-                                                   NULL, NULL, "b", 7), RESDIAG_E_NULL);
-    ck_assert_ptr_nonnull(strstr(resdiag_errmsg(r), "resdiag_observe_partial_norms"));
+    ck_assert_int_eq(ref1(r, 0, RESDIAG_STREAM_IN, NULL, NULL, 7), RESDIAG_E_NULL);
+    ck_assert_ptr_nonnull(strstr(resdiag_errmsg(r), "resdiag_submit_partial_refs"));
+    ck_assert_ptr_nonnull(strstr(resdiag_errmsg(r), "bind.py:7"));
+    ck_assert_int_eq(resdiag_submit_partial_refs(r, 2, NULL, "b", &failed), RESDIAG_E_NULL);
+    ck_assert_int_eq(failed, 2);
+    ck_assert_int_eq(resdiag_submit_partial_refs(r, -1, NULL, "b", &failed), RESDIAG_E_INVALID);
+    ck_assert_int_eq(failed, 1);
+    ck_assert_int_eq(resdiag_submit_partial_refs(r, 0, NULL, "b", &failed), RESDIAG_OK);
+    ck_assert_int_eq(failed, 0);
     ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
     close_run(r);
 
@@ -803,14 +812,16 @@ static resdiag_status single_call(resdiag *r, int e, const resdiag_partial *p)
                                    (resdiag_site)b->site, p, file, b->line);
 }
 
-/* resdiag_submit_partials of n entries writes what n single calls write;
+/* resdiag_submit_partials (and resdiag_submit_partial_refs) of n entries
+ * writes what n single calls write;
  * a bad entry in the middle is reported (the first failure returned, each
  * logged) and the others are still recorded. */
 START_TEST(a_batch_is_its_single_calls)
 {
     resdiag_partial p[N_BATCH];
     for (int bad = 0; bad < 2; bad++) {
-        resdiag *a = open_run("batch.h5", K), *b = open_run("single.h5", K);
+        resdiag *a = open_run("batch.h5", K), *b = open_run("single.h5", K),
+                *c = open_run("refs.h5", K);
         batch_partials(a, p);
         resdiag_partial_site sites[N_BATCH];
         memcpy(sites, batch_sites, sizeof sites);
@@ -832,6 +843,19 @@ START_TEST(a_batch_is_its_single_calls)
         for (int e = 0; e < N_BATCH; e++)
             if (!bad || (e != 2 && e != 4))
                 ck_assert_int_eq(single_call(b, e, &p[e]), RESDIAG_OK);
+        /* the same entries by reference, without norms: the same run */
+        resdiag_partial_ref refs[N_BATCH];
+        for (int e = 0; e < N_BATCH; e++)
+            refs[e] = (resdiag_partial_ref){ sites[e], &p[e], NULL };
+        int failed = -1;
+        ck_assert_int_eq(resdiag_step_begin(c, 0), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_submit_partial_refs(c, N_BATCH, refs, batch_file, &failed),
+                         bad ? RESDIAG_E_INVALID : RESDIAG_OK);
+        ck_assert_int_eq(failed, bad ? 2 : 0);
+        ck_assert_int_eq(resdiag_step_end(c), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_step_begin(c, 1), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_step_end(c), RESDIAG_OK);
+        close_run(c);
         ck_assert_int_eq(resdiag_step_end(a), RESDIAG_OK);
         ck_assert_int_eq(resdiag_step_end(b), RESDIAG_OK);
         /* an empty batch is a no-op */
@@ -843,6 +867,7 @@ START_TEST(a_batch_is_its_single_calls)
         close_run(a);
         close_run(b);
         assert_same_runs("batch.h5", "single.h5");
+        assert_same_runs("refs.h5", "single.h5");
         resdiag_reader *rd = read_run("batch.h5");
         double f[RESDIAG_N_FIELDS];
         int obs = -1;
@@ -861,6 +886,7 @@ START_TEST(a_batch_is_its_single_calls)
         resdiag_reader_destroy(rd);
         remove_run("batch.h5");
         remove_run("single.h5");
+        remove_run("refs.h5");
     }
 }
 END_TEST
