@@ -18,6 +18,11 @@ an in-place change in between makes it read again), the same first row
 for the sketch's row signs and the same kind (forward, backward or a
 parameter gradient: only the forward keeps row norms).
 
+The buffers hold at most about NORMS_BUDGET bytes of norms and
+PARTS_BUDGET partials: past that, what waits is submitted at once (in its
+order, as the step's end would) and the buffers start again, so that a
+step of many large tensors does not keep all their norms.
+
 Hooks of the backward may run in autograd's device threads: a lock keeps
 one read, and the buffers, to one thread at a time.
 """
@@ -34,6 +39,8 @@ _NAN, _INF, _ABSMAX = INDEX["nan_count"], INDEX["inf_count"], INDEX["absmax"]
 _PARTIAL_BYTES = PARTIAL_DOUBLES * ctypes.sizeof(ctypes.c_double)
 _STRIDED = torch.strided
 _PARAM = 2  # the kind of a parameter gradient (after FORWARD and BACKWARD)
+NORMS_BUDGET = 32 << 20
+PARTS_BUDGET = 4096
 
 
 def _view(t):
@@ -64,6 +71,7 @@ class KernelPath:
         self._moved = 0     # bumped when a buffer moves: the cached refs point into them
         self._cached = None  # (entries, their C array, _moved) of the last submission
         self._failed = ctypes.c_int(0)
+        self._early = (_lib.OK, 0)  # what submissions before the step's end reported
         self._grow(256)
         self.new_step()
 
@@ -73,6 +81,7 @@ class KernelPath:
             self._entries = []  # (dir, layer, sublayer, site, param, file, row, norms or -1)
             self._n = 0         # partial rows used in this step
             self._n_norms = 0   # norm buffers used in this step
+            self._norms_bytes = 0
             self._last = None   # (tensor, version, row0, kind, (rows, row, norms))
 
     def _grow(self, cap):
@@ -99,13 +108,18 @@ class KernelPath:
         (rows, row, norms buffer index or -1))."""
         version = t._version
         view, owner = _view(t)
-        rows, row = view.rows, self._n
+        rows = view.rows
+        if self._n >= PARTS_BUDGET or (kind == _lib.FORWARD and self._norms_bytes and
+                                       self._norms_bytes + 8 * rows > NORMS_BUDGET):
+            self._submit_early()
+        row = self._n
         if row == self._cap:
             self._grow(2 * self._cap)
         k, norms = -1, None
         if kind == _lib.FORWARD:
             k = self._n_norms
             norms = self._norms_buffer(k, rows)
+            self._norms_bytes += 8 * rows
         st = lib.resdiag_partial_compute(self._rd, view, row0,
                                          self._parts_at + row * _PARTIAL_BYTES, norms)
         del owner
@@ -167,23 +181,39 @@ class KernelPath:
             p, at = self._parts, read[1] * PARTIAL_DOUBLES
             return _lib.OK, p[at + _NAN] + p[at + _INF] == 0 and p[at + _ABSMAX] <= 0
 
+    def _submit_early(self):
+        """Submits what waits before the step ends (lock held) and starts the
+        buffers again (the last tensor is read again if it comes again)."""
+        st, failed = self._submit_locked()
+        early = self._early
+        self._early = (early[0] or st, early[1] + failed)
+        self._n = self._n_norms = self._norms_bytes = 0
+        self._last = None
+
     def submit(self):
         """Submits what waits, in the order it came, in one call: (status of
-        the first failure or OK, how many entries failed)."""
+        the first failure or OK, how many entries failed), with what
+        submissions before the step's end reported."""
         with self._lock:
-            entries = self._entries
-            if not entries:
-                return _lib.OK, 0
-            self._entries = []
-            c = self._cached
-            if c is None or c[2] != self._moved or c[0] != entries:
-                parts_at = self._parts_at
-                norms = [ctypes.addressof(b) for b in self._norms]
-                refs = (_lib.PartialRef * len(entries))(*[
-                    ((d, layer, sub, site, param, 0, cs), parts_at + row * _PARTIAL_BYTES,
-                     norms[k] if k >= 0 else None)
-                    for d, layer, sub, site, param, cs, row, k in entries])
-                self._cached = c = (entries, refs, self._moved)
-            st = lib.resdiag_submit_partial_refs(self._rd, len(entries), c[1], None,
-                                                 ctypes.byref(self._failed))
-            return st, self._failed.value
+            st, failed = self._submit_locked()
+            early, self._early = self._early, (_lib.OK, 0)
+            return early[0] or st, early[1] + failed
+
+    def _submit_locked(self):
+        """Submits what waits (lock held): (status, failed entries)."""
+        entries = self._entries
+        if not entries:
+            return _lib.OK, 0
+        self._entries = []
+        c = self._cached
+        if c is None or c[2] != self._moved or c[0] != entries:
+            parts_at = self._parts_at
+            norms = [ctypes.addressof(b) for b in self._norms]
+            refs = (_lib.PartialRef * len(entries))(*[
+                ((d, layer, sub, site, param, 0, cs), parts_at + row * _PARTIAL_BYTES,
+                 norms[k] if k >= 0 else None)
+                for d, layer, sub, site, param, cs, row, k in entries])
+            self._cached = c = (entries, refs, self._moved)
+        st = lib.resdiag_submit_partial_refs(self._rd, len(entries), c[1], None,
+                                             ctypes.byref(self._failed))
+        return st, self._failed.value

@@ -1,7 +1,8 @@
 """attach(): forward and backward hooks on an nn.Module that feed libresdiag.
 
-A CPU tensor goes to the C library at once, as a view (see _tensor.py), in
-the thread that runs the hook; nothing is kept after the call. A tensor on
+A CPU tensor is read by the C library's kernel at once, as a view (see
+_tensor.py), in the thread that runs the hook, and its sites reach the
+library together when the step ends (_kernel.py). A tensor on
 another device (or any tensor, with device_stats="always") is reduced there
 to its partial statistics (_device.py), which wait on the device until the
 step ends and reach the library together (_batch.py). Forward statistics

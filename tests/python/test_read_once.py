@@ -4,7 +4,8 @@ still, field for field, what the definitions give for the tensors the
 model made (numpy float64 of copies taken by hooks of this test, not by
 the binding), the per-token update ratio is the library's pairing of the
 row norms, the sites keep the order the hooks ran in (CALL_SEQ), and a
-tensor changed in place between two sites is read again at the second."""
+tensor changed in place between two sites is read again at the second;
+buffers too small for a step are submitted early with the same result."""
 import unittest
 import warnings
 
@@ -14,7 +15,7 @@ import torch.nn as nn
 
 from common import tmpdir
 import resdiag
-from resdiag import _lib
+from resdiag import _kernel, _lib
 
 D, L, V, B, T = 32, 2, 17, 3, 8
 SITES = resdiag.SITES
@@ -193,6 +194,55 @@ class ReadOnce(unittest.TestCase):
 
     def test_bfloat16(self):
         self.run_model(torch.bfloat16)
+
+
+class Budget(unittest.TestCase):
+    def record(self, tmp, name):
+        torch.manual_seed(7)
+        model = GPT()
+        idx = torch.randint(0, V, (B, T))
+        path = "%s/%s.h5" % (tmp, name)
+        rec = resdiag.attach(model, path)
+        for step in range(2):
+            model.zero_grad()
+            with rec.step(step):
+                nn.functional.cross_entropy(model(idx).reshape(-1, V), idx.reshape(-1)).backward()
+        rec.detach()
+        self.assertEqual(rec.errors, 0, rec.first_error)
+        out = []
+        with resdiag.open(path) as run:
+            for si in range(2):
+                for direction in ("forward", "backward"):
+                    for l in range(L):
+                        for s in range(2):
+                            for site in ("stream_in", "norm_in", "norm_out", "branch_out",
+                                         "stream_out"):
+                                out.append(run.site(si, site, l, s, direction))
+                    for site in ("embed_out", "final_norm_in", "final_norm_out", "logits"):
+                        out.append(run.site(si, site, -1, 0, direction))
+                for l in range(L):
+                    out += [run.update(si, l, 0), run.update(si, l, 1)]
+                    out += [run.param(si, l, n) for n in ("attn.wo", "mlp.w1", "mlp.w2")]
+                out.append(run.param(si, -1, "head.w"))
+        return out
+
+    def test_full_buffers_are_submitted_early_with_the_same_result(self):
+        """Buffers too small for a step: what waits is submitted early, in
+        its order; every field (CALL_SEQ too) is the one-submission run's."""
+        with tmpdir() as tmp:
+            whole = self.record(tmp, "whole")
+            saved = _kernel.NORMS_BUDGET, _kernel.PARTS_BUDGET
+            _kernel.NORMS_BUDGET, _kernel.PARTS_BUDGET = 1, 3
+            try:
+                early = self.record(tmp, "early")
+            finally:
+                _kernel.NORMS_BUDGET, _kernel.PARTS_BUDGET = saved
+        self.assertEqual(len(whole), len(early))
+        for a, b in zip(whole, early):
+            self.assertIsNotNone(a)
+            self.assertEqual(a.keys(), b.keys())
+            for k in a:
+                self.assertTrue(a[k] == b[k] or (np.isnan(a[k]) and np.isnan(b[k])), (k, a, b))
 
 
 class ChangedInPlace(nn.Module):
