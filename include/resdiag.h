@@ -692,6 +692,33 @@ RESDIAG_API resdiag_status resdiag_submit_partials(resdiag *r, int n,
                                                    const resdiag_partial *p,
                                                    const char *file);
 
+/* One entry of resdiag_submit_partial_refs: a site or parameter gradient
+ * (as in resdiag_submit_partials), its partial statistics by pointer
+ * (entries may share one: a tensor seen unchanged at several sites), and
+ * the tensor's per-token norms or NULL. */
+typedef struct resdiag_partial_ref {
+    resdiag_partial_site site;
+    const resdiag_partial *p;
+    const double *row_norms; /* p->rows values, the n_i (resdiag_partial_compute's
+                                row_norms), or NULL */
+} resdiag_partial_ref;
+
+/* Submits n entries at once, in array order, as n single submissions
+ * would (resdiag_submit_partials), for a binding that reads each tensor
+ * once and submits a step's sites in one call. An entry with row_norms at
+ * a forward STREAM_IN or BRANCH_OUT pairs the per-token update ratio from
+ * them, as the norms of a tensor the library reads do (it pairs with such a
+ * tensor's call too; a BRANCH_OUT's ratio_sum and ratio_rows are then not
+ * used); elsewhere row_norms is not read; without them an entry is exactly
+ * a resdiag_submit_partials entry. An entry with p NULL is RESDIAG_E_NULL.
+ * The first failure is returned, the rest are still submitted, each
+ * failure is logged as a single call's would be, and *failed (unless NULL)
+ * receives how many entries failed. file as in resdiag_submit_partials.
+ * Threads and no-op cases as resdiag_observe_at. */
+RESDIAG_API resdiag_status resdiag_submit_partial_refs(resdiag *r, int n,
+                                                       const resdiag_partial_ref *refs,
+                                                       const char *file, int *failed);
+
 /* The reference: the partial statistics of t computed by the library's
  * kernels, with run r's sketch layout and row signs from row0 on
  * (ratio_sum = 0, ratio_rows = -1). row_norms (t.rows) or NULL receives

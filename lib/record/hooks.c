@@ -225,23 +225,28 @@ static void observe_slot(resdiag *r, const slot_ref *s, double *row_norms, rd_ho
 }
 
 /* The add_state's side of one call: a tensor's norms go into the buffer
- * (*row_norms; NULL and *kept 0 when there is no memory for them), a
- * partial brings its ratio. */
+ * (*row_norms, where the kernel writes them), a partial's given norms are
+ * copied there (both then pair by norms; *kept 0 and rows -1 when there
+ * is no memory for them), a partial without norms brings its ratio. */
 static rd_add_call add_call(const slot_ref *s, rd_hook_data d, double **row_norms, int *kept)
 {
     const int is_in = s->site == RESDIAG_STREAM_IN;
-    rd_add_call c = { is_in, 0, !d.t, 0.0, -1 };
+    const int64_t rows = d.t ? d.t->rows : (int64_t)d.p->rows;
+    rd_add_call c = { is_in, rows, 0, 0.0, -1 };
     *row_norms = NULL;
     *kept = 1;
-    if (!d.t) {
-        c.rows = (int64_t)d.p->rows;
+    if (!d.t && !d.row_norms) {
+        c.partial = 1;
         if (!is_in) {
             c.ratio_sum = d.p->ratio_sum;
             c.ratio_rows = (int64_t)d.p->ratio_rows;
         }
-    } else if (rd_add_reserve(s->add, d.t->rows) == 0) { /* rows == 0 needs no buffer */
-        c.rows = d.t->rows;
-        *row_norms = is_in ? s->add->in_norms : s->add->br_norms;
+    } else if (rd_add_reserve(s->add, rows) == 0) { /* rows == 0 needs no buffer */
+        double *buf = is_in ? s->add->in_norms : s->add->br_norms;
+        if (d.t)
+            *row_norms = buf;
+        else if (rows > 0)
+            memcpy(buf, d.row_norms, (size_t)rows * sizeof *buf);
     } else {
         c.rows = -1;
         *kept = 0;
@@ -288,7 +293,8 @@ static resdiag_status record_call(resdiag *r, const char *fn, const slot_ref *s,
     if (!kept)
         return rd_client_bug(r, RESDIAG_E_NOMEM,
                              "%s: no memory for %lld per-token norms; update ratio per "
-                             "token not recorded (%s:%d)", fn, (long long)d.t->rows,
+                             "token not recorded (%s:%d)", fn,
+                             (long long)(d.t ? d.t->rows : (int64_t)d.p->rows),
                              file ? file : "?", line);
     return RESDIAG_OK;
 }
@@ -386,7 +392,7 @@ resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, 
         return RESDIAG_OK;
     if (!r->recording)
         return rd_hook_idle(r, fn, file, line);
-    rd_hook_data d = { &t, NULL };
+    rd_hook_data d = { &t, NULL, NULL };
     return rd_hook_observe(r, fn, dir, layer, sublayer, site, d, file, line);
 }
 
@@ -482,6 +488,6 @@ resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name, re
     if (!name)
         return rd_client_bug(r, RESDIAG_E_NULL, "%s: name is NULL (%s:%d)", fn,
                              file ? file : "?", line);
-    rd_hook_data d = { &t, NULL };
+    rd_hook_data d = { &t, NULL, NULL };
     return rd_hook_param_grad(r, fn, layer, name, -1, d, file, line);
 }

@@ -11,10 +11,13 @@
 #include "record/handle.h"
 
 /* What one hook call brings: a tensor (t), whose statistics the library
- * computes, or the partial statistics of one (p, when t is NULL). */
+ * computes, or the partial statistics of one (p, when t is NULL), with
+ * or without its per-token norms (row_norms, p->rows of them: a residual
+ * add's side then pairs by norms, as a tensor's does). */
 typedef struct rd_hook_data {
     const resdiag_tensor *t;
     const resdiag_partial *p;
+    const double *row_norms;
 } rd_hook_data;
 
 /* A hook of a run that is not recording the open step (or has none):

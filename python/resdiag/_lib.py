@@ -85,6 +85,10 @@ class PartialSite(ctypes.Structure):  # resdiag_partial_site
                 ("file", ctypes.c_char_p)]
 
 
+class PartialRef(ctypes.Structure):  # resdiag_partial_ref
+    _fields_ = [("site", PartialSite), ("p", ctypes.c_void_p), ("row_norms", ctypes.c_void_p)]
+
+
 _strv = ctypes.POINTER(ctypes.c_char_p)
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 
@@ -361,6 +365,7 @@ _PARTIAL_PROTOS = {
     "resdiag_sketch_size": (_i, [_p]),
     "resdiag_param_grad_partial": (_i, [_p, _i, _c, _p, _c, _i]),
     "resdiag_observe_partial": (_i, [_p, _i, _i, _i, _i, _p, _c, _i]),
+    "resdiag_submit_partial_refs": (_i, [_p, _i, _p, _c, ctypes.POINTER(_i)]),
 }
 HAS_PARTIALS = True
 for _name, (_res, _args) in _PARTIAL_PROTOS.items():

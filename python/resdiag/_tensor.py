@@ -11,7 +11,7 @@ import torch
 
 from . import _lib
 
-_DTYPES = {
+DTYPES = {
     torch.float32: _lib.DTYPE_F32,
     torch.float64: _lib.DTYPE_F64,
     torch.float16: _lib.DTYPE_F16,
@@ -40,7 +40,7 @@ def as_2d(t):
     # The common case first, in as few torch calls as it takes (every
     # observed tensor comes through here): a contiguous CPU tensor of a
     # dtype C reads. data_ptr() needs no detach().
-    code = _DTYPES.get(t.dtype)
+    code = DTYPES.get(t.dtype)
     if code is not None and t.is_cpu and t.is_contiguous() and t.layout == torch.strided \
             and not t.is_nested and not t.is_neg() and t.dim() >= 2:
         shape = t.shape
@@ -52,7 +52,7 @@ def as_2d(t):
         raise TypeError("resdiag: only strided (dense) tensors can be observed")
     if t.device.type != "cpu":
         t = t.to("cpu")
-    if t.dtype not in _DTYPES:
+    if t.dtype not in DTYPES:
         t = t.to(torch.float32)
     if t.is_neg() or t.is_conj():
         t = t.resolve_neg().resolve_conj()
@@ -68,5 +68,5 @@ def as_2d(t):
     if stride is None or (cols > 1 and strides[-1] != 1) or stride < cols:
         t = t.contiguous()
         stride = cols
-    view = _lib.Tensor(t.data_ptr() if rows else None, _DTYPES[t.dtype], rows, cols, stride)
+    view = _lib.Tensor(t.data_ptr() if rows else None, DTYPES[t.dtype], rows, cols, stride)
     return view, t

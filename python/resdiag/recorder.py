@@ -1,7 +1,8 @@
 """attach(): forward and backward hooks on an nn.Module that feed libresdiag.
 
-A CPU tensor goes to the C library at once, as a view (see _tensor.py), in
-the thread that runs the hook; nothing is kept after the call. A tensor on
+A CPU tensor is read by the C library's kernel at once, as a view (see
+_tensor.py), in the thread that runs the hook, and its sites reach the
+library together when the step ends (_kernel.py). A tensor on
 another device (or any tensor, with device_stats="always") is reduced there
 to its partial statistics (_device.py), which wait on the device until the
 step ends and reach the library together (_batch.py). Forward statistics
@@ -19,7 +20,7 @@ import weakref
 import torch
 import torch.nn as nn
 
-from . import _batch, _device, _lib, _tensor, blocks as _blocks
+from . import _batch, _device, _kernel, _lib, _tensor, blocks as _blocks
 from ._lib import lib, ResdiagError
 
 S_STREAM_IN, S_NORM_IN, S_NORM_OUT, S_BRANCH_OUT, S_STREAM_OUT = 0, 1, 2, 3, 4
@@ -32,12 +33,14 @@ _log = logging.getLogger("resdiag")
 # CPU tensors too), "never" by the C kernel (other devices' tensors copied
 # to the host first).
 DEVICE_STATS = ("auto", "always", "never")
-_NAN, _INF, _ABSMAX, _RATIO_SUM, _RATIO_ROWS = (
-    _device.INDEX[k] for k in ("nan_count", "inf_count", "absmax", "ratio_sum", "ratio_rows"))
+_NAN, _INF, _ABSMAX = (_device.INDEX[k] for k in ("nan_count", "inf_count", "absmax"))
 
 # The binding's name for the head's weight (the one model-level parameter
 # it records), declared as the head role.
 HEAD_PARAM = "head.w"
+# The call site of every parameter gradient (one string: the library keeps
+# the pointer).
+PARAM_CALLSITE = b"param.grad"
 
 # Where models keep the norm between the last block and the head: nanoGPT
 # and minGPT (transformer.ln_f), Hugging Face Llama/Mistral (model.norm),
@@ -318,18 +321,23 @@ class Recorder:
             if device_stats != "never" else None
         self._batch = _batch.StepBatch(h)
         self._in_norms = {}  # (layer, sublayer) -> STREAM_IN row norms, on their device
-        self._rows_seen = {}  # (dir, layer, sublayer, site) -> rows recorded by the C kernel path
-        # The last tensor observed and its partial: (tensor, its _version, row0,
-        # partial, row norms, on the device path). A pre-norm block's stream
-        # is the previous sublayer's STREAM_OUT, this one's STREAM_IN and its
-        # NORM_IN, observed one after the other (their gradients too): read
-        # once. Holding the tensor keeps its memory from being reused, so
-        # identity and version mean the same values.
+        # The last tensor observed on the device path and its partial:
+        # (tensor, its _version, row0, partial, row norms, True). A pre-norm
+        # block's stream is the previous sublayer's STREAM_OUT, this one's
+        # STREAM_IN and its NORM_IN, observed one after the other (their
+        # gradients too): read once. Holding the tensor keeps its memory from
+        # being reused, so identity and version mean the same values. (The
+        # C kernel path does the same in _kernel.KernelPath.)
         self._last = None
+        self._kernel = _kernel.KernelPath(h) if _lib.HAS_PARTIALS else None
         self._param_index = {n: i for i, n in enumerate(pnames)}
         self._device_grads = []  # (batch index, parameter) of this step's device gradients
-        self._pbuf = (ctypes.c_double * _device.PARTIAL_DOUBLES)()  # a gradient's partial
         self._pnames = {n: n.encode() for n in pnames + [HEAD_PARAM]}
+        # The recorded parameters in the order their gradients are recorded:
+        # (layer as the run numbers it, index among its names, name, tensor).
+        self._param_entries = [(l + self._layer0, i, n, p) for l, ps in enumerate(self._params)
+                               for i, (n, p) in enumerate(zip(pnames, ps))]
+        self._param_entries += [(_lib.MODEL_LEVEL, 0, HEAD_PARAM, p) for p in self._model_params]
         self._hooked = None  # (tensor, [its sites]) of the last tensor hook registered
 
         self._backward = backward
@@ -400,7 +408,7 @@ class Recorder:
                     # from the data that there is no final norm.
                     self._cs["head_in"] = cs(head, "input")
                     reg(head.register_forward_pre_hook(self._head_in))
-            self._cs["param"] = b"param.grad"
+            self._cs["param"] = PARAM_CALLSITE
             self._cs["manual"] = b"Recorder.observe"
             # torch 1.13 runs TransformerEncoderLayer (and TransformerEncoder)
             # as one fused kernel in eval mode without grad, which no submodule
@@ -450,11 +458,8 @@ class Recorder:
             return
         if self._recording:
             empty = []  # (parameter, "None" or "zero") of gradients that are not there
-            for l, params in enumerate(self._params):
-                for name, p in zip(self.layer_param_names, params):
-                    self._param(l, name, p, empty)
-            for p in self._model_params:
-                self._param(_lib.MODEL_LEVEL, HEAD_PARAM, p, empty)
+            self._record_params(empty)
+            self._submit_kernel()  # before the device path's: the order they came in
             host = self._batch.submit(self._note)  # the step's one wait for its devices
             for i, p in self._device_grads:
                 if host[i, _NAN] + host[i, _INF] == 0 and host[i, _ABSMAX] <= 0:
@@ -468,7 +473,8 @@ class Recorder:
         self._thooks = []
         self._batch.clear()
         self._in_norms = {}
-        self._rows_seen = {}
+        if self._kernel is not None:
+            self._kernel.new_step()
         self._last = self._hooked = None
         self._device_grads = []
         self._restore_all()
@@ -528,9 +534,15 @@ class Recorder:
             self._observe_device(_dir(direction), tensor, layer, sublayer, _site(site),
                                  self._cs["manual"])
             return True
-        if _lib.HAS_PARTIALS:
-            return self._observe_kernel(_dir(direction), tensor, layer, sublayer, _site(site),
-                                        self._cs["manual"]) == _lib.OK
+        if self._kernel is not None:
+            self._submit_kernel()  # what waits goes first, in its order
+            st = self._kernel.observe(_dir(direction), tensor, layer, sublayer, _site(site),
+                                      self._cs["manual"])
+            failed = 0
+            if st == _lib.OK:
+                st, failed = self._kernel.submit()
+            self._note(st, failed)
+            return st == _lib.OK
         view, owner = _tensor.as_2d(tensor)
         st = lib.resdiag_observe_at(self._rd, _dir(direction), layer, sublayer, _site(site),
                                     view, self._cs["manual"], 0)
@@ -557,8 +569,11 @@ class Recorder:
             h.remove()
         self._hooks, self._thooks, self._ran_hooks = [], [], []
         self._hooked = self._last = None
+        if self._kernel is not None:
+            self._kernel.new_step()
         self._restore_all()
         self._layers, self._params, self._model_params = [], [], []
+        self._param_entries = []
         self._final_norm = self._head = None
         if self._rd is None:
             return
@@ -582,10 +597,12 @@ class Recorder:
         return False
 
     # ------------------------------------------------------------ errors
-    def _note(self, st):
+    def _note(self, st, failed=1):
+        """Counts failed calls (or entries of a submission): st is the
+        first one's status."""
         if st == _lib.OK:
             return
-        self.errors += 1
+        self.errors += max(1, failed)
         if self.first_error is None:
             msg = lib.resdiag_errmsg(self._rd).decode("utf-8", "replace") if self._rd else ""
             self.first_error = "%s: %s" % (_lib.strerror(st), msg)
@@ -631,56 +648,20 @@ class Recorder:
             self._in_norms[(layer, sub)] = norms
         self._batch.add((direction, layer, sub, site, -1, 0), cs, p)
 
-    def _observe_kernel(self, direction, t, layer, sub, site, cs):
-        """Records t at the site now, by the C kernel: its partial
-        (resdiag_partial_compute, once for consecutive sites of one tensor:
-        see _last), submitted with resdiag_observe_partial. The update
-        ratio's per-token part is paired here from the row norms of the
-        STREAM_IN call, as on the device path."""
-        forward = direction == _lib.FORWARD and layer >= 0
-        view, owner = _tensor.as_2d(t)
-        key = (direction, layer, sub, site)
-        row0 = self._rows_seen.get(key, 0)
-        self._rows_seen[key] = row0 + view.rows
-        last = self._last
-        if last is not None and last[0] is t and last[1] == t._version and last[2] == row0 \
-                and not last[5] and (last[4] is not None or not forward):
-            buf, norms = last[3], last[4]
-        else:
-            buf = (ctypes.c_double * _device.PARTIAL_DOUBLES)()
-            norms = torch.empty(view.rows, dtype=torch.float64) if forward else None
-            st = lib.resdiag_partial_compute(self._rd, view, row0, buf,
-                                             norms.data_ptr() if forward and view.rows else None)
-            del owner
-            if st != _lib.OK:
-                self._last = None
-                self._note(st)
-                return st
-            self._last = (t, t._version, row0, buf, norms, False)
-        if forward and site == S_STREAM_IN:
-            self._in_norms[(layer, sub)] = norms
-        elif forward and site == S_BRANCH_OUT:
-            x_norms = self._in_norms.pop((layer, sub), None)
-            if x_norms is not None and x_norms.shape[0] == norms.shape[0]:
-                # rows with ||x_i|| > 0 (norms are >= 0); x_norms is 0 elsewhere
-                buf[_RATIO_SUM] = float(torch.where(x_norms > 0, norms / x_norms, x_norms).sum())
-                buf[_RATIO_ROWS] = float(torch.count_nonzero(x_norms))
-            else:
-                buf[_RATIO_SUM], buf[_RATIO_ROWS] = 0.0, -1.0
-        st = lib.resdiag_observe_partial(self._rd, direction, layer, sub, site, buf, cs, 0)
-        self._note(st)
-        return st
-
     def _observe(self, t, layer, sub, site, cs):
         if t is None or not t.is_floating_point():
             return
         if layer >= 0:
             layer += self._layer0
         try:
-            if self._on_device(t):
+            kernel = self._kernel
+            if kernel is not None and self.device_stats != "always" and \
+                    (self.device_stats == "never" or (t.is_cpu and not self._batch.partials)):
+                st = kernel.observe(_lib.FORWARD, t, layer, sub, site, cs)  # not _on_device(t)
+                if st:
+                    self._note(st)
+            elif self._on_device(t):
                 self._observe_device(_lib.FORWARD, t, layer, sub, site, cs)
-            elif _lib.HAS_PARTIALS:
-                self._observe_kernel(_lib.FORWARD, t, layer, sub, site, cs)
             else:
                 view, owner = _tensor.as_2d(t)
                 self._note(lib.resdiag_observe_at(self._rd, _lib.FORWARD, layer, sub, site,
@@ -700,8 +681,22 @@ class Recorder:
             self._fail(e)
 
     def _grads(self, sites, g):
+        """The tensor hook: g at the sites of its tensor."""
+        if not self._recording or g is None:
+            return None
+        kernel = self._kernel
+        if kernel is not None and self.device_stats != "always" and \
+                (self.device_stats == "never" or (g.is_cpu and not self._batch.partials)):
+            try:
+                st = kernel.observe_sites(_lib.BACKWARD, g, sites)  # not _on_device(g)
+                if st:
+                    self._note(st)
+            except Exception as e:  # noqa: BLE001 - see _fail
+                self._fail(e)
+            return None
         for layer, sub, site, cs in sites:
             self._grad(layer, sub, site, cs, g)
+        return None
 
     def _grad(self, layer, sub, site, cs, g):
         if not self._recording or g is None:
@@ -710,8 +705,10 @@ class Recorder:
             if self._on_device(g):
                 self._observe_device(_lib.BACKWARD, g, layer, sub, site, cs)
                 return None
-            if _lib.HAS_PARTIALS:
-                self._observe_kernel(_lib.BACKWARD, g, layer, sub, site, cs)
+            if self._kernel is not None:
+                st = self._kernel.observe(_lib.BACKWARD, g, layer, sub, site, cs)
+                if st:
+                    self._note(st)
                 return None
             view, owner = _tensor.as_2d(g)
             self._note(lib.resdiag_observe_at(self._rd, _lib.BACKWARD, layer, sub, site, view, cs, 0))
@@ -719,42 +716,50 @@ class Recorder:
             self._fail(e)
         return None
 
-    def _param(self, layer, name, p, empty):
-        g = p.grad
-        if g is None:
-            empty.append((p, "None"))
-            return
-        if layer >= 0:
-            layer += self._layer0
-        try:
-            if self._on_device(g):
-                # all zero or not: told by the partial once it is on the host
-                x = _device.as_rows(g)
-                part, _ = self._partials.compute(x, 0, False)
-                index = 0 if layer == _lib.MODEL_LEVEL else self._param_index[name]
-                self._device_grads.append((len(self._batch), p))
-                self._batch.add((_lib.FORWARD, layer, 0, -1, index, 0), self._cs["param"], part)
-                return
-            view, owner = _tensor.as_2d(g)
-            if _lib.HAS_PARTIALS:
-                # One read of the gradient gives its statistics and whether it
-                # is all zero (g.any() would read it once more, the costliest
-                # part of a bf16 step's recording).
-                pb = self._pbuf
-                st = lib.resdiag_partial_compute(self._rd, view, 0, pb, None)
-                if st == _lib.OK:
-                    if pb[_NAN] + pb[_INF] == 0 and pb[_ABSMAX] <= 0:
+    def _record_params(self, empty):
+        """The step's parameter gradients (.grad as it is now), in order:
+        queued on the C kernel path (submitted with the step's sites), or
+        on the device path, or recorded at once by a library without
+        partials."""
+        kernel = self._kernel
+        for layer, index, name, p in self._param_entries:
+            g = p.grad
+            if g is None:
+                empty.append((p, "None"))
+                continue
+            try:
+                if kernel is not None and not self._on_device(g):
+                    st, zero = kernel.param(layer, index, g, PARAM_CALLSITE)
+                    if zero:
                         empty.append((p, "all zero"))
-                    st = lib.resdiag_param_grad_partial(self._rd, layer, self._pnames[name], pb,
-                                                        self._cs["param"], 0)
-                self._note(st)
-                return
-            if not bool(g.any()):
-                empty.append((p, "all zero"))
-            self._note(lib.resdiag_param_grad_at(self._rd, layer, self._pnames[name], view,
-                                                 self._cs["param"], 0))
-        except Exception as e:  # noqa: BLE001
-            self._fail(e)
+                    if st:
+                        self._note(st)
+                else:
+                    self._param(layer, index, name, p, g, empty)
+            except Exception as e:  # noqa: BLE001 - see _fail
+                self._fail(e)
+
+    def _submit_kernel(self):
+        """Submits the sites that wait on the C kernel path."""
+        if self._kernel is not None:
+            st, failed = self._kernel.submit()
+            if st:
+                self._note(st, failed)
+
+    def _param(self, layer, index, name, p, g, empty):
+        """A gradient on the device path, or through a library without
+        partials."""
+        if self._on_device(g):
+            # all zero or not: told by the partial once it is on the host
+            part, _ = self._partials.compute(_device.as_rows(g), 0, False)
+            self._device_grads.append((len(self._batch), p))
+            self._batch.add((_lib.FORWARD, layer, 0, -1, index, 0), self._cs["param"], part)
+            return
+        view, owner = _tensor.as_2d(g)
+        if not bool(g.any()):
+            empty.append((p, "all zero"))
+        self._note(lib.resdiag_param_grad_at(self._rd, layer, self._pnames[name], view,
+                                             self._cs["param"], 0))
 
     def _warn_empty_grads(self, empty):
         p, how = empty[0]

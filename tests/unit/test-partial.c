@@ -6,7 +6,8 @@
  * records what the tensor itself records (f32, f64, f16, bf16, strided,
  * NaN and Inf, 0, 1 and many rows); a partial written by hand records the
  * fields its definitions give; a site's calls merge, the update ratio
- * comes from ratio_sum / ratio_rows, a batch is its single calls; every
+ * comes from ratio_sum / ratio_rows or from row norms given with the
+ * partials, a batch is its single calls; every
  * inconsistent member is refused, naming it; NULLs and no-op cases.
  */
 #include <check.h>
@@ -612,6 +613,123 @@ START_TEST(update_ratio_from_ratio_sum_and_ratio_rows)
 }
 END_TEST
 
+/* one entry of resdiag_submit_partial_refs, alone: forward, sublayer 1 */
+static resdiag_status ref1(resdiag *r, int layer, resdiag_site site, const resdiag_partial *p,
+                           const double *norms, int line)
+{
+    resdiag_partial_ref e = { { RESDIAG_FORWARD, layer, 1, site, -1, line, "bind.py" }, p,
+                              norms };
+    int failed = -1;
+    resdiag_status st = resdiag_submit_partial_refs(r, 1, &e, NULL, &failed);
+    ck_assert_int_eq(failed, st != RESDIAG_OK);
+    return st;
+}
+
+/* Partials submitted with their row norms (resdiag_submit_partial_refs)
+ * pair the update ratio by the norms, as tensors do: the same per-token
+ * mean as two tensors (bit for bit), whatever the BRANCH_OUT's ratio_sum /
+ * ratio_rows say, also paired with a tensor; a partial with norms and one
+ * without cannot pair. */
+START_TEST(update_ratio_from_row_norms)
+{
+    static double x[5 * D], dx[5 * D];
+    fill(x, 5, 51, 0);
+    fill(dx, 5, 53, 0);
+    for (int j = 0; j < D; j++)
+        x[1 * D + j] = 0; /* a token of norm 0: left out of the per-token mean */
+    resdiag *r = open_run("norms.h5", K);
+    const int at[2] = { 0, 2 }, n[2] = { 2, 3 };
+    for (int s = 0; s < 2; s++) {
+        ck_assert_int_eq(resdiag_step_begin(r, s), RESDIAG_OK);
+        for (int c = 0; c < 2; c++) {
+            resdiag_tensor tx = resdiag_f64(x + at[c] * D, n[c], D);
+            resdiag_tensor tdx = resdiag_f64(dx + at[c] * D, n[c], D);
+            double in_norms[3], br_norms[3];
+            resdiag_partial pi, pb;
+            ck_assert_int_eq(resdiag_partial_compute(r, tx, at[c], &pi, in_norms), RESDIAG_OK);
+            ck_assert_int_eq(resdiag_partial_compute(r, tdx, at[c], &pb, br_norms), RESDIAG_OK);
+            pb.ratio_sum = 99; /* not used when norms come with it */
+            pb.ratio_rows = 1;
+            /* layer 0: tensors; layer 1: partials with norms (in step 1 the
+             * second BRANCH_OUT without); layer 2: a partial STREAM_IN with
+             * norms and a tensor BRANCH_OUT */
+            ck_assert_int_eq(RESDIAG_FWD(r, 0, 1, RESDIAG_STREAM_IN, tx), RESDIAG_OK);
+            ck_assert_int_eq(RESDIAG_FWD(r, 0, 1, RESDIAG_BRANCH_OUT, tdx), RESDIAG_OK);
+            ck_assert_int_eq(ref1(r, 1, RESDIAG_STREAM_IN, &pi, in_norms, 1), RESDIAG_OK);
+            ck_assert_int_eq(ref1(r, 1, RESDIAG_BRANCH_OUT, &pb,
+                                  s == 1 && c == 1 ? NULL : br_norms, 2), RESDIAG_OK);
+            ck_assert_int_eq(ref1(r, 2, RESDIAG_STREAM_IN, &pi, in_norms, 3), RESDIAG_OK);
+            ck_assert_int_eq(RESDIAG_FWD(r, 2, 1, RESDIAG_BRANCH_OUT, tdx), RESDIAG_OK);
+            /* norms at a site without an add are not read */
+            ck_assert_int_eq(ref1(r, 0, RESDIAG_NORM_OUT, &pi, NULL, 4), RESDIAG_OK);
+        }
+        ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    }
+    /* the no-op and NULL cases */
+    int failed = -1;
+    ck_assert_int_eq(resdiag_submit_partial_refs(NULL, 1, NULL, "b", &failed), RESDIAG_OK);
+    ck_assert_int_eq(failed, 0);
+    resdiag_partial idle;
+    ck_assert_int_eq(resdiag_partial_compute(r, resdiag_f64(x, 1, D), 0, &idle, NULL),
+                     RESDIAG_OK);
+    ck_assert_int_eq(ref1(r, 0, RESDIAG_STREAM_IN, &idle, NULL, 6), RESDIAG_OK); /* no step */
+    ck_assert_int_eq(resdiag_step_begin(r, 2), RESDIAG_OK);
+    ck_assert_int_eq(ref1(r, 0, RESDIAG_STREAM_IN, NULL, NULL, 7), RESDIAG_E_NULL);
+    ck_assert_ptr_nonnull(strstr(resdiag_errmsg(r), "resdiag_submit_partial_refs"));
+    ck_assert_ptr_nonnull(strstr(resdiag_errmsg(r), "bind.py:7"));
+    ck_assert_int_eq(resdiag_submit_partial_refs(r, 2, NULL, "b", &failed), RESDIAG_E_NULL);
+    ck_assert_int_eq(failed, 2);
+    ck_assert_int_eq(resdiag_submit_partial_refs(r, -1, NULL, "b", &failed), RESDIAG_E_INVALID);
+    ck_assert_int_eq(failed, 1);
+    ck_assert_int_eq(resdiag_submit_partial_refs(r, 0, NULL, "b", &failed), RESDIAG_OK);
+    ck_assert_int_eq(failed, 0);
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    close_run(r);
+
+    long double tok = 0;
+    int tok_n = 0;
+    for (int i = 0; i < 5; i++) {
+        long double a = 0, b = 0;
+        for (int j = 0; j < D; j++) {
+            a += (long double)x[i * D + j] * x[i * D + j];
+            b += (long double)dx[i * D + j] * dx[i * D + j];
+        }
+        if (a > 0) {
+            tok += sqrtl(b / a);
+            tok_n++;
+        }
+    }
+    const double want_tok = (double)(tok / tok_n);
+    resdiag_reader *rd = read_run("norms.h5");
+    for (int s = 0; s < 2; s++) {
+        double u0[RESDIAG_N_UPDATE_FIELDS];
+        ck_assert_int_eq(resdiag_reader_update(rd, s, 0, 1, u0), RESDIAG_OK);
+        ck_assert_msg(close_to(u0[RESDIAG_UPDATE_RATIO_TOK_MEAN], want_tok, 1e-12, 0),
+                      "step %d: tensors' ratio_tok_mean %.17g, want %.17g", s,
+                      u0[RESDIAG_UPDATE_RATIO_TOK_MEAN], want_tok);
+        for (int layer = 1; layer < 3; layer++) {
+            double u[RESDIAG_N_UPDATE_FIELDS];
+            ck_assert_int_eq(resdiag_reader_update(rd, s, layer, 1, u), RESDIAG_OK);
+            ck_assert_msg(u[RESDIAG_UPDATE_RATIO_FROB] == u0[RESDIAG_UPDATE_RATIO_FROB],
+                          "step %d layer %d: ratio_frob %.17g, the tensors' %.17g", s, layer,
+                          u[RESDIAG_UPDATE_RATIO_FROB], u0[RESDIAG_UPDATE_RATIO_FROB]);
+            if (s == 1 && layer == 1)
+                ck_assert_msg(isnan(u[RESDIAG_UPDATE_RATIO_TOK_MEAN]),
+                              "step 1 layer 1: ratio_tok_mean %.17g, want NaN (norms on one "
+                              "side only)", u[RESDIAG_UPDATE_RATIO_TOK_MEAN]);
+            else
+                ck_assert_msg(u[RESDIAG_UPDATE_RATIO_TOK_MEAN] ==
+                                  u0[RESDIAG_UPDATE_RATIO_TOK_MEAN],
+                              "step %d layer %d: ratio_tok_mean %.17g, the tensors' %.17g", s,
+                              layer, u[RESDIAG_UPDATE_RATIO_TOK_MEAN],
+                              u0[RESDIAG_UPDATE_RATIO_TOK_MEAN]);
+        }
+    }
+    resdiag_reader_destroy(rd);
+    remove_run("norms.h5");
+}
+END_TEST
+
 /* Every dataset of two runs (but the wall-clock times) holds the same
  * values, and the sites' call sites are the same. */
 static void assert_same_runs(const char *a_name, const char *b_name)
@@ -695,14 +813,16 @@ static resdiag_status single_call(resdiag *r, int e, const resdiag_partial *p)
                                    (resdiag_site)b->site, p, file, b->line);
 }
 
-/* resdiag_submit_partials of n entries writes what n single calls write;
+/* resdiag_submit_partials (and resdiag_submit_partial_refs) of n entries
+ * writes what n single calls write;
  * a bad entry in the middle is reported (the first failure returned, each
  * logged) and the others are still recorded. */
 START_TEST(a_batch_is_its_single_calls)
 {
     resdiag_partial p[N_BATCH];
     for (int bad = 0; bad < 2; bad++) {
-        resdiag *a = open_run("batch.h5", K), *b = open_run("single.h5", K);
+        resdiag *a = open_run("batch.h5", K), *b = open_run("single.h5", K),
+                *c = open_run("refs.h5", K);
         batch_partials(a, p);
         resdiag_partial_site sites[N_BATCH];
         memcpy(sites, batch_sites, sizeof sites);
@@ -724,6 +844,19 @@ START_TEST(a_batch_is_its_single_calls)
         for (int e = 0; e < N_BATCH; e++)
             if (!bad || (e != 2 && e != 4))
                 ck_assert_int_eq(single_call(b, e, &p[e]), RESDIAG_OK);
+        /* the same entries by reference, without norms: the same run */
+        resdiag_partial_ref refs[N_BATCH];
+        for (int e = 0; e < N_BATCH; e++)
+            refs[e] = (resdiag_partial_ref){ sites[e], &p[e], NULL };
+        int failed = -1;
+        ck_assert_int_eq(resdiag_step_begin(c, 0), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_submit_partial_refs(c, N_BATCH, refs, batch_file, &failed),
+                         bad ? RESDIAG_E_INVALID : RESDIAG_OK);
+        ck_assert_int_eq(failed, bad ? 2 : 0);
+        ck_assert_int_eq(resdiag_step_end(c), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_step_begin(c, 1), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_step_end(c), RESDIAG_OK);
+        close_run(c);
         ck_assert_int_eq(resdiag_step_end(a), RESDIAG_OK);
         ck_assert_int_eq(resdiag_step_end(b), RESDIAG_OK);
         /* an empty batch is a no-op */
@@ -735,6 +868,7 @@ START_TEST(a_batch_is_its_single_calls)
         close_run(a);
         close_run(b);
         assert_same_runs("batch.h5", "single.h5");
+        assert_same_runs("refs.h5", "single.h5");
         resdiag_reader *rd = read_run("batch.h5");
         double f[RESDIAG_N_FIELDS];
         int obs = -1;
@@ -753,6 +887,7 @@ START_TEST(a_batch_is_its_single_calls)
         resdiag_reader_destroy(rd);
         remove_run("batch.h5");
         remove_run("single.h5");
+        remove_run("refs.h5");
     }
 }
 END_TEST
@@ -1120,6 +1255,7 @@ int main(void)
         a_partial_written_by_hand_records_its_fields,
         partial_calls_of_a_site_merge_like_one_tensor,
         update_ratio_from_ratio_sum_and_ratio_rows,
+        update_ratio_from_row_norms,
         a_batch_is_its_single_calls,
         param_grad_partial_records_the_gradient,
         inconsistent_members_are_refused,
