@@ -41,7 +41,8 @@
  * the call: thread-safe.
  *
  * Paths: the one-read-per-row loop above (fast_row_portable) has vector
- * twins in lib/stats/stats_simd.c (AVX2+FMA+F16C and AVX-512F+DQ+BW; see
+ * twins in lib/stats/stats_avx2.c (AVX2+FMA+F16C) and stats_avx512.c
+ * (AVX-512F+DQ+BW; the kernels they share: simd_kernels.h; see
  * stats_impl.h), which sum f32/f16/bf16 rows in float lanes; both
  * also read up to 16 rows per call (rd_fast_rows_fn) and hand the rows
  * that need more back to the one-row kernel.

@@ -1,7 +1,8 @@
 /*
  * stats_impl.h - what lib/stats/stats.c shares with its vector kernels
- * (lib/stats/stats_simd.c, compiled once per instruction set). Not API, not part
- * of the stats contract: the contract is lib/stats/stats.h.
+ * (lib/stats/stats_avx2.c and stats_avx512.c, one file per instruction
+ * set). Not API, not part of the stats contract: the contract is
+ * lib/stats/stats.h.
  *
  * A "fast row" kernel reads one row once, trusting it to be finite and in
  * range, and returns its sums; stats.c checks them, rescans the rare rows

@@ -24,7 +24,7 @@
  * Exact quantities (counts, ABSMAX, its column, shape) must match exactly.
  *
  * The vector paths (AVX2, AVX-512) sum f32, f16 and bf16 rows in float
- * lanes over blocks and in double across blocks (lib/stats/stats_simd.c), so for
+ * lanes over blocks and in double across blocks (lib/stats/simd_kernels.h), so for
  * those dtypes their bound is float's: each row sum (sum x, sum x^2, a
  * sketch bucket) is within G = 24 u_f (u_f = 2^-24, at most 22 roundings
  * per term) of the sum of its |terms|. Per token that gives: norm and rms
