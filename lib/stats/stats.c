@@ -110,17 +110,24 @@ float rd_bf16_to_f32(uint16_t b)
 /* splitmix64's finaliser: a bijection with good avalanche. */
 static uint64_t mix64(uint64_t z)
 {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    z = (z ^ (z >> 30)) * RD_SIGN_M1;
+    z = (z ^ (z >> 27)) * RD_SIGN_M2;
     return z ^ (z >> 31);
 }
 
-#define GOLDEN 0x9e3779b97f4a7c15u
+#define GOLDEN RD_SIGN_GOLDEN
 
 double rd_row_sign(uint64_t seed, int64_t row)
 {
     uint64_t h = mix64(seed ^ ((uint64_t)row * GOLDEN));
     return (h >> 63) ? -1.0 : 1.0;
+}
+
+/* rd_row_signs_fn of the paths without a vector one */
+static void row_signs_portable(double *sg, uint64_t seed, int64_t row, int n)
+{
+    for (int q = 0; q < n; q++)
+        sg[q] = rd_row_sign(seed, row + q);
 }
 
 void rd_fill_column_signs(float *tau /* (n) */, size_t n, uint64_t seed)
@@ -596,6 +603,17 @@ static const rd_fast_rows_fn path_rows_kernel[RD_STATS_N_PATHS] = {
 #endif
 };
 
+/* The row signs of a 16-row call (rd_row_signs_fn). */
+static const rd_row_signs_fn path_row_signs[RD_STATS_N_PATHS] = {
+    row_signs_portable,
+    row_signs_portable,
+#ifdef RD_HAVE_AVX512
+    rd_row_signs_avx512,
+#else
+    row_signs_portable,
+#endif
+};
+
 static int cpu_has_path(rd_stats_path path)
 {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -632,6 +650,11 @@ int rd_stats_path_available(rd_stats_path path)
 rd_fast_rows_fn rd_stats_rows_kernel(rd_stats_path path)
 {
     return rd_stats_path_available(path) ? path_rows_kernel[path] : NULL;
+}
+
+rd_row_signs_fn rd_stats_row_signs(rd_stats_path path)
+{
+    return rd_stats_path_available(path) ? path_row_signs[path] : row_signs_portable;
 }
 
 const char *rd_stats_path_name(rd_stats_path path)
@@ -957,10 +980,13 @@ static void take_rows(partial *p, const rd_rows_out *ro, int nr, int k, double *
 }
 
 /* Rows [r0, r1) of t into *p (which starts empty). */
-static void compute_rows(partial *p, rd_fast_row_fn fast_row, rd_fast_rows_fn fast_rows,
-                         double *row_norms, const resdiag_tensor *t,
-                         const rd_sketch_params *sp, int64_t r0, int64_t r1)
+static void compute_rows(partial *p, rd_stats_path path, double *row_norms,
+                         const resdiag_tensor *t, const rd_sketch_params *sp, int64_t r0,
+                         int64_t r1)
 {
+    const rd_fast_row_fn fast_row = path_kernel[path];
+    const rd_row_signs_fn row_signs = path_row_signs[path];
+    rd_fast_rows_fn fast_rows = path_rows_kernel[path];
     const size_t row_bytes = (size_t)(t->row_stride ? t->row_stride : t->cols) *
                              dtype_size(t->dtype);
     const int64_t cols = t->cols;
@@ -994,8 +1020,10 @@ static void compute_rows(partial *p, rd_fast_row_fn fast_row, rd_fast_rows_fn fa
             if (fast_rows && k >= k0 + nr) {
                 k0 = k;
                 nr = nb - k < RD_ROWS_MAX ? nb - k : RD_ROWS_MAX;
-                for (int q = 0; q < nr; q++)
-                    sg[q] = K ? rd_row_sign(sp->seed, sp->row0 + i + q) : 0.0;
+                if (K)
+                    row_signs(sg, sp->seed, sp->row0 + i, nr);
+                else
+                    memset(sg, 0, (size_t)nr * sizeof *sg);
                 if (!fast_rows(&ro, K ? p->sketch : NULL, sg, row, row_bytes, nr, t->dtype,
                                cols, sp, p->amax)) {
                     fast_rows = NULL; /* it depends on the shape only: not for this tensor */
@@ -1239,7 +1267,7 @@ static void compute_rows_at(partial *p, rd_stats_path path, double *row_norms,
                             int64_t r1)
 {
     if (sp == NULL || sp->col0 <= 0) {
-        compute_rows(p, path_kernel[path], path_rows_kernel[path], row_norms, t, sp, r0, r1);
+        compute_rows(p, path, row_norms, t, sp, r0, r1);
         return;
     }
     const size_t K = sp->k > 0 ? (size_t)sp->k : 0;
@@ -1247,7 +1275,7 @@ static void compute_rows_at(partial *p, rd_stats_path path, double *row_norms,
     local.col0 = 0;
     if (K)
         local.tau = sp->tau + (size_t)((uint64_t)sp->col0 % sp->tau_len);
-    compute_rows(p, path_kernel[path], path_rows_kernel[path], row_norms, t, &local, r0, r1);
+    compute_rows(p, path, row_norms, t, &local, r0, r1);
     if (K) {
         double turned[RESDIAG_MAX_SKETCH];
         const size_t c = (size_t)((uint64_t)sp->col0 % K);

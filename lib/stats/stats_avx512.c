@@ -548,6 +548,29 @@ void rd_set_bf16_dot_avx512(int on) { (void)on; }
 int rd_bf16_dot_avx512(void) { return 0; }
 #endif /* RD_HAVE_BF16_DOT */
 
+/* rd_row_signs_fn: rd_row_sign's hash 8 rows a vector (vpmullq), the same
+ * integer operations, so the same bits. The hash's last step,
+ * z ^ (z >> 31), leaves the top bit (the sign) as it is: not done. */
+void rd_row_signs_avx512(double *sg, uint64_t seed, int64_t row, int n)
+{
+    const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i golden = _mm512_set1_epi64((long long)RD_SIGN_GOLDEN);
+    const __m512i m1 = _mm512_set1_epi64((long long)RD_SIGN_M1);
+    const __m512i m2 = _mm512_set1_epi64((long long)RD_SIGN_M2);
+    const __m512i s = _mm512_set1_epi64((long long)seed);
+    for (int h = 0; h < n; h += 8) {
+        __m512i r = _mm512_add_epi64(_mm512_set1_epi64((long long)((uint64_t)row + (uint64_t)h)),
+                                     lane);
+        __m512i z = _mm512_xor_si512(s, _mm512_mullo_epi64(r, golden));
+        z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), m1);
+        z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), m2);
+        __m512d v = _mm512_mask_blend_pd(_mm512_movepi64_mask(z), _mm512_set1_pd(1.0),
+                                         _mm512_set1_pd(-1.0));
+        const int left = n - h < 8 ? n - h : 8;
+        _mm512_mask_storeu_pd(sg + h, (__mmask8)((1u << left) - 1u), v);
+    }
+}
+
 int rd_fast_rows_avx512(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
                         size_t row_bytes, int n, resdiag_dtype dtype, int64_t cols,
                         const rd_sketch_params *sp, double amax_floor)

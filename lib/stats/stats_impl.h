@@ -92,6 +92,22 @@ int rd_fast_rows_avx2(rd_rows_out *o, double *acc, const double *sigma, const vo
                       size_t row_bytes, int n, resdiag_dtype dtype, int64_t cols,
                       const rd_sketch_params *sp, double amax_floor);
 
+/* The row signs of the sketch: sigma(i) = rd_row_sign(seed, i) is the top
+ * bit of mix64(seed ^ (i * RD_SIGN_GOLDEN)), splitmix64's finaliser
+ * (multipliers RD_SIGN_M1, RD_SIGN_M2). The vector kernels compute them
+ * too, so the constants live here, once. */
+#define RD_SIGN_GOLDEN 0x9e3779b97f4a7c15u
+#define RD_SIGN_M1 0xbf58476d1ce4e5b9u
+#define RD_SIGN_M2 0x94d049bb133111ebu
+
+/* sg[q] = rd_row_sign(seed, row + q) for q < n (1 <= n <= RD_ROWS_MAX),
+ * bit for bit: the signs are part of the run file's sketch. */
+typedef void (*rd_row_signs_fn)(double *sg /* (n) */, uint64_t seed, int64_t row, int n);
+/* AVX-512 (DQ's 64-bit products): 8 rows a vector */
+void rd_row_signs_avx512(double *sg, uint64_t seed, int64_t row, int n);
+/* The path's row signs (the portable loop where it has no vector one; tests). */
+rd_row_signs_fn rd_stats_row_signs(rd_stats_path path);
+
 /* The path's 16-row kernel, or NULL when it has none or the CPU cannot
  * run it (tests: which shapes it takes). */
 rd_fast_rows_fn rd_stats_rows_kernel(rd_stats_path path);

@@ -2015,6 +2015,58 @@ END_TEST
  * declines the rest without reading (the row-by-row path does them): a
  * shape it should take and declines would pass every test above on the
  * slower path. Its sums of a taken shape are held to the reference there. */
+/* The row sign as the run file defines it, written out here: the top bit
+ * of splitmix64's finaliser of seed ^ (row * golden ratio). */
+static double ref_row_sign(uint64_t seed, int64_t row)
+{
+    uint64_t z = seed ^ ((uint64_t)row * 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    z ^= z >> 31;
+    return z >> 63 ? -1.0 : 1.0;
+}
+
+/* Each path's signs of 1-16 rows at once (the 16-row calls'), bit for bit
+ * the definition's, for rows near 0, negative, a rank's base r * 2^40 and
+ * near INT64_MAX; nothing written past the n signs. */
+START_TEST(paths_row_signs_of_16_rows_are_the_definition_bit_for_bit)
+{
+    static const uint64_t seeds[] = { 0, 1, 0x5eed, 0x8000000000000000u, UINT64_MAX,
+                                      0x0123456789abcdefu };
+    static const int64_t rows[] = { 0, 1, 13, -16, -1, (int64_t)3 << 40, ((int64_t)7 << 40) + 999,
+                                    INT64_MAX - 15, INT64_MIN, 123456789 };
+    for (int path = 0; path < RD_STATS_N_PATHS; path++) {
+        if (!rd_stats_path_available((rd_stats_path)path))
+            continue;
+        rd_row_signs_fn signs = rd_stats_row_signs((rd_stats_path)path);
+        ck_assert_ptr_nonnull(signs);
+        int plus = 0, total = 0;
+        for (size_t s = 0; s < sizeof seeds / sizeof *seeds; s++)
+            for (size_t r = 0; r < sizeof rows / sizeof *rows; r++)
+                for (int n = 1; n <= RD_ROWS_MAX; n++) {
+                    double sg[RD_ROWS_MAX + 1];
+                    for (int q = 0; q <= RD_ROWS_MAX; q++)
+                        sg[q] = 7.0;
+                    signs(sg, seeds[s], rows[r], n);
+                    for (int q = 0; q < n; q++) {
+                        double want = ref_row_sign(seeds[s], (int64_t)((uint64_t)rows[r] + (uint64_t)q));
+                        ck_assert_msg(sg[q] == want, "path %s seed %llx row %lld + %d of %d: %g, not %g",
+                                      rd_stats_path_name((rd_stats_path)path),
+                                      (unsigned long long)seeds[s], (long long)rows[r], q, n,
+                                      sg[q], want);
+                        plus += sg[q] > 0;
+                        total++;
+                    }
+                    for (int q = n; q <= RD_ROWS_MAX; q++)
+                        ck_assert_msg(sg[q] == 7.0, "path %s wrote sign %d of %d",
+                                      rd_stats_path_name((rd_stats_path)path), q, n);
+                }
+        ck_assert_int_gt(plus, total / 4); /* both signs occur */
+        ck_assert_int_lt(plus, 3 * total / 4);
+    }
+}
+END_TEST
+
 START_TEST(paths_avx2_row_kernel_takes_the_shapes_it_is_for)
 {
     rd_fast_rows_fn rows = rd_stats_rows_kernel(RD_STATS_AVX2);
@@ -2473,6 +2525,7 @@ static Suite *stats_suite(void)
     tcase_add_test(tc, paths_agree_on_row_blocks_of_every_row_count);
     tcase_add_test(tc, paths_row_blocks_hand_back_rows_that_need_more);
     tcase_add_test(tc, paths_avx2_row_kernel_takes_the_shapes_it_is_for);
+    tcase_add_test(tc, paths_row_signs_of_16_rows_are_the_definition_bit_for_bit);
     tcase_add_test(tc, paths_agree_on_bf16_special_values);
     tcase_add_test(tc, paths_concurrent_calls_agree_bit_for_bit);
     tcase_add_test(tc, split_two_threads_match_reference_and_repeat_bit_for_bit);
