@@ -42,6 +42,14 @@
 #error "include stats/simd_kernels.h from stats_avx2.c or stats_avx512.c only"
 #endif
 
+#include <float.h>
+
+#if RD_SIMD_AVX512
+#define BLOCK_SUMS rd_block_sums_avx512
+#else
+#define BLOCK_SUMS rd_block_sums_avx2
+#endif
+
 #define NV (16 / VD_W) /* double vectors per 16 columns */
 #ifndef PREFETCH
 #define PREFETCH 2048 /* bytes ahead */
@@ -474,6 +482,74 @@ static inline void rows_max_update(rows_max *m, rd_rows_out *o, vf am, int r)
             o->amax_row = r;
         }
     }
+}
+
+
+/* rd_block_sums_fn (stats_impl.h): the 4 values of a token in one 256-bit
+ * vector; vminpd/vmaxpd are exactly stats.c's "x < l ? x : l" and
+ * "x > h ? x : h", and no product is fused into an add (ISO C: no
+ * contraction), so each lane gives stats.c's one-value bits. */
+void BLOCK_SUMS(rd_block_sums *o, const double *v, int n)
+{
+    const __m256d x0 = _mm256_loadu_pd(v), sgn = _mm256_set1_pd(-0.0);
+    __m256d s[4], q[4], l0 = x0, l1 = x0, h0 = x0, h1 = x0;
+    __m256d m0 = _mm256_setzero_pd(), m1 = _mm256_setzero_pd();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++)
+        s[c] = q[c] = _mm256_setzero_pd();
+    int k = 0;
+    for (; k + 4 <= n; k += 4) {
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256d x = _mm256_loadu_pd(v + 4 * (k + c));
+            s[c] = _mm256_add_pd(s[c], _mm256_sub_pd(x, x0));
+            q[c] = _mm256_add_pd(q[c], _mm256_mul_pd(x, x));
+            __m256d a = _mm256_andnot_pd(sgn, x);
+            if (c % 2 == 0) {
+                l0 = _mm256_min_pd(x, l0);
+                h0 = _mm256_max_pd(x, h0);
+                m0 = _mm256_max_pd(a, m0);
+            } else {
+                l1 = _mm256_min_pd(x, l1);
+                h1 = _mm256_max_pd(x, h1);
+                m1 = _mm256_max_pd(a, m1);
+            }
+        }
+    }
+    for (; k < n; k++) {
+        __m256d x = _mm256_loadu_pd(v + 4 * k);
+        s[0] = _mm256_add_pd(s[0], _mm256_sub_pd(x, x0));
+        q[0] = _mm256_add_pd(q[0], _mm256_mul_pd(x, x));
+        l0 = _mm256_min_pd(x, l0);
+        h0 = _mm256_max_pd(x, h0);
+        m0 = _mm256_max_pd(_mm256_andnot_pd(sgn, x), m0);
+    }
+    const __m256d sum = _mm256_add_pd(_mm256_add_pd(s[0], s[1]), _mm256_add_pd(s[2], s[3]));
+    _mm256_storeu_pd(o->s, sum);
+    _mm256_storeu_pd(o->sq, _mm256_add_pd(_mm256_add_pd(q[0], q[1]), _mm256_add_pd(q[2], q[3])));
+    _mm256_storeu_pd(o->lo, _mm256_min_pd(l1, l0));
+    _mm256_storeu_pd(o->hi, _mm256_max_pd(h1, h0));
+    _mm256_storeu_pd(o->amax, _mm256_max_pd(m1, m0));
+
+    /* about the means, where finite (|mean| <= DBL_MAX; else about 0) */
+    __m256d mean = _mm256_add_pd(x0, _mm256_div_pd(sum, _mm256_set1_pd((double)n)));
+    __m256d fin = _mm256_cmp_pd(_mm256_andnot_pd(sgn, mean), _mm256_set1_pd(DBL_MAX), _CMP_LE_OQ);
+    const __m256d c0 = _mm256_and_pd(mean, fin);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++)
+        s[c] = _mm256_setzero_pd();
+    for (k = 0; k + 4 <= n; k += 4) {
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256d d = _mm256_sub_pd(_mm256_loadu_pd(v + 4 * (k + c)), c0);
+            s[c] = _mm256_add_pd(s[c], _mm256_mul_pd(d, d));
+        }
+    }
+    for (; k < n; k++) {
+        __m256d d = _mm256_sub_pd(_mm256_loadu_pd(v + 4 * k), c0);
+        s[0] = _mm256_add_pd(s[0], _mm256_mul_pd(d, d));
+    }
+    _mm256_storeu_pd(o->dev, _mm256_add_pd(_mm256_add_pd(s[0], s[1]), _mm256_add_pd(s[2], s[3])));
 }
 
 #endif

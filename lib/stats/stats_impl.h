@@ -108,6 +108,28 @@ void rd_row_signs_avx512(double *sg, uint64_t seed, int64_t row, int n);
 /* The path's row signs (the portable loop where it has no vector one; tests). */
 rd_row_signs_fn rd_stats_row_signs(rd_stats_path path);
 
+/* What stats.c's moments over tokens take from a block of n (1..64)
+ * tokens, for their 4 values at once: v[4 k + q] is token k's norm, mean,
+ * rms and std for q = 0..3, and lane q of each field below is value q's.
+ * Every lane is computed by the same operations in the same order as
+ * stats.c's one-value loops did (4 chains, token k in chain k mod 4, added
+ * (c0 + c1) + (c2 + c3)), so every path gives the same bits:
+ *   s     sum_k (v_k - v_0)
+ *   lo/hi the smallest / largest v_k (chains k even / odd)
+ *   sq    sum_k v_k^2
+ *   amax  the largest |v_k| (chains k even / odd)
+ *   dev   sum_k (v_k - c)^2 about c = v_0 + s / n where that is finite,
+ *         else c = 0 */
+typedef struct rd_block_sums {
+    double s[4], lo[4], hi[4], sq[4], amax[4], dev[4];
+} rd_block_sums;
+typedef void (*rd_block_sums_fn)(rd_block_sums *o, const double *v /* (4 n) */, int n);
+/* 4 values a vector (256-bit, in both vector files) */
+void rd_block_sums_avx2(rd_block_sums *o, const double *v, int n);
+void rd_block_sums_avx512(rd_block_sums *o, const double *v, int n);
+/* The path's block sums (tests). */
+rd_block_sums_fn rd_stats_block_sums(rd_stats_path path);
+
 /* The path's 16-row kernel, or NULL when it has none or the CPU cannot
  * run it (tests: which shapes it takes). */
 rd_fast_rows_fn rd_stats_rows_kernel(rd_stats_path path);

@@ -2067,6 +2067,76 @@ START_TEST(paths_row_signs_of_16_rows_are_the_definition_bit_for_bit)
 }
 END_TEST
 
+/* rd_block_sums as stats_impl.h documents it, value q of n tokens: 4
+ * chains (token k in chain k mod 4) added (c0 + c1) + (c2 + c3); the
+ * extremes in 2 (k even, k odd). */
+static void ref_block_sums(rd_block_sums *o, const double *v, int n, int q)
+{
+    double s[4] = { 0 }, sq[4] = { 0 }, dv[4] = { 0 };
+    double lo[2], hi[2], am[2] = { 0.0, 0.0 };
+    const double x0 = v[q];
+    lo[0] = lo[1] = hi[0] = hi[1] = x0;
+    for (int k = 0; k < n; k++) {
+        const double x = v[4 * k + q];
+        const int c = k < n - n % 4 ? k % 4 : 0, e = k < n - n % 4 ? k % 2 : 0;
+        s[c] += x - x0;
+        sq[c] += x * x;
+        lo[e] = x < lo[e] ? x : lo[e];
+        hi[e] = x > hi[e] ? x : hi[e];
+        am[e] = fabs(x) > am[e] ? fabs(x) : am[e];
+    }
+    o->s[q] = (s[0] + s[1]) + (s[2] + s[3]);
+    o->sq[q] = (sq[0] + sq[1]) + (sq[2] + sq[3]);
+    o->lo[q] = lo[1] < lo[0] ? lo[1] : lo[0];
+    o->hi[q] = hi[1] > hi[0] ? hi[1] : hi[0];
+    o->amax[q] = am[1] > am[0] ? am[1] : am[0];
+    double mean = x0 + o->s[q] / n;
+    const double c0 = isfinite(mean) ? mean : 0.0;
+    for (int k = 0; k < n; k++) {
+        const double d = v[4 * k + q] - c0;
+        dv[k < n - n % 4 ? k % 4 : 0] += d * d;
+    }
+    o->dev[q] = (dv[0] + dv[1]) + (dv[2] + dv[3]);
+}
+
+/* Each path's sums of a block of 1-64 tokens' 4 values, bit for bit the
+ * documented order of operations (so every path gives the moments over
+ * tokens the same bits): random values of every sign and scale, equal
+ * values, and values near DBL_MAX (whose mean overflows). */
+START_TEST(paths_block_sums_of_tokens_follow_the_documented_order_bit_for_bit)
+{
+    double v[4 * 64];
+    uint64_t st = 0x1234567u;
+    for (int path = 0; path < RD_STATS_N_PATHS; path++) {
+        if (!rd_stats_path_available((rd_stats_path)path))
+            continue;
+        rd_block_sums_fn sums = rd_stats_block_sums((rd_stats_path)path);
+        ck_assert_ptr_nonnull(sums);
+        for (int kind = 0; kind < 4; kind++)
+            for (int n = 1; n <= 64; n++) {
+                for (int i = 0; i < 4 * n; i++) {
+                    st = st * 6364136223846793005u + 1442695040888963407u;
+                    double u = (double)(st >> 11) * 0x1p-53 - 0.25;
+                    v[i] = kind == 0   ? u
+                           : kind == 1 ? ldexp(u, (int)(st % 200) - 100)
+                           : kind == 2 ? 3.5
+                                       : (u > 0 ? DBL_MAX : -DBL_MAX) * (0.5 + fabs(u));
+                }
+                rd_block_sums got, want;
+                sums(&got, v, n);
+                for (int q = 0; q < 4; q++)
+                    ref_block_sums(&want, v, n, q);
+                const double *g = &got.s[0], *w = &want.s[0];
+                for (int f = 0; f < 24; f++)
+                    ck_assert_msg(memcmp(&g[f], &w[f], sizeof *g) == 0,
+                                  "path %s kind %d n %d field %d lane %d: %a, not %a",
+                                  rd_stats_path_name((rd_stats_path)path), kind, n, f / 4, f % 4,
+                                  g[f], w[f]);
+            }
+    }
+}
+END_TEST
+
 START_TEST(paths_avx2_row_kernel_takes_the_shapes_it_is_for)
 {
     rd_fast_rows_fn rows = rd_stats_rows_kernel(RD_STATS_AVX2);
@@ -2526,6 +2596,7 @@ static Suite *stats_suite(void)
     tcase_add_test(tc, paths_row_blocks_hand_back_rows_that_need_more);
     tcase_add_test(tc, paths_avx2_row_kernel_takes_the_shapes_it_is_for);
     tcase_add_test(tc, paths_row_signs_of_16_rows_are_the_definition_bit_for_bit);
+    tcase_add_test(tc, paths_block_sums_of_tokens_follow_the_documented_order_bit_for_bit);
     tcase_add_test(tc, paths_agree_on_bf16_special_values);
     tcase_add_test(tc, paths_concurrent_calls_agree_bit_for_bit);
     tcase_add_test(tc, split_two_threads_match_reference_and_repeat_bit_for_bit);
