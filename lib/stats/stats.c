@@ -41,7 +41,8 @@
  * the call: thread-safe.
  *
  * Paths: the one-read-per-row loop above (fast_row_portable) has vector
- * twins in lib/stats/stats_simd.c (AVX2+FMA+F16C and AVX-512F+DQ+BW; see
+ * twins in lib/stats/stats_avx2.c (AVX2+FMA+F16C) and stats_avx512.c
+ * (AVX-512F+DQ+BW; the kernels they share: simd_kernels.h; see
  * stats_impl.h), which sum f32/f16/bf16 rows in float lanes; both
  * also read up to 16 rows per call (rd_fast_rows_fn) and hand the rows
  * that need more back to the one-row kernel.
@@ -109,17 +110,24 @@ float rd_bf16_to_f32(uint16_t b)
 /* splitmix64's finaliser: a bijection with good avalanche. */
 static uint64_t mix64(uint64_t z)
 {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    z = (z ^ (z >> 30)) * RD_SIGN_M1;
+    z = (z ^ (z >> 27)) * RD_SIGN_M2;
     return z ^ (z >> 31);
 }
 
-#define GOLDEN 0x9e3779b97f4a7c15u
+#define GOLDEN RD_SIGN_GOLDEN
 
 double rd_row_sign(uint64_t seed, int64_t row)
 {
     uint64_t h = mix64(seed ^ ((uint64_t)row * GOLDEN));
     return (h >> 63) ? -1.0 : 1.0;
+}
+
+/* rd_row_signs_fn of the paths without a vector one */
+static void row_signs_portable(double *sg, uint64_t seed, int64_t row, int n)
+{
+    for (int q = 0; q < n; q++)
+        sg[q] = rd_row_sign(seed, row + q);
 }
 
 void rd_fill_column_signs(float *tau /* (n) */, size_t n, uint64_t seed)
@@ -595,6 +603,33 @@ static const rd_fast_rows_fn path_rows_kernel[RD_STATS_N_PATHS] = {
 #endif
 };
 
+/* The row signs of a 16-row call (rd_row_signs_fn). */
+static const rd_row_signs_fn path_row_signs[RD_STATS_N_PATHS] = {
+    row_signs_portable,
+    row_signs_portable,
+#ifdef RD_HAVE_AVX512
+    rd_row_signs_avx512,
+#else
+    row_signs_portable,
+#endif
+};
+
+/* The sums of a block of tokens' values (rd_block_sums_fn). */
+static void block_sums_portable(rd_block_sums *o, const double *v, int n);
+static const rd_block_sums_fn path_block_sums[RD_STATS_N_PATHS] = {
+    block_sums_portable,
+#ifdef RD_HAVE_AVX2
+    rd_block_sums_avx2,
+#else
+    block_sums_portable,
+#endif
+#ifdef RD_HAVE_AVX512
+    rd_block_sums_avx512,
+#else
+    block_sums_portable,
+#endif
+};
+
 static int cpu_has_path(rd_stats_path path)
 {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -631,6 +666,16 @@ int rd_stats_path_available(rd_stats_path path)
 rd_fast_rows_fn rd_stats_rows_kernel(rd_stats_path path)
 {
     return rd_stats_path_available(path) ? path_rows_kernel[path] : NULL;
+}
+
+rd_block_sums_fn rd_stats_block_sums(rd_stats_path path)
+{
+    return rd_stats_path_available(path) ? path_block_sums[path] : block_sums_portable;
+}
+
+rd_row_signs_fn rd_stats_row_signs(rd_stats_path path)
+{
+    return rd_stats_path_available(path) ? path_row_signs[path] : row_signs_portable;
 }
 
 const char *rd_stats_path_name(rd_stats_path path)
@@ -853,50 +898,60 @@ static double sumsq_max4(const double *x /* (n) */, int n, double *mx)
 }
 #undef MAX_ABS
 
-/* value += sum_k (x[k] - c)^2 for the n values x, where mx is the largest
- * |x[k] - c| (+Inf or NaN if one is not finite): one plain sum when no
- * square can overflow or lose precision to underflow, else one ssq_add
- * each. sumsq, when not NULL, is that plain sum already (c = 0). Returns
- * 0, adding nothing, when an x[k] - c is not finite. */
-static int ssq_add_about(ssq *a, const double *x /* (n) */, int n, double c, double mx,
-                         const double *sumsq)
+/* The block sums (rd_block_sums_fn) of the paths without vector ones:
+ * each value's tokens gathered, then the one-value loops above. */
+static void block_sums_portable(rd_block_sums *o, const double *v /* (4 n) */, int n)
+{
+    double x[TOK_BLOCK];
+    for (int q = 0; q < 4; q++) {
+        for (int k = 0; k < n; k++)
+            x[k] = v[4 * k + q];
+        o->s[q] = sum_range4(x, n, x[0], &o->lo[q], &o->hi[q]);
+        o->sq[q] = sumsq_max4(x, n, &o->amax[q]);
+        double mean = x[0] + o->s[q] / n;
+        o->dev[q] = sumsq_about4(x, n, isfinite(mean) ? mean : 0.0);
+    }
+}
+
+/* value += sum_k (v_k - c)^2 for the n values v_k = v[4 k + q], where mx
+ * is the largest |v_k - c| (+Inf or NaN if one is not finite) and sumsq
+ * their plain sum of squares: that sum when no square can overflow or
+ * lose precision to underflow, else one ssq_add each. Returns 0, adding
+ * nothing, when a v_k - c is not finite. */
+static int ssq_add_about(ssq *a, const double *v /* (4 n) */, int q, int n, double c, double mx,
+                         double sumsq)
 {
     if (mx == 0.0)
         return 1;
     if (mx > 0x1p-450 && mx < 0x1p450) {
         /* smaller squares that underflow are below 2^-1000 of the sum */
-        ssq_add(a, sqrt(sumsq ? *sumsq : sumsq_about4(x, n, c)));
+        ssq_add(a, sqrt(sumsq));
         return 1;
     }
     if (!(mx <= DBL_MAX))
         return 0;
     for (int k = 0; k < n; k++)
-        ssq_add(a, x[k] - c);
+        ssq_add(a, v[4 * k + q] - c);
     return 1;
 }
 
-/* value += sum_k x[k]^2 (ssq_add_about with c = 0) */
-static int ssq_add_all(ssq *a, const double *x /* (n) */, int n)
-{
-    double mx, sq = sumsq_max4(x, n, &mx);
-    return ssq_add_about(a, x, n, 0.0, mx, &sq);
-}
-
-/* m (n0 tokens so far) followed by the n tokens of v: the block's mean and
- * sum of squared deviations, merged by Chan et al.'s pairwise update. */
-static void moments_add_block(moments *m, const double *v /* (n) */, int n, double n0)
+/* m (n0 tokens so far) followed by the n tokens' value q (v[4 k + q],
+ * bs their block sums): the block's mean and sum of squared deviations,
+ * merged by Chan et al.'s pairwise update. */
+static void moments_add_block(moments *m, const rd_block_sums *bs, const double *v /* (4 n) */,
+                              int q, int n, double n0)
 {
     /* about the first value: equal tokens give exactly that value and a
      * spread of exactly 0 whatever n is */
-    double lo, hi;
-    double mean = v[0] + sum_range4(v, n, v[0], &lo, &hi) / n;
+    double lo = bs->lo[q], hi = bs->hi[q];
+    double mean = v[q] + bs->s[q] / n;
     if (isfinite(mean)) {
-        /* the largest |v[k] - mean|: rounding is monotonic, so it is that
+        /* the largest |v_k - mean|: rounding is monotonic, so it is that
          * of the extremes (NaN or Inf where a difference overflows) */
         double up = hi - mean, down = mean - lo;
         double mx = isnan(up) || isnan(down) ? NAN : up > down ? up : down;
         moments b = { mean, { 0.0, 0.0, 0.0 } };
-        if (ssq_add_about(&b.m2, v, n, mean, mx, NULL)) {
+        if (ssq_add_about(&b.m2, v, q, n, mean, mx, bs->dev[q])) {
             if (n0 == 0.0)
                 *m = b;
             else
@@ -908,7 +963,7 @@ static void moments_add_block(moments *m, const double *v /* (n) */, int n, doub
      * at a time */
     for (int k = 0; k < n; k++) {
         double nk = n0 + k + 1, inv = 1.0 / nk;
-        moments_add(m, v[k], inv, sqrt((nk - 1.0) * inv));
+        moments_add(m, v[4 * k + q], inv, sqrt((nk - 1.0) * inv));
     }
 }
 
@@ -928,19 +983,22 @@ static __attribute__((noinline)) void unscale_token(double *norm, double *mean, 
 }
 
 /* The nr rows from row (block row k) that fast_rows did all of (ro): their
- * per-token values into the block's tn, tm, tr, ts and row_norms, and the
- * extremes and ABSMAX into *p, as compute_rows' loop does row by row. */
-static void take_rows(partial *p, const rd_rows_out *ro, int nr, int k, double *tn, double *tm,
-                      double *tr, double *ts, double *row_norms /* (nr) or NULL */,
-                      const void *row, size_t row_bytes, resdiag_dtype dtype, int64_t cols)
+ * per-token values into the block's tv (4 a token: norm, mean, rms, std)
+ * and row_norms, and the extremes and ABSMAX into *p, as compute_rows'
+ * loop does row by row. */
+static void take_rows(partial *p, const rd_rows_out *ro, int nr, int k, double *tv,
+                      double *row_norms /* (nr) or NULL */, const void *row, size_t row_bytes,
+                      resdiag_dtype dtype, int64_t cols)
 {
-    const size_t n = (size_t)nr * sizeof *tn;
-    memcpy(tn + k, ro->norm, n);
-    memcpy(tm + k, ro->mean, n);
-    memcpy(tr + k, ro->rms, n);
-    memcpy(ts + k, ro->std, n);
+    double *t = tv + 4 * k;
+    for (int q = 0; q < nr; q++) {
+        t[4 * q] = ro->norm[q];
+        t[4 * q + 1] = ro->mean[q];
+        t[4 * q + 2] = ro->rms[q];
+        t[4 * q + 3] = ro->std[q];
+    }
     if (row_norms)
-        memcpy(row_norms, ro->norm, n);
+        memcpy(row_norms, ro->norm, (size_t)nr * sizeof *ro->norm);
     double lo = p->norm_min, hi = p->norm_max;
     for (int q = 0; q < nr; q++) {
         lo = ro->norm[q] < lo ? ro->norm[q] : lo;
@@ -956,10 +1014,14 @@ static void take_rows(partial *p, const rd_rows_out *ro, int nr, int k, double *
 }
 
 /* Rows [r0, r1) of t into *p (which starts empty). */
-static void compute_rows(partial *p, rd_fast_row_fn fast_row, rd_fast_rows_fn fast_rows,
-                         double *row_norms, const resdiag_tensor *t,
-                         const rd_sketch_params *sp, int64_t r0, int64_t r1)
+static void compute_rows(partial *p, rd_stats_path path, double *row_norms,
+                         const resdiag_tensor *t, const rd_sketch_params *sp, int64_t r0,
+                         int64_t r1)
 {
+    const rd_fast_row_fn fast_row = path_kernel[path];
+    const rd_row_signs_fn row_signs = path_row_signs[path];
+    const rd_block_sums_fn block_sums = path_block_sums[path];
+    rd_fast_rows_fn fast_rows = path_rows_kernel[path];
     const size_t row_bytes = (size_t)(t->row_stride ? t->row_stride : t->cols) *
                              dtype_size(t->dtype);
     const int64_t cols = t->cols;
@@ -967,8 +1029,8 @@ static void compute_rows(partial *p, rd_fast_row_fn fast_row, rd_fast_rows_fn fa
     const double dcols = (double)cols, inv_cols = 1.0 / dcols;
     const double rsqrt_cols = 1.0 / sqrt(dcols);
     double rb[RESDIAG_MAX_SKETCH]; /* (K) one row's buckets */
-    /* the block's per-token norm, mean, rms, std */
-    double tn[TOK_BLOCK], tm[TOK_BLOCK], tr[TOK_BLOCK], ts[TOK_BLOCK];
+    /* the block's per-token norm, mean, rms, std, token by token */
+    double tv[4 * TOK_BLOCK];
 
     memset(p, 0, sizeof *p);
     p->norm_min = INFINITY;
@@ -993,15 +1055,17 @@ static void compute_rows(partial *p, rd_fast_row_fn fast_row, rd_fast_rows_fn fa
             if (fast_rows && k >= k0 + nr) {
                 k0 = k;
                 nr = nb - k < RD_ROWS_MAX ? nb - k : RD_ROWS_MAX;
-                for (int q = 0; q < nr; q++)
-                    sg[q] = K ? rd_row_sign(sp->seed, sp->row0 + i + q) : 0.0;
+                if (K)
+                    row_signs(sg, sp->seed, sp->row0 + i, nr);
+                else
+                    memset(sg, 0, (size_t)nr * sizeof *sg);
                 if (!fast_rows(&ro, K ? p->sketch : NULL, sg, row, row_bytes, nr, t->dtype,
                                cols, sp, p->amax)) {
                     fast_rows = NULL; /* it depends on the shape only: not for this tensor */
                     nr = 0;
                 } else if (ro.redo == 0) { /* the common case: every row done */
-                    take_rows(p, &ro, nr, k, tn, tm, tr, ts, row_norms ? row_norms + i : NULL,
-                              row, row_bytes, t->dtype, cols);
+                    take_rows(p, &ro, nr, k, tv, row_norms ? row_norms + i : NULL, row,
+                              row_bytes, t->dtype, cols);
                     k += nr - 1;
                     continue;
                 }
@@ -1045,10 +1109,10 @@ static void compute_rows(partial *p, rd_fast_row_fn fast_row, rd_fast_rows_fn fa
             double tok_std = sqrt(var > 0.0 ? var : 0.0);
             if (rs.e != 0) /* rescanned rows only; libm calls cost on every row */
                 unscale_token(&tok_norm, &tok_mean, &tok_rms, &tok_std, rs.e, rs.amax);
-            tn[k] = tok_norm;
-            tm[k] = tok_mean;
-            tr[k] = tok_rms;
-            ts[k] = tok_std;
+            tv[4 * k] = tok_norm;
+            tv[4 * k + 1] = tok_mean;
+            tv[4 * k + 2] = tok_rms;
+            tv[4 * k + 3] = tok_std;
             p->norm_min = tok_norm < p->norm_min ? tok_norm : p->norm_min;
             p->norm_max = tok_norm > p->norm_max ? tok_norm : p->norm_max;
             if (row_norms)
@@ -1071,11 +1135,14 @@ static void compute_rows(partial *p, rd_fast_row_fn fast_row, rd_fast_rows_fn fa
                 }
         }
         const double n0 = (double)(b0 - r0);
-        moments_add_block(&p->norm, tn, nb, n0);
-        moments_add_block(&p->mean, tm, nb, n0);
-        moments_add_block(&p->rms, tr, nb, n0);
-        moments_add_block(&p->sdev, ts, nb, n0);
-        ssq_add_all(&p->frob, tn, nb);
+        rd_block_sums bs;
+        block_sums(&bs, tv, nb);
+        moments_add_block(&p->norm, &bs, tv, 0, nb, n0);
+        moments_add_block(&p->mean, &bs, tv, 1, nb, n0);
+        moments_add_block(&p->rms, &bs, tv, 2, nb, n0);
+        moments_add_block(&p->sdev, &bs, tv, 3, nb, n0);
+        /* FROB: sum of the norms' squares */
+        ssq_add_about(&p->frob, tv, 0, nb, 0.0, bs.amax[0], bs.sq[0]);
     }
     p->n = (double)(r1 - r0);
 }
@@ -1238,7 +1305,7 @@ static void compute_rows_at(partial *p, rd_stats_path path, double *row_norms,
                             int64_t r1)
 {
     if (sp == NULL || sp->col0 <= 0) {
-        compute_rows(p, path_kernel[path], path_rows_kernel[path], row_norms, t, sp, r0, r1);
+        compute_rows(p, path, row_norms, t, sp, r0, r1);
         return;
     }
     const size_t K = sp->k > 0 ? (size_t)sp->k : 0;
@@ -1246,7 +1313,7 @@ static void compute_rows_at(partial *p, rd_stats_path path, double *row_norms,
     local.col0 = 0;
     if (K)
         local.tau = sp->tau + (size_t)((uint64_t)sp->col0 % sp->tau_len);
-    compute_rows(p, path_kernel[path], path_rows_kernel[path], row_norms, t, &local, r0, r1);
+    compute_rows(p, path, row_norms, t, &local, r0, r1);
     if (K) {
         double turned[RESDIAG_MAX_SKETCH];
         const size_t c = (size_t)((uint64_t)sp->col0 % K);

@@ -51,7 +51,7 @@ void rd_fill_column_signs(float *tau, size_t n, uint64_t seed);
  * Sums are in double, except that the vector paths sum f32, f16 and bf16
  * rows in float lanes over blocks of columns and in double across blocks
  * (each row sum within ~1.4e-6 of the sum of its |terms|; see
- * lib/stats/stats_simd.c); rows whose sum of squares overflows or underflows
+ * lib/stats/simd_kernels.h); rows whose sum of squares overflows or underflows
  * (f64 input beyond ~1e154 or below ~1e-154) are rescanned with scaling, and
  * rows holding NaN or Inf are rescanned to leave those values out and count
  * them (those values count as 0 in the sketch), so the common path is a
@@ -77,7 +77,7 @@ typedef enum rd_stats_path {
     RD_STATS_AVX2 = 1,     /* AVX2 + FMA + F16C */
     RD_STATS_AVX512 = 2,   /* AVX-512F, DQ and BW (+ the above); bf16 rows by
                               vdpbf16ps where the CPU has AVX512-BF16 and BW
-                              (the same bound; see lib/stats/stats_simd.c) */
+                              (the same bound; see lib/stats/stats_avx512.c) */
     RD_STATS_N_PATHS = 3
 } rd_stats_path;
 

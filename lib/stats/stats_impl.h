@@ -1,7 +1,8 @@
 /*
  * stats_impl.h - what lib/stats/stats.c shares with its vector kernels
- * (lib/stats/stats_simd.c, compiled once per instruction set). Not API, not part
- * of the stats contract: the contract is lib/stats/stats.h.
+ * (lib/stats/stats_avx2.c and stats_avx512.c, one file per instruction
+ * set). Not API, not part of the stats contract: the contract is
+ * lib/stats/stats.h.
  *
  * A "fast row" kernel reads one row once, trusting it to be finite and in
  * range, and returns its sums; stats.c checks them, rescans the rare rows
@@ -90,6 +91,44 @@ int rd_fast_rows_avx512(rd_rows_out *o, double *acc, const double *sigma, const 
 int rd_fast_rows_avx2(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
                       size_t row_bytes, int n, resdiag_dtype dtype, int64_t cols,
                       const rd_sketch_params *sp, double amax_floor);
+
+/* The row signs of the sketch: sigma(i) = rd_row_sign(seed, i) is the top
+ * bit of mix64(seed ^ (i * RD_SIGN_GOLDEN)), splitmix64's finaliser
+ * (multipliers RD_SIGN_M1, RD_SIGN_M2). The vector kernels compute them
+ * too, so the constants live here, once. */
+#define RD_SIGN_GOLDEN 0x9e3779b97f4a7c15u
+#define RD_SIGN_M1 0xbf58476d1ce4e5b9u
+#define RD_SIGN_M2 0x94d049bb133111ebu
+
+/* sg[q] = rd_row_sign(seed, row + q) for q < n (1 <= n <= RD_ROWS_MAX),
+ * bit for bit: the signs are part of the run file's sketch. */
+typedef void (*rd_row_signs_fn)(double *sg /* (n) */, uint64_t seed, int64_t row, int n);
+/* AVX-512 (DQ's 64-bit products): 8 rows a vector */
+void rd_row_signs_avx512(double *sg, uint64_t seed, int64_t row, int n);
+/* The path's row signs (the portable loop where it has no vector one; tests). */
+rd_row_signs_fn rd_stats_row_signs(rd_stats_path path);
+
+/* What stats.c's moments over tokens take from a block of n (1..64)
+ * tokens, for their 4 values at once: v[4 k + q] is token k's norm, mean,
+ * rms and std for q = 0..3, and lane q of each field below is value q's.
+ * Every lane is computed by the same operations in the same order as
+ * stats.c's one-value loops did (4 chains, token k in chain k mod 4, added
+ * (c0 + c1) + (c2 + c3)), so every path gives the same bits:
+ *   s     sum_k (v_k - v_0)
+ *   lo/hi the smallest / largest v_k (chains k even / odd)
+ *   sq    sum_k v_k^2
+ *   amax  the largest |v_k| (chains k even / odd)
+ *   dev   sum_k (v_k - c)^2 about c = v_0 + s / n where that is finite,
+ *         else c = 0 */
+typedef struct rd_block_sums {
+    double s[4], lo[4], hi[4], sq[4], amax[4], dev[4];
+} rd_block_sums;
+typedef void (*rd_block_sums_fn)(rd_block_sums *o, const double *v /* (4 n) */, int n);
+/* 4 values a vector (256-bit, in both vector files) */
+void rd_block_sums_avx2(rd_block_sums *o, const double *v, int n);
+void rd_block_sums_avx512(rd_block_sums *o, const double *v, int n);
+/* The path's block sums (tests). */
+rd_block_sums_fn rd_stats_block_sums(rd_stats_path path);
 
 /* The path's 16-row kernel, or NULL when it has none or the CPU cannot
  * run it (tests: which shapes it takes). */

@@ -24,7 +24,7 @@
  * Exact quantities (counts, ABSMAX, its column, shape) must match exactly.
  *
  * The vector paths (AVX2, AVX-512) sum f32, f16 and bf16 rows in float
- * lanes over blocks and in double across blocks (lib/stats/stats_simd.c), so for
+ * lanes over blocks and in double across blocks (lib/stats/simd_kernels.h), so for
  * those dtypes their bound is float's: each row sum (sum x, sum x^2, a
  * sketch bucket) is within G = 24 u_f (u_f = 2^-24, at most 22 roundings
  * per term) of the sum of its |terms|. Per token that gives: norm and rms
@@ -2015,6 +2015,128 @@ END_TEST
  * declines the rest without reading (the row-by-row path does them): a
  * shape it should take and declines would pass every test above on the
  * slower path. Its sums of a taken shape are held to the reference there. */
+/* The row sign as the run file defines it, written out here: the top bit
+ * of splitmix64's finaliser of seed ^ (row * golden ratio). */
+static double ref_row_sign(uint64_t seed, int64_t row)
+{
+    uint64_t z = seed ^ ((uint64_t)row * 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    z ^= z >> 31;
+    return z >> 63 ? -1.0 : 1.0;
+}
+
+/* Each path's signs of 1-16 rows at once (the 16-row calls'), bit for bit
+ * the definition's, for rows near 0, negative, a rank's base r * 2^40 and
+ * near INT64_MAX; nothing written past the n signs. */
+START_TEST(paths_row_signs_of_16_rows_are_the_definition_bit_for_bit)
+{
+    static const uint64_t seeds[] = { 0, 1, 0x5eed, 0x8000000000000000u, UINT64_MAX,
+                                      0x0123456789abcdefu };
+    static const int64_t rows[] = { 0, 1, 13, -16, -1, (int64_t)3 << 40, ((int64_t)7 << 40) + 999,
+                                    INT64_MAX - 15, INT64_MIN, 123456789 };
+    for (int path = 0; path < RD_STATS_N_PATHS; path++) {
+        if (!rd_stats_path_available((rd_stats_path)path))
+            continue;
+        rd_row_signs_fn signs = rd_stats_row_signs((rd_stats_path)path);
+        ck_assert_ptr_nonnull(signs);
+        int plus = 0, total = 0;
+        for (size_t s = 0; s < sizeof seeds / sizeof *seeds; s++)
+            for (size_t r = 0; r < sizeof rows / sizeof *rows; r++)
+                for (int n = 1; n <= RD_ROWS_MAX; n++) {
+                    double sg[RD_ROWS_MAX + 1];
+                    for (int q = 0; q <= RD_ROWS_MAX; q++)
+                        sg[q] = 7.0;
+                    signs(sg, seeds[s], rows[r], n);
+                    for (int q = 0; q < n; q++) {
+                        double want = ref_row_sign(seeds[s], (int64_t)((uint64_t)rows[r] + (uint64_t)q));
+                        ck_assert_msg(sg[q] == want, "path %s seed %llx row %lld + %d of %d: %g, not %g",
+                                      rd_stats_path_name((rd_stats_path)path),
+                                      (unsigned long long)seeds[s], (long long)rows[r], q, n,
+                                      sg[q], want);
+                        plus += sg[q] > 0;
+                        total++;
+                    }
+                    for (int q = n; q <= RD_ROWS_MAX; q++)
+                        ck_assert_msg(sg[q] == 7.0, "path %s wrote sign %d of %d",
+                                      rd_stats_path_name((rd_stats_path)path), q, n);
+                }
+        ck_assert_int_gt(plus, total / 4); /* both signs occur */
+        ck_assert_int_lt(plus, 3 * total / 4);
+    }
+}
+END_TEST
+
+/* rd_block_sums as stats_impl.h documents it, value q of n tokens: 4
+ * chains (token k in chain k mod 4) added (c0 + c1) + (c2 + c3); the
+ * extremes in 2 (k even, k odd). */
+static void ref_block_sums(rd_block_sums *o, const double *v, int n, int q)
+{
+    double s[4] = { 0 }, sq[4] = { 0 }, dv[4] = { 0 };
+    double lo[2], hi[2], am[2] = { 0.0, 0.0 };
+    const double x0 = v[q];
+    lo[0] = lo[1] = hi[0] = hi[1] = x0;
+    for (int k = 0; k < n; k++) {
+        const double x = v[4 * k + q];
+        const int c = k < n - n % 4 ? k % 4 : 0, e = k < n - n % 4 ? k % 2 : 0;
+        s[c] += x - x0;
+        sq[c] += x * x;
+        lo[e] = x < lo[e] ? x : lo[e];
+        hi[e] = x > hi[e] ? x : hi[e];
+        am[e] = fabs(x) > am[e] ? fabs(x) : am[e];
+    }
+    o->s[q] = (s[0] + s[1]) + (s[2] + s[3]);
+    o->sq[q] = (sq[0] + sq[1]) + (sq[2] + sq[3]);
+    o->lo[q] = lo[1] < lo[0] ? lo[1] : lo[0];
+    o->hi[q] = hi[1] > hi[0] ? hi[1] : hi[0];
+    o->amax[q] = am[1] > am[0] ? am[1] : am[0];
+    double mean = x0 + o->s[q] / n;
+    const double c0 = isfinite(mean) ? mean : 0.0;
+    for (int k = 0; k < n; k++) {
+        const double d = v[4 * k + q] - c0;
+        dv[k < n - n % 4 ? k % 4 : 0] += d * d;
+    }
+    o->dev[q] = (dv[0] + dv[1]) + (dv[2] + dv[3]);
+}
+
+/* Each path's sums of a block of 1-64 tokens' 4 values, bit for bit the
+ * documented order of operations (so every path gives the moments over
+ * tokens the same bits): random values of every sign and scale, equal
+ * values, and values near DBL_MAX (whose mean overflows). */
+START_TEST(paths_block_sums_of_tokens_follow_the_documented_order_bit_for_bit)
+{
+    double v[4 * 64];
+    uint64_t st = 0x1234567u;
+    for (int path = 0; path < RD_STATS_N_PATHS; path++) {
+        if (!rd_stats_path_available((rd_stats_path)path))
+            continue;
+        rd_block_sums_fn sums = rd_stats_block_sums((rd_stats_path)path);
+        ck_assert_ptr_nonnull(sums);
+        for (int kind = 0; kind < 4; kind++)
+            for (int n = 1; n <= 64; n++) {
+                for (int i = 0; i < 4 * n; i++) {
+                    st = st * 6364136223846793005u + 1442695040888963407u;
+                    double u = (double)(st >> 11) * 0x1p-53 - 0.25;
+                    v[i] = kind == 0   ? u
+                           : kind == 1 ? ldexp(u, (int)(st % 200) - 100)
+                           : kind == 2 ? 3.5
+                                       : (u > 0 ? DBL_MAX : -DBL_MAX) * (0.5 + fabs(u));
+                }
+                rd_block_sums got, want;
+                sums(&got, v, n);
+                for (int q = 0; q < 4; q++)
+                    ref_block_sums(&want, v, n, q);
+                const double *g = &got.s[0], *w = &want.s[0];
+                for (int f = 0; f < 24; f++)
+                    ck_assert_msg(memcmp(&g[f], &w[f], sizeof *g) == 0,
+                                  "path %s kind %d n %d field %d lane %d: %a, not %a",
+                                  rd_stats_path_name((rd_stats_path)path), kind, n, f / 4, f % 4,
+                                  g[f], w[f]);
+            }
+    }
+}
+END_TEST
+
 START_TEST(paths_avx2_row_kernel_takes_the_shapes_it_is_for)
 {
     rd_fast_rows_fn rows = rd_stats_rows_kernel(RD_STATS_AVX2);
@@ -2473,6 +2595,8 @@ static Suite *stats_suite(void)
     tcase_add_test(tc, paths_agree_on_row_blocks_of_every_row_count);
     tcase_add_test(tc, paths_row_blocks_hand_back_rows_that_need_more);
     tcase_add_test(tc, paths_avx2_row_kernel_takes_the_shapes_it_is_for);
+    tcase_add_test(tc, paths_row_signs_of_16_rows_are_the_definition_bit_for_bit);
+    tcase_add_test(tc, paths_block_sums_of_tokens_follow_the_documented_order_bit_for_bit);
     tcase_add_test(tc, paths_agree_on_bf16_special_values);
     tcase_add_test(tc, paths_concurrent_calls_agree_bit_for_bit);
     tcase_add_test(tc, split_two_threads_match_reference_and_repeat_bit_for_bit);
