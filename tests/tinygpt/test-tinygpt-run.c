@@ -756,7 +756,9 @@ START_TEST(bad_flags_exit_2)
         { "--record-every", "0", NULL }, { "stray", NULL, NULL },
         { "--threads", "0", NULL },      { "--out=", NULL, NULL },
         { "--step-times=", NULL, NULL }, { "--hook-threads", "17", NULL },
-        { "--hook-threads", "-1", NULL },
+        { "--hook-threads", "-1", NULL }, { "--file-schema", "3", NULL },
+        { "--file-schema", "-1", NULL }, { "--compression", "10", NULL },
+        { "--compression", "-1", NULL },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int rc = run("out1", "err1", bad[i][0], bad[i][1], NULL);
@@ -770,7 +772,8 @@ START_TEST(bad_flags_exit_2)
     static const char *const flags[] = {
         "--placement", "mix:K", "parallel", "--norm", "--final-norm", "--layers", "--d-model",
         "--heads", "--seq", "--batch", "--vocab", "--steps", "--lr", "--seed", "--init",
-        "--out", "--record", "--record-every", "--threads", "--step-times", "--hook-threads" };
+        "--out", "--record", "--record-every", "--threads", "--step-times", "--hook-threads",
+        "--file-schema", "--compression" };
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         ck_assert_msg(strstr(help, flags[i]) != NULL, "--help lacks %s", flags[i]);
 }
