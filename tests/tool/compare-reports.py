@@ -9,7 +9,7 @@ Strings, booleans and integers must be equal (verdicts, placements, counts,
 steps); run.schema_version is 1 and 2. Every float of schema 2 must lie
 within a bound derived from one rounding to float32 of each stored value,
 relative error at most u = 2^-24, and from the formula that makes the
-number (doc/FORMAT.md, "Schema 2: the precision of the analysis"):
+number (doc/TESTING.md, "Schema 1 against schema 2"):
 
 - a stored field, a quotient or product of two (r, rms, growth, last over
   first, the head's gradient, the coefficient of variation), an energy
