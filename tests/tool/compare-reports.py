@@ -5,8 +5,11 @@ the same document, every number within what float32 storage can change.
 
 Usage: compare-reports.py SCHEMA1.json SCHEMA2.json
 
-Strings, booleans and integers must be equal (verdicts, placements, counts,
-steps); run.schema_version is 1 and 2. Every float of schema 2 must lie
+Booleans and integers must be equal (counts, steps), strings equal with
+their numbers masked (verdicts, placements, the reasons: their numbers are
+the ones checked below); run.schema_version is 1 and 2. (JSON writes a
+float that is an integer without a fraction: a number that is a float in
+either document is a float.) Every float of schema 2 must lie
 within a bound derived from one rounding to float32 of each stored value,
 relative error at most u = 2^-24, and from the formula that makes the
 number (doc/TESTING.md, "Schema 1 against schema 2"):
@@ -19,8 +22,9 @@ number (doc/TESTING.md, "Schema 1 against schema 2"):
 - a relation error e = ||sum_j c_j s_j|| / max_j ||c_j s_j|| over m sketches
   each rounded componentwise: |de| <= (m + e) u (the numerator moves by at
   most u sum_j ||c_j s_j|| <= m u max, the denominator by u relative);
-- evidence_strength = e / rounding_floor for one of those e: e's bound over
-  the floor;
+- evidence_strength = rival / max(best, rounding_floor), rival and best
+  relation errors (lib/analysis/placement.c): its extremes with rival and
+  best each moved by its bound;
 - alpha = <a, b> / <b, b> with a = norm_in - branch, b = stream: relative
   (4u) / cos(a, b), cos = sqrt(1 - e^2) with e its relation error
   norm_reads_alpha_sum (no bound, so not compared, where e >= 1/2);
@@ -29,13 +33,16 @@ number (doc/TESTING.md, "Schema 1 against schema 2"):
   (2u relative; 2u absolute after the log), the bound of every output
   (intercept, slope, slope_lo, slope_hi, r2) being sum_i |d out / d y_i|
   times that bound, the derivatives taken numerically. The recomputed fit
-  must match the document (a check of this script).
+  must match the document within what the 9 printed digits of its series
+  allow (the same sum with half a unit of the 9th digit: a check of this
+  script).
 Each bound also allows half a unit of the last printed digit of both
 numbers (9 significant digits). Prints the largest ratio of a difference to
 its bound for each kind; exits 1 listing any number beyond its bound.
 """
 import json
 import math
+import re
 import sys
 
 U = 2.0 ** -24
@@ -45,6 +52,7 @@ TERMS = {"add": 3, "norm_reads_stream": 2, "norm_reads_sum": 3,
 
 failures = []
 worst = {}
+NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
 def note(kind, path, a, b, bound):
@@ -91,14 +99,13 @@ def check_fit(path, f1, f2, x, y, loglog):
         y = [math.log(v) for v in y]
     else:
         dy = [2 * U * abs(v) for v in y]
+    # the printed series: half a unit of its 9th digit (after a log: absolute)
+    dprint = [PRINTED] * n if loglog else [PRINTED * abs(v) for v in y]
     a, b, se, r2 = fit(x, y)
     t = (f1["slope_hi"] - b) / se if "slope_hi" in f1 and se > 0 else 0.0
     base = fit_outputs(x, y, t)
-    for key in ("intercept", "slope", "r2"):
-        if key in f1 and not math.isclose(base[key], f1[key], rel_tol=1e-6, abs_tol=1e-7):
-            failures.append("%s.%s: recomputed %.10g, the document has %.10g: the series "
-                            "is not what this script assumes" % (path, key, base[key], f1[key]))
     bound = dict.fromkeys(base, 0.0)
+    pbound = dict.fromkeys(base, 0.0)
     for i in range(n):
         h = max(abs(y[i]), 1.0) * 1e-7
         up = list(y)
@@ -106,6 +113,12 @@ def check_fit(path, f1, f2, x, y, loglog):
         moved = fit_outputs(x, up, t)
         for key in bound:
             bound[key] += abs(moved[key] - base[key]) / h * dy[i]
+            pbound[key] += abs(moved[key] - base[key]) / h * dprint[i]
+    for key in ("intercept", "slope", "r2"):
+        if key in f1 and not abs(base[key] - f1[key]) <= 1.01 * pbound[key] \
+                + PRINTED * abs(f1[key]) + 1e-12:
+            failures.append("%s.%s: recomputed %.10g, the document has %.10g: the series "
+                            "is not what this script assumes" % (path, key, base[key], f1[key]))
     for key, value in f1.items():
         if key == "n":
             continue
@@ -126,7 +139,13 @@ def walk(a, b, path, ctx):
             return
         for i, (x, y) in enumerate(zip(a, b)):
             walk(x, y, "%s[%d]" % (path, i), ctx)
-    elif isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool):
+    elif isinstance(a, str) and isinstance(b, str):
+        if NUMBER.sub("#", a) != NUMBER.sub("#", b):
+            failures.append("%s: %r against %r" % (path, a, b))
+    elif (isinstance(a, float) or isinstance(b, float)) and not isinstance(a, bool) \
+            and not isinstance(b, bool) and isinstance(a, (int, float)) \
+            and isinstance(b, (int, float)):
+        a, b = float(a), float(b)
         kind = classify(path)
         if kind is None:
             return  # checked elsewhere (the fits, alpha, evidence)
@@ -175,16 +194,27 @@ def check_placement(p1, p2):
                      bounds[name])
             es = s1.get("evidence_strength")
             floor = s1.get("rounding_floor")
-            if isinstance(es, float) and floor:
-                # the relation error it is made of
-                src = [n for n, v in e1.items() if isinstance(v, float)
-                       and math.isclose(v / floor, es, rel_tol=1e-6)]
-                if src:
+            if isinstance(es, (int, float)) and floor and not math.isnan(es):
+                # which rival over max(best, floor) it is: best is a relation
+                # error, the larger of two, or none (0: the floor alone)
+                vals = {n: v for n, v in e1.items() if n in bounds}
+                bests = [(0.0, 0.0)] + [(v, bounds[n]) for n, v in vals.items()]
+                bests += [(max(vals[p], vals[q]), max(bounds[p], bounds[q]))
+                          for p in vals for q in vals if p < q]
+                found = None
+                for rn, rival in vals.items():
+                    for best, db in bests:
+                        if math.isclose(rival / max(best, floor), es, rel_tol=2e-8 + 1e-6):
+                            found = (rival, bounds[rn], best, db)
+                if found:
+                    rival, dr, best, db = found
+                    hi = (rival + dr) / max(best - db, floor)
+                    lo = (rival - dr) / max(best + db, floor)
                     note("evidence strength", path + ".evidence_strength", es,
-                         s2["evidence_strength"], bounds[src[0]] / floor)
+                         s2["evidence_strength"], max(hi - es, es - lo))
                 else:
-                    failures.append("%s: evidence_strength %g is no relation error over the "
-                                    "floor" % (path, es))
+                    failures.append("%s: evidence_strength %g is no relation error over "
+                                    "max(another, the floor)" % (path, es))
             alpha, e = s1.get("alpha"), e1.get("norm_reads_alpha_sum")
             if isinstance(alpha, float) and isinstance(e, float) and e < 0.5:
                 note("alpha", path + ".alpha", alpha, s2["alpha"],
