@@ -22,8 +22,12 @@
  *   layers-1m.h5         the same with 1000000 layers
  *   steps-100k.h5        512 layers and 100000 steps, data only in the
  *                        first, no /summary: valid, and must cost what it holds
- *   bad-chunk-index.h5   every v2 B-tree leaf (the tables' chunk indexes)
- *                        damaged: the file opens, reading a table fails
+ *   base-s1.h5           base.h5 as schema 1
+ *   bad-chunk-index.h5   every v2 B-tree leaf (the tables' chunk indexes) of
+ *                        base-s1.h5 damaged: the file opens, reading a table
+ *                        fails
+ *   s2-bad-chunk-index.h5 the same damage to base.h5 (schema 2: the leaves
+ *                        of filtered chunks too)
  *   scales-dangling.h5   every DIMENSION_LIST (the dimension scales) refers
  *                        to nothing: past the end of the file or the
  *                        superblock; /layer, a scale, removed: valid for
@@ -46,7 +50,7 @@
  *   s2-alias-range.h5    an alias of 100 in /forward/site_alias (int8; 5 sites)
  *   s2-version-3.h5      schema_version 3
  *   s2-bomb-chunk.h5     /forward/site_sketch in one chunk of 2^k steps that
- *                        deflates to a few hundred KB and inflates to 512 MiB
+ *                        deflates to a few hundred KB and inflates to 256 MiB
  *                        (the file holds 3 steps)
  *   s2-steps-3g.h5       every time series extended to 3e9 steps, no data
  *                        written: a few MB that claim billions of steps
@@ -89,7 +93,7 @@ static char *path(const char *name)
 
 /* A pre-norm run of `layers` layers, every site observed at every step
  * (STEPS steps; one when wider than base.h5). */
-static void write_base(const char *p, int layers)
+static void write_base(const char *p, int layers, int schema)
 {
     static const char *const names[S] = { "mlp" };
     resdiag_model m;
@@ -102,6 +106,7 @@ static void write_base(const char *p, int layers)
     resdiag_options o;
     resdiag_options_init(&o);
     o.flush_steps = 1;
+    o.file_schema = schema;
     resdiag *r = NULL;
     if (resdiag_open(&r, p, &m, &o) != RESDIAG_OK)
         die("resdiag_open");
@@ -291,7 +296,8 @@ static size_t identity_filter(unsigned flags, size_t cd_nelmts, const unsigned c
     return nbytes;
 }
 
-/* /forward/site_stats written through a filter that only this process has. */
+/* /forward/site_stats written through a filter that only this process has
+ * (alone: base.h5's own filters, schema 2's shuffle and deflate, removed). */
 static void make_filter(void)
 {
     static const H5Z_class2_t cls = { H5Z_CLASS_T_VERS, (H5Z_filter_t)FILTER_ID, 1, 1,
@@ -304,7 +310,8 @@ static void make_filter(void)
     hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
     hid_t dcpl = H5Dget_create_plist(ds);
     H5Dclose(ds);
-    if (H5Pset_filter(dcpl, (H5Z_filter_t)FILTER_ID, H5Z_FLAG_MANDATORY, 0, NULL) < 0)
+    if (H5Premove_filter(dcpl, H5Z_FILTER_ALL) < 0
+        || H5Pset_filter(dcpl, (H5Z_filter_t)FILTER_ID, H5Z_FLAG_MANDATORY, 0, NULL) < 0)
         die("H5Pset_filter");
     recreate(f, name, type, space, dcpl, data);
     free(data);
@@ -405,7 +412,7 @@ static void make_layers(const char *file, long long layers)
 static void make_steps(const char *file, hsize_t n)
 {
     /* wide enough that reading every table at every step costs much */
-    write_base(path("wide.h5"), WIDE_LAYERS);
+    write_base(path("wide.h5"), WIDE_LAYERS, 0);
     grow_ctx c = { open_copy_of("wide.h5", file), 0, { { 0 } }, 0 };
     if (H5Ldelete(c.file, "summary", H5P_DEFAULT) < 0
         || H5Ovisit(c.file, H5_INDEX_NAME, H5_ITER_INC, collect, &c) < 0)
@@ -441,15 +448,15 @@ static void make_steps(const char *file, hsize_t n)
     remove(path("wide.h5"));
 }
 
-/* Every leaf of a v2 B-tree that indexes chunks (record type 10; the
- * tables') damaged one byte after its signature: its checksum fails when a
+/* Every leaf of a v2 B-tree that indexes chunks (record type 10, or 11
+ * for filtered chunks; the tables') damaged one byte after its signature: its checksum fails when a
  * table is read, while everything the reader checks at open still reads. */
-static void make_bad_chunk_index(void)
+static void make_bad_chunk_index(const char *from, const char *name)
 {
-    copy_file(path("base.h5"), path("bad-chunk-index.h5"));
-    FILE *fp = fopen(path("bad-chunk-index.h5"), "r+b");
+    copy_file(path(from), path(name));
+    FILE *fp = fopen(path(name), "r+b");
     if (!fp || fseek(fp, 0, SEEK_END) != 0)
-        die("bad-chunk-index.h5");
+        die(name);
     long len = ftell(fp);
     unsigned char *b = malloc((size_t)len);
     rewind(fp);
@@ -457,12 +464,12 @@ static void make_bad_chunk_index(void)
         die("read");
     int hits = 0;
     for (long i = 0; i + 8 <= len; i++)
-        if (memcmp(b + i, "BTLF", 4) == 0 && b[i + 5] == 10) {
+        if (memcmp(b + i, "BTLF", 4) == 0 && (b[i + 5] == 10 || b[i + 5] == 11)) {
             b[i + 6] ^= 0x5a;
             hits++;
         }
     if (hits == 0)
-        die("no v2 B-tree leaf in base.h5");
+        die("no v2 B-tree leaf of chunks in the base");
     rewind(fp);
     if (fwrite(b, 1, (size_t)len, fp) != (size_t)len || fclose(fp) != 0)
         die("write");
@@ -641,7 +648,7 @@ static unsigned char *deflated_zeros(size_t n, size_t *len)
     return out;
 }
 
-/* /forward/site_sketch made again in chunks of as many steps as make 512
+/* /forward/site_sketch made again in chunks of as many steps as make 256
  * MiB, its first chunk (the 3 steps there are and the rest of the chunk)
  * written as it is in the file: all zeros, deflated. */
 static void make_chunk_bomb(void)
@@ -660,7 +667,7 @@ static void make_chunk_bomb(void)
         step_bytes *= dims[k];
     }
     chunk[0] = 1;
-    while (chunk[0] * 2 * step_bytes <= ((size_t)512 << 20))
+    while (chunk[0] * 2 * step_bytes <= ((size_t)256 << 20))
         chunk[0] *= 2;
     if (H5Pset_chunk(dcpl, rank, chunk) < 0)
         die("H5Pset_chunk");
@@ -730,7 +737,8 @@ int main(int argc, char **argv)
     if (!realpath(argv[3], fifo))
         die("FIFO does not exist");
     resdiag_set_log_priority(RESDIAG_LOG_ERROR);
-    write_base(path("base.h5"), L);
+    write_base(path("base.h5"), L, 0);
+    write_base(path("base-s1.h5"), L, 1);
     make_secret_target();
     char target[PATH_MAX + 64];
     if (!realpath(path("secret-target.h5"), target))
@@ -753,7 +761,8 @@ int main(int argc, char **argv)
     make_layers("layers-100k.h5", 100000);
     make_layers("layers-1m.h5", 1000000);
     make_steps("steps-100k.h5", 100000);
-    make_bad_chunk_index();
+    make_bad_chunk_index("base-s1.h5", "bad-chunk-index.h5");
+    make_bad_chunk_index("base.h5", "s2-bad-chunk-index.h5");
     make_dangling_scales();
     make_elink("scales-elink.h5", "layer", target, "/site_callsite");
     make_schema2();

@@ -99,7 +99,7 @@ START_TEST(schema_3_is_newer)
     g_last[0] = 0;
     ck_assert_int_eq(resdiag_reader_open(&rd, run("s2-version-3.h5")), RESDIAG_E_VERSION);
     ck_assert_ptr_null(rd);
-    ck_assert_msg(strstr(g_last, "schema_version 3") || strstr(g_last, "schema 3"),
+    ck_assert_msg(strstr(g_last, "schema version 3") != NULL,
                   "message: %s", g_last);
 }
 END_TEST
@@ -158,10 +158,12 @@ START_TEST(integers_out_of_range)
 }
 END_TEST
 
-/* Files that claim far more than they hold: a chunk that inflates to 512
+/* Files that claim far more than they hold: a chunk that inflates to 256
  * MiB, 3e9 steps of nothing. In a child: open, read step 0 and the last
  * step of every dataset, analyse; every call OK or refused with a message.
- * The child must finish in 10 s and never hold 256 MiB. */
+ * The child must finish in 10 s and never hold 256 MiB (its address space
+ * is capped at 1 GiB, but under ASan, so that a reader that inflates
+ * without bound fails here, not on the machine). */
 static int bomb_child(const char *file)
 {
     resdiag_reader *rd = NULL;
@@ -204,7 +206,12 @@ START_TEST(bombs_are_bounded)
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
+        signal(SIGALRM, SIG_DFL); /* Check's handler kills the whole process group */
         alarm(10);
+#ifndef __SANITIZE_ADDRESS__
+        struct rlimit as = { (rlim_t)1 << 30, (rlim_t)1 << 30 };
+        setrlimit(RLIMIT_AS, &as);
+#endif
         _exit(bomb_child(file));
     }
     int status = 0;
