@@ -33,6 +33,7 @@ for p in pre post sandwich; do
         expect_exit 0 "$p schema $s: report --json" -- "$tool" report --json "$dir/$p-$s.h5"
         cp "$dir/out" "$dir/$p-$s.json"
         expect_exit 0 "$p schema $s: dump" -- "$tool" dump "$dir/$p-$s.h5"
+        expect_text "$dir/out" "schema $s," "$p schema $s: dump says the schema"
         expect_exit 0 "$p schema $s: dump --all" -- "$tool" dump --all "$dir/$p-$s.h5"
         expect_exit 0 "$p schema $s: report --html" -- "$tool" report --html "$dir/$p-$s.html" \
             "$dir/$p-$s.h5"
