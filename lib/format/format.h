@@ -9,8 +9,10 @@
 #ifndef RESDIAG_FORMAT_H
 #define RESDIAG_FORMAT_H
 
-/* Version of the file format; a reader refuses a newer one. */
-#define RD_SCHEMA_VERSION 1
+/* Version of the file format: the newest this library writes (and the
+ * default); a reader refuses a newer one. Schema 1: every value a float64,
+ * no filters; schema 2: each field at its precision (doc/FORMAT.md). */
+#define RD_SCHEMA_VERSION 2
 
 /* Attributes of the root group: what the run is (doc/FORMAT.md). */
 #define RD_ATTR_SCHEMA_VERSION "schema_version"
@@ -81,6 +83,14 @@ const char *rd_split_name(int split);
 #define RD_DS_BWD_MODEL_STATS "backward/model_stats"
 #define RD_DS_LAYER_PARAM_STATS "backward/param_stats"
 #define RD_DS_MODEL_PARAM_STATS "backward/model_param_stats"
+/* Schema 2: the integer fields of each statistics table (the real ones
+ * stay in the table's own dataset). */
+#define RD_DS_FWD_SITE_COUNTS "forward/site_counts"
+#define RD_DS_BWD_SITE_COUNTS "backward/site_counts"
+#define RD_DS_FWD_MODEL_COUNTS "forward/model_counts"
+#define RD_DS_BWD_MODEL_COUNTS "backward/model_counts"
+#define RD_DS_LAYER_PARAM_COUNTS "backward/param_counts"
+#define RD_DS_MODEL_PARAM_COUNTS "backward/model_param_counts"
 /* Where each row of a statistics table was observed ("file:line"). */
 #define RD_DS_FWD_SITE_CALLSITE "forward/site_callsite"
 #define RD_DS_BWD_SITE_CALLSITE "backward/site_callsite"

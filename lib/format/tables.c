@@ -22,6 +22,17 @@ const char *rd_update_label(int field)
     return field >= 0 && field < RESDIAG_N_UPDATE_FIELDS ? labels[field] : "?";
 }
 
+const int rd_real_fields[RD_N_REAL_FIELDS] = {
+    RESDIAG_FIELD_FROB,          RESDIAG_FIELD_TOK_NORM_MEAN, RESDIAG_FIELD_TOK_NORM_STD,
+    RESDIAG_FIELD_TOK_NORM_MIN,  RESDIAG_FIELD_TOK_NORM_MAX,  RESDIAG_FIELD_TOK_MEAN_MEAN,
+    RESDIAG_FIELD_TOK_MEAN_STD,  RESDIAG_FIELD_TOK_RMS_MEAN,  RESDIAG_FIELD_TOK_RMS_STD,
+    RESDIAG_FIELD_TOK_STD_MEAN,  RESDIAG_FIELD_TOK_STD_STD,   RESDIAG_FIELD_ABSMAX
+};
+const int rd_count_fields[RD_N_COUNT_FIELDS] = {
+    RESDIAG_FIELD_ROWS,      RESDIAG_FIELD_COLS,      RESDIAG_FIELD_ABSMAX_COL,
+    RESDIAG_FIELD_NAN_COUNT, RESDIAG_FIELD_INF_COUNT, RESDIAG_FIELD_CALL_SEQ
+};
+
 static void set_table(rd_table *t, const char *name, const char *callsite_name,
                       const char *axes, const char *description, const char *units,
                       enum rd_table_kind kind, int rank, const int64_t *dims)
@@ -143,6 +154,13 @@ void rd_tables_init(rd_tables *lay, int n_layers, int n_sublayers, int n_layer_p
         set_table(&t[RD_T_FWD_SITE_CALLS + i], calls_names[i], NULL, calls_axes[i],
                   calls_desc[i], "count", RD_KIND_CALLS, t[i].rank - 1, t[i].dims);
     }
+
+    static const char *const counts_names[] = {
+        RD_DS_FWD_SITE_COUNTS, RD_DS_BWD_SITE_COUNTS, RD_DS_FWD_MODEL_COUNTS,
+        RD_DS_BWD_MODEL_COUNTS, RD_DS_LAYER_PARAM_COUNTS, RD_DS_MODEL_PARAM_COUNTS
+    };
+    for (int i = RD_T_FWD_SITE; i <= RD_T_MODEL_PARAM; i++)
+        t[i].counts_name = counts_names[i];
 
     size_t off = 0, slots = 0;
     for (int i = 0; i < RD_N_TABLES; i++) {

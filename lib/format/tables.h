@@ -64,6 +64,8 @@ enum rd_table_kind {
 typedef struct rd_table {
     const char *name;         /* HDF5 path, e.g. "forward/site_stats" */
     const char *callsite_name;/* e.g. "forward/site_callsite", NULL if none */
+    const char *counts_name;  /* STATS tables in schema 2: the dataset of the integer
+                                 fields, e.g. "forward/site_counts"; else NULL */
     const char *axes;         /* comma-separated axis names, step first */
     const char *description;
     const char *units;
@@ -118,6 +120,15 @@ int rd_model_site_index(resdiag_site site);
  * The caller has validated layer/sublayer/site. */
 void rd_tables_site_slot(const rd_tables *lay, resdiag_direction dir, int layer, int sublayer,
                          resdiag_site site, int sketch, int *table, size_t *slot);
+
+/* Schema 2 stores a STATS table's fields in two datasets: the real-valued
+ * ones (float32, in field order) in the table's own dataset, the integer
+ * ones (int64) in its counts_name dataset. rd_real_fields[k] is the field
+ * at index k of the first, rd_count_fields[k] of the second. */
+#define RD_N_REAL_FIELDS 12
+#define RD_N_COUNT_FIELDS 6
+extern const int rd_real_fields[RD_N_REAL_FIELDS];
+extern const int rd_count_fields[RD_N_COUNT_FIELDS];
 
 /* Offset in the record of slot `slot` of table `table`. */
 static inline size_t rd_tables_offset(const rd_tables *lay, int table, size_t slot)

@@ -31,6 +31,7 @@
 
 #include "h5/attributes.h"
 #include "h5/common.h"
+#include "h5/file_types.h"
 #include "h5/guard.h"
 #include "h5/merge.h"
 #include "h5/reader.h"
@@ -62,9 +63,12 @@ typedef struct intern {
 typedef struct series {
     const char *name;
     hid_t ds;
+    hid_t counts_ds;    /* schema 2, STATS tables: the integer fields; else invalid */
     int table;          /* table of format/tables.h, or -1 for steps / step_time */
+    rd_ftype ft;        /* how ds stores the values (file_types.h): an integer type's
+                           sentinel reads as NaN; any float reads as it is */
     int rank;           /* axes after the step axis */
-    hsize_t dims[RD_MAX_RANK];
+    hsize_t dims[RD_MAX_RANK]; /* as a step record has them (a STATS table: every field) */
     hsize_t chunk[RD_MAX_RANK + 1]; /* chunk shape, step axis first; all 0: not chunked */
 } series;
 
@@ -78,6 +82,7 @@ struct resdiag_reader {
 
     hid_t steps_ds, time_ds;
     hid_t table_ds[RD_N_TABLES];
+    hid_t counts_ds[RD_N_TABLES];     /* schema 2: the STATS tables' integer fields */
     hid_t callsite_ds[RD_N_TABLES];
     hid_t summary_ds[RD_N_SUMMARY];  /* all invalid: no summary (or ignored) */
     int n_series;
@@ -226,14 +231,82 @@ static resdiag_status check_links_in(resdiag_reader *rd, hid_t g, const char *gr
 
 /* ------------------------------------------------------------- datasets */
 
+/* The filters of a dataset: none, or exactly shuffle then deflate, the
+ * pipeline resdiag writes (HDF5 would look for any other among the plugins
+ * in HDF5_PLUGIN_PATH and run its code). *filtered says which. */
+static resdiag_status check_filters(const resdiag_reader *rd, hid_t dcpl, int n_filters,
+                                    const char *name, int *filtered)
+{
+    H5Z_filter_t ids[2] = { H5Z_FILTER_ERROR, H5Z_FILTER_ERROR };
+    *filtered = n_filters > 0;
+    for (int i = 0; i < n_filters; i++) {
+        unsigned flags = 0;
+        size_t n_cd = 0;
+        /* no filter_config: that would look the filter up */
+        H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &n_cd, NULL, 0, NULL, NULL);
+        if (id < 0)
+            return rd_h5_fail_call(rd->path, name);
+        if (id != H5Z_FILTER_SHUFFLE && id != H5Z_FILTER_DEFLATE)
+            return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: dataset /%s is stored through HDF5 "
+                              "filter %d; resdiag reads only shuffle (2) then deflate (1), and "
+                              "loads no filter plugins", rd->path, name, (int)id);
+        if (i < 2)
+            ids[i] = id;
+    }
+    if (n_filters > 0
+        && (n_filters != 2 || ids[0] != H5Z_FILTER_SHUFFLE || ids[1] != H5Z_FILTER_DEFLATE))
+        return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: dataset /%s is stored through %d HDF5 "
+                          "filters starting with filter %d; resdiag reads only shuffle (2) then "
+                          "deflate (1)", rd->path, name, n_filters, (int)ids[0]);
+    return RESDIAG_OK;
+}
+
+/* Deflate turns at most 1032 bytes into one (each 258-byte match costs at
+ * least 2 bits), and an HDF5 chunk is one stream, stored as it is when the
+ * filter could not shrink it: so each stored chunk of s bytes holds at
+ * most DEFLATE_MAX_RATIO * s bytes. */
+#define DEFLATE_MAX_RATIO 1032
+
+/* A filtered dataset's allocated chunks, each of chunk_bytes once
+ * inflated, must fit in what its stored bytes can hold (above): a small
+ * file that claims more would make HDF5 allocate, and the reader loop,
+ * without bound (a /steps of a billion steps in a few kilobytes). */
+static resdiag_status check_expansion(const resdiag_reader *rd, hid_t ds, hid_t dcpl,
+                                      hsize_t stored, const char *name)
+{
+    hsize_t chunk[H5S_MAX_RANK], n_chunks = 0;
+    int nd = H5Pget_chunk(dcpl, H5S_MAX_RANK, chunk);
+    hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds);
+    size_t elem = t >= 0 ? H5Tget_size(t) : 0;
+    herr_t r = sp >= 0 ? H5Dget_num_chunks(ds, sp, &n_chunks) : -1;
+    if (t >= 0)
+        H5Tclose(t);
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (nd < 1 || elem == 0 || r < 0)
+        return rd_h5_fail_call(rd->path, name);
+    double bytes = (double)elem; /* (doubles: no product can overflow) */
+    for (int i = 0; i < nd; i++)
+        bytes *= (double)chunk[i];
+    if ((double)n_chunks * bytes > (double)DEFLATE_MAX_RATIO * (double)stored)
+        return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: dataset /%s claims %llu chunks of %.0f "
+                          "bytes in %llu stored bytes, more than deflate can hold (%d:1)",
+                          rd->path, name, (unsigned long long)n_chunks, bytes,
+                          (unsigned long long)stored, DEFLATE_MAX_RATIO);
+    return RESDIAG_OK;
+}
+
 /* The data of dataset ds must be stored inside the file, as resdiag
  * writes it: chunked (or contiguous), no external storage, not virtual (a
- * view of datasets in other files), no filters (HDF5 would look for an
- * unknown one among the plugins in HDF5_PLUGIN_PATH and run its code), and
- * no more storage than the file has bytes. Checked once, at open, before
- * anything of the dataset is read. */
-static resdiag_status check_storage(const resdiag_reader *rd, hid_t ds, const char *name)
+ * view of datasets in other files), no filters but shuffle then deflate
+ * (check_filters), no more storage than the file has bytes and, when
+ * filtered, no more chunks than that storage can hold (check_expansion).
+ * Checked once, at open, before anything of the dataset is read;
+ * *filtered says whether it is. */
+static resdiag_status check_storage(const resdiag_reader *rd, hid_t ds, const char *name,
+                                    int *filtered)
 {
+    *filtered = 0;
     hid_t dcpl = H5Dget_create_plist(ds);
     if (dcpl < 0)
         return rd_h5_fail_call(rd->path, name);
@@ -254,25 +327,25 @@ static resdiag_status check_storage(const resdiag_reader *rd, hid_t ds, const ch
     } else if (layout != H5D_CHUNKED && layout != H5D_CONTIGUOUS) {
         st = rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: dataset /%s has a storage layout that "
                         "resdiag does not write (only chunked or contiguous)", P, name);
-    } else if (n_filters > 0) {
-        unsigned flags = 0;
-        size_t n_cd = 0;
-        /* no filter_config: that would look the filter up */
-        H5Z_filter_t id = H5Pget_filter2(dcpl, 0, &flags, &n_cd, NULL, 0, NULL, NULL);
-        st = rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: dataset /%s is stored through HDF5 filter "
-                        "%d; resdiag writes no filters and loads no filter plugins", P, name,
-                        (int)id);
+    } else {
+        st = check_filters(rd, dcpl, n_filters, name, filtered);
     }
-    H5Pclose(dcpl);
-    if (st != RESDIAG_OK)
+    if (st != RESDIAG_OK) {
+        H5Pclose(dcpl);
         return st;
+    }
     /* A chunk index or a contiguous address can claim any storage; past
      * the end of the file HDF5 reads zeros. */
     hsize_t bytes = H5Dget_storage_size(ds);
     if (bytes > (hsize_t)rd->file_size)
-        return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: dataset /%s claims %llu bytes of "
-                          "storage, more than the file's %lld", P, name, (unsigned long long)bytes,
-                          rd->file_size);
+        st = rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: dataset /%s claims %llu bytes of "
+                        "storage, more than the file's %lld", P, name, (unsigned long long)bytes,
+                        rd->file_size);
+    else if (*filtered)
+        st = check_expansion(rd, ds, dcpl, bytes, name);
+    H5Pclose(dcpl);
+    if (st != RESDIAG_OK)
+        return st;
     if (layout == H5D_CONTIGUOUS) {
         haddr_t at = H5Dget_offset(ds);
         if (at != HADDR_UNDEF && (at > (haddr_t)rd->file_size
@@ -332,6 +405,35 @@ static int path_exists(hid_t file, const char *path)
     return 1;
 }
 
+/* The chunk cache of a filtered time series: two steps' worth of its
+ * chunks, so that the reads of one step (every layer, site by site)
+ * inflate each chunk once; at most 64 MiB. */
+static size_t filtered_cache_bytes(hid_t ds)
+{
+    hsize_t chunk[RD_MAX_RANK + 1], cur[RD_MAX_RANK + 1];
+    hid_t dcpl = H5Dget_create_plist(ds), t = H5Dget_type(ds), sp = H5Dget_space(ds);
+    int nd = dcpl >= 0 ? H5Pget_chunk(dcpl, RD_MAX_RANK + 1, chunk) : -1;
+    int nc = sp >= 0 ? H5Sget_simple_extent_dims(sp, cur, NULL) : -1;
+    double bytes = t >= 0 ? (double)H5Tget_size(t) : 0;
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (t >= 0)
+        H5Tclose(t);
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (nd < 1 || nd != nc)
+        return 0;
+    bytes *= 2.0 * (double)chunk[0];
+    for (int i = 1; i < nd; i++) /* a step's row of chunks covers each axis */
+        bytes *= (double)(chunk[i] ? (cur[i] + chunk[i] - 1) / chunk[i] * chunk[i] : 0);
+    return bytes < (double)((size_t)64 << 20) ? (size_t)bytes : (size_t)64 << 20;
+}
+
+static const char *class_name(H5T_class_t cls)
+{
+    return cls == H5T_FLOAT ? "floats" : cls == H5T_INTEGER ? "integers" : "strings";
+}
+
 /* Opens a dataset and checks its type class, rank and fixed dims
  * (time_series: the first axis is the step axis, not checked). */
 static resdiag_status open_checked(resdiag_reader *rd, const char *name, H5T_class_t cls,
@@ -350,7 +452,8 @@ static resdiag_status open_checked(resdiag_reader *rd, const char *name, H5T_cla
         st = rd_h5_fail_call(rd->path, name);
         goto cleanup;
     }
-    if ((st = check_storage(rd, ds, name)) != RESDIAG_OK)
+    int filtered = 0;
+    if ((st = check_storage(rd, ds, name, &filtered)) != RESDIAG_OK)
         goto cleanup;
     if ((t = H5Dget_type(ds)) < 0 || (sp = H5Dget_space(ds)) < 0) {
         st = rd_h5_fail_call(rd->path, name);
@@ -374,18 +477,20 @@ static resdiag_status open_checked(resdiag_reader *rd, const char *name, H5T_cla
                                   (unsigned long long)dims[i]);
         st = rd_h5_fail(RESDIAG_E_FORMAT,
                         "run file %s: dataset /%s does not have the type or shape the model "
-                        "implies (%s%s%s)", rd->path, name, time_series ? "steps" : "",
-                        time_series && rank ? ", " : "", shape);
+                        "implies (%s of shape %s%s%s)", rd->path, name, class_name(cls),
+                        time_series ? "steps" : "", time_series && rank ? ", " : "", shape);
         goto cleanup;
     }
     if (time_series) {
-        /* No chunk cache: the chunks are unfiltered (check_storage), so
-         * HDF5 reads a selection straight from the file. A cache of two
-         * chunks per dataset kept far more than that alive (measured on a
-         * 8000-step x 96-layer file: report --html 175 MB peak with it,
-         * 17 MB without, in the same time). */
+        /* No chunk cache for unfiltered chunks: HDF5 reads a selection
+         * straight from the file. A cache of two chunks per dataset kept
+         * far more than that alive (measured on a 8000-step x 96-layer
+         * file: report --html 175 MB peak with it, 17 MB without, in the
+         * same time). A filtered chunk is inflated whole: a small cache
+         * keeps that to once per step (filtered_cache_bytes). */
+        size_t cache = filtered ? filtered_cache_bytes(ds) : 0;
         if ((dapl = H5Pcreate(H5P_DATASET_ACCESS)) < 0
-            || H5Pset_chunk_cache(dapl, 0, 0, 1.0) < 0) {
+            || H5Pset_chunk_cache(dapl, cache ? 521 : 0, cache, 1.0) < 0) {
             st = rd_h5_fail_call(rd->path, name);
             goto cleanup;
         }
@@ -434,11 +539,38 @@ static resdiag_status open_summary(resdiag_reader *rd)
         series *se = &rd->series[rd->n_series++];
         se->name = t->name;
         se->ds = rd->summary_ds[i];
+        se->counts_ds = H5I_INVALID_HID;
+        se->ft = rd_summary_ftype(i, rd->root.info.schema_version);
         se->table = -1;
         se->rank = t->rank;
         memcpy(se->dims, dims, sizeof dims);
     }
     return RESDIAG_OK;
+}
+
+/* Table i's dataset(s) into series s, checked against the types of the
+ * file's schema: in schema 2 a STATS table's real fields (any float) and
+ * its counts (any integer), each table of integers any integer (read as
+ * int64), of floats any float; in schema 1 every table of floats. */
+static resdiag_status open_table(resdiag_reader *rd, int i, series *s)
+{
+    const rd_table *t = &rd->lay.tables[i];
+    int schema = rd->root.info.schema_version;
+    hsize_t dims[RD_MAX_RANK];
+    memcpy(dims, s->dims, sizeof dims);
+    s->ft = rd_table_ftype(i, t, schema);
+    int split = schema >= 2 && t->kind == RD_KIND_STATS;
+    if (split)
+        dims[t->rank - 1] = RD_N_REAL_FIELDS;
+    resdiag_status st = open_checked(rd, t->name, rd_ftype_is_int(s->ft) ? H5T_INTEGER : H5T_FLOAT,
+                                     1, t->rank, dims, &rd->table_ds[i]);
+    s->ds = rd->table_ds[i];
+    if (st != RESDIAG_OK || !split)
+        return st;
+    dims[t->rank - 1] = RD_N_COUNT_FIELDS;
+    st = open_checked(rd, t->counts_name, H5T_INTEGER, 1, t->rank, dims, &rd->counts_ds[i]);
+    s->counts_ds = rd->counts_ds[i];
+    return st;
 }
 
 static resdiag_status open_datasets(resdiag_reader *rd)
@@ -449,8 +581,10 @@ static resdiag_status open_datasets(resdiag_reader *rd)
         || (st = open_checked(rd, RD_STEP_TIME_NAME, H5T_FLOAT, 1, 0, NULL, &rd->time_ds))
                != RESDIAG_OK)
         return st;
-    rd->series[0] = (series){ RD_STEPS_NAME, rd->steps_ds, -1, 0, { 0 }, { 0 } };
-    rd->series[1] = (series){ RD_STEP_TIME_NAME, rd->time_ds, -1, 0, { 0 }, { 0 } };
+    rd->series[0] = (series){ .name = RD_STEPS_NAME, .ds = rd->steps_ds,
+                              .counts_ds = H5I_INVALID_HID, .table = -1, .ft = RD_FT_COUNT };
+    rd->series[1] = (series){ .name = RD_STEP_TIME_NAME, .ds = rd->time_ds,
+                              .counts_ds = H5I_INVALID_HID, .table = -1, .ft = RD_FT_F64 };
     rd->n_series = 2;
     for (int i = 0; i < RD_N_TABLES; i++) {
         const rd_table *t = &rd->lay.tables[i];
@@ -466,15 +600,14 @@ static resdiag_status open_datasets(resdiag_reader *rd)
         hsize_t dims[RD_MAX_RANK];
         for (int k = 0; k < t->rank; k++)
             dims[k] = (hsize_t)t->dims[k];
-        if ((st = open_checked(rd, t->name, H5T_FLOAT, 1, t->rank, dims, &rd->table_ds[i]))
-            != RESDIAG_OK)
-            return st;
         series *s = &rd->series[rd->n_series++];
         s->name = t->name;
-        s->ds = rd->table_ds[i];
         s->table = i;
         s->rank = t->rank;
         memcpy(s->dims, dims, sizeof dims);
+        s->counts_ds = H5I_INVALID_HID;
+        if ((st = open_table(rd, i, s)) != RESDIAG_OK)
+            return st;
         if (t->kind != RD_KIND_STATS || !t->callsite_name)
             continue;
         if ((st = open_checked(rd, t->callsite_name, H5T_STRING, 0, t->rank - 1, dims,
@@ -495,42 +628,64 @@ static resdiag_status open_datasets(resdiag_reader *rd)
     return open_summary(rd);
 }
 
-/* Chunk shape of each time series (for rd_reader_stored), and no more
- * chunks across one step than MAX_CHUNKS_PER_STEP: asking which chunks
- * of a step are stored must cost little. */
+/* The chunk shape of time series dataset ds (all 0: not chunked), and no
+ * more chunks across one step than MAX_CHUNKS_PER_STEP: asking which
+ * chunks of a step are stored must cost little. */
+static resdiag_status chunk_shape(const resdiag_reader *rd, hid_t ds, const char *name, int rank,
+                                  hsize_t *chunk)
+{
+    hsize_t cur[RD_MAX_RANK + 1];
+    hid_t dcpl = H5Dget_create_plist(ds), sp = H5Dget_space(ds);
+    int nc = sp >= 0 ? H5Sget_simple_extent_dims(sp, cur, NULL) : -1;
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (dcpl < 0 || nc != rank + 1) {
+        if (dcpl >= 0)
+            H5Pclose(dcpl);
+        return rd_h5_fail_call(rd->path, name);
+    }
+    int chunked = H5Pget_layout(dcpl) == H5D_CHUNKED;
+    int nd = chunked ? H5Pget_chunk(dcpl, rank + 1, chunk) : 0;
+    H5Pclose(dcpl);
+    if (!chunked) {
+        memset(chunk, 0, (RD_MAX_RANK + 1) * sizeof *chunk);
+        return RESDIAG_OK;
+    }
+    if (nd != rank + 1)
+        return rd_h5_fail_call(rd->path, name);
+    double per_step = 1;
+    for (int k = 0; k < rank; k++)
+        per_step *= chunk[k + 1] ? (double)((cur[k + 1] + chunk[k + 1] - 1) / chunk[k + 1])
+                                 : INFINITY;
+    if (chunk[0] == 0 || per_step > MAX_CHUNKS_PER_STEP)
+        return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: dataset /%s is cut into %.0f chunks "
+                          "across each step (resdiag reads at most %d)", rd->path, name,
+                          per_step, MAX_CHUNKS_PER_STEP);
+    return RESDIAG_OK;
+}
+
+/* Chunk shape of each time series (for rd_reader_stored: the first
+ * dataset's, which a STATS table's counts share when the writer made
+ * them), each checked. */
 static resdiag_status read_chunk_shapes(resdiag_reader *rd)
 {
     for (int i = 0; i < rd->n_series; i++) {
         series *se = &rd->series[i];
-        hid_t dcpl = H5Dget_create_plist(se->ds);
-        if (dcpl < 0)
-            return rd_h5_fail_call(rd->path, se->name);
-        int chunked = H5Pget_layout(dcpl) == H5D_CHUNKED;
-        int nd = chunked ? H5Pget_chunk(dcpl, se->rank + 1, se->chunk) : 0;
-        H5Pclose(dcpl);
-        if (!chunked) {
-            memset(se->chunk, 0, sizeof se->chunk);
-            continue;
-        }
-        if (nd != se->rank + 1)
-            return rd_h5_fail_call(rd->path, se->name);
-        double per_step = 1;
-        for (int k = 0; k < se->rank; k++)
-            per_step *= se->chunk[k + 1] ? (double)((se->dims[k] + se->chunk[k + 1] - 1)
-                                                    / se->chunk[k + 1])
-                                         : INFINITY;
-        if (se->chunk[0] == 0 || per_step > MAX_CHUNKS_PER_STEP)
-            return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: dataset /%s is cut into %.0f chunks "
-                              "across each step (resdiag reads at most %d)", rd->path, se->name,
-                              per_step, MAX_CHUNKS_PER_STEP);
+        hsize_t other[RD_MAX_RANK + 1];
+        resdiag_status st = chunk_shape(rd, se->ds, se->name, se->rank, se->chunk);
+        if (st == RESDIAG_OK && se->counts_ds >= 0)
+            st = chunk_shape(rd, se->counts_ds, rd->lay.tables[se->table].counts_name, se->rank,
+                             other);
+        if (st != RESDIAG_OK)
+            return st;
     }
     return RESDIAG_OK;
 }
 
-/* Current length of the step axis of a dataset, or -1 (logged). */
-static long long first_axis(const resdiag_reader *rd, const series *s)
+/* Current length of the step axis of dataset ds of series s, or -1 (logged). */
+static long long first_axis_of(const resdiag_reader *rd, const series *s, hid_t ds)
 {
-    hid_t sp = H5Dget_space(s->ds);
+    hid_t sp = H5Dget_space(ds);
     hsize_t dims[RD_MAX_RANK + 1];
     if (sp < 0 || H5Sget_simple_extent_dims(sp, dims, NULL) != s->rank + 1) {
         rd_h5_fail_call(rd->path, s->name);
@@ -540,6 +695,17 @@ static long long first_axis(const resdiag_reader *rd, const series *s)
     }
     H5Sclose(sp);
     return (long long)dims[0];
+}
+
+/* The shorter of a series' datasets' step axes, or -1 (logged). */
+static long long first_axis(const resdiag_reader *rd, const series *s)
+{
+    long long n = first_axis_of(rd, s, s->ds);
+    if (n >= 0 && s->counts_ds >= 0) {
+        long long m = first_axis_of(rd, s, s->counts_ds);
+        n = m < n ? m : n;
+    }
+    return n;
 }
 
 /* Sets info.n_steps from the datasets' lengths and the step numbers. */
@@ -721,6 +887,8 @@ static void reader_free(resdiag_reader *rd)
     for (int i = 0; i < RD_N_TABLES; i++) {
         if (rd->table_ds[i] >= 0)
             H5Dclose(rd->table_ds[i]);
+        if (rd->counts_ds[i] >= 0)
+            H5Dclose(rd->counts_ds[i]);
         if (rd->callsite_ds[i] >= 0)
             H5Dclose(rd->callsite_ds[i]);
     }
@@ -748,7 +916,7 @@ static resdiag_reader *reader_alloc(const char *path)
         return NULL;
     rd->file = rd->steps_ds = rd->time_ds = H5I_INVALID_HID;
     for (int i = 0; i < RD_N_TABLES; i++)
-        rd->table_ds[i] = rd->callsite_ds[i] = H5I_INVALID_HID;
+        rd->table_ds[i] = rd->counts_ds[i] = rd->callsite_ds[i] = H5I_INVALID_HID;
     for (int i = 0; i < RD_N_SUMMARY; i++)
         rd->summary_ds[i] = H5I_INVALID_HID;
     rd->path = strdup(path);
@@ -927,7 +1095,8 @@ resdiag_status resdiag_reader_refresh(resdiag_reader *rd)
     resdiag_status st = RESDIAG_OK;
     if (rd->swmr) {
         for (int i = 0; i < rd->n_series; i++)
-            if (H5Drefresh(rd->series[i].ds) < 0) {
+            if (H5Drefresh(rd->series[i].ds) < 0
+                || (rd->series[i].counts_ds >= 0 && H5Drefresh(rd->series[i].counts_ds) < 0)) {
                 st = rd_h5_fail_call(rd->path, rd->series[i].name);
                 goto done;
             }
@@ -998,6 +1167,92 @@ static resdiag_status read_block(const resdiag_reader *rd, hid_t ds, const char 
     return st;
 }
 
+/* The indices [k0, k0 + *n) of fields[0..n_fields-1] that lie in the field
+ * range [f0, f0 + nf) (the fields are in field order, so they are one run). */
+static hsize_t field_run(const int *fields, int n_fields, hsize_t f0, hsize_t nf, hsize_t *n)
+{
+    hsize_t k0 = 0;
+    *n = 0;
+    for (int k = 0; k < n_fields; k++)
+        if ((hsize_t)fields[k] >= f0 && (hsize_t)fields[k] < f0 + nf) {
+            if (*n == 0)
+                k0 = (hsize_t)k;
+            ++*n;
+        }
+    return k0;
+}
+
+/* The block (start, count) of a schema-2 STATS table, fields [f0, f0 + nf)
+ * on its last axis, from its two datasets into out (count, laid out as
+ * the record has the fields). */
+static resdiag_status read_split(const resdiag_reader *rd, const series *se, const hsize_t *start,
+                                 const hsize_t *count, double *out)
+{
+    int last = se->rank;
+    hsize_t f0 = start[last], nf = count[last], rows = 1, nr, nc;
+    for (int i = 0; i < last; i++)
+        rows *= count[i];
+    hsize_t kr = field_run(rd_real_fields, RD_N_REAL_FIELDS, f0, nf, &nr);
+    hsize_t kc = field_run(rd_count_fields, RD_N_COUNT_FIELDS, f0, nf, &nc);
+    double *real = malloc((size_t)(rows * (nr + nc)) * sizeof *real + 1);
+    if (!real)
+        return rd_h5_fail(RESDIAG_E_NOMEM, "run file %s: out of memory reading /%s", rd->path,
+                          se->name);
+    double *counts = real + rows * nr;
+    hsize_t st2[RD_MAX_RANK + 1], ct2[RD_MAX_RANK + 1];
+    memcpy(st2, start, sizeof st2);
+    memcpy(ct2, count, sizeof ct2);
+    resdiag_status st = RESDIAG_OK;
+    st2[last] = kr;
+    ct2[last] = nr;
+    if (nr > 0)
+        st = read_block(rd, se->ds, se->name, H5T_NATIVE_DOUBLE, st2, ct2, last + 1, ct2, real);
+    st2[last] = kc;
+    ct2[last] = nc;
+    if (st == RESDIAG_OK && nc > 0) {
+        st = read_block(rd, se->counts_ds, rd->lay.tables[se->table].counts_name,
+                        H5T_NATIVE_INT64, st2, ct2, last + 1, ct2, counts);
+        rd_ftype_unpack_int(RD_FT_COUNT, counts, (size_t)(rows * nc), counts);
+    }
+    for (hsize_t r = 0; st == RESDIAG_OK && r < rows; r++) {
+        const double *fr = real + r * nr, *fc = counts + r * nc;
+        double *to = out + r * nf;
+        for (hsize_t j = 0; j < nf; j++) /* the fields in order take turns from both */
+            to[j] = f0 + j >= RESDIAG_FIELD_FROB && f0 + j <= RESDIAG_FIELD_ABSMAX ? *fr++ : *fc++;
+    }
+    free(real);
+    return st;
+}
+
+/* Reads the block (start, count) of series se (as a step record has it) as
+ * doubles into out, laid out as count: floats as they are, the integers'
+ * sentinels as NaN, a schema-2 STATS table from both its datasets. */
+static resdiag_status read_values(const resdiag_reader *rd, const series *se,
+                                  const hsize_t *start, const hsize_t *count, double *out)
+{
+    if (se->counts_ds >= 0)
+        return read_split(rd, se, start, count, out);
+    int is_int = rd_ftype_is_int(se->ft) && se->table >= 0;
+    resdiag_status st = read_block(rd, se->ds, se->name, is_int ? H5T_NATIVE_INT64
+                                                                : H5T_NATIVE_DOUBLE,
+                                   start, count, se->rank + 1, count, out);
+    if (st == RESDIAG_OK && is_int) {
+        size_t n = 1;
+        for (int i = 0; i <= se->rank; i++)
+            n *= (size_t)count[i];
+        rd_ftype_unpack_int(se->ft, out, n, out);
+    }
+    return st;
+}
+
+static const series *table_series(const resdiag_reader *rd, int table)
+{
+    for (int i = 0; i < rd->n_series; i++)
+        if (rd->series[i].table == table)
+            return &rd->series[i];
+    return NULL;
+}
+
 /* Reads elements [first, first + n) of slot `slot` of a table, for steps
  * [step, step + n_steps) with n_steps > 1 only when n == 1; out (n_steps * n). */
 static resdiag_status read_slot(const resdiag_reader *rd, int table, size_t slot,
@@ -1005,6 +1260,9 @@ static resdiag_status read_slot(const resdiag_reader *rd, int table, size_t slot
                                 double *out)
 {
     const rd_table *t = &rd->lay.tables[table];
+    const series *se = table_series(rd, table);
+    if (!se)
+        return rd_h5_fail(RESDIAG_E_NOT_FOUND, "run file %s has no /%s", rd->path, t->name);
     hsize_t start[RD_MAX_RANK + 1], count[RD_MAX_RANK + 1];
     start[0] = (hsize_t)step;
     count[0] = n_steps;
@@ -1016,9 +1274,7 @@ static resdiag_status read_slot(const resdiag_reader *rd, int table, size_t slot
     }
     start[t->rank] = first;
     count[t->rank] = n;
-    hsize_t mn = n_steps * n;
-    return read_block(rd, rd->table_ds[table], t->name, H5T_NATIVE_DOUBLE, start, count, 1, &mn,
-                      out);
+    return read_values(rd, se, start, count, out);
 }
 
 static resdiag_status table_present(const resdiag_reader *rd, int table, const char *fn)
@@ -1371,7 +1627,7 @@ resdiag_status resdiag_reader_read(const resdiag_reader *rd, const char *name, i
         cnt[i + 1] = s->dims[i];
     /* A memory space of the selection's own shape: HDF5 then copies whole
      * blocks instead of iterating element by element. */
-    return read_block(rd, s->ds, s->name, H5T_NATIVE_DOUBLE, start, cnt, s->rank + 1, cnt, out);
+    return read_values(rd, s, start, cnt, out);
 }
 
 /* ------------------------------------------------------ stored chunks */
@@ -1404,6 +1660,13 @@ resdiag_status rd_reader_chunks(const resdiag_reader *rd, const char *name, int6
         H5Sclose(sp);
     rd_h5_quiet_end(&q);
     return st;
+}
+
+/* Axis i (after the step axis) of series s's first dataset in the file: a
+ * schema-2 STATS table's holds the real fields only. */
+static hsize_t file_dim(const series *s, int i)
+{
+    return s->counts_ds >= 0 && i == s->rank - 1 ? RD_N_REAL_FIELDS : s->dims[i];
 }
 
 resdiag_status rd_reader_stored(const resdiag_reader *rd, const char *name, int64_t step_index,
@@ -1445,7 +1708,7 @@ resdiag_status rd_reader_stored(const resdiag_reader *rd, const char *name, int6
         if (H5Dget_chunk_storage_size(s->ds, off, &bytes) < 0 || bytes > 0)
             ++*n_stored;
         int k = s->rank;
-        while (k > 0 && (off[k] += s->chunk[k]) >= s->dims[k - 1])
+        while (k > 0 && (off[k] += s->chunk[k]) >= file_dim(s, k - 1))
             off[k--] = 0;
         if (k == 0)
             break;

@@ -73,6 +73,7 @@
 #include "common/utf8.h"
 #include "h5/attributes.h"
 #include "h5/common.h"
+#include "h5/file_types.h"
 #include "h5/run_file_guard.h"
 #include "h5/scales.h"
 #include "h5/space.h"
@@ -96,11 +97,26 @@
 int rd_h5_writer_summary = 1;
 void (*rd_h5_writer_before_create)(const char *path) = NULL;
 
+/* One dataset of a table. A table has one, except a STATS table in schema
+ * 2, which has two: its real-valued fields (float32), then its integer
+ * fields (int64, in its counts_name dataset). */
+typedef struct table_part {
+    hid_t ds;            /* (step, dims..., width), or invalid: none */
+    const char *name;
+    rd_ftype ft;
+    const int *map;      /* the values of a slot it stores; NULL: all, in order */
+    int width;           /* the last axis */
+    rd_chunk_info chunk;
+} table_part;
+#define MAX_PARTS 2
+
 struct rd_writer {
     hid_t file;
     hid_t steps_ds;                    /* (step) int64 */
     hid_t time_ds;                     /* (step) float64 */
-    hid_t table_ds[RD_N_TABLES];       /* (step, dims...) float64, or invalid if count == 0 */
+    table_part part[RD_N_TABLES][MAX_PARTS]; /* part[i][0].ds invalid if count == 0 */
+    int schema;                        /* 1 or 2 (doc/FORMAT.md) */
+    int level;                         /* schema 2: deflate level of the tables, 0 = none */
     hid_t callsite_ds[RD_N_TABLES];    /* (dims without the last) strings, STATS tables */
     hid_t callsite_type;               /* fixed RD_CALLSITE_LEN string (memory) */
     rd_tables lay;
@@ -113,9 +129,9 @@ struct rd_writer {
     char failed_msg[1024];
 
     rd_space space;                    /* HDF5's descriptor, reservation, paging */
-    rd_chunk_info table_chunk[RD_N_TABLES];
     rd_chunk_info series_chunk;           /* /steps and /step_time */
-    hid_t summary_ds[RD_N_SUMMARY];    /* (step, dims...) float64, or invalid: no /summary */
+    hid_t summary_ds[RD_N_SUMMARY];    /* (step, dims...), or invalid: no /summary */
+    rd_ftype summary_ft[RD_N_SUMMARY];
     rd_chunk_info summary_chunk[RD_N_SUMMARY];
     double *summary_buf;               /* (n, lay.summary_len) of a batch */
     size_t summary_cap;                /* steps */
@@ -283,7 +299,7 @@ static int write_rank_attrs(hid_t file, const rd_rank_attrs *ra, werr *e)
            && attr_str(file, RD_ATTR_JOB_ID, a->job_id, e);
 }
 
-static int write_root_attrs(hid_t file, const rd_file_header *hdr, werr *e)
+static int write_root_attrs(hid_t file, const rd_file_header *hdr, int schema, werr *e)
 {
     const resdiag_model *m = hdr->model;
     const char *site_names[RESDIAG_N_BLOCK_SITES];
@@ -306,7 +322,7 @@ static int write_root_attrs(hid_t file, const rd_file_header *hdr, werr *e)
     snprintf(h5ver, sizeof h5ver, "%u.%u.%u", maj, min, rel);
     const char *block = rd_h5_block_name(m->block);
 
-    return attr_int(file, RD_ATTR_SCHEMA_VERSION, RD_SCHEMA_VERSION, e)
+    return attr_int(file, RD_ATTR_SCHEMA_VERSION, schema, e)
            && attr_str(file, RD_ATTR_RESDIAG_VERSION, RESDIAG_VERSION_STRING, e)
            && attr_int(file, RD_ATTR_N_LAYERS, m->n_layers, e)
            && attr_int(file, RD_ATTR_D_MODEL, m->d_model, e)
@@ -417,7 +433,8 @@ static int ensure_parent(hid_t file, const char *path, werr *e)
 }
 
 /* Label attribute for the axis `axis` of a table, if it has labels. */
-static int axis_labels(hid_t ds, const char *axis, const rd_file_header *hdr, werr *e)
+static int axis_labels(hid_t ds, const char *axis, const rd_file_header *hdr,
+                       const int *fields, int n_fields, werr *e)
 {
     const resdiag_model *m = hdr->model;
     if (strcmp(axis, "sublayer") == 0)
@@ -443,13 +460,16 @@ static int axis_labels(hid_t ds, const char *axis, const rd_file_header *hdr, we
     if (strcmp(axis, "metric") == 0)
         return attr_strs(ds, RD_ATTR_METRIC_NAMES, m->metric_names, (size_t)m->n_metrics, e);
     if (strcmp(axis, "field") == 0) {
+        /* (a schema-2 dataset holds some of the fields: it names those) */
         const char *n[RESDIAG_N_FIELDS], *u[RESDIAG_N_FIELDS];
-        for (int i = 0; i < RESDIAG_N_FIELDS; i++) {
-            n[i] = resdiag_field_name((resdiag_field)i);
-            u[i] = rd_h5_field_unit(i);
+        int nf = fields ? n_fields : RESDIAG_N_FIELDS;
+        for (int i = 0; i < nf; i++) {
+            int f = fields ? fields[i] : i;
+            n[i] = resdiag_field_name((resdiag_field)f);
+            u[i] = rd_h5_field_unit(f);
         }
-        return attr_strs(ds, RD_ATTR_FIELD_NAMES, n, RESDIAG_N_FIELDS, e)
-               && attr_strs(ds, RD_ATTR_FIELD_UNITS, u, RESDIAG_N_FIELDS, e);
+        return attr_strs(ds, RD_ATTR_FIELD_NAMES, n, (size_t)nf, e)
+               && attr_strs(ds, RD_ATTR_FIELD_UNITS, u, (size_t)nf, e);
     }
     if (strcmp(axis, "nonfinite_field") == 0) {
         const char *n[RD_SUM_NF_COLS];
@@ -472,9 +492,11 @@ static int axis_labels(hid_t ds, const char *axis, const rd_file_header *hdr, we
     return 1;
 }
 
-/* description, units, axes, and the labels of every labelled axis. */
-static int describe(hid_t ds, const char *description, const char *units, const char *axes,
-                    const rd_file_header *hdr, werr *e)
+/* description, units, axes, and the labels of every labelled axis (of the
+ * field axis: fields[0..n_fields-1], or every field when fields is NULL). */
+static int describe_fields(hid_t ds, const char *description, const char *units,
+                           const char *axes, const rd_file_header *hdr, const int *fields,
+                           int n_fields, werr *e)
 {
     if (!attr_str(ds, RD_ATTR_DESCRIPTION, description, e) || !attr_str(ds, RD_ATTR_UNITS, units, e)
         || !attr_str(ds, RD_ATTR_AXES, axes, e))
@@ -486,7 +508,7 @@ static int describe(hid_t ds, const char *description, const char *units, const 
         if (n < sizeof axis) {
             memcpy(axis, p, n);
             axis[n] = '\0';
-            if (!axis_labels(ds, axis, hdr, e))
+            if (!axis_labels(ds, axis, hdr, fields, n_fields, e))
                 return 0;
         }
         p += n;
@@ -496,6 +518,12 @@ static int describe(hid_t ds, const char *description, const char *units, const 
     return 1;
 }
 
+static int describe(hid_t ds, const char *description, const char *units, const char *axes,
+                    const rd_file_header *hdr, werr *e)
+{
+    return describe_fields(ds, description, units, axes, hdr, NULL, 0, e);
+}
+
 /* Creates an extendible dataset (0, dims...) / (unlimited, dims...); with
  * split_axis >= 0 each chunk holds one index of that axis of dims. With
  * btree (and dims), the last axis is declared unlimited too (it never
@@ -503,7 +531,8 @@ static int describe(hid_t ds, const char *description, const char *units, const 
  * top); else a single unlimited axis gets an extensible array. */
 static hid_t create_series(hid_t file, const char *name, hid_t ftype, hid_t fill_type,
                            const void *fill, int rank, const int64_t *dims, int split_axis,
-                           int btree, hsize_t chunk_steps, size_t elem_size, werr *e)
+                           int btree, hsize_t chunk_steps, size_t elem_size, int level,
+                           werr *e)
 {
     hid_t sp = H5I_INVALID_HID, dcpl = H5I_INVALID_HID, dapl = H5I_INVALID_HID;
     hid_t ds = H5I_INVALID_HID;
@@ -529,6 +558,12 @@ static hid_t create_series(hid_t file, const char *name, hid_t ftype, hid_t fill
     CHECK(H5Pset_chunk(dcpl, rank + 1, chunk), e, name);
     CHECK(H5Pset_fill_value(dcpl, fill_type, fill), e, name);
     CHECK(H5Pset_obj_track_times(dcpl, 0), e, name);
+    /* Schema 2 with compression: shuffle, then deflate, nothing else (the
+     * reader accepts exactly that pipeline). */
+    if (level > 0) {
+        CHECK(H5Pset_shuffle(dcpl), e, name);
+        CHECK(H5Pset_deflate(dcpl, (unsigned)level), e, name);
+    }
     if ((dapl = H5Pcreate(H5P_DATASET_ACCESS)) < 0)
         H5FAIL(e, name);
     /* Keep the chunk being filled in memory across appends. */
@@ -593,9 +628,14 @@ cleanup:
 
 /* The axis of a table's dims that is the block site, or -1: tables with
  * one are chunked and written one site at a time, so that a site never
- * observed costs no disk space (see append_table). */
-static int site_axis(int table)
+ * observed costs no disk space (see append_table). Not with compression:
+ * the deflated NaN of a site never observed take a few bytes per chunk,
+ * and one chunk per step instead of five keeps the index and the paged
+ * file's rounding small (doc/FORMAT.md, "Chunks"). */
+static int site_axis(const rd_writer *w, int table)
 {
+    if (w->level > 0)
+        return -1;
     return table == RD_T_FWD_SITE || table == RD_T_BWD_SITE || table == RD_T_FWD_SITE_SKETCH
                    || table == RD_T_BWD_SITE_SKETCH
                ? 2
@@ -607,10 +647,10 @@ static int site_axis(int table)
  * step is flushed alone), and each flush writes every chunk it touched in
  * full: small chunks keep that rewrite small. Measured (resdiag-bench,
  * flush_steps=64): chunks of a whole batch cost 2-3x more per step. */
-static hsize_t table_chunk_steps(int record_chunk_steps, size_t count)
+static hsize_t table_chunk_steps(int record_chunk_steps, size_t bytes_per_step)
 {
     hsize_t cs = ((hsize_t)record_chunk_steps + 3) / 4;
-    hsize_t cap = (hsize_t)(TABLE_CHUNK_BYTES / (count * sizeof(double) + 1));
+    hsize_t cap = (hsize_t)(TABLE_CHUNK_BYTES / (bytes_per_step + 1));
     if (cs > cap)
         cs = cap;
     return cs < 1 ? 1 : cs;
@@ -630,17 +670,18 @@ static off_t metadata_margin(const rd_writer *w)
 static off_t index_margin(const rd_writer *w, hsize_t n)
 {
     off_t m = 0;
-    for (int i = 0; i < RD_N_TABLES; i++) {
-        const rd_table *t = &w->lay.tables[i];
-        const rd_chunk_info *c = &w->table_chunk[i];
-        if (t->count == 0 || c->steps == 0 || n == 0)
-            continue;
-        int ax = site_axis(i);
-        hsize_t per_step = ax < 0 ? 1 : (hsize_t)t->dims[ax];
-        hsize_t first = w->n_written / c->steps, last = (w->n_written + n - 1) / c->steps;
-        hsize_t pieces = (last - first + 1) * per_step;
-        m += (off_t)pieces * (256 + (w->space.paged ? RD_FILE_PAGE : 0)) + 4 * RD_FILE_PAGE;
-    }
+    for (int i = 0; i < RD_N_TABLES; i++)
+        for (int p = 0; p < MAX_PARTS; p++) {
+            const rd_table *t = &w->lay.tables[i];
+            const rd_chunk_info *c = &w->part[i][p].chunk;
+            if (t->count == 0 || w->part[i][p].ds < 0 || c->steps == 0 || n == 0)
+                continue;
+            int ax = site_axis(w, i);
+            hsize_t per_step = ax < 0 ? 1 : (hsize_t)t->dims[ax];
+            hsize_t first = w->n_written / c->steps, last = (w->n_written + n - 1) / c->steps;
+            hsize_t pieces = (last - first + 1) * per_step;
+            m += (off_t)pieces * (256 + (w->space.paged ? RD_FILE_PAGE : 0)) + 4 * RD_FILE_PAGE;
+        }
     return m;
 }
 
@@ -649,8 +690,9 @@ static void writer_free(rd_writer *w)
     if (!w)
         return;
     for (int i = 0; i < RD_N_TABLES; i++) {
-        if (w->table_ds[i] >= 0)
-            H5Dclose(w->table_ds[i]);
+        for (int p = 0; p < MAX_PARTS; p++)
+            if (w->part[i][p].ds >= 0)
+                H5Dclose(w->part[i][p].ds);
         if (w->callsite_ds[i] >= 0)
             H5Dclose(w->callsite_ds[i]);
     }
@@ -680,8 +722,11 @@ static rd_writer *writer_new(const char *path, const rd_tables *tables)
         return NULL;
     w->file = w->space.file = w->steps_ds = w->time_ds = w->callsite_type = H5I_INVALID_HID;
     w->space.fd = w->lock_fd = -1;
-    for (int i = 0; i < RD_N_TABLES; i++)
-        w->table_ds[i] = w->callsite_ds[i] = H5I_INVALID_HID;
+    for (int i = 0; i < RD_N_TABLES; i++) {
+        w->callsite_ds[i] = H5I_INVALID_HID;
+        for (int p = 0; p < MAX_PARTS; p++)
+            w->part[i][p].ds = H5I_INVALID_HID;
+    }
     for (int i = 0; i < RD_N_SUMMARY; i++)
         w->summary_ds[i] = H5I_INVALID_HID;
     w->lay = *tables;
@@ -694,24 +739,96 @@ static rd_writer *writer_new(const char *path, const rd_tables *tables)
     return w;
 }
 
-/* Table i's dataset, described, and its call sites for a STATS table. */
+/* The datasets of table i (see table_part): in schema 1 one of float64;
+ * in schema 2 the type of its kind, and for a STATS table two. */
+static void set_parts(rd_writer *w, int i)
+{
+    const rd_table *t = &w->lay.tables[i];
+    table_part *pt = w->part[i];
+    pt[0].name = t->name;
+    pt[0].map = NULL;
+    pt[0].width = (int)t->dims[t->rank - 1];
+    pt[0].ft = rd_table_ftype(i, t, w->schema);
+    pt[1].name = NULL;
+    if (w->schema >= 2 && t->kind == RD_KIND_STATS) {
+        pt[0].map = rd_real_fields;
+        pt[0].width = RD_N_REAL_FIELDS;
+        pt[1] = (table_part){ H5I_INVALID_HID, t->counts_name, RD_FT_COUNT, rd_count_fields,
+                              RD_N_COUNT_FIELDS, { 0, 0 } };
+    }
+}
+
+/* The description of a part in the file: where schema 2 stores a sentinel
+ * instead of NaN, the table's "NaN: ..." says so. */
+static const char *part_description(const rd_table *t, const table_part *pt, char *buf,
+                                    size_t len)
+{
+    if (pt->ft == RD_FT_COUNT) {
+        snprintf(buf, len, "the integer fields of /%s (field_names), at the same indices: "
+                 "-1 where not observed, and absmax_col -1 where no value was finite",
+                 t->name);
+        return buf;
+    }
+    const char *nan = strstr(t->description, "NaN");
+    if (!nan || (pt->ft != RD_FT_CALLS && pt->ft != RD_FT_ALIAS))
+        return t->description;
+    snprintf(buf, len, "%.*s%s%s", (int)(nan - t->description), t->description,
+             pt->ft == RD_FT_CALLS ? "0" : "-1", nan + 3);
+    return buf;
+}
+
+/* Bytes that a chunk of `raw` bytes may take in the file: with deflate,
+ * HDF5 stores at most ceil(1.001 raw) + 12 bytes (its output buffer; a
+ * chunk that does not fit is stored as it is, since the filter is
+ * optional), and raw / 512 + 64 is more than that. */
+static off_t chunk_bound(off_t raw, int level)
+{
+    return level > 0 ? raw + raw / 512 + 64 : raw;
+}
+
+/* Creates part p of table i and describes it. */
+static int create_part(rd_writer *w, hid_t file, const rd_file_header *hdr, int i, int p,
+                       werr *e)
+{
+    const rd_table *t = &w->lay.tables[i];
+    table_part *pt = &w->part[i][p];
+    int64_t dims[RD_MAX_RANK];
+    memcpy(dims, t->dims, sizeof dims);
+    dims[t->rank - 1] = pt->width;
+    size_t per_step = t->count / (size_t)t->dims[t->rank - 1] * (size_t)pt->width;
+    size_t esz = rd_ftype_size(pt->ft);
+    int split = site_axis(w, i);
+    /* With filters a chunk is one step: each append then writes new chunks
+     * only, and never rewrites one that holds a committed step (a deflated
+     * chunk rewritten is other bytes, which a kill could tear, or moves,
+     * and its old place may be reused before the index says so). */
+    hsize_t cs = w->level > 0 ? 1
+                              : table_chunk_steps(hdr->record_chunk_steps,
+                                                  (split < 0 ? per_step
+                                                             : per_step / (size_t)dims[split])
+                                                      * esz);
+    pt->ds = create_series(file, pt->name, rd_ftype_file(pt->ft), rd_ftype_memory(pt->ft),
+                           rd_ftype_fill(pt->ft), t->rank, dims, split, w->space.paged, cs,
+                           esz, w->level, e);
+    pt->chunk.steps = cs;
+    pt->chunk.bytes = chunk_bound((off_t)cs * (off_t)per_step * (off_t)esz, w->level);
+    w->n_datasets++;
+    char desc[512];
+    return pt->ds >= 0
+           && describe_fields(pt->ds, part_description(t, pt, desc, sizeof desc), t->units,
+                              t->axes, hdr, pt->map, pt->width, e);
+}
+
+/* Table i's datasets, described, and its call sites for a STATS table. */
 static int create_table(rd_writer *w, hid_t file, const rd_file_header *hdr, int i, werr *e)
 {
-    double nan = NAN;
     const rd_table *t = &w->lay.tables[i];
     if (t->count == 0)
         return 1;
-    int split = site_axis(i);
-    hsize_t cs = table_chunk_steps(hdr->record_chunk_steps,
-                                   split < 0 ? t->count : t->count / (size_t)t->dims[split]);
-    w->table_ds[i] = create_series(file, t->name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
-                                   t->rank, t->dims, split, w->space.paged, cs, 8, e);
-    w->table_chunk[i].steps = cs;
-    w->table_chunk[i].bytes = (off_t)cs * (off_t)t->count * 8;
-    w->n_datasets++;
-    if (w->table_ds[i] < 0 || !describe(w->table_ds[i], t->description, t->units, t->axes,
-                                        hdr, e))
-        return 0;
+    set_parts(w, i);
+    for (int p = 0; p < MAX_PARTS && w->part[i][p].name; p++)
+        if (!create_part(w, file, hdr, i, p, e))
+            return 0;
     if (t->kind != RD_KIND_STATS || !t->callsite_name)
         return 1;
     off_t cs_bytes = 0;
@@ -746,14 +863,14 @@ static int create_datasets(rd_writer *w, hid_t file, const rd_file_header *hdr, 
     w->series_chunk.bytes = (off_t)series_chunk * 8;
     w->n_datasets = 2;
     w->steps_ds = create_series(file, RD_STEPS_NAME, H5T_STD_I64LE, H5T_NATIVE_LLONG,
-                                &step_fill, 0, NULL, -1, 0, series_chunk, 8, e);
+                                &step_fill, 0, NULL, -1, 0, series_chunk, 8, 0, e);
     if (w->steps_ds < 0
         || !describe(w->steps_ds,
                      "the trainer's step number of each recorded step (-1: never written)",
                      "step", "step", hdr, e))
         return 0;
     w->time_ds = create_series(file, RD_STEP_TIME_NAME, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
-                               0, NULL, -1, 0, series_chunk, 8, e);
+                               0, NULL, -1, 0, series_chunk, 8, 0, e);
     if (w->time_ds < 0
         || !describe(w->time_ds, "time of the end of each recorded step since the run was opened",
                      "s", "step", hdr, e))
@@ -765,14 +882,20 @@ static int create_datasets(rd_writer *w, hid_t file, const rd_file_header *hdr, 
         if (!create_table(w, file, hdr, i, e))
             return 0;
 
-    /* The per-step summary: rows of a few doubles, chunked like /steps. */
+    /* The per-step summary: rows of a few numbers, chunked like /steps and
+     * never filtered (doc/FORMAT.md: its chunks are rewritten by each
+     * append, which is safe only for bytes that stay the same); its types
+     * in rd_summary_ftype. */
     for (int i = 0; i < RD_N_SUMMARY && rd_h5_writer_summary; i++) {
         const rd_table *t = &w->lay.summary[i];
-        w->summary_ds[i] = create_series(file, t->name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &nan,
-                                         t->rank, t->dims, -1, w->space.paged, series_chunk, 8,
-                                         e);
+        rd_ftype ft = rd_summary_ftype(i, w->schema);
+        w->summary_ft[i] = ft;
+        w->summary_ds[i] = create_series(file, t->name, rd_ftype_file(ft), rd_ftype_memory(ft),
+                                         rd_ftype_fill(ft), t->rank, t->dims, -1,
+                                         w->space.paged, series_chunk, rd_ftype_size(ft), 0, e);
         w->summary_chunk[i].steps = series_chunk;
-        w->summary_chunk[i].bytes = (off_t)series_chunk * (off_t)t->count * 8;
+        w->summary_chunk[i].bytes = (off_t)series_chunk * (off_t)t->count
+                                    * (off_t)rd_ftype_size(ft);
         w->n_datasets++;
         if (w->summary_ds[i] < 0
             || !describe(w->summary_ds[i], t->description, t->units, t->axes, hdr, e))
@@ -788,9 +911,10 @@ cleanup:
 static int keep_headers_in_one_page(rd_writer *w, hid_t file, werr *e)
 {
     for (int i = 0; i < RD_N_TABLES; i++)
-        if (w->table_ds[i] >= 0
-            && !keep_header_in_one_page(file, &w->table_ds[i], w->lay.tables[i].name, e))
-            return 0;
+        for (int p = 0; p < MAX_PARTS; p++)
+            if (w->part[i][p].ds >= 0
+                && !keep_header_in_one_page(file, &w->part[i][p].ds, w->part[i][p].name, e))
+                return 0;
     for (int i = 0; i < RD_N_SUMMARY; i++)
         if (w->summary_ds[i] >= 0
             && !keep_header_in_one_page(file, &w->summary_ds[i], w->lay.summary[i].name, e))
@@ -808,7 +932,8 @@ static int n_time_series(const rd_writer *w)
 {
     int n = 1; /* step_time */
     for (int i = 0; i < RD_N_TABLES; i++)
-        n += w->table_ds[i] >= 0;
+        for (int p = 0; p < MAX_PARTS; p++)
+            n += w->part[i][p].ds >= 0;
     for (int i = 0; i < RD_N_SUMMARY; i++)
         n += w->summary_ds[i] >= 0;
     return n;
@@ -819,11 +944,13 @@ static int n_time_series(const rd_writer *w)
 static int make_scale_room(rd_writer *w, werr *e)
 {
     for (int i = 0; i < RD_N_TABLES; i++)
-        if (w->table_ds[i] >= 0
-            && !rd_scales_make_room(w->table_ds[i], w->lay.tables[i].rank + 1, 0, &e->h5)) {
-            e->object = w->lay.tables[i].name;
-            return 0;
-        }
+        for (int p = 0; p < MAX_PARTS; p++)
+            if (w->part[i][p].ds >= 0
+                && !rd_scales_make_room(w->part[i][p].ds, w->lay.tables[i].rank + 1, 0,
+                                        &e->h5)) {
+                e->object = w->part[i][p].name;
+                return 0;
+            }
     for (int i = 0; i < RD_N_SUMMARY; i++)
         if (w->summary_ds[i] >= 0
             && !rd_scales_make_room(w->summary_ds[i], w->lay.summary[i].rank + 1, 0, &e->h5)) {
@@ -868,11 +995,23 @@ static int attach_scales(rd_writer *w, hid_t file, const rd_file_header *hdr, we
     if (!rd_scales_attach(file, w->time_ds, "step", &e->h5))
         return 0;
     for (int i = 0; i < RD_N_TABLES; i++) {
-        if (w->table_ds[i] < 0)
+        for (int p = 0; p < MAX_PARTS; p++) {
+            const table_part *pt = &w->part[i][p];
+            if (pt->ds < 0)
+                continue;
+            /* A part with some of the fields has no scale on its field axis
+             * (the field scale has them all): its field_names name them. */
+            char axes[128];
+            snprintf(axes, sizeof axes, "%s", w->lay.tables[i].axes);
+            char *last = strrchr(axes, ',');
+            if (pt->map && last)
+                snprintf(last, sizeof axes - (size_t)(last - axes), ",%s", "-");
+            e->object = pt->name;
+            if (!rd_scales_attach(file, pt->ds, axes, &e->h5))
+                return 0;
+        }
+        if (w->part[i][0].ds < 0)
             continue;
-        e->object = w->lay.tables[i].name;
-        if (!rd_scales_attach(file, w->table_ds[i], w->lay.tables[i].axes, &e->h5))
-            return 0;
         if (w->callsite_ds[i] >= 0 && !attach_callsite_scales(w, file, i, e))
             return 0;
     }
@@ -916,6 +1055,11 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
         return set_err(err, errlen, RESDIAG_E_INVALID,
                        "client bug: rd_writer_create: record_chunk_steps %d < 1",
                        hdr->record_chunk_steps);
+    if (hdr->file_schema < 0 || hdr->file_schema > RD_SCHEMA_VERSION || hdr->compression < 0
+        || hdr->compression > 9)
+        return set_err(err, errlen, RESDIAG_E_INVALID,
+                       "client bug: rd_writer_create: file_schema %d (1..%d) or compression %d "
+                       "(0..9)", hdr->file_schema, RD_SCHEMA_VERSION, hdr->compression);
     /* A role naming no parameter would make a file that readers refuse. */
     const resdiag_model *m = hdr->model;
     if (!role_names_one_of(m->head_param, m->model_param_names, m->n_model_params))
@@ -937,6 +1081,8 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
     rd_writer *w = writer_new(path, hdr->tables);
     if (!w)
         return set_err(err, errlen, RESDIAG_E_NOMEM, "out of memory creating run file %s", path);
+    w->schema = hdr->file_schema ? hdr->file_schema : RD_SCHEMA_VERSION;
+    w->level = w->schema >= 2 ? hdr->compression : 0; /* schema 1: no filters */
 
     /* Nothing at path is given to HDF5 before it is claimed: a new file,
      * or with overwrite a run file, locked against other writers. */
@@ -993,7 +1139,7 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
     if (!reserve(w, RESERVE_CREATE, &e))
         goto cleanup;
 
-    if (!write_root_attrs(file, hdr, &e) || !write_meta(file, hdr->model, &e))
+    if (!write_root_attrs(file, hdr, w->schema, &e) || !write_meta(file, hdr->model, &e))
         goto cleanup;
 
     if (!create_datasets(w, file, hdr, &e) || !make_scale_room(w, &e)
@@ -1160,69 +1306,110 @@ static int block_has_data(const rd_writer *w, const rd_table *t, const double *r
     return 0;
 }
 
-/* Packs site block b of steps [r0, r1) of table i into w->pack, laid out as
- * the file's block (steps, dims... with 1 at the site axis); *bytes its size. */
-static int pack_rows(rd_writer *w, int i, const double *records, hsize_t r0, hsize_t r1,
-                     size_t b, size_t *bytes, werr *e)
+/* 0, with e saying that a value of the record has no exact value in the
+ * file's type: a value the library computed (a count, a column, a call
+ * order, a site index) that is not an integer in range, which would be a
+ * bug; checked rather than trusted, since HDF5 would convert it silently.
+ * Nothing of the append is committed (/steps comes last). */
+static int not_storable(werr *e, const table_part *pt, double v, hsize_t step)
+{
+    snprintf(e->h5.msg, sizeof e->h5.msg, "a value %.17g at step index %llu "
+             "is not an integer that the file's %s can hold", v, (unsigned long long)step, rd_ftype_name(pt->ft));
+    e->h5.captured = 1;
+    e->st = RESDIAG_E_INVALID;
+    e->object = pt->name;
+    e->before_hdf5 = 1; /* HDF5 has failed nothing: the file closes cleanly */
+    return 0;
+}
+
+/* Packs site block b of steps [r0, r1) of part p of table i into w->pack,
+ * in the part's type, laid out as the file's block (steps, dims... with 1
+ * at the site axis). */
+static int pack_rows(rd_writer *w, int i, int p, const double *records, hsize_t r0,
+                     hsize_t r1, size_t b, werr *e)
 {
     const rd_table *t = &w->lay.tables[i];
-    int ax = site_axis(i);
+    const table_part *pt = &w->part[i][p];
+    int ax = site_axis(w, i);
     size_t nb = ax < 0 ? 1 : (size_t)t->dims[ax];
     size_t inner = ax < 0 ? t->count : (size_t)t->dims[t->rank - 1];
-    size_t outer = t->count / (nb * inner);
-    *bytes = (size_t)(r1 - r0) * outer * inner * sizeof(double);
-    if (!pack_room(w, *bytes, t->name, e))
+    size_t width = (size_t)t->dims[t->rank - 1]; /* values per slot in the record */
+    size_t outer = t->count / (nb * inner), slots = inner / width;
+    size_t esz = rd_ftype_size(pt->ft), out_slot = (size_t)pt->width * esz;
+    if (!pack_room(w, (size_t)(r1 - r0) * outer * slots * out_slot, pt->name, e))
         return 0;
-    double *to = w->pack;
+    char *to = w->pack;
     for (hsize_t r = r0; r < r1; r++) {
         const double *row = records + (size_t)r * w->lay.record_len + t->offset + b * inner;
-        for (size_t o = 0; o < outer; o++, to += inner)
-            memcpy(to, row + o * nb * inner, inner * sizeof(double));
+        for (size_t o = 0; o < outer; o++) {
+            const double *from = row + o * nb * inner;
+            if (!pt->map && pt->ft == RD_FT_F64) { /* schema 1: as it is */
+                memcpy(to, from, inner * sizeof(double));
+                to += inner * sizeof(double);
+                continue;
+            }
+            for (size_t sl = 0; sl < slots; sl++, to += out_slot, from += width) {
+                long bad = rd_ftype_pack(pt->ft, from, pt->map, (size_t)pt->width, to);
+                if (bad >= 0)
+                    return not_storable(e, pt, from[pt->map ? (size_t)pt->map[bad] : (size_t)bad],
+                                        w->n_written + r);
+            }
+        }
     }
     return 1;
 }
 
-/* Writes site block b of steps [r0, r1) at step n_written + r0. (Not with
- * H5Dwrite_chunk for whole chunks: it was hardly faster, and HDF5 1.10.8
- * crashes when such a write meets a full disk.) */
+/* Writes site block b of steps [r0, r1) of every part of table i at step
+ * n_written + r0. (Not with H5Dwrite_chunk for whole chunks: it was hardly
+ * faster, and HDF5 1.10.8 crashes when such a write meets a full disk.) */
 static int write_rows(rd_writer *w, int i, const double *records, hsize_t r0, hsize_t r1,
                       size_t b, werr *e)
 {
     const rd_table *t = &w->lay.tables[i];
-    int ax = site_axis(i);
-    size_t bytes = 0;
-    if (!pack_rows(w, i, records, r0, r1, b, &bytes, e))
-        return 0;
-    hsize_t start[RD_MAX_RANK + 1] = { 0 }, count[RD_MAX_RANK + 1];
-    start[0] = w->n_written + r0;
-    count[0] = r1 - r0;
-    for (int k = 0; k < t->rank; k++)
-        count[k + 1] = (hsize_t)t->dims[k];
-    if (ax >= 0) {
-        start[ax + 1] = b;
-        count[ax + 1] = 1;
+    int ax = site_axis(w, i);
+    for (int p = 0; p < MAX_PARTS && w->part[i][p].ds >= 0; p++) {
+        const table_part *pt = &w->part[i][p];
+        if (!pack_rows(w, i, p, records, r0, r1, b, e))
+            return 0;
+        hsize_t start[RD_MAX_RANK + 1] = { 0 }, count[RD_MAX_RANK + 1];
+        start[0] = w->n_written + r0;
+        count[0] = r1 - r0;
+        for (int k = 0; k < t->rank; k++)
+            count[k + 1] = (hsize_t)t->dims[k];
+        count[t->rank] = (hsize_t)pt->width;
+        if (ax >= 0) {
+            start[ax + 1] = b;
+            count[ax + 1] = 1;
+        }
+        if (!write_block(pt->ds, pt->name, rd_ftype_memory(pt->ft), t->rank + 1, start, count,
+                         w->pack, e))
+            return 0;
     }
-    return write_block(w->table_ds[i], t->name, H5T_NATIVE_DOUBLE, t->rank + 1, start, count,
-                       w->pack, e);
+    return 1;
 }
 
 /* Extends table i by n steps and writes their rows from records (n,
  * record_len): per site for tables with a site axis, and per chunk of
  * steps. A chunk's worth of rows that is all NaN is not written: NaN is
- * the fill value, so it reads the same, and the chunks of what was never
- * observed are never allocated (a run that observes the norm and branch
- * sites at a few steps stores them for those steps only). Runs of chunks
- * with data are written with one call. */
+ * the fill value (or its sentinel), so it reads the same, and the chunks
+ * of what was never observed are never allocated (a run that observes the
+ * norm and branch sites at a few steps stores them for those steps only).
+ * Runs of chunks with data are written with one call. */
 static int append_table(rd_writer *w, int i, const double *records, hsize_t n, werr *e)
 {
     const rd_table *t = &w->lay.tables[i];
-    if (!extend(w->table_ds[i], t->name, t->rank, t->dims, w->n_written + n, e))
-        return 0;
-    int ax = site_axis(i);
+    for (int p = 0; p < MAX_PARTS && w->part[i][p].ds >= 0; p++) {
+        int64_t dims[RD_MAX_RANK];
+        memcpy(dims, t->dims, sizeof dims);
+        dims[t->rank - 1] = w->part[i][p].width;
+        if (!extend(w->part[i][p].ds, w->part[i][p].name, t->rank, dims, w->n_written + n, e))
+            return 0;
+    }
+    int ax = site_axis(w, i);
     size_t nb = ax < 0 ? 1 : (size_t)t->dims[ax];
     size_t inner = ax < 0 ? t->count : (size_t)t->dims[t->rank - 1];
     size_t outer = t->count / (nb * inner);
-    hsize_t cs = w->table_chunk[i].steps;
+    hsize_t cs = w->part[i][0].chunk.steps;
     for (size_t b = 0; b < nb; b++) {
         hsize_t run0 = 0, c1;
         int in_run = 0;
@@ -1304,8 +1491,9 @@ resdiag_status rd_writer_append(rd_writer *w, const int64_t *steps, const double
                  + rd_space_new_chunk_bytes(&w->series_chunk, w->n_written, n)
                  + (callsites_changed ? w->callsite_bytes : 0);
     for (int i = 0; i < RD_N_TABLES; i++)
-        if (lay->tables[i].count > 0)
-            need += rd_space_new_chunk_bytes(&w->table_chunk[i], w->n_written, n);
+        for (int p = 0; p < MAX_PARTS; p++)
+            if (lay->tables[i].count > 0 && w->part[i][p].ds >= 0)
+                need += rd_space_new_chunk_bytes(&w->part[i][p].chunk, w->n_written, n);
     for (int i = 0; i < RD_N_SUMMARY; i++)
         if (w->summary_ds[i] >= 0)
             need += rd_space_new_chunk_bytes(&w->summary_chunk[i], w->n_written, n);
@@ -1319,14 +1507,15 @@ resdiag_status rd_writer_append(rd_writer *w, const int64_t *steps, const double
             goto cleanup;
         for (int i = 0; i < RD_N_SUMMARY; i++) {
             const rd_table *t = &lay->summary[i];
-            /* (n, summary_len) -> (n, count) of this dataset */
-            if (!pack_room(w, n * t->count * sizeof(double), t->name, &e))
+            /* (n, summary_len) -> (n, count) of this dataset, in its type */
+            rd_ftype ft = w->summary_ft[i];
+            size_t row = t->count * rd_ftype_size(ft);
+            if (!pack_room(w, n * row, t->name, &e))
                 goto cleanup;
-            double *to = w->pack;
-            for (size_t r = 0; r < n; r++, to += t->count)
-                memcpy(to, w->summary_buf + r * lay->summary_len + t->offset,
-                       t->count * sizeof(double));
-            if (!append_rows(w->summary_ds[i], t->name, H5T_NATIVE_DOUBLE, t->rank, t->dims,
+            for (size_t r = 0; r < n; r++)
+                rd_ftype_pack(ft, w->summary_buf + r * lay->summary_len + t->offset, NULL,
+                              t->count, (char *)w->pack + r * row);
+            if (!append_rows(w->summary_ds[i], t->name, rd_ftype_memory(ft), t->rank, t->dims,
                              w->n_written, n, w->pack, &e))
                 goto cleanup;
         }
@@ -1427,10 +1616,11 @@ resdiag_status rd_writer_close(rd_writer *w, char *err, size_t errlen)
     }
     /* Datasets before the file: the file is only really closed with its
      * last object. */
-    hid_t *ids[2 * RD_N_TABLES + RD_N_SUMMARY + 3];
+    hid_t *ids[(MAX_PARTS + 1) * RD_N_TABLES + RD_N_SUMMARY + 3];
     int n_ids = 0;
     for (int i = 0; i < RD_N_TABLES; i++) {
-        ids[n_ids++] = &w->table_ds[i];
+        for (int p = 0; p < MAX_PARTS; p++)
+            ids[n_ids++] = &w->part[i][p].ds;
         ids[n_ids++] = &w->callsite_ds[i];
     }
     for (int i = 0; i < RD_N_SUMMARY; i++)

@@ -35,9 +35,12 @@ typedef struct rd_file_header {
     int sketch_size;
     uint64_t sketch_seed;
     int record_chunk_steps;       /* steps per append (flush_steps), >= 1: the tables'
-                                     chunks hold a quarter of it, /steps at least 256 */
+                                     chunks hold a quarter of it (one step with
+                                     compression), /steps at least 256 */
     int overwrite;                /* 1: an existing resdiag run file at the path is replaced */
     const rd_rank_attrs *ranks;   /* NULL: rank 0 of 1, split none, source "single" */
+    int file_schema;              /* 1 or 2; 0 = the newest, RD_SCHEMA_VERSION (doc/FORMAT.md) */
+    int compression;              /* schema 2: 0 no filters, 1..9 shuffle + deflate level */
 } rd_file_header;
 
 /* Where an observed tensor's hook was called: one per stats slot

@@ -42,6 +42,8 @@ void resdiag_options_init(resdiag_options *options)
     options->flush_seconds = 10.0;
     options->hook_threads = 1;
     options->record_rank_every = 1;
+    options->file_schema = 0;
+    options->compression = 1;
 }
 
 /* ---------------------------------------------------------------- open */
@@ -245,7 +247,9 @@ static resdiag_status create_file(resdiag *r, const open_ctx *c, const char *pat
                                r->model.layer_first, r->model.layer_count,
                                opt->record_rank_every, rk->job_id };
     rd_file_header hdr = { &r->model, &r->lay, opt->sketch_size, opt->sketch_seed,
-                           opt->flush_steps, opt->overwrite, &ra };
+                           opt->flush_steps, opt->overwrite, &ra,
+                           opt->file_schema == 0 ? RD_SCHEMA_VERSION : opt->file_schema,
+                           opt->compression };
     char err[512];
     resdiag_status st = rd_writer_create(&r->writer, file, &hdr, err, sizeof err);
     if (st)

@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "common/utf8.h"
+#include "format/format.h"
 #include "record/validate.h"
 
 #define MAX_LAYERS 1000000
@@ -279,6 +280,16 @@ resdiag_status rd_check_options(const open_ctx *c, const resdiag_options *o)
         return rd_open_fail(c, RESDIAG_E_INVALID,
                             "client bug: resdiag_open: record_rank_every is %d, must be >= 1",
                             o->record_rank_every);
+    if (o->file_schema < 0 || o->file_schema > RD_SCHEMA_VERSION)
+        return rd_open_fail(c, RESDIAG_E_INVALID,
+                            "client bug: resdiag_open: file_schema is %d, must be 0..%d "
+                            "(0: the newest, %d)",
+                            o->file_schema, RD_SCHEMA_VERSION, RD_SCHEMA_VERSION);
+    if (o->compression < 0 || o->compression > 9)
+        return rd_open_fail(c, RESDIAG_E_INVALID,
+                            "client bug: resdiag_open: compression is %d, must be 0..9 "
+                            "(0: none, 1..9: the deflate level)",
+                            o->compression);
     return RESDIAG_OK;
 }
 

@@ -331,6 +331,7 @@ static void run_one(rd_stats_path path, resdiag_dtype dt, int hook_threads)
     m.sublayer_names = sub;
     resdiag_options o;
     resdiag_options_init(&o);
+    o.file_schema = 1; /* the statistics to the double: schema 1 keeps them as computed */
     o.log_fn = quiet_log;
     o.hook_threads = hook_threads;
     char path_h5[400];

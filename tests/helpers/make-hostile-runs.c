@@ -22,12 +22,12 @@
  *   layers-1m.h5         the same with 1000000 layers
  *   steps-100k.h5        512 layers and 100000 steps, data only in the
  *                        first, no /summary: valid, and must cost what it holds
- *   base-s1.h5           base.h5 as schema 1
- *   bad-chunk-index.h5   every v2 B-tree leaf (the tables' chunk indexes) of
- *                        base-s1.h5 damaged: the file opens, reading a table
- *                        fails
- *   s2-bad-chunk-index.h5 the same damage to base.h5 (schema 2: the leaves
- *                        of filtered chunks too)
+ *   bad-chunk-index.h5   every v2 B-tree leaf (the tables' chunk indexes)
+ *                        damaged, in a run written without compression: the
+ *                        file opens, reading a table fails
+ *   bad-chunk-index-deflated.h5  the same in a run written with compression:
+ *                        refused at open (the reader walks a filtered index
+ *                        to bound what its chunks can hold)
  *   scales-dangling.h5   every DIMENSION_LIST (the dimension scales) refers
  *                        to nothing: past the end of the file or the
  *                        superblock; /layer, a scale, removed: valid for
@@ -60,12 +60,12 @@
  */
 #include <hdf5.h>
 #include <limits.h>
-#include <stdint.h>
-#include <zlib.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "resdiag.h"
 
@@ -92,8 +92,8 @@ static char *path(const char *name)
 }
 
 /* A pre-norm run of `layers` layers, every site observed at every step
- * (STEPS steps; one when wider than base.h5). */
-static void write_base(const char *p, int layers, int schema)
+ * (STEPS steps; one when wider than base.h5), at that compression. */
+static void write_base(const char *p, int layers, int compression)
 {
     static const char *const names[S] = { "mlp" };
     resdiag_model m;
@@ -106,7 +106,7 @@ static void write_base(const char *p, int layers, int schema)
     resdiag_options o;
     resdiag_options_init(&o);
     o.flush_steps = 1;
-    o.file_schema = schema;
+    o.compression = compression;
     resdiag *r = NULL;
     if (resdiag_open(&r, p, &m, &o) != RESDIAG_OK)
         die("resdiag_open");
@@ -412,7 +412,7 @@ static void make_layers(const char *file, long long layers)
 static void make_steps(const char *file, hsize_t n)
 {
     /* wide enough that reading every table at every step costs much */
-    write_base(path("wide.h5"), WIDE_LAYERS, 0);
+    write_base(path("wide.h5"), WIDE_LAYERS, 1);
     grow_ctx c = { open_copy_of("wide.h5", file), 0, { { 0 } }, 0 };
     if (H5Ldelete(c.file, "summary", H5P_DEFAULT) < 0
         || H5Ovisit(c.file, H5_INDEX_NAME, H5_ITER_INC, collect, &c) < 0)
@@ -448,9 +448,10 @@ static void make_steps(const char *file, hsize_t n)
     remove(path("wide.h5"));
 }
 
-/* Every leaf of a v2 B-tree that indexes chunks (record type 10, or 11
- * for filtered chunks; the tables') damaged one byte after its signature: its checksum fails when a
- * table is read, while everything the reader checks at open still reads. */
+/* Every leaf of a v2 B-tree that indexes chunks (record type 10, or 11 for
+ * filtered chunks: the tables') damaged one byte after its signature: its
+ * checksum fails when a table is read; of unfiltered chunks, everything the
+ * reader checks at open still reads. */
 static void make_bad_chunk_index(const char *from, const char *name)
 {
     copy_file(path(from), path(name));
@@ -469,7 +470,7 @@ static void make_bad_chunk_index(const char *from, const char *name)
             hits++;
         }
     if (hits == 0)
-        die("no v2 B-tree leaf of chunks in the base");
+        die("no v2 B-tree leaf in the base run");
     rewind(fp);
     if (fwrite(b, 1, (size_t)len, fp) != (size_t)len || fclose(fp) != 0)
         die("write");
@@ -737,8 +738,8 @@ int main(int argc, char **argv)
     if (!realpath(argv[3], fifo))
         die("FIFO does not exist");
     resdiag_set_log_priority(RESDIAG_LOG_ERROR);
-    write_base(path("base.h5"), L, 0);
-    write_base(path("base-s1.h5"), L, 1);
+    write_base(path("base.h5"), L, 1);
+    write_base(path("base-plain.h5"), L, 0);
     make_secret_target();
     char target[PATH_MAX + 64];
     if (!realpath(path("secret-target.h5"), target))
@@ -761,8 +762,8 @@ int main(int argc, char **argv)
     make_layers("layers-100k.h5", 100000);
     make_layers("layers-1m.h5", 1000000);
     make_steps("steps-100k.h5", 100000);
-    make_bad_chunk_index("base-s1.h5", "bad-chunk-index.h5");
-    make_bad_chunk_index("base.h5", "s2-bad-chunk-index.h5");
+    make_bad_chunk_index("base-plain.h5", "bad-chunk-index.h5");
+    make_bad_chunk_index("base.h5", "bad-chunk-index-deflated.h5");
     make_dangling_scales();
     make_elink("scales-elink.h5", "layer", target, "/site_callsite");
     make_schema2();

@@ -166,6 +166,7 @@ static inline int rr_write_as(const char *path, const rr_part *p, int shard_cols
     m.layer_count = k ? k->layer_count : 0;
     resdiag_options o;
     resdiag_options_init(&o);
+    o.file_schema = 1; /* merged against whole to the double: schema 1 keeps them as computed */
     o.sketch_size = RR_K;
     o.sketch_seed = RR_SEED;
     o.record_rank_every = k && k->record_rank_every ? k->record_rank_every : 1;

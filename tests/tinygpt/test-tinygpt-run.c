@@ -437,6 +437,7 @@ START_TEST(hook_threads_default_to_the_openmp_threads)
     resdiag_reader_destroy(rd);
 
     double f[2][RESDIAG_N_FIELDS];
+    int schema = 0;
     const char *const counts[2] = { "1", "4" };
     for (int k = 0; k < 2; k++) {
         char name[16];
@@ -450,16 +451,22 @@ START_TEST(hook_threads_default_to_the_openmp_threads)
         ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, RESDIAG_MODEL_LEVEL, 0,
                                              RESDIAG_LOGITS, f[k], &observed), RESDIAG_OK);
         ck_assert_int_eq(observed, 1);
+        schema = resdiag_reader_info(rd)->schema_version;
         resdiag_reader_destroy(rd);
     }
 #undef SMALL_ARGS
+    /* Schema 2 keeps the fields as float32, which rounds the two orders of
+     * summation to the same value (at most a step apart); schema 1 keeps
+     * their doubles, where the order shows in the bits. */
+    double tol = schema >= 2 ? 0x1p-23 : 1e-12;
     int differ = 0;
     for (int q = 0; q < RESDIAG_N_FIELDS; q++) {
-        ck_assert_msg(fabs(f[1][q] - f[0][q]) <= 1e-12 * fabs(f[0][q]), "field %d: %.17g, one "
+        ck_assert_msg(fabs(f[1][q] - f[0][q]) <= tol * fabs(f[0][q]), "field %d: %.17g, one "
                       "thread %.17g", q, f[1][q], f[0][q]);
         differ += f[1][q] != f[0][q];
     }
-    ck_assert_msg(differ > 0, "--hook-threads 4 gave one thread's bits in every field");
+    ck_assert_msg(schema >= 2 || differ > 0,
+                  "--hook-threads 4 gave one thread's bits in every field");
 }
 END_TEST
 

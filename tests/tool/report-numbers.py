@@ -7,7 +7,9 @@ Usage: report-numbers.py REPORT.txt DUMP.txt H5DUMP.txt > TEMPLATE.txt
   DUMP.txt    `resdiag dump --step N RUN` of the analysed step N: the
               recorded per-site statistics and parameter gradients
   H5DUMP.txt  `h5dump -y -w 0 -m %.17g -d /forward/site_sketch
-              -d /forward/site_stats -d /forward/model_sketch RUN`: the
+              -d /forward/site_stats [-d /forward/site_counts: schema 2]
+              -d /backward/site_stats
+              -d /forward/model_sketch RUN`: the
               sketches the placement relations are tested on, and the
               statistics in full precision (dump's 6 digits of values near
               32 leave too few for a slope of 0.01)
@@ -153,15 +155,21 @@ class Run:
         self.norms = [self.stream(k, "tok_norm") for k in range(self.L + 1)]
         # ||x_k||^2: the mean over tokens of the squared per-token norm
         stats = self.h5["/forward/site_stats"]
+        # schema 2: site_stats holds the real fields from frob on, and
+        # site_counts the integer ones from rows on (doc/FORMAT.md)
+        counts = self.h5.get("/forward/site_counts", stats)
+        real = FIELD_FROB if "/forward/site_counts" in self.h5 else 0
         self.squares = [None]
         for k in range(1, self.L + 1):
             data, o = element(stats, self.record, k - 1, last, SITES.index("stream_out"))
-            self.squares.append(data[o + FIELD_FROB] ** 2 / data[o + FIELD_ROWS])
+            cdata, co = element(counts, self.record, k - 1, last, SITES.index("stream_out"))
+            self.squares.append(data[o + FIELD_FROB - real] ** 2 / cdata[co + FIELD_ROWS])
         # the normalization signature: std / mean of the per-token norm
         self.spread = []
         for layer in range(self.L):
             data, o = element(stats, self.record, layer, last, SITES.index("stream_out"))
-            self.spread.append(data[o + FIELD_TOK_NORM_STD] / data[o + FIELD_TOK_NORM_MEAN])
+            self.spread.append(data[o + FIELD_TOK_NORM_STD - real]
+                               / data[o + FIELD_TOK_NORM_MEAN - real])
         gm = re.search(r"\|\|grad ([\w.]+)\|\|", "\n".join(report))
         self.grad_param = gm.group(1) if gm else None
 
@@ -174,6 +182,13 @@ class Run:
     def grad_stream(self, k):
         where = "model" if k == 0 else (k - 1, self.subs[-1])
         s = self.site.get(("grad", where, "embed_out" if k == 0 else "stream_out"))
+        if s and k > 0 and "/backward/site_stats" in self.h5:
+            # in full: the gradient's norms agree to about the dump's six
+            # digits over the layers, and a fit of them needs every digit
+            real = FIELD_FROB if "/forward/site_counts" in self.h5 else 0
+            data, o = element(self.h5["/backward/site_stats"], self.record, k - 1,
+                              len(self.subs) - 1, SITES.index("stream_out"))
+            return data[o + FIELD_FROB - real]
         return s["frob"] if s else None
 
     def r(self, layer, sub):

@@ -44,7 +44,11 @@ for name in pre post post-stream mix; do
     mv "$dir/out" "$dir/$name.report"
     step=$(sed -n 's/.*; analysed step \([0-9]*\) (record.*/\1/p' "$dir/$name.report")
     "$tool" dump --step "$step" "$dir/$name.h5" >"$dir/$name.dump" || fail "dump $name"
-    h5dump -y -w 0 -m %.17g -d /forward/site_sketch -d /forward/site_stats \
+    counts=() # schema 2 keeps the integer fields apart
+    h5dump -H -d /forward/site_counts "$dir/$name.h5" >/dev/null 2>&1 \
+        && counts=(-d /forward/site_counts)
+    h5dump -y -w 0 -m %.17g -d /forward/site_sketch -d /forward/site_stats "${counts[@]}" \
+        -d /backward/site_stats \
         -d /forward/model_sketch "$dir/$name.h5" >"$dir/$name.h5dump" || fail "h5dump $name"
     if /usr/bin/python3 "$here/report-numbers.py" "$dir/$name.report" "$dir/$name.dump" \
         "$dir/$name.h5dump" >"$dir/$name.template"; then pass

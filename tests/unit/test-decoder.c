@@ -209,6 +209,7 @@ static resdiag *open_run(const char *path, placement p)
     m.norm_kind = RESDIAG_NORM_LAYERNORM;
     resdiag_options o;
     resdiag_options_init(&o);
+    o.file_schema = 1; /* the statistics to the double: schema 1 keeps them as computed */
     o.sketch_size = K;
     resdiag *r = NULL;
     ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);

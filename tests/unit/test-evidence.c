@@ -117,6 +117,9 @@ enum kind {
 
 /* Writes a run of L layers of one sublayer. alias: the recorder takes the
  * norm's input for stream_in and says so (resdiag_observe_alias). */
+/* The schema of the files write_run writes (0: the default). */
+static int g_schema;
+
 static void write_run(const char *path, enum kind kind, double scale, int alias)
 {
     static const char *const names[1] = { "block" };
@@ -129,6 +132,7 @@ static void write_run(const char *path, enum kind kind, double scale, int alias)
     m.norm_kind = kind == BRANCH_NORM ? RESDIAG_NORM_RMSNORM : RESDIAG_NORM_LAYERNORM;
     resdiag_options o;
     resdiag_options_init(&o);
+    o.file_schema = g_schema;
     resdiag *r = NULL;
     ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
     static float x[ROWS * D], ni[ROWS * D], no[ROWS * D], f[ROWS * D], y[ROWS * D];
@@ -445,10 +449,16 @@ START_TEST(files_without_aliases_and_files_with_bad_ones)
     ck_assert_uint_eq(a->sub[0].constructed, 0);
     resdiag_analysis_destroy(a);
 
-    static const double bad[] = { 7, 1.5, -1, RESDIAG_STREAM_IN };
+    /* schema 1 (float64) holds every bad value; schema 2's int8 only whole
+     * ones, and -1 there means "its own tensor" */
+    static const struct { int schema; double v; } bad[] = {
+        { 1, 7 }, { 1, 1.5 }, { 1, -1 }, { 1, RESDIAG_STREAM_IN },
+        { 2, 7 }, { 2, 100 }, { 2, RESDIAG_STREAM_IN } };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        g_schema = bad[i].schema;
         write_run(path("bad.h5"), PRE, 0.5, 1);
-        doctor(path("bad.h5"), bad[i]);
+        g_schema = 0;
+        doctor(path("bad.h5"), bad[i].v);
         resdiag_reader *rd = NULL;
         ck_assert_int_eq(resdiag_reader_open(&rd, path("bad.h5")), RESDIAG_OK);
         int same = 0;

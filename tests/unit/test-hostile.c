@@ -13,15 +13,15 @@
 #include <ftw.h>
 #include <hdf5.h>
 #include <stdint.h>
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <math.h>
-#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check-one.h"
@@ -246,6 +246,12 @@ START_TEST(read_errors_are_errors)
     ck_assert_int_ne(resdiag_analyze(rd, NULL, &an), RESDIAG_OK);
     ck_assert_ptr_null(an);
     resdiag_reader_destroy(rd);
+    /* deflated chunks: their index is walked at open (the expansion bound) */
+    g_last[0] = 0;
+    rd = (resdiag_reader *)1;
+    ck_assert_int_eq(resdiag_reader_open(&rd, run("bad-chunk-index-deflated.h5")), RESDIAG_E_IO);
+    ck_assert_ptr_null(rd);
+    ck_assert_msg(strstr(g_last, "forward/site_stats") != NULL, "message: %s", g_last);
 }
 END_TEST
 

@@ -38,6 +38,7 @@ static resdiag *open_run(const char *name, int one_call, int shard_cols)
     m.shard_cols = shard_cols;
     resdiag_options o;
     resdiag_options_init(&o);
+    o.file_schema = 1; /* the statistics to the double: schema 1 keeps them as computed */
     o.sketch_size = K;
     o.sketch_seed = SEED;
     o.one_call_per_site = one_call;

@@ -42,6 +42,7 @@ static resdiag *open_run(const char *name, int k)
     m.model_param_names = mparams;
     resdiag_options o;
     resdiag_options_init(&o);
+    o.file_schema = 1; /* the statistics to the double: schema 1 keeps them as computed */
     o.sketch_size = k;
     o.sketch_seed = SEED;
     return open_run_with(name, &m, &o);

@@ -68,6 +68,7 @@ static resdiag_options options(void)
 {
     resdiag_options o;
     resdiag_options_init(&o);
+    o.file_schema = 1; /* the statistics to the double: schema 1 keeps them as computed */
     o.flush_steps = 1;
     o.sketch_size = K;
     return o;

@@ -159,6 +159,7 @@ static resdiag *open_run(const char *path, int hook_threads)
     m.layer_param_names = lparams;
     resdiag_options o;
     resdiag_options_init(&o);
+    o.file_schema = 1; /* the statistics to the double: schema 1 keeps them as computed */
     o.flush_steps = 2;
     o.sketch_size = 8;
     o.hook_threads = hook_threads;
@@ -508,6 +509,7 @@ static resdiag *open_same(const char *path)
     m.layer_param_names = lparams;
     resdiag_options o;
     resdiag_options_init(&o);
+    o.file_schema = 1; /* the statistics to the double: schema 1 keeps them as computed */
     o.sketch_size = 8;
     o.flush_steps = 64;
     resdiag *r = NULL;
