@@ -12,9 +12,9 @@
 #include <check.h>
 #include <ftw.h>
 #include <hdf5.h>
-#include <stdint.h>
 #include <math.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
