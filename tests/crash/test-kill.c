@@ -17,15 +17,18 @@
  * write only up to a page boundary and dies there.
  *
  * Every case runs on a file of schema 2 with compression (deflate level 1,
- * the default), schema 2 without it, or schema 1: with deflate a chunk
- * that a flush fills further is rewritten with another compressed size,
- * which is what a kill or a tear may cut.
+ * the default), schema 2 without it, or schema 1: a filtered chunk that a
+ * later flush writes again moves to new space with another compressed
+ * size, and its index changes with it, which is what a kill or a tear may
+ * cut (the record_chunk_steps of several steps, appended one or two at a
+ * time, ask for that; the writer decides what its chunks hold).
  *
  * Value of element `off` of step index i: i * 100000 + off + 0.5, NaN in
  * some stats rows (unobserved sites); the fields that schema 2 stores as
  * integers (the counts, calls and aliases) hold integers in their range.
- * A schema-2 file must give back each float32 field as the float32 nearest
- * to the value, everything else exactly.
+ * A schema-2 file must give back each float32 field (statistics, update
+ * ratios, the sketches of the block sites) as the float32 nearest to the
+ * value, everything else exactly (the model sites' sketches are float64).
  */
 #include <check.h>
 #include <dirent.h>
@@ -93,7 +96,9 @@ static double expect_value(const rd_tables *lay, int64_t i, size_t off, int *flo
             return (double)(1 + (i * 7 + (int64_t)e) % 100000);
         case RD_KIND_ALIAS: /* int8, -1 = its own tensor */
             return (double)((i + (int64_t)e) % 100);
-        case RD_KIND_SKETCH:
+        case RD_KIND_SKETCH: /* the model sites' sketches stay float64 */
+            *float32 = t != RD_T_FWD_MODEL_SKETCH && t != RD_T_BWD_MODEL_SKETCH;
+            break;
         case RD_KIND_UPDATE:
             *float32 = 1;
             break;
@@ -464,7 +469,7 @@ static report clean_run(const char *path, setup *s, const torn_case *c)
 START_TEST(no_metadata_write_crosses_a_page)
 {
     static const torn_case cases[] = { { 1, 1, 3000, { 1, 0 } }, { 1, 1, 3000, { 2, 1 } },
-                                       { 16, 5, 4000, { 2, 1 } }, { 3, 2, 3000, { 2, 0 } } };
+                                       { 16, 5, 4000, { 2, 1 } } };
     const torn_case *c = &cases[_i];
     if (!dir_can_fallocate(g_dir)) {
         fprintf(stderr, "%s has no fallocate: the writer does not page the file; skipped\n",
@@ -496,8 +501,8 @@ END_TEST
 #endif
 START_TEST(torn_write_keeps_every_reported_step)
 {
-    /* deflate where chunks are rewritten most (chunks of several steps
-     * filled one or two at a time) */
+    /* deflate where chunks would be rewritten most (record_chunk_steps of
+     * several steps, filled one or two at a time) */
     static const torn_case cases[] = { { 1, 1, 240, { 1, 0 } }, { 3, 2, 300, { 2, 1 } },
                                        { 8, 5, 400, { 2, 0 } }, { 16, 1, 600, { 2, 1 } } };
     const torn_case *c = &cases[_i];
@@ -553,7 +558,7 @@ int main(void)
     suite_add_tcase(s, tc);
     TCase *torn = tcase_create("torn-write");
     tcase_set_timeout(torn, 120);
-    tcase_add_loop_test(torn, no_metadata_write_crosses_a_page, 0, 4);
+    tcase_add_loop_test(torn, no_metadata_write_crosses_a_page, 0, 3);
     tcase_add_loop_test(torn, torn_write_keeps_every_reported_step, 0, 4);
     suite_add_tcase(s, torn);
     SRunner *sr = srunner_create(s);
