@@ -14,9 +14,16 @@
  * others"): before anything is followed or read, every link the reader
  * could walk must be a hard link, and every dataset it reads must keep its
  * data inside the file (chunked or contiguous, no external storage, not
- * virtual) without filters, which could make HDF5 load a plugin. Work and
- * memory follow what the file holds: the call sites, which the writer
- * stores in full, must be there for every layer the file declares.
+ * virtual) without filters but shuffle then deflate (any other could make
+ * HDF5 load a plugin). Work and memory follow what the file holds: the
+ * call sites, which the writer stores in full, must be there for every
+ * layer the file declares, and a deflated dataset's chunks must fit what
+ * deflate can put in its stored bytes (check_expansion).
+ *
+ * Schema 1 stores every value as a float64, schema 2 each at its type
+ * (file_types.h; a STATS table as two datasets, joined by read_split): the
+ * reader gives both as the step record has them, doubles with NaN where
+ * nothing was observed, so nothing above lib/h5 sees the schema.
  */
 #include <errno.h>
 #include <fcntl.h>

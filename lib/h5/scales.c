@@ -304,3 +304,12 @@ int rd_scales_attach(hid_t file, hid_t ds, const char *axes, rd_h5_error *e)
     }
     return 1;
 }
+
+int rd_scales_label(hid_t ds, unsigned idx, const char *label, rd_h5_error *e)
+{
+    if (H5DSset_label(ds, idx, label) < 0) {
+        rd_h5_capture(e, errno);
+        return 0;
+    }
+    return 1;
+}

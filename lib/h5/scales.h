@@ -37,4 +37,9 @@ int rd_scales_set_record_scale(hid_t steps, rd_h5_error *e);
  * /steps and the label "record". Gives up ds's room first, if it has one. */
 int rd_scales_attach(hid_t file, hid_t ds, const char *axes, rd_h5_error *e);
 
+/* Labels axis idx of ds (as rd_scales_attach does) without a scale: the
+ * field axis of a dataset of some of the fields (schema 2), which the
+ * field scale, of them all, does not index. */
+int rd_scales_label(hid_t ds, unsigned idx, const char *label, rd_h5_error *e);
+
 #endif

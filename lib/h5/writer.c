@@ -53,6 +53,17 @@
  * checks that no metadata write crosses a page, and tears a sample of the
  * page-crossing writes and reads each file back.
  *
+ * Deflated tables (schema 2, compression >= 1) have one step per chunk, so
+ * that an append only ever writes new chunks: a deflated chunk rewritten
+ * with one more step would be other bytes, which a kill could tear, or
+ * would move, and its old place could be reused before the index says so
+ * (doc/FORMAT.md, "Schema 2"). Their reservation counts each new chunk at
+ * its uncompressed size plus deflate's worst growth (chunk_bound).
+ *
+ * Schema 2 stores each value at its type (file_types.h): a table is one
+ * dataset, or two for a STATS table (its real fields, then its counts:
+ * table_part); the writer converts every value itself (pack_rows).
+ *
  * The reservation, the size limit, detaching and the header moves are in
  * space.c; the typed attribute writers in attributes.c.
  */
@@ -1007,7 +1018,9 @@ static int attach_scales(rd_writer *w, hid_t file, const rd_file_header *hdr, we
             if (pt->map && last)
                 snprintf(last, sizeof axes - (size_t)(last - axes), ",%s", "-");
             e->object = pt->name;
-            if (!rd_scales_attach(file, pt->ds, axes, &e->h5))
+            if (!rd_scales_attach(file, pt->ds, axes, &e->h5)
+                || (pt->map && !rd_scales_label(pt->ds, (unsigned)w->lay.tables[i].rank,
+                                                "field", &e->h5)))
                 return 0;
         }
         if (w->part[i][0].ds < 0)

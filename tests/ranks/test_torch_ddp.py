@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 from torch_ranks import (B, WORLD, Job, assert_fields, batch, in_one_process, loss_fn, model,
-                         params, sites, skip_without_gloo, tool_report)
+                         params, rel_of, sites, skip_without_gloo, tool_report)
 import resdiag
 
 HERE = os.path.abspath(__file__)
@@ -85,17 +85,18 @@ def main():
                 if fa is None:
                     continue
                 # DDP: the backward tensors are world_size times the one process's
-                assert_fields(fa, fb, what, factor=WORLD if direction == "backward" else 1.0)
+                assert_fields(fa, fb, what, factor=WORLD if direction == "backward" else 1.0,
+                              rel=rel_of(a))
                 compared[direction] += 1
             for layer, name in params(a):
                 assert_fields(a.param(0, layer, name), b.param(0, layer, name),
-                              "param %s layer %d" % (name, layer))
+                              "param %s layer %d" % (name, layer), rel=rel_of(a))
                 compared["param"] += 1
             for layer in range(a.info.n_layers):
                 for s in range(a.info.n_sublayers):
                     ua, ub = a.update(0, layer, s), b.update(0, layer, s)
                     for f in ua:
-                        assert abs(ua[f] - ub[f]) <= 1e-9 * abs(ua[f]), \
+                        assert abs(ua[f] - ub[f]) <= rel_of(a) * abs(ua[f]), \
                             "update %d/%d %s: %r vs %r" % (layer, s, f, ua[f], ub[f])
                     compared["update"] += 1
             assert compared["forward"] >= 20 and compared["backward"] >= 20 and \

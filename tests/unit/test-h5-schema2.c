@@ -1,0 +1,685 @@
+/*
+ * test-h5-schema2.c - run files of schema 2 (doc/FORMAT.md, "Schema 2"):
+ * every value written by rd_writer_* and read back by resdiag_reader_*
+ * with compression 0 and 1 (real fields within float32's rounding, counts,
+ * calls and aliases exact, NaN and the sentinels, slots never observed),
+ * the layout in the file read with the HDF5 API (types, fill values,
+ * field_names, filters), schema 1 still written on request, the options,
+ * and the files the reader refuses: a filter resdiag does not write, a
+ * filtered dataset claiming more than its bytes can hold, a type that is
+ * not the schema's, a newer schema.
+ *
+ * Values: element `off` of step index i's record is, by the table it lies
+ * in (computed here from the table offsets, not with the reader's help):
+ * a real value (i * 100000 + off + 0.25) / 3, which float32 cannot hold;
+ * for the integer fields of a STATS row, the calls and the aliases, whole
+ * numbers in the type's range; NaN for whole rows never observed, some
+ * absmax_col (no finite value), some sketch elements, calls and aliases.
+ */
+#include <check.h>
+#include <hdf5.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "format/tables.h"
+#include "h5/writer.h"
+#include "resdiag.h"
+
+#define F RESDIAG_N_FIELDS
+#define B RESDIAG_N_BLOCK_SITES
+enum { L = 3, S = 2, P = 2, Q = 1, K = 8, STEPS = 11 };
+
+static const char *const SUB[S] = { "attn", "mlp" };
+static const char *const LP[P] = { "w1", "w2" };
+static const char *const MP[Q] = { "head" };
+static char g_dir[256];
+static char g_log[4096];
+
+static void capture_log(resdiag_log_priority prio, const char *msg, void *user)
+{
+    (void)prio;
+    (void)user;
+    snprintf(g_log, sizeof g_log, "%s", msg);
+}
+
+static const char *path(const char *name)
+{
+    static char p[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/%s", g_dir, name);
+    return p[k];
+}
+
+typedef struct run {
+    resdiag_model m;
+    rd_tables lay;
+    rd_file_header hdr;
+} run;
+
+static void make_run(run *r, int schema, int compression)
+{
+    memset(r, 0, sizeof *r);
+    resdiag_model_init(&r->m);
+    r->m.n_layers = L;
+    r->m.d_model = 16;
+    r->m.n_sublayers = S;
+    r->m.sublayer_names = SUB;
+    r->m.n_layer_params = P;
+    r->m.layer_param_names = LP;
+    r->m.n_model_params = Q;
+    r->m.model_param_names = MP;
+    rd_tables_init(&r->lay, L, S, P, Q, K);
+    r->hdr.model = &r->m;
+    r->hdr.tables = &r->lay;
+    r->hdr.sketch_size = K;
+    r->hdr.sketch_seed = 5;
+    r->hdr.record_chunk_steps = 4;
+    r->hdr.file_schema = schema;
+    r->hdr.compression = compression;
+}
+
+static int is_count_field(int f)
+{
+    for (int k = 0; k < RD_N_COUNT_FIELDS; k++)
+        if (rd_count_fields[k] == f)
+            return 1;
+    return 0;
+}
+
+/* The table element `off` lies in. */
+static int table_of(const rd_tables *lay, size_t off)
+{
+    for (int t = 0; t < RD_N_TABLES; t++)
+        if (off >= lay->tables[t].offset && off < lay->tables[t].offset + lay->tables[t].count)
+            return t;
+    return -1;
+}
+
+/* The value element `off` of step index i holds in the record. */
+static double value(const rd_tables *lay, int64_t i, size_t off)
+{
+    int t = table_of(lay, off);
+    const rd_table *tb = &lay->tables[t];
+    size_t rel = off - tb->offset, u = (size_t)i;
+    switch (tb->kind) {
+    case RD_KIND_STATS: {
+        size_t row = rel / F;
+        int f = (int)(rel % F);
+        if ((row + u) % 7 == 3)
+            return NAN; /* not observed in this step */
+        if (f == RESDIAG_FIELD_ABSMAX_COL && (row + u) % 5 == 1)
+            return NAN; /* no finite value */
+        if (is_count_field(f))
+            return (double)((u * 1000 + rel) % 100000);
+        break;
+    }
+    case RD_KIND_SKETCH:
+        if ((rel + u) % 11 == 5)
+            return NAN;
+        break;
+    case RD_KIND_CALLS:
+        return (rel + u) % 4 == 0 ? NAN : (double)(1 + (rel + u) % 9);
+    case RD_KIND_ALIAS: /* another site of the same sublayer, or its own */
+        return (rel + u) % 6 == 1 ? (double)((rel % B + 1) % B) : NAN;
+    default:
+        break;
+    }
+    return ((double)i * 100000.0 + (double)off + 0.25) / 3.0;
+}
+
+/* What the reader must give for it: float32's rounding of the real fields,
+ * the sketches of the block sites and the updates; the rest exactly. */
+static double stored(const rd_tables *lay, int64_t i, size_t off)
+{
+    double v = value(lay, i, off);
+    int t = table_of(lay, off);
+    const rd_table *tb = &lay->tables[t];
+    int f32 = (tb->kind == RD_KIND_STATS && !is_count_field((int)((off - tb->offset) % F)))
+              || t == RD_T_FWD_SITE_SKETCH || t == RD_T_BWD_SITE_SKETCH
+              || tb->kind == RD_KIND_UPDATE;
+    return f32 ? (double)(float)v : v;
+}
+
+static void write_steps(const char *p, run *r, int64_t n, int bad_count)
+{
+    rd_writer *w = NULL;
+    char err[1024] = "";
+    ck_assert_msg(rd_writer_create(&w, p, &r->hdr, err, sizeof err) == RESDIAG_OK, "%s", err);
+    size_t len = r->lay.record_len;
+    double *rec = malloc((size_t)n * len * sizeof *rec);
+    int64_t *steps = malloc((size_t)n * sizeof *steps);
+    double *times = malloc((size_t)n * sizeof *times);
+    rd_callsite *cs = calloc(r->lay.n_slots, sizeof *cs);
+    ck_assert(rec && steps && times && cs);
+    for (int64_t i = 0; i < n; i++) {
+        steps[i] = 10 + i;
+        times[i] = (double)i;
+        for (size_t off = 0; off < len; off++)
+            rec[(size_t)i * len + off] = value(&r->lay, i, off);
+    }
+    /* batches of 1, 3, 7 steps: chunks of one step and of four, started
+     * anywhere */
+    int64_t done = 0;
+    for (int64_t b = 1; done < n; b += 2) {
+        int64_t k = b < n - done ? b : n - done;
+        ck_assert_msg(rd_writer_append(w, steps + done, times + done, rec + (size_t)done * len,
+                                       (size_t)k, cs, done == 0, err, sizeof err) == RESDIAG_OK,
+                      "append: %s", err);
+        done += k;
+    }
+    if (bad_count) { /* a count that is not an integer: refused, nothing written */
+        size_t rows = r->lay.tables[RD_T_FWD_SITE].offset + RESDIAG_FIELD_ROWS;
+        for (size_t off = 0; off < len; off++)
+            rec[off] = value(&r->lay, n, off);
+        rec[rows] = 0.5;
+        int64_t step = 10 + n;
+        double t = 0;
+        ck_assert_int_eq(rd_writer_append(w, &step, &t, rec, 1, cs, 0, err, sizeof err),
+                         RESDIAG_E_INVALID);
+        ck_assert_msg(strstr(err, "forward/site_counts") && strstr(err, "0.5"), "%s", err);
+    }
+    resdiag_status st = rd_writer_close(w, err, sizeof err);
+    ck_assert_int_eq(st, bad_count ? RESDIAG_E_INVALID : RESDIAG_OK);
+    free(rec);
+    free(steps);
+    free(times);
+    free(cs);
+}
+
+static resdiag_reader *open_ok(const char *p)
+{
+    resdiag_reader *rd = NULL;
+    g_log[0] = '\0';
+    resdiag_status st = resdiag_reader_open(&rd, p);
+    ck_assert_msg(st == RESDIAG_OK, "open %s: %d %s", p, st, g_log);
+    return rd;
+}
+
+static int same(double a, double b)
+{
+    return (isnan(a) && isnan(b)) || a == b;
+}
+
+/* Every table of every step through resdiag_reader_read, against stored()
+ * and (for the floats) within half a float32 step of value(). */
+static void check_tables(const resdiag_reader *rd, const rd_tables *lay, int64_t n)
+{
+    for (int t = 0; t < RD_N_TABLES; t++) {
+        const rd_table *tb = &lay->tables[t];
+        if (tb->count == 0)
+            continue;
+        double *got = malloc((size_t)n * tb->count * sizeof *got);
+        ck_assert_ptr_nonnull(got);
+        ck_assert_int_eq(resdiag_reader_read(rd, tb->name, 0, n, got, (size_t)n * tb->count),
+                         RESDIAG_OK);
+        for (int64_t i = 0; i < n; i++)
+            for (size_t e = 0; e < tb->count; e++) {
+                double g = got[(size_t)i * tb->count + e];
+                double want = stored(lay, i, tb->offset + e), v = value(lay, i, tb->offset + e);
+                ck_assert_msg(same(g, want), "%s step %lld element %zu: %.17g, want %.17g",
+                              tb->name, (long long)i, e, g, want);
+                ck_assert(isnan(v) || fabs(g - v) <= 0x1p-24 * fabs(v));
+            }
+        free(got);
+    }
+}
+
+/* The public per-slot calls agree with the tables. */
+static void check_calls(const resdiag_reader *rd, const rd_tables *lay, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        for (int l = 0; l < L; l++)
+            for (int s = 0; s < S; s++)
+                for (int b = 0; b < B; b++) {
+                    double f[F], sk[K];
+                    int obs = -1;
+                    size_t slot = ((size_t)l * S + (size_t)s) * B + (size_t)b;
+                    size_t at = lay->tables[RD_T_BWD_SITE].offset + slot * F;
+                    ck_assert_int_eq(resdiag_reader_site(rd, i, RESDIAG_BACKWARD, l, s,
+                                                         (resdiag_site)b, f, &obs), RESDIAG_OK);
+                    ck_assert_int_eq(obs, !isnan(value(lay, i, at + RESDIAG_FIELD_ROWS)));
+                    for (int k = 0; k < F; k++)
+                        ck_assert(same(f[k], stored(lay, i, at + (size_t)k)));
+                    at = lay->tables[RD_T_FWD_SITE_SKETCH].offset + slot * K;
+                    ck_assert_int_eq(resdiag_reader_sketch(rd, i, RESDIAG_FORWARD, l, s,
+                                                           (resdiag_site)b, sk), RESDIAG_OK);
+                    for (int k = 0; k < K; k++)
+                        ck_assert(same(sk[k], stored(lay, i, at + (size_t)k)));
+                    int as = -2;
+                    double a = value(lay, i, lay->tables[RD_T_FWD_ALIAS].offset + slot);
+                    ck_assert_int_eq(resdiag_reader_alias(rd, i, RESDIAG_FORWARD, l, s,
+                                                          (resdiag_site)b, &as), RESDIAG_OK);
+                    ck_assert_int_eq(as, isnan(a) ? -1 : (int)a);
+                }
+    /* one field over every step, the series call */
+    double *ser = malloc((size_t)n * sizeof *ser);
+    ck_assert_int_eq(resdiag_reader_series(rd, RESDIAG_FORWARD, 1, 1, RESDIAG_NORM_OUT,
+                                           RESDIAG_FIELD_INF_COUNT, ser, n), RESDIAG_OK);
+    for (int64_t i = 0; i < n; i++) {
+        size_t at = lay->tables[RD_T_FWD_SITE].offset
+                    + (((size_t)1 * S + 1) * B + RESDIAG_NORM_OUT) * F + RESDIAG_FIELD_INF_COUNT;
+        ck_assert(same(ser[i], stored(lay, i, at)));
+    }
+    free(ser);
+}
+
+/* ------------------------------------------------- the layout in the file */
+
+static int n_strings(hid_t ds, const char *attr, const char *const *want, int n)
+{
+    hid_t a = H5Aopen(ds, attr, H5P_DEFAULT);
+    ck_assert_int_ge(a, 0);
+    hid_t sp = H5Aget_space(a), t = H5Aget_type(a);
+    int got = (int)H5Sget_simple_extent_npoints(sp);
+    if (got == n) {
+        char **v = calloc((size_t)n, sizeof *v);
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, H5T_VARIABLE);
+        H5Tset_cset(mt, H5T_CSET_UTF8);
+        ck_assert_int_ge(H5Aread(a, mt, v), 0);
+        for (int k = 0; k < n; k++)
+            ck_assert_str_eq(v[k], want[k]);
+        H5Dvlen_reclaim(mt, sp, H5P_DEFAULT, v);
+        H5Tclose(mt);
+        free(v);
+    }
+    H5Tclose(t);
+    H5Sclose(sp);
+    H5Aclose(a);
+    return got;
+}
+
+/* Dataset name: its type class and size, last axis, fill value (as a
+ * double), and filters: none, or shuffle then deflate at `level`. */
+static void check_dataset(hid_t f, const char *name, H5T_class_t cls, size_t size, hsize_t last,
+                          double fill, int level)
+{
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
+    ck_assert_msg(ds >= 0, "%s missing", name);
+    hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds), dcpl = H5Dget_create_plist(ds);
+    ck_assert_msg(H5Tget_class(t) == cls && H5Tget_size(t) == size, "%s: type", name);
+    hsize_t dims[8];
+    int nd = H5Sget_simple_extent_dims(sp, dims, NULL);
+    ck_assert_msg(dims[nd - 1] == last, "%s: last axis %llu", name,
+                  (unsigned long long)dims[nd - 1]);
+    double fv = 0;
+    ck_assert_int_ge(H5Pget_fill_value(dcpl, H5T_NATIVE_DOUBLE, &fv), 0);
+    ck_assert_msg(same(fv, fill), "%s: fill %g", name, fv);
+    int nf = H5Pget_nfilters(dcpl);
+    ck_assert_int_eq(nf, level > 0 ? 2 : 0);
+    for (int k = 0; k < nf; k++) {
+        unsigned flags, cd[4];
+        size_t ncd = 4;
+        H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)k, &flags, &ncd, cd, 0, NULL, NULL);
+        ck_assert_int_eq(id, k == 0 ? H5Z_FILTER_SHUFFLE : H5Z_FILTER_DEFLATE);
+        if (k == 1)
+            ck_assert_uint_eq(cd[0], (unsigned)level);
+    }
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    H5Tclose(t);
+    H5Dclose(ds);
+}
+
+static int root_schema(hid_t f)
+{
+    int v = -1;
+    hid_t a = H5Aopen(f, "schema_version", H5P_DEFAULT);
+    ck_assert_int_ge(H5Aread(a, H5T_NATIVE_INT, &v), 0);
+    H5Aclose(a);
+    return v;
+}
+
+static void check_layout(const char *p, int level)
+{
+    hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    ck_assert_int_eq(root_schema(f), 2);
+    check_dataset(f, "forward/site_stats", H5T_FLOAT, 4, RD_N_REAL_FIELDS, NAN, level);
+    check_dataset(f, "backward/param_counts", H5T_INTEGER, 8, RD_N_COUNT_FIELDS, -1, level);
+    check_dataset(f, "backward/site_sketch", H5T_FLOAT, 4, K, NAN, level);
+    check_dataset(f, "forward/model_sketch", H5T_FLOAT, 8, K, NAN, level);
+    check_dataset(f, "forward/update", H5T_FLOAT, 4, RESDIAG_N_UPDATE_FIELDS, NAN, level);
+    check_dataset(f, "forward/site_calls", H5T_INTEGER, 4, B, 0, level);
+    check_dataset(f, "backward/site_alias", H5T_INTEGER, 1, B, -1, level);
+    check_dataset(f, "summary/stream_norm", H5T_FLOAT, 4, L, NAN, 0);
+    check_dataset(f, "summary/nonfinite", H5T_FLOAT, 8, 3, NAN, 0);
+    /* the labels of each part's field axis */
+    const char *real[RD_N_REAL_FIELDS], *count[RD_N_COUNT_FIELDS], *all[F];
+    for (int k = 0; k < RD_N_REAL_FIELDS; k++)
+        real[k] = resdiag_field_name((resdiag_field)rd_real_fields[k]);
+    for (int k = 0; k < RD_N_COUNT_FIELDS; k++)
+        count[k] = resdiag_field_name((resdiag_field)rd_count_fields[k]);
+    for (int k = 0; k < F; k++)
+        all[k] = resdiag_field_name((resdiag_field)k);
+    ck_assert_str_eq(real[0], "frob");
+    ck_assert_str_eq(count[2], "absmax_col");
+    hid_t ds = H5Dopen2(f, "forward/model_stats", H5P_DEFAULT);
+    ck_assert_int_eq(n_strings(ds, "field_names", real, RD_N_REAL_FIELDS), RD_N_REAL_FIELDS);
+    H5Dclose(ds);
+    ds = H5Dopen2(f, "forward/model_counts", H5P_DEFAULT);
+    ck_assert_int_eq(n_strings(ds, "field_names", count, RD_N_COUNT_FIELDS), RD_N_COUNT_FIELDS);
+    H5Dclose(ds);
+    ck_assert_int_eq(n_strings(f, "field_names", all, F), F); /* the API's, at the root */
+    H5Fclose(f);
+}
+
+static void round_trip(int level)
+{
+    run r;
+    make_run(&r, 2, level);
+    const char *p = path(level ? "deflate.h5" : "plain.h5");
+    write_steps(p, &r, STEPS, 0);
+    check_layout(p, level);
+    resdiag_reader *rd = open_ok(p);
+    ck_assert_int_eq(resdiag_reader_info(rd)->schema_version, 2);
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, STEPS);
+    check_tables(rd, &r.lay, STEPS);
+    check_calls(rd, &r.lay, STEPS);
+    /* the datasets a reader lists are the schema-1 names, counts merged */
+    for (int k = 0; k < resdiag_reader_n_datasets(rd); k++)
+        ck_assert_ptr_null(strstr(resdiag_reader_dataset_name(rd, k), "_counts"));
+    int64_t dims[8];
+    int rank = 0;
+    ck_assert_int_eq(resdiag_reader_dims(rd, "forward/site_stats", dims, 8, &rank), RESDIAG_OK);
+    ck_assert_int_eq(rank, 5);
+    ck_assert_int_eq(dims[4], F);
+    resdiag_reader_destroy(rd);
+}
+
+START_TEST(values_round_trip_uncompressed)
+{
+    round_trip(0);
+}
+END_TEST
+
+START_TEST(values_round_trip_deflated)
+{
+    round_trip(1);
+}
+END_TEST
+
+/* A count that is not an integer is refused before anything of its step
+ * is committed; the steps before stay readable. */
+START_TEST(a_count_that_is_no_integer_is_refused)
+{
+    run r;
+    make_run(&r, 2, 1);
+    write_steps(path("bad-count.h5"), &r, 4, 1);
+    resdiag_reader *rd = open_ok(path("bad-count.h5"));
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 4);
+    check_tables(rd, &r.lay, 4);
+    resdiag_reader_destroy(rd);
+}
+END_TEST
+
+/* ------------------------------------------------ through resdiag_open */
+
+static resdiag_status open_with(const char *p, const resdiag_options *o)
+{
+    resdiag_model m;
+    resdiag_model_init(&m);
+    m.n_layers = 2;
+    m.d_model = 8;
+    m.n_sublayers = 1;
+    m.sublayer_names = SUB;
+    resdiag *r = NULL;
+    g_log[0] = '\0';
+    resdiag_status st = resdiag_open(&r, p, &m, o);
+    if (st != RESDIAG_OK)
+        return st;
+    float x[4 * 8];
+    for (int k = 0; k < 32; k++)
+        x[k] = (float)k / 7.0f;
+    ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
+    ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_OUT, resdiag_f32(x, 4, 8)), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    resdiag_destroy(r);
+    return RESDIAG_OK;
+}
+
+START_TEST(options_are_checked_and_default_to_schema_2_deflate_1)
+{
+    resdiag_options o;
+    resdiag_options_init(&o);
+    ck_assert_int_eq(o.file_schema, 0);
+    ck_assert_int_eq(o.compression, 1);
+    static const struct { int schema, level; const char *says; } bad[] = {
+        { 3, 1, "file_schema is 3" }, { -1, 1, "file_schema is -1" },
+        { 0, 10, "compression is 10" }, { 2, -1, "compression is -1" } };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        resdiag_options_init(&o);
+        o.file_schema = bad[k].schema;
+        o.compression = bad[k].level;
+        ck_assert_int_eq(open_with(path("bad-option.h5"), &o), RESDIAG_E_INVALID);
+        ck_assert_msg(strstr(g_log, bad[k].says), "%s", g_log);
+        ck_assert_int_ne(access(path("bad-option.h5"), F_OK), 0);
+    }
+    /* a caller built against the options before these fields: its garbage
+     * past struct_size is not read, it gets the defaults */
+    resdiag_options_init(&o);
+    o.struct_size = offsetof(resdiag_options, file_schema);
+    o.file_schema = 7;
+    o.compression = 99;
+    ck_assert_int_eq(open_with(path("old-caller.h5"), &o), RESDIAG_OK);
+    hid_t f = H5Fopen(path("old-caller.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert_int_eq(root_schema(f), 2);
+    check_dataset(f, "forward/site_stats", H5T_FLOAT, 4, RD_N_REAL_FIELDS, NAN, 1);
+    H5Fclose(f);
+    /* compression 4 */
+    resdiag_options_init(&o);
+    o.compression = 4;
+    ck_assert_int_eq(open_with(path("level4.h5"), &o), RESDIAG_OK);
+    f = H5Fopen(path("level4.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
+    check_dataset(f, "forward/site_sketch", H5T_FLOAT, 4, 16, NAN, 4);
+    H5Fclose(f);
+}
+END_TEST
+
+/* file_schema 1: float64 everywhere, no filters whatever compression says,
+ * no counts datasets: what resdiag 0.1 reads; and read the same. */
+START_TEST(schema_1_on_request)
+{
+    resdiag_options o;
+    resdiag_options_init(&o);
+    o.file_schema = 1;
+    o.compression = 9;
+    ck_assert_int_eq(open_with(path("one.h5"), &o), RESDIAG_OK);
+    resdiag_options_init(&o);
+    ck_assert_int_eq(open_with(path("two.h5"), &o), RESDIAG_OK);
+    hid_t f = H5Fopen(path("one.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert_int_eq(root_schema(f), 1);
+    check_dataset(f, "forward/site_stats", H5T_FLOAT, 8, F, NAN, 0);
+    check_dataset(f, "forward/site_calls", H5T_FLOAT, 8, B, NAN, 0);
+    check_dataset(f, "forward/site_alias", H5T_FLOAT, 8, B, NAN, 0);
+    check_dataset(f, "summary/stream_norm", H5T_FLOAT, 8, 2, NAN, 0);
+    ck_assert_int_eq(H5Lexists(f, "forward/site_counts", H5P_DEFAULT), 0);
+    H5Fclose(f);
+    resdiag_reader *r1 = open_ok(path("one.h5")), *r2 = open_ok(path("two.h5"));
+    ck_assert_int_eq(resdiag_reader_info(r1)->schema_version, 1);
+    double a[F], b[F];
+    int oa = 0, ob = 0;
+    ck_assert_int_eq(resdiag_reader_site(r1, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_OUT, a,
+                                         &oa), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_reader_site(r2, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_OUT, b,
+                                         &ob), RESDIAG_OK);
+    ck_assert(oa && ob);
+    for (int k = 0; k < F; k++)
+        ck_assert_msg(same(b[k], is_count_field(k) ? a[k] : (double)(float)a[k]),
+                      "field %d: schema 1 %.17g, schema 2 %.17g", k, a[k], b[k]);
+    resdiag_reader_destroy(r1);
+    resdiag_reader_destroy(r2);
+}
+END_TEST
+
+/* ------------------------------------------------------- refused files */
+
+/* Replaces dataset name of p by one of its shape and type, chunked as
+ * chunk0 steps, through the filters ids (n), holding nothing; with
+ * raw_chunk, one chunk written as it is (H5Dwrite_chunk) of that size. */
+static void replace_dataset(const char *p, const char *name, hid_t type, hsize_t chunk0,
+                            const H5Z_filter_t *ids, int n, size_t raw_chunk)
+{
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
+    hid_t sp = H5Dget_space(ds);
+    hsize_t dims[8], maxd[8], chunk[8];
+    int nd = H5Sget_simple_extent_dims(sp, dims, maxd);
+    H5Dclose(ds);
+    ck_assert_int_ge(H5Ldelete(f, name, H5P_DEFAULT), 0);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    for (int k = 0; k < nd; k++)
+        chunk[k] = dims[k] ? dims[k] : 1;
+    chunk[0] = chunk0;
+    ck_assert_int_ge(H5Pset_chunk(dcpl, nd, chunk), 0);
+    for (int k = 0; k < n; k++) {
+        unsigned cd[1] = { 1 };
+        ck_assert_int_ge(H5Pset_filter(dcpl, ids[k], H5Z_FLAG_OPTIONAL, ids[k] == H5Z_FILTER_DEFLATE,
+                                       cd), 0);
+    }
+    ds = H5Dcreate2(f, name, type, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ck_assert_int_ge(ds, 0);
+    if (raw_chunk) {
+        hsize_t at[8] = { 0 };
+        char junk[64] = { 0 };
+        ck_assert_int_ge(H5Dwrite_chunk(ds, H5P_DEFAULT, 0, at, raw_chunk, junk), 0);
+    }
+    H5Dclose(ds);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    H5Fclose(f);
+}
+
+static void expect_refused(const char *p, resdiag_status want, const char *says1,
+                           const char *says2)
+{
+    resdiag_reader *rd = (resdiag_reader *)1;
+    g_log[0] = '\0';
+    ck_assert_int_eq(resdiag_reader_open(&rd, p), want);
+    ck_assert_ptr_null(rd);
+    ck_assert_msg(strstr(g_log, says1) && strstr(g_log, says2), "message: %s", g_log);
+    ck_assert_ptr_null(strchr(g_log, '\n'));
+}
+
+static const char *fresh(const char *name)
+{
+    run r;
+    make_run(&r, 2, 1);
+    const char *p = path(name);
+    write_steps(p, &r, 3, 0);
+    return p;
+}
+
+START_TEST(a_filter_resdiag_does_not_write_is_refused)
+{
+    static const H5Z_filter_t reversed[] = { H5Z_FILTER_DEFLATE, H5Z_FILTER_SHUFFLE };
+    const char *p = fresh("reversed.h5");
+    replace_dataset(p, "forward/site_stats", H5T_IEEE_F32LE, 1, reversed, 2, 0);
+    expect_refused(p, RESDIAG_E_FORMAT, "dataset /forward/site_stats", "starting with filter 1");
+    static const H5Z_filter_t checksum[] = { H5Z_FILTER_SHUFFLE, H5Z_FILTER_DEFLATE,
+                                             H5Z_FILTER_FLETCHER32 };
+    p = fresh("fletcher.h5");
+    replace_dataset(p, "backward/site_counts", H5T_STD_I64LE, 1, checksum, 3, 0);
+    expect_refused(p, RESDIAG_E_FORMAT, "dataset /backward/site_counts",
+                   "HDF5 filter 3");
+    static const H5Z_filter_t deflate_only[] = { H5Z_FILTER_DEFLATE };
+    p = fresh("deflate-only.h5");
+    replace_dataset(p, "forward/site_sketch", H5T_IEEE_F32LE, 1, deflate_only, 1, 0);
+    expect_refused(p, RESDIAG_E_FORMAT, "dataset /forward/site_sketch", "1 HDF5 filters");
+}
+END_TEST
+
+/* One deflated chunk of 4096 steps (L x S x B x 12 float32 each: 2.9 MB
+ * inflated) stored in 16 bytes: more than deflate's 1032:1 allows. */
+START_TEST(a_filtered_dataset_that_claims_more_than_it_holds_is_refused)
+{
+    static const H5Z_filter_t pipeline[] = { H5Z_FILTER_SHUFFLE, H5Z_FILTER_DEFLATE };
+    const char *p = fresh("bomb.h5");
+    replace_dataset(p, "forward/site_stats", H5T_IEEE_F32LE, 4096, pipeline, 2, 16);
+    expect_refused(p, RESDIAG_E_FORMAT, "dataset /forward/site_stats",
+                   "more than deflate can hold (1032:1)");
+    /* as many bytes as the bound allows: opens */
+    size_t inflated = (size_t)4 * L * S * B * RD_N_REAL_FIELDS;
+    p = fresh("within.h5");
+    replace_dataset(p, "forward/site_stats", H5T_IEEE_F32LE, 1, pipeline, 2,
+                    (inflated + 1031) / 1032);
+    resdiag_reader_destroy(open_ok(p));
+}
+END_TEST
+
+START_TEST(a_type_that_is_not_the_schemas_is_refused)
+{
+    const char *p = fresh("string-counts.h5");
+    hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, 8);
+    replace_dataset(p, "forward/model_counts", str, 1, NULL, 0, 0);
+    H5Tclose(str);
+    expect_refused(p, RESDIAG_E_FORMAT, "dataset /forward/model_counts", "integers of shape");
+    p = fresh("float-calls.h5");
+    replace_dataset(p, "forward/site_calls", H5T_IEEE_F64LE, 1, NULL, 0, 0);
+    expect_refused(p, RESDIAG_E_FORMAT, "dataset /forward/site_calls", "integers of shape");
+    /* any float where float32 is the schema's: read as it is */
+    p = fresh("f64-sketch.h5");
+    replace_dataset(p, "forward/site_sketch", H5T_IEEE_F64LE, 1, NULL, 0, 0);
+    resdiag_reader *rd = open_ok(p);
+    double sk[K];
+    ck_assert_int_eq(resdiag_reader_sketch(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, sk),
+                     RESDIAG_OK);
+    ck_assert(sk[0] == 0); /* HDF5's default fill value */
+    resdiag_reader_destroy(rd);
+}
+END_TEST
+
+START_TEST(a_newer_schema_is_refused_with_e_version)
+{
+    const char *p = fresh("three.h5");
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t a = H5Aopen(f, "schema_version", H5P_DEFAULT);
+    int v = 3;
+    ck_assert_int_ge(H5Awrite(a, H5T_NATIVE_INT, &v), 0);
+    H5Aclose(a);
+    H5Fclose(f);
+    expect_refused(p, RESDIAG_E_VERSION, "schema version 3", "reads up to 2");
+}
+END_TEST
+
+int main(void)
+{
+    snprintf(g_dir, sizeof g_dir, "/tmp/resdiag-test-h5-schema2-XXXXXX");
+    if (!mkdtemp(g_dir))
+        return EXIT_FAILURE;
+    resdiag_set_log_handler(capture_log, NULL);
+    Suite *s = suite_create("h5-schema2");
+    TCase *tc = tcase_create("schema2");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, values_round_trip_uncompressed);
+    tcase_add_test(tc, values_round_trip_deflated);
+    tcase_add_test(tc, a_count_that_is_no_integer_is_refused);
+    tcase_add_test(tc, options_are_checked_and_default_to_schema_2_deflate_1);
+    tcase_add_test(tc, schema_1_on_request);
+    tcase_add_test(tc, a_filter_resdiag_does_not_write_is_refused);
+    tcase_add_test(tc, a_filtered_dataset_that_claims_more_than_it_holds_is_refused);
+    tcase_add_test(tc, a_type_that_is_not_the_schemas_is_refused);
+    tcase_add_test(tc, a_newer_schema_is_refused_with_e_version);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    if (failed == 0) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", g_dir);
+    } else {
+        fprintf(stderr, "run files left in %s\n", g_dir);
+    }
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
