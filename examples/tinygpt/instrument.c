@@ -217,6 +217,8 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
     if (s->flush_steps > 0) opt.flush_steps = s->flush_steps;
     opt.overwrite = s->overwrite;
     opt.hook_threads = s->hook_threads;
+    opt.file_schema = s->file_schema;
+    opt.compression = s->compression;
 
     resdiag_status st = resdiag_open(&h->rd, s->path, &model, &opt);
     if (st != RESDIAG_OK) {

@@ -64,6 +64,8 @@ typedef struct tg_instr_settings {
     int hook_threads;        /* resdiag_options.hook_threads */
     int rank;                /* this process's rank in a job of world_size ranks, given */
     int world_size;          /*   by tinygpt-mpi; world_size 0: from the environment */
+    int file_schema;         /* resdiag_options.file_schema: 0 (newest), 1 or 2 */
+    int compression;         /* resdiag_options.compression: 0..9 (schema 2) */
 } tg_instr_settings;
 
 /* Opens the run file. Returns NULL and writes a reason to errbuf on failure. */

@@ -111,6 +111,12 @@ static const char usage[] =
     "                    none, or undeclared (declare nothing); to test\n"
     "                    `resdiag check --expect declared` [default: --placement]\n"
     "  --flush-steps N   write the run file every N recorded steps [default=16]\n"
+    "  --file-schema N   the run file's schema (resdiag_options.file_schema): 2,\n"
+    "                    float32 statistics and integer counts; 1, every value\n"
+    "                    a float64 (what resdiag 0.1.x reads); 0 = the newest\n"
+    "                    [default=0]\n"
+    "  --compression N   schema 2: 0 = none, 1..9 = shuffle + deflate at that\n"
+    "                    level (resdiag_options.compression) [default=1]\n"
     "  --flush-log FILE  append \"open\", then \"flushed S\" whenever step S became\n"
     "                    the last step in the run file (one write(2) per line)\n"
     "  --handle-signals M  SIGINT/SIGTERM: raise = close the run file, then die\n"
@@ -203,6 +209,8 @@ typedef struct options {
     const char *declare; /* --declare: NULL, or the placement name to declare */
     int grad_accum;     /* --grad-accum: micro-batches per step */
     int hook_threads;   /* --hook-threads; -1: the OpenMP threads */
+    int file_schema;    /* --file-schema: resdiag_options.file_schema */
+    int compression;    /* --compression: resdiag_options.compression */
     /* tinygpt-mpi's faults: the rank and the step, -1 for none */
     int kill_rank, kill_step, nan_rank, nan_step;
 } options;
@@ -242,6 +250,8 @@ static void parse_args(options *o, int argc, char **argv)
         { "step-times", required_argument, NULL, 278 }, { "declare", required_argument, NULL, 279 },
         { "grad-accum", required_argument, NULL, 280 },
         { "hook-threads", required_argument, NULL, 281 },
+        { "file-schema", required_argument, NULL, 286 },
+        { "compression", required_argument, NULL, 287 },
 #ifdef TINYGPT_MPI
         { "kill-rank", required_argument, NULL, 282 }, { "kill-step", required_argument, NULL, 283 },
         { "nan-rank", required_argument, NULL, 284 }, { "nan-step", required_argument, NULL, 285 },
@@ -306,6 +316,8 @@ static void parse_args(options *o, int argc, char **argv)
         else if (IS("--record-every")) o->record_every = parse_int(flag, val, 1, INT_MAX);
         else if (IS("--threads")) o->threads = parse_int(flag, val, 1, 4096);
         else if (IS("--hook-threads")) o->hook_threads = parse_int(flag, val, 0, 16);
+        else if (IS("--file-schema")) o->file_schema = parse_int(flag, val, 0, 2);
+        else if (IS("--compression")) o->compression = parse_int(flag, val, 0, 9);
         else if (IS("--log-every")) o->log_every = parse_int(flag, val, 1, INT_MAX);
         else if (IS("--flush-steps")) o->flush_steps = parse_int(flag, val, 1, 100000);
         else if (IS("--flush-log")) o->flush_log = val;
@@ -366,7 +378,7 @@ int main(int argc, char **argv)
                  .init = TG_INIT_GPT2 },
         .steps = 200, .lr = 1e-3, .weight_decay = 0, .seed = 1, .threads = 0,
         .log_every = 10, .out = "run.h5", .record = TG_RECORD_FULL, .record_every = 1,
-        .grad_accum = 1, .hook_threads = -1, .kill_rank = -1, .kill_step = -1, .nan_rank = -1,
+        .grad_accum = 1, .hook_threads = -1, .compression = 1, .kill_rank = -1, .kill_step = -1, .nan_rank = -1,
         .nan_step = -1,
     };
     tg_dist dist;
@@ -503,7 +515,7 @@ int main(int argc, char **argv)
         tg_instr_settings s = { o.out, o.record, o.record_every, n_meta, meta_all, description,
                                 o.flush_steps, o.flush_log, o.signals, o.step_times != NULL,
                                 o.overwrite, o.declare, hook_threads, dist.rank,
-                                ranks > 1 ? ranks : 0 };
+                                ranks > 1 ? ranks : 0, o.file_schema, o.compression };
         model.hooks = tg_instr_open(c, &s, err, sizeof err);
         if (!model.hooks) {
             /* Diagnostics are never the reason a training run does not happen. */

@@ -114,7 +114,8 @@ void rd_ftype_unpack_int(rd_ftype ft, const void *src, size_t n, double *dst)
     for (size_t k = 0; k < n; k++) {
         int64_t v;
         memcpy(&v, (const char *)src + k * sizeof v, sizeof v); /* (dst may be src) */
-        int none = ft == RD_FT_ALIAS ? v == -1 : ft == RD_FT_CALLS ? v <= 0 : v < 0;
+        int none = ft == RD_FT_ALIAS ? v == -1 : ft == RD_FT_CALLS ? v <= 0
+                   : v < 0 || v > (int64_t)1 << 53; /* past 2^53: no double holds it */
         dst[k] = none ? NAN : (double)v;
     }
 }

@@ -43,7 +43,8 @@ long rd_ftype_pack(rd_ftype ft, const double *src, const int *map, size_t n, voi
 
 /* Integers read from the file (n int64 at src) back to doubles: the
  * sentinel of ft (any negative for RD_FT_COUNT and RD_FT_CALLS, and 0 for
- * the latter, since neither holds such values; -1 for RD_FT_ALIAS, whose
+ * the latter, since neither holds such values, and a count above 2^53,
+ * which no double holds exactly; -1 for RD_FT_ALIAS, whose
  * other values the reader checks) becomes NaN. dst may be src's memory. */
 void rd_ftype_unpack_int(rd_ftype ft, const void *src, size_t n, double *dst);
 

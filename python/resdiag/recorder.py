@@ -106,7 +106,7 @@ class Recorder:
                  disable_fast_path=True, overwrite=False, metrics=("loss",),
                  rank=None, world_size=None, split=None, shard_cols=None, shard_col_offset=0,
                  layer_first=0, layer_count=None, n_layers=None, record_rank_every=1,
-                 device_stats=None, device_float64=False):
+                 device_stats=None, device_float64=False, file_schema=0, compression=1):
         device_stats = device_stats or os.environ.get("RESDIAG_DEVICE_STATS") or "auto"
         if device_stats not in DEVICE_STATS:
             raise ValueError("resdiag.attach: device_stats=%r; one of %s"
@@ -300,6 +300,7 @@ class Recorder:
             o.flush_steps = flush_steps
         o.overwrite = 1 if overwrite else 0
         o.record_rank_every = int(record_rank_every)
+        o.file_schema, o.compression = int(file_schema), int(compression)
         h = ctypes.c_void_p()
         st = lib.resdiag_open(ctypes.byref(h), self.path.encode(), ctypes.byref(m), ctypes.byref(o))
         if st != _lib.OK or not h:
@@ -934,7 +935,10 @@ def attach(model, path, **kw):
     stage's, n_layers the whole model's), record_rank_every (default 1).
     device_stats ("auto": tensors not on the CPU are reduced on their
     device, "always", "never"; default $RESDIAG_DEVICE_STATS or "auto"),
-    device_float64 (CUDA row sums in float64).
+    device_float64 (CUDA row sums in float64). The file's layout
+    (resdiag_options.file_schema, .compression): file_schema 0 = the newest
+    (2: float32 statistics), 1 = every value a float64; compression 0..9
+    (schema 2; default 1).
     See doc/PYTHON.md.
     """
     return Recorder(model, path, **kw)

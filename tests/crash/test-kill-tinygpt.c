@@ -20,6 +20,12 @@
  * report must exit 2 with one line on stderr (nothing to analyse is bad
  * input for `report`, as documented in its --help) - never crash.
  *
+ * Round r writes schema 2 with deflate level 1 (the default), schema 2
+ * without compression or schema 1 (r mod 3), and every step the killed
+ * file holds must equal, value for value, that step of a whole run of the
+ * same schema (tinygpt with --threads 1 computes the same numbers each
+ * time): a chunk rewritten by a flush keeps its earlier steps.
+ *
  * Prints the figures: kills, files readable, flushed steps lost (must be 0).
  */
 #include "crash-util.h"
@@ -27,6 +33,10 @@
 #define ROUNDS 50
 #define LAYERS 2
 #define ROWS (2 * 16) /* --batch 2 --seq 16 */
+#define REF_STEPS 400 /* the whole runs: more than a killed run reaches */
+
+/* --file-schema and --compression of round r mod 3 */
+static const char *const SCHEMA[3][2] = { { "2", "1" }, { "2", "0" }, { "1", "0" } };
 
 static int failures;
 
@@ -52,7 +62,26 @@ int main(int argc, char **argv)
     cu_make_dir("kill-tinygpt");
     static const int flushes[] = { 1, 2, 3, 5, 8, 16 };
     int readable = 0, reported = 0, empty = 0;
-    long long lost = 0, total_steps = 0, beyond = 0;
+    long long lost = 0, total_steps = 0, beyond = 0, compared = 0;
+
+    /* the whole runs, one per schema */
+    char steps_text[16];
+    snprintf(steps_text, sizeof steps_text, "%d", REF_STEPS);
+    for (int k = 0; k < 3; k++) {
+        char *args[] = { (char *)tinygpt, "--layers", "2", "--d-model", "32", "--heads", "2",
+                         "--seq", "16", "--batch", "2", "--vocab", "32", "--steps", steps_text,
+                         "--threads", "1", "--log-every", "1000000",
+                         "--out", (char *)cu_path("whole-%d.h5", k), "--flush-steps", "64",
+                         "--file-schema", (char *)SCHEMA[k][0], "--compression",
+                         (char *)SCHEMA[k][1], NULL };
+        cu_child c = { NULL, cu_path("whole-%d.err", k), -1 };
+        int status = cu_wait(cu_spawn(&c, args));
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "FAIL: the whole run of schema %s level %s: status %#x: %s\n",
+                    SCHEMA[k][0], SCHEMA[k][1], status, cu_slurp(c.err));
+            return EXIT_FAILURE;
+        }
+    }
 
     for (int round = 0; round < ROUNDS; round++) {
         uint64_t rnd = cu_mix(0x9E3779B97F4A7C15ull * (uint64_t)(round + 1));
@@ -65,10 +94,13 @@ int main(int argc, char **argv)
         const char *log = cu_path("kill-%d.log", round);
         char fl[16];
         snprintf(fl, sizeof fl, "%d", flush);
+        const int sk = round % 3;
         char *args[] = { (char *)tinygpt, "--layers", "2", "--d-model", "32", "--heads", "2",
                          "--seq", "16", "--batch", "2", "--vocab", "32", "--steps", "100000000",
                          "--threads", "1", "--log-every", "1000000", "--out", (char *)run,
-                         "--flush-log", (char *)log, "--flush-steps", fl, NULL };
+                         "--flush-log", (char *)log, "--flush-steps", fl,
+                         "--file-schema", (char *)SCHEMA[sk][0], "--compression",
+                         (char *)SCHEMA[sk][1], NULL };
         cu_child c = { NULL, cu_path("kill-%d.err", round), -1 };
         pid_t pid = cu_spawn(&c, args);
         if (!cu_wait_open(log, pid)) {
@@ -111,6 +143,9 @@ int main(int argc, char **argv)
             fail(round, "the file holds %lld steps, more than one batch of %d past the last "
                  "flushed step %lld", (long long)n, flush, flushed);
         beyond += n > flushed + 1 ? n - (flushed + 1) : 0;
+        if (!cu_same_steps(run, cu_path("whole-%d.h5", sk), n, why, sizeof why))
+            fail(round, "schema %s level %s: %s", SCHEMA[sk][0], SCHEMA[sk][1], why);
+        compared += n;
         int rc = cu_report(tool, run, NULL);
         char *err = cu_slurp(cu_path("report.err"));
         if (n > 0 && rc != 0)
@@ -120,8 +155,9 @@ int main(int argc, char **argv)
         free(err);
         reported += n > 0 ? rc == 0 : rc == 2;
         empty += n == 0;
-        fprintf(stderr, "kill %2d: flush %2d, %5.1f ms after %s %3lld: flushed step %5lld, "
-                "file holds %5lld steps\n", round, flush, (double)delay_us / 1000.0,
+        fprintf(stderr, "kill %2d: schema %s level %s, flush %2d, %5.1f ms after %s %3lld: "
+                "flushed step %5lld, file holds %5lld steps\n", round, SCHEMA[sk][0],
+                SCHEMA[sk][1], flush, (double)delay_us / 1000.0,
                 target < 0 ? "open, step" : "flushed step", target, flushed, (long long)n);
         if (!failures) {
             unlink(run);
@@ -131,7 +167,8 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, "kill-tinygpt: %d kills, %d files readable, %d reported (%d without a "
             "step: exit 2), %lld flushed steps lost, %lld steps in all, %lld committed by a "
-            "flush in flight\n", ROUNDS, readable, reported, empty, lost, total_steps, beyond);
+            "flush in flight, %lld equal to the whole run's\n", ROUNDS, readable, reported,
+            empty, lost, total_steps, beyond, compared);
     if (failures)
         fprintf(stderr, "%d failures; files left in %s\n", failures, cu_dir);
     else

@@ -16,8 +16,19 @@
  * which HDF5's calls reach first, and the writer child writes a crossing
  * write only up to a page boundary and dies there.
  *
+ * Every case runs on a file of schema 2 with compression (deflate level 1,
+ * the default), schema 2 without it, or schema 1: a filtered chunk that a
+ * later flush writes again moves to new space with another compressed
+ * size, and its index changes with it, which is what a kill or a tear may
+ * cut (the record_chunk_steps of several steps, appended one or two at a
+ * time, ask for that; the writer decides what its chunks hold).
+ *
  * Value of element `off` of step index i: i * 100000 + off + 0.5, NaN in
- * some stats rows (unobserved sites).
+ * some stats rows (unobserved sites); the fields that schema 2 stores as
+ * integers (the counts, calls and aliases) hold integers in their range.
+ * A schema-2 file must give back each float32 field (statistics, update
+ * ratios, the sketches of the block sites) as the float32 nearest to the
+ * value, everything else exactly (the model sites' sketches are float64).
  */
 #include <check.h>
 #include <dirent.h>
@@ -55,21 +66,62 @@ static const char *const SUB[] = { "attn", "mlp" };
 static const char *const LP[] = { "attn.wo", "mlp.w2" };
 static const char *const MP[] = { "head.w" };
 
-static double expect(const rd_tables *lay, int64_t i, size_t off)
+/* Whether field f of a STATS row is one that schema 2 keeps as an int64. */
+static int is_count_field(size_t f)
 {
+    return f == RESDIAG_FIELD_ROWS || f == RESDIAG_FIELD_COLS || f == RESDIAG_FIELD_ABSMAX_COL
+           || f == RESDIAG_FIELD_NAN_COUNT || f == RESDIAG_FIELD_INF_COUNT
+           || f == RESDIAG_FIELD_CALL_SEQ;
+}
+
+/* The value written at element off of step index i, and (float32) whether
+ * a schema-2 file stores it as a float32. */
+static double expect_value(const rd_tables *lay, int64_t i, size_t off, int *float32)
+{
+    *float32 = 0;
     for (int t = 0; t < RD_N_TABLES; t++) {
         const rd_table *tb = &lay->tables[t];
-        if (off >= tb->offset && off < tb->offset + tb->count) {
-            if (tb->kind == RD_KIND_STATS && ((off - tb->offset) / RESDIAG_N_FIELDS + (size_t)i) % 5 == 2)
+        if (off < tb->offset || off >= tb->offset + tb->count)
+            continue;
+        size_t e = off - tb->offset;
+        switch (tb->kind) {
+        case RD_KIND_STATS:
+            if ((e / RESDIAG_N_FIELDS + (size_t)i) % 5 == 2)
                 return NAN;
-            /* values every schema-2 type holds exactly: integers below 2^24
-             * (float32), >= 1 (call counts), below 128 for the aliases (int8) */
-            if (tb->kind == RD_KIND_ALIAS)
-                return (double)(((uint64_t)i + off) % 100);
+            if (is_count_field(e % RESDIAG_N_FIELDS))
+                return (double)(i * 1000 + (int64_t)e);
+            *float32 = 1;
+            break;
+        case RD_KIND_CALLS: /* int32, 0 = not observed */
+            return (double)(1 + (i * 7 + (int64_t)e) % 100000);
+        case RD_KIND_ALIAS: /* int8, -1 = its own tensor */
+            return (double)((i + (int64_t)e) % 100);
+        case RD_KIND_SKETCH: /* the model sites' sketches stay float64 */
+            *float32 = t != RD_T_FWD_MODEL_SKETCH && t != RD_T_BWD_MODEL_SKETCH;
+            break;
+        case RD_KIND_UPDATE:
+            *float32 = 1;
+            break;
+        default: /* the metrics: float64 in both schemas */
             break;
         }
+        break;
     }
-    return (double)(((uint64_t)i * 100000 + off) % 16000000 + 1);
+    return (double)i * 100000.0 + (double)off + 0.5;
+}
+
+static double expect(const rd_tables *lay, int64_t i, size_t off)
+{
+    int float32;
+    return expect_value(lay, i, off, &float32);
+}
+
+/* What a file of this schema gives back for that element. */
+static double expect_read(const rd_tables *lay, int schema, int64_t i, size_t off)
+{
+    int float32;
+    double v = expect_value(lay, i, off, &float32);
+    return schema == 2 && float32 ? (double)(float)v : v;
 }
 
 static int64_t step_no(int64_t i) { return 7 + 2 * i; }
@@ -89,9 +141,16 @@ typedef struct setup {
     resdiag_model m;
     rd_tables lay;
     rd_file_header hdr;
+    int schema, level;   /* the file's schema (1, 2) and deflate level */
 } setup;
 
-static void make_setup(setup *s, int chunk)
+/* The three files every guarantee is checked on. */
+typedef struct schema_case {
+    int schema, level;
+} schema_case;
+static const schema_case SCHEMAS[3] = { { 2, 1 }, { 2, 0 }, { 1, 0 } };
+
+static void make_setup(setup *s, int chunk, schema_case sc)
 {
     memset(s, 0, sizeof *s);
     s->m.struct_size = sizeof s->m;
@@ -113,7 +172,10 @@ static void make_setup(setup *s, int chunk)
     s->hdr.sketch_size = 8;
     s->hdr.sketch_seed = 99;
     s->hdr.record_chunk_steps = chunk;
-    s->hdr.compression = 1; /* the default of resdiag_open */
+    s->hdr.file_schema = sc.schema;
+    s->hdr.compression = sc.level;
+    s->schema = sc.schema;
+    s->level = sc.level;
 }
 
 /* ------------------------------------------------ torn writes on demand */
@@ -278,7 +340,7 @@ static void check_killed_file(const char *path, const setup *s, int64_t last, si
         for (int64_t i = 0; i < n; i++)
             for (size_t e = 0; e < tb->count; e++) {
                 double val = all[(size_t)i * tb->count + e];
-                if (!same(val, expect(&s->lay, i, tb->offset + e)) && bad++ == 0)
+                if (!same(val, expect_read(&s->lay, s->schema, i, tb->offset + e)) && bad++ == 0)
                     snprintf(first_bad, sizeof first_bad, "%s step %lld element %zu = %g",
                              tb->name, (long long)i, e, val);
             }
@@ -350,8 +412,9 @@ START_TEST(kill_at_random_time_keeps_every_reported_step)
     /* 1..200 ms, a few rounds right after the file exists */
     long delay_us = _i % 4 == 0 ? 1000 + (long)((rnd >> 16) % 3000)
                                 : 1000 + (long)((rnd >> 16) % 199000);
+    schema_case sc = SCHEMAS[_i % 3];
     setup s;
-    make_setup(&s, chunk);
+    make_setup(&s, chunk, sc);
     char path[512];
     snprintf(path, sizeof path, "%s/kill-%d.h5", g_dir, _i);
 
@@ -368,11 +431,12 @@ START_TEST(kill_at_random_time_keeps_every_reported_step)
     report r = last_report(rfd);
 
     char what[160];
-    snprintf(what, sizeof what, "round %d (chunk %d, batch %zu, %ld us)", _i, chunk, batch,
-             delay_us);
+    snprintf(what, sizeof what, "round %d (schema %d level %d, chunk %d, batch %zu, %ld us)", _i,
+             sc.schema, sc.level, chunk, batch, delay_us);
     check_killed_file(path, &s, r.steps, batch, what);
-    fprintf(stderr, "kill round %2d: chunk %2d batch %zu after %6.1f ms: reported %4lld\n",
-            _i, chunk, batch, (double)delay_us / 1000.0, (long long)r.steps);
+    fprintf(stderr, "kill round %2d: schema %d level %d chunk %2d batch %zu after %6.1f ms: "
+            "reported %4lld\n", _i, sc.schema, sc.level, chunk, batch,
+            (double)delay_us / 1000.0, (long long)r.steps);
     unlink(path);
 }
 END_TEST
@@ -383,6 +447,7 @@ typedef struct torn_case {
     int chunk;
     size_t batch;
     int64_t steps;
+    schema_case sc;
 } torn_case;
 
 /* Runs the configuration once whole; returns its last report. */
@@ -403,7 +468,8 @@ static report clean_run(const char *path, setup *s, const torn_case *c)
  * page here), then the file is read back whole. */
 START_TEST(no_metadata_write_crosses_a_page)
 {
-    static const torn_case cases[] = { { 1, 1, 3000 }, { 16, 5, 4000 } };
+    static const torn_case cases[] = { { 1, 1, 3000, { 1, 0 } }, { 1, 1, 3000, { 2, 1 } },
+                                       { 16, 5, 4000, { 2, 1 } } };
     const torn_case *c = &cases[_i];
     if (!dir_can_fallocate(g_dir)) {
         fprintf(stderr, "%s has no fallocate: the writer does not page the file; skipped\n",
@@ -411,16 +477,18 @@ START_TEST(no_metadata_write_crosses_a_page)
         return;
     }
     setup s;
-    make_setup(&s, c->chunk);
+    make_setup(&s, c->chunk, c->sc);
     char path[512];
     snprintf(path, sizeof path, "%s/pages-%d.h5", g_dir, _i);
     report r = clean_run(path, &s, c);
-    ck_assert_msg(r.crossing_meta == 0, "chunk %d, %lld steps: %lld of %lld page-crossing writes "
-                  "were metadata, the first a %s", c->chunk, (long long)c->steps,
+    ck_assert_msg(r.crossing_meta == 0, "schema %d level %d, chunk %d, %lld steps: %lld of %lld "
+                  "page-crossing writes were metadata, the first a %s", c->sc.schema,
+                  c->sc.level, c->chunk, (long long)c->steps,
                   (long long)r.crossing_meta, (long long)r.crossing, r.first_meta);
     check_killed_file(path, &s, c->steps, 0, "clean run");
-    fprintf(stderr, "pages: chunk %2d, %lld steps: %lld page-crossing writes, none of metadata\n",
-            c->chunk, (long long)c->steps, (long long)r.crossing);
+    fprintf(stderr, "pages: schema %d level %d, chunk %2d, %lld steps: %lld page-crossing "
+            "writes, none of metadata\n", c->sc.schema, c->sc.level, c->chunk,
+            (long long)c->steps, (long long)r.crossing);
     unlink(path);
 }
 END_TEST
@@ -433,11 +501,13 @@ END_TEST
 #endif
 START_TEST(torn_write_keeps_every_reported_step)
 {
-    static const torn_case cases[] = { { 1, 1, 240 }, { 3, 2, 300 }, { 8, 5, 400 },
-                                       { 16, 1, 600 } };
+    /* deflate where chunks would be rewritten most (record_chunk_steps of
+     * several steps, filled one or two at a time) */
+    static const torn_case cases[] = { { 1, 1, 240, { 1, 0 } }, { 3, 2, 300, { 2, 1 } },
+                                       { 8, 5, 400, { 2, 0 } }, { 16, 1, 600, { 2, 1 } } };
     const torn_case *c = &cases[_i];
     setup s;
-    make_setup(&s, c->chunk);
+    make_setup(&s, c->chunk, c->sc);
     char path[512];
     snprintf(path, sizeof path, "%s/torn-%d.h5", g_dir, _i);
 
@@ -460,13 +530,15 @@ START_TEST(torn_write_keeps_every_reported_step)
                       "tear %ld of %ld: the writer did not die in it (status %#x)", k, total,
                       status);
         char what[160];
-        snprintf(what, sizeof what, "chunk %d batch %zu, crossing write %ld of %ld torn at its "
-                 "%s page boundary", c->chunk, c->batch, k, total, j % 2 ? "last" : "first");
+        snprintf(what, sizeof what, "schema %d level %d, chunk %d batch %zu, crossing write %ld "
+                 "of %ld torn at its %s page boundary", c->sc.schema, c->sc.level, c->chunk,
+                 c->batch, k, total, j % 2 ? "last" : "first");
         check_killed_file(path, &s, r.steps, c->batch, what);
         unlink(path);
     }
-    fprintf(stderr, "torn writes: chunk %2d batch %zu, %lld steps: %ld of %ld crossing writes "
-            "torn, every file whole\n", c->chunk, c->batch, (long long)c->steps, n_tears, total);
+    fprintf(stderr, "torn writes: schema %d level %d, chunk %2d batch %zu, %lld steps: %ld of "
+            "%ld crossing writes torn, every file whole\n", c->sc.schema, c->sc.level, c->chunk,
+            c->batch, (long long)c->steps, n_tears, total);
 }
 END_TEST
 
@@ -486,7 +558,7 @@ int main(void)
     suite_add_tcase(s, tc);
     TCase *torn = tcase_create("torn-write");
     tcase_set_timeout(torn, 120);
-    tcase_add_loop_test(torn, no_metadata_write_crosses_a_page, 0, 2);
+    tcase_add_loop_test(torn, no_metadata_write_crosses_a_page, 0, 3);
     tcase_add_loop_test(torn, torn_write_keeps_every_reported_step, 0, 4);
     suite_add_tcase(s, torn);
     SRunner *sr = srunner_create(s);

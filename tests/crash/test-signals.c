@@ -21,6 +21,11 @@
  * clean-close check can fail) and holds every step the --flush-log said
  * was flushed. `resdiag report` reads every file.
  *
+ * Round r of each mode and signal writes schema 2 with deflate level 1
+ * (the default), schema 2 without compression or schema 1 (r = 0, 1, 2),
+ * and the steps its file holds equal those of a whole run of the same
+ * schema, value for value (the first WHOLE_STEPS of them).
+ *
  * First, in this process, the helper's contract: flags checked, one owner,
  * an ignored signal stays ignored, the handler puts the previous
  * disposition back, RESDIAG_SIGNALS_RETURN makes step_end return
@@ -33,6 +38,10 @@
 
 #define LAYERS 2
 #define ROWS (2 * 16)
+#define WHOLE_STEPS 300
+
+/* --file-schema and --compression of round r */
+static const char *const SCHEMA[3][2] = { { "2", "1" }, { "2", "0" }, { "1", "0" } };
 
 static int failures;
 
@@ -161,8 +170,9 @@ static void one_round(const char *tinygpt, const char *tool, enum mode mode, int
                        "--seq", "16", "--batch", "2", "--vocab", "32", "--steps", "100000000",
                        "--threads", "1", "--log-every", "1", "--out", (char *)run,
                        "--flush-log", (char *)log, "--flush-steps",
-                       mode == NO_HELPER ? "4" : "1000" };
-    int na = 25;
+                       mode == NO_HELPER ? "4" : "1000", "--file-schema",
+                       (char *)SCHEMA[round][0], "--compression", (char *)SCHEMA[round][1] };
+    int na = 29;
     if (mode != NO_HELPER) {
         args[na++] = "--handle-signals";
         args[na++] = mode == RAISE ? "raise" : "stop";
@@ -207,6 +217,9 @@ static void one_round(const char *tinygpt, const char *tool, enum mode mode, int
     } else if (n < flushed + 1) {
         fail(what, "flushed up to step %lld, the file holds %lld steps", flushed, (long long)n);
     }
+    if (n > 0 && !cu_same_steps(run, cu_path("whole-%d.h5", round),
+                                n < WHOLE_STEPS ? n : WHOLE_STEPS, why, sizeof why))
+        fail(what, "schema %s level %s: %s", SCHEMA[round][0], SCHEMA[round][1], why);
     int clean = closed_cleanly(run);
     if (mode != NO_HELPER && !clean)
         fail(what, "the run file was not closed cleanly");
@@ -216,9 +229,10 @@ static void one_round(const char *tinygpt, const char *tool, enum mode mode, int
     int rc = cu_report(tool, run, NULL);
     if (rc != 0)
         fail(what, "resdiag report exited %d", rc);
-    fprintf(stderr, "%-26s after %6.1f ms: last printed step %5lld, flushed %5lld, file holds "
-            "%5lld steps, %s\n", what, (double)delay_us / 1000.0, printed, flushed,
-            (long long)n, clean ? "closed cleanly" : "marked as being written");
+    fprintf(stderr, "%-26s schema %s level %s, after %6.1f ms: last printed step %5lld, "
+            "flushed %5lld, file holds %5lld steps, %s\n", what, SCHEMA[round][0],
+            SCHEMA[round][1], (double)delay_us / 1000.0, printed, flushed, (long long)n,
+            clean ? "closed cleanly" : "marked as being written");
     free(out);
     free(err);
     free(flog);
@@ -233,6 +247,22 @@ int main(int argc, char **argv)
     resdiag_set_log_handler(NULL, NULL);
     cu_make_dir("signals");
     test_api();
+    /* the whole runs, one per schema */
+    char steps_text[16];
+    snprintf(steps_text, sizeof steps_text, "%d", WHOLE_STEPS);
+    for (int k = 0; k < 3; k++) {
+        char *args[] = { argv[1], "--layers", "2", "--d-model", "32", "--heads", "2",
+                         "--seq", "16", "--batch", "2", "--vocab", "32", "--steps", steps_text,
+                         "--threads", "1", "--log-every", "1000000",
+                         "--out", (char *)cu_path("whole-%d.h5", k), "--flush-steps", "1000",
+                         "--file-schema", (char *)SCHEMA[k][0], "--compression",
+                         (char *)SCHEMA[k][1], NULL };
+        cu_child c = { NULL, cu_path("whole.err"), -1 };
+        int status = cu_wait(cu_spawn(&c, args));
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            fail("whole run", "schema %s level %s: status %#x", SCHEMA[k][0], SCHEMA[k][1],
+                 status);
+    }
     static const enum mode modes[] = { RAISE, STOP, NO_HELPER };
     static const int sigs[] = { SIGTERM, SIGINT };
     for (int m = 0; m < 3; m++)

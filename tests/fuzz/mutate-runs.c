@@ -5,7 +5,10 @@
  * superblock and the root's metadata. The same seed gives the same damage
  * to the same offsets (the valid files themselves carry a creation time).
  * Usage: mutate-runs DIR N SEED
- * Writes DIR/base-*.h5 and DIR/mut-NNNN.h5.
+ * Writes DIR/base-*.h5 and DIR/mut-NNNN.h5. The bases: schema 2 with deflate
+ * level 1 (the default; full, stream only, no sketch), schema 2 without
+ * compression and schema 1 (full): damage inside a deflated chunk reaches
+ * the inflate and the conversions of schema 2, damage elsewhere the rest.
  */
 #include <math.h>
 #include <stdint.h>
@@ -35,7 +38,7 @@ static size_t below(size_t n) { return n ? (size_t)(next() % n) : 0; }
 
 /* A pre-norm run with two sublayers, both directions, model sites,
  * parameter gradients and metadata; stream_only keeps just the stream. */
-static void write_run(const char *path, int stream_only, int sketch)
+static void write_run(const char *path, int stream_only, int sketch, int schema, int level)
 {
     static const char *const subs[] = { "attn", "mlp" };
     static const char *const lp[] = { "attn.wo", "mlp.w2" };
@@ -60,6 +63,8 @@ static void write_run(const char *path, int stream_only, int sketch)
     resdiag_options_init(&o);
     o.flush_steps = 2;
     o.sketch_size = sketch;
+    o.file_schema = schema;
+    o.compression = level;
     resdiag *r = NULL;
     if (resdiag_open(&r, path, &m, &o) != RESDIAG_OK)
         die("resdiag_open");
@@ -140,13 +145,14 @@ int main(int argc, char **argv)
     rng = strtoull(argv[3], NULL, 0) | 1;
     resdiag_set_log_priority(RESDIAG_LOG_ERROR);
 
-    enum { N_BASE = 3 };
+    enum { N_BASE = 5 };
+    static const int schema[N_BASE] = { 2, 2, 2, 2, 1 }, level[N_BASE] = { 1, 1, 1, 0, 0 };
     char path[4096];
     unsigned char *base[N_BASE];
     size_t base_len[N_BASE];
     for (int b = 0; b < N_BASE; b++) {
         snprintf(path, sizeof path, "%s/base-%d.h5", dir, b);
-        write_run(path, b == 1, b == 2 ? 0 : 4);
+        write_run(path, b == 1, b == 2 ? 0 : 4, schema[b], level[b]);
         base[b] = slurp(path, &base_len[b]);
     }
 

@@ -261,4 +261,53 @@ static inline int64_t cu_check_run(const char *file, int last_layer, int64_t row
     return ret;
 }
 
+/* Whether steps 0..n-1 of every time series of file equal those of ref,
+ * bit for bit (NaN where NaN): ref is a whole run of the same trainer and
+ * configuration (deterministic with --threads 1), so each step a killed
+ * run kept is the one it computed, read back exactly. The datasets are
+ * the ones the reader lists for ref; step_time is left out (a clock).
+ * Returns 1, or 0 with the first difference in why. */
+static inline int cu_same_steps(const char *file, const char *ref, int64_t n, char *why,
+                                size_t why_len)
+{
+    resdiag_reader *a = NULL, *b = NULL;
+    if (resdiag_reader_open(&a, file) != RESDIAG_OK || resdiag_reader_open(&b, ref) != RESDIAG_OK) {
+        snprintf(why, why_len, "cannot open %s and %s", file, ref);
+        resdiag_reader_destroy(a);
+        return 0;
+    }
+    int ok = resdiag_reader_info(b)->n_steps >= n;
+    if (!ok)
+        snprintf(why, why_len, "the reference %s holds fewer than %lld steps", ref, (long long)n);
+    for (int d = 0; ok && d < resdiag_reader_n_datasets(b); d++) {
+        const char *name = resdiag_reader_dataset_name(b, d);
+        int64_t dims[8];
+        int rank = 0;
+        if (strcmp(name, "step_time") == 0
+            || resdiag_reader_dims(b, name, dims, 8, &rank) != RESDIAG_OK || rank < 1)
+            continue;
+        size_t per = 1;
+        for (int k = 1; k < rank; k++) per *= (size_t)dims[k];
+        size_t len = (size_t)n * per;
+        double *x = malloc((len ? len : 1) * sizeof *x);
+        double *y = malloc((len ? len : 1) * sizeof *y);
+        resdiag_status sb = x && y ? resdiag_reader_read(b, name, 0, n, y, len) : RESDIAG_E_NOMEM;
+        if (sb == RESDIAG_OK && resdiag_reader_read(a, name, 0, n, x, len) != RESDIAG_OK) {
+            snprintf(why, why_len, "%s: cannot read %s", file, name);
+            ok = 0;
+        }
+        for (size_t e = 0; ok && sb == RESDIAG_OK && e < len; e++)
+            if (!(x[e] == y[e] || (isnan(x[e]) && isnan(y[e])))) {
+                snprintf(why, why_len, "%s: %s step %zu element %zu is %.17g, the whole run "
+                         "has %.17g", file, name, e / per, e % per, x[e], y[e]);
+                ok = 0;
+            }
+        free(x);
+        free(y);
+    }
+    resdiag_reader_destroy(a);
+    resdiag_reader_destroy(b);
+    return ok;
+}
+
 #endif /* RD_CRASH_UTIL_H */

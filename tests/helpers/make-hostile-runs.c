@@ -35,20 +35,43 @@
  *   scales-elink.h5      the /layer scale an external link into
  *                        secret-target.h5
  *
+ * Schema 2 (base.h5 is one: float32 statistics, int64 counts, every chunk
+ * through shuffle then deflate):
+ *   s2-filter-blosc.h5   /forward/site_stats through shuffle then filter 32001
+ *                        (Blosc's id; here an identity only this program has)
+ *   s2-filter-order.h5   /forward/site_counts through deflate then shuffle
+ *   s2-filter-extra.h5   /forward/site_sketch through shuffle, deflate, fletcher32
+ *   s2-type-string.h5    /forward/site_stats of 4-byte strings
+ *   s2-type-compound.h5  /forward/site_counts of a compound of two int64
+ *   s2-type-double-counts.h5 /forward/site_counts of float64
+ *   s2-counts-negative.h5 a row count of -5 (the only negative count is -1)
+ *   s2-counts-huge.h5    a row count of 2^62 (no double holds it exactly)
+ *   s2-calls-negative.h5 a call count of -3 in /forward/site_calls (int32)
+ *   s2-alias-range.h5    an alias of 100 in /forward/site_alias (int8; 5 sites)
+ *   s2-version-3.h5      schema_version 3
+ *   s2-bomb-chunk.h5     /forward/site_sketch in one chunk of 2^k steps that
+ *                        deflates to a few hundred KB and inflates to 256 MiB
+ *                        (the file holds 3 steps)
+ *   s2-steps-3g.h5       every time series extended to 3e9 steps, no data
+ *                        written: a few MB that claim billions of steps
+ *
  * Usage: make-hostile-runs DIR SECRET FIFO  (SECRET: an existing text file;
  * FIFO: a named pipe, never opened here)
  */
 #include <hdf5.h>
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "resdiag.h"
 
 enum { L = 2, S = 1, D = 16, ROWS = 8, STEPS = 3, CALLSITE_LEN = 128, WIDE_LAYERS = 512 };
 #define FILTER_ID 32123
+#define BLOSC_ID 32001
 
 static const char *dir;
 static char secret[PATH_MAX], fifo[PATH_MAX];
@@ -273,7 +296,8 @@ static size_t identity_filter(unsigned flags, size_t cd_nelmts, const unsigned c
     return nbytes;
 }
 
-/* /forward/site_stats written through a filter that only this process has. */
+/* /forward/site_stats written through a filter that only this process has
+ * (alone: base.h5's own filters, schema 2's shuffle and deflate, removed). */
 static void make_filter(void)
 {
     static const H5Z_class2_t cls = { H5Z_CLASS_T_VERS, (H5Z_filter_t)FILTER_ID, 1, 1,
@@ -286,7 +310,8 @@ static void make_filter(void)
     hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
     hid_t dcpl = H5Dget_create_plist(ds);
     H5Dclose(ds);
-    if (H5Pset_filter(dcpl, (H5Z_filter_t)FILTER_ID, H5Z_FLAG_MANDATORY, 0, NULL) < 0)
+    if (H5Premove_filter(dcpl, H5Z_FILTER_ALL) < 0
+        || H5Pset_filter(dcpl, (H5Z_filter_t)FILTER_ID, H5Z_FLAG_MANDATORY, 0, NULL) < 0)
         die("H5Pset_filter");
     recreate(f, name, type, space, dcpl, data);
     free(data);
@@ -500,6 +525,208 @@ static void make_dangling_scales(void)
     H5Fclose(c.file);
 }
 
+/* ----------------------------------------------------------- schema 2 */
+
+/* Dataset name made again with the filters ids (n of them, each with the
+ * client data of HDF5's own where it has one), data kept. */
+static void make_filters(const char *file, const char *name, const int *ids, int n)
+{
+    hid_t f = open_copy(file), type, space;
+    void *data = read_all(f, name, &type, &space);
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
+    hid_t dcpl = H5Dget_create_plist(ds);
+    H5Dclose(ds);
+    if (H5Premove_filter(dcpl, H5Z_FILTER_ALL) < 0)
+        die("H5Premove_filter");
+    for (int i = 0; i < n; i++) {
+        herr_t e = ids[i] == H5Z_FILTER_DEFLATE ? H5Pset_deflate(dcpl, 1)
+                   : ids[i] == H5Z_FILTER_SHUFFLE ? H5Pset_shuffle(dcpl)
+                   : ids[i] == H5Z_FILTER_FLETCHER32 ? H5Pset_fletcher32(dcpl)
+                   : H5Pset_filter(dcpl, (H5Z_filter_t)ids[i], H5Z_FLAG_MANDATORY, 0, NULL);
+        if (e < 0)
+            die("a filter");
+    }
+    recreate(f, name, type, space, dcpl, data);
+    free(data);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Fclose(f);
+}
+
+static void make_foreign_filters(void)
+{
+    static const H5Z_class2_t blosc = { H5Z_CLASS_T_VERS, (H5Z_filter_t)BLOSC_ID, 1, 1,
+                                        "not blosc", NULL, NULL, identity_filter };
+    if (H5Zregister(&blosc) < 0)
+        die("H5Zregister");
+    const int foreign[] = { H5Z_FILTER_SHUFFLE, BLOSC_ID };
+    make_filters("s2-filter-blosc.h5", "forward/site_stats", foreign, 2);
+    const int swapped[] = { H5Z_FILTER_DEFLATE, H5Z_FILTER_SHUFFLE };
+    make_filters("s2-filter-order.h5", "forward/site_counts", swapped, 2);
+    const int extra[] = { H5Z_FILTER_SHUFFLE, H5Z_FILTER_DEFLATE, H5Z_FILTER_FLETCHER32 };
+    make_filters("s2-filter-extra.h5", "forward/site_sketch", extra, 3);
+}
+
+/* Dataset name made again with values of another type (no data written:
+ * every element reads as that type's fill value). */
+static void make_type(const char *file, const char *name, hid_t type)
+{
+    hid_t f = open_copy(file), old, space;
+    free(read_all(f, name, &old, &space));
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
+    hid_t dcpl = H5Dget_create_plist(ds);
+    H5Dclose(ds);
+    if (H5Premove_filter(dcpl, H5Z_FILTER_ALL) < 0 || H5Pset_fill_value(dcpl, type, NULL) < 0)
+        die("dcpl");
+    recreate(f, name, type, space, dcpl, NULL);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Tclose(old);
+    H5Fclose(f);
+}
+
+static void make_wrong_types(void)
+{
+    hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, 4);
+    make_type("s2-type-string.h5", "forward/site_stats", str);
+    H5Tclose(str);
+    hid_t cmp = H5Tcreate(H5T_COMPOUND, 16);
+    H5Tinsert(cmp, "a", 0, H5T_STD_I64LE);
+    H5Tinsert(cmp, "b", 8, H5T_STD_I64LE);
+    make_type("s2-type-compound.h5", "forward/site_counts", cmp);
+    H5Tclose(cmp);
+    make_type("s2-type-double-counts.h5", "forward/site_counts", H5T_IEEE_F64LE);
+}
+
+/* Element `at` of integer dataset name (read and written as int64, its
+ * filters kept) set to value. */
+static void make_int_value(const char *file, const char *name, size_t at, int64_t value)
+{
+    hid_t f = open_copy(file);
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT), sp = H5Dget_space(ds);
+    hssize_t np = H5Sget_simple_extent_npoints(sp);
+    int64_t *v = calloc((size_t)np + 1, sizeof *v);
+    if (ds < 0 || !v || (size_t)np <= at
+        || H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
+        die(name);
+    v[at] = value;
+    if (H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
+        die(name);
+    free(v);
+    H5Sclose(sp);
+    H5Dclose(ds);
+    H5Fclose(f);
+}
+
+/* A zlib stream (what HDF5's deflate filter writes) of n zero bytes:
+ * shuffled zeros are zeros, so it is a shuffle+deflate chunk of zeros. */
+static unsigned char *deflated_zeros(size_t n, size_t *len)
+{
+    static unsigned char zeros[1 << 20];
+    size_t cap = n / 500 + 65536;
+    unsigned char *out = malloc(cap);
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (!out || deflateInit(&z, 9) != Z_OK)
+        die("deflateInit");
+    z.next_out = out;
+    z.avail_out = (uInt)cap;
+    size_t left = n;
+    int rc;
+    do {
+        size_t k = left < sizeof zeros ? left : sizeof zeros;
+        z.next_in = zeros;
+        z.avail_in = (uInt)k;
+        left -= k;
+        rc = deflate(&z, left ? Z_NO_FLUSH : Z_FINISH);
+        if (rc == Z_STREAM_ERROR || z.avail_out == 0)
+            die("deflate");
+    } while (left || rc != Z_STREAM_END);
+    *len = z.total_out;
+    deflateEnd(&z);
+    return out;
+}
+
+/* /forward/site_sketch made again in chunks of as many steps as make 256
+ * MiB, its first chunk (the 3 steps there are and the rest of the chunk)
+ * written as it is in the file: all zeros, deflated. */
+static void make_chunk_bomb(void)
+{
+    const char *name = "forward/site_sketch";
+    hid_t f = open_copy("s2-bomb-chunk.h5"), type, space;
+    free(read_all(f, name, &type, &space));
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
+    hid_t dcpl = H5Dget_create_plist(ds);
+    H5Dclose(ds);
+    hsize_t dims[8], chunk[8];
+    int rank = H5Sget_simple_extent_dims(space, dims, NULL);
+    size_t step_bytes = H5Tget_size(type);
+    for (int k = 1; k < rank; k++) {
+        chunk[k] = dims[k];
+        step_bytes *= dims[k];
+    }
+    chunk[0] = 1;
+    while (chunk[0] * 2 * step_bytes <= ((size_t)256 << 20))
+        chunk[0] *= 2;
+    if (H5Pset_chunk(dcpl, rank, chunk) < 0)
+        die("H5Pset_chunk");
+    recreate(f, name, type, space, dcpl, NULL);
+    size_t len = 0;
+    unsigned char *z = deflated_zeros(chunk[0] * step_bytes, &len);
+    hsize_t origin[8] = { 0 };
+    ds = H5Dopen2(f, name, H5P_DEFAULT);
+    if (ds < 0 || H5Dwrite_chunk(ds, H5P_DEFAULT, 0, origin, len, z) < 0)
+        die("H5Dwrite_chunk");
+    H5Dclose(ds);
+    free(z);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Fclose(f);
+}
+
+/* Every time series extended to n steps (nothing written: the fill value). */
+static void make_many_steps(const char *file, hsize_t n)
+{
+    grow_ctx c = { open_copy(file), 0, { { 0 } }, 0 };
+    if (H5Ovisit(c.file, H5_INDEX_NAME, H5_ITER_INC, collect, &c) < 0)
+        die("steps");
+    for (int i = 0; i < c.n; i++) {
+        hid_t ds = H5Dopen2(c.file, c.names[i], H5P_DEFAULT), sp = H5Dget_space(ds);
+        hsize_t dims[8], max[8];
+        H5Sget_simple_extent_dims(sp, dims, max);
+        H5Sclose(sp);
+        dims[0] = n;
+        if (max[0] == H5S_UNLIMITED && H5Dset_extent(ds, dims) < 0)
+            die("H5Dset_extent");
+        H5Dclose(ds);
+    }
+    H5Fclose(c.file);
+}
+
+static void make_schema2(void)
+{
+    make_foreign_filters();
+    make_wrong_types();
+    /* element 0 of /forward/site_counts: the row count of layer 0's
+     * STREAM_IN at step 0 (RD_COUNT fields in order: rows, cols, ...) */
+    make_int_value("s2-counts-negative.h5", "forward/site_counts", 0, -5);
+    make_int_value("s2-counts-huge.h5", "forward/site_counts", 0, (int64_t)1 << 62);
+    make_int_value("s2-calls-negative.h5", "forward/site_calls", 0, -3);
+    make_int_value("s2-alias-range.h5", "forward/site_alias", 0, 100);
+    hid_t f = open_copy("s2-version-3.h5");
+    hid_t a = H5Aopen(f, "schema_version", H5P_DEFAULT);
+    int v = 3;
+    if (a < 0 || H5Awrite(a, H5T_NATIVE_INT, &v) < 0)
+        die("schema_version");
+    H5Aclose(a);
+    H5Fclose(f);
+    make_chunk_bomb();
+    make_many_steps("s2-steps-3g.h5", 3000000000ull);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4)
@@ -539,5 +766,6 @@ int main(int argc, char **argv)
     make_bad_chunk_index("base.h5", "bad-chunk-index-deflated.h5");
     make_dangling_scales();
     make_elink("scales-elink.h5", "layer", target, "/site_callsite");
+    make_schema2();
     return 0;
 }

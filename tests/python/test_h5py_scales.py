@@ -6,6 +6,17 @@ step, read back with h5py alone. Each time series' first axis is labelled
 (layer indices, sublayer, site, field names), equal to the label
 attributes that older readers use.
 
+The run is recorded twice, as schema 2 (the default) and as schema 1, and
+each is checked; the scale of an axis has the axis' length. Schema 2 also
+has its pinned layout (doc/FORMAT.md): the dtype of every kind of dataset,
+each statistics table split into its float32 fields and its int64 counts,
+each with a field_names attribute labelling its last axis, every chunked
+dataset filtered by exactly shuffle then deflate (level 1), the model
+sites' sketches kept float64 (the final norm is told from a difference
+below float32's resolution); and its values
+are schema 1's (the same run, --threads 1): float32-rounded where float32,
+equal where integers, with the sentinels where schema 1 has NaN.
+
     test_h5py_scales.py TINYGPT"""
 import os
 import subprocess
@@ -20,15 +31,21 @@ TINYGPT = sys.argv.pop(1) if len(sys.argv) > 1 else None
 LAYERS, STEPS, EVERY = 3, 10, 3
 
 
+def record(path, *flags):
+    subprocess.run([TINYGPT, "--layers", str(LAYERS), "--d-model", "16", "--heads", "2",
+                    "--seq", "8", "--batch", "2", "--vocab", "16", "--steps", str(STEPS),
+                    "--threads", "1", "--record-every", str(EVERY), "--out", path, *flags],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
 class H5pyScales(unittest.TestCase):
+    FLAGS = ()  # the default: schema 2
+
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.path = os.path.join(cls.tmp.name, "run.h5")
-        subprocess.run([TINYGPT, "--layers", str(LAYERS), "--d-model", "16", "--heads", "2",
-                        "--seq", "8", "--batch", "2", "--vocab", "16", "--steps", str(STEPS),
-                        "--threads", "1", "--record-every", str(EVERY), "--out", cls.path],
-                       check=True, stdout=subprocess.DEVNULL)
+        record(cls.path, *cls.FLAGS)
         cls.f = h5py.File(cls.path, "r")
 
     @classmethod
@@ -62,14 +79,12 @@ class H5pyScales(unittest.TestCase):
             labels = [dim.label for dim in d.dims]
             want = ["record"] + axes[1:]
             self.assertEqual(labels, want, name)
-            for dim, axis in zip(list(d.dims)[1:], axes[1:]):
-                if axis == "field" and len(d.attrs["field_names"]) < len(self.f.attrs["field_names"]):
-                    # schema 2: a dataset of some of the fields names them in
-                    # its field_names; the field scale has them all
-                    self.assertEqual(len(dim), 0, name)
-                    continue
+            for k, (dim, axis) in enumerate(zip(list(d.dims)[1:], axes[1:]), 1):
+                if k == len(axes) - 1 and "field_names" in d.attrs and len(dim) == 0:
+                    continue  # labelled by its field_names attribute (schema 2)
                 self.assertEqual(len(dim), 1, f"{name} {axis}")
                 self.assertEqual(dim[0].name, "/" + axis, f"{name} {axis}")
+                self.assertEqual(len(dim[0]), d.shape[k], f"{name} {axis}: scale length")
 
     def test_scales_hold_the_names_of_the_label_attributes(self):
         f = self.f
@@ -79,15 +94,144 @@ class H5pyScales(unittest.TestCase):
         for axis, attr in [(2, "sublayer_names"), (3, "site_names")]:
             got = [s.decode() for s in d.dims[axis][0][:]]
             self.assertEqual(got, list(f.attrs[attr]), attr)
-        fields = list(f.attrs["field_names"])
-        if f.attrs["schema_version"] < 2:
+        fields = list(d.attrs["field_names"]) if "field_names" in d.attrs \
+            else list(f.attrs["field_names"])
+        if len(d.dims[4]) or "field_names" not in d.attrs:
             self.assertEqual([s.decode() for s in d.dims[4][0][:]], fields)
-        else:  # the real fields here, from frob to absmax; the rest in site_counts
-            self.assertEqual(list(d.attrs["field_names"]),
-                             fields[fields.index("frob"):fields.index("absmax") + 1])
-            got = list(d.attrs["field_names"]) + list(f["forward/site_counts"].attrs["field_names"])
-            self.assertEqual(sorted(got), sorted(fields))
-        self.assertEqual(f["field"].shape, (len(fields),))
+
+
+COUNT_FIELDS = ["rows", "cols", "absmax_col", "nan_count", "inf_count", "call_seq"]
+STATS = ["forward/site_stats", "backward/site_stats", "forward/model_stats",
+         "backward/model_stats", "backward/param_stats", "backward/model_param_stats"]
+
+
+def dataset_names(f):
+    out = []
+    f.visititems(lambda name, obj: out.append(name) if isinstance(obj, h5py.Dataset) else None)
+    return out
+
+
+class H5pySchema2(H5pyScales):
+    """The default file: schema 2, compression 1."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.s1_path = os.path.join(cls.tmp.name, "schema1.h5")
+        record(cls.s1_path, "--file-schema", "1")
+        cls.s1 = h5py.File(cls.s1_path, "r")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s1.close()
+        super().tearDownClass()
+
+    def test_schema_versions(self):
+        self.assertEqual(int(self.f.attrs["schema_version"]), 2)
+        self.assertEqual(int(self.s1.attrs["schema_version"]), 1)
+
+    def test_the_pinned_dtypes(self):
+        f = self.f
+        names = dataset_names(f)
+        self.assertEqual(len(f.attrs["field_names"]), 18)
+        for name in names:
+            d, leaf = f[name], name.rsplit("/", 1)[-1]
+            if name in STATS:
+                want = np.float32
+                self.assertEqual(d.shape[-1], 12, name)
+            elif leaf.endswith("_counts"):
+                want = np.int64
+                self.assertEqual(d.shape[-1], 6, name)
+            elif leaf == "model_sketch":
+                want = np.float64  # the final norm is told by a tiny difference
+            elif leaf.endswith("_sketch") or name == "forward/update":
+                want = np.float32
+            elif leaf.endswith("_calls"):
+                want = np.int32
+            elif leaf.endswith("_alias"):
+                want = np.int8
+            elif name in ("steps",):
+                want = np.int64
+            elif name in ("step_time", "metrics/values"):
+                want = np.float64
+            else:
+                continue
+            self.assertEqual(d.dtype, np.dtype(want), name)
+        for name in STATS:
+            if name in f:
+                self.assertIn(name.replace("_stats", "_counts"), f, name)
+
+    def test_field_names_label_the_split(self):
+        f = self.f
+        api = [s if isinstance(s, str) else s.decode() for s in f.attrs["field_names"]]
+        real = [n for n in api if n not in COUNT_FIELDS]
+        self.assertEqual(len(real), 12)
+        for name in STATS:
+            if name not in f:
+                continue
+            got = [s if isinstance(s, str) else s.decode() for s in f[name].attrs["field_names"]]
+            self.assertEqual(got, real, name)
+            c = f[name.replace("_stats", "_counts")]
+            got = [s if isinstance(s, str) else s.decode() for s in c.attrs["field_names"]]
+            self.assertEqual(got, COUNT_FIELDS, c.name)
+
+    def test_filters_are_shuffle_then_deflate_1(self):
+        """Every table (doc/FORMAT.md, "Filters"); /summary, /steps,
+        /step_time (whose chunks each append rewrites) and the call sites
+        never filtered."""
+        from h5py import h5z
+        for f, want in ((self.f, [(h5z.FILTER_SHUFFLE, None), (h5z.FILTER_DEFLATE, 1)]),
+                        (self.s1, [])):
+            for name in dataset_names(f):
+                plist = f[name].id.get_create_plist()
+                if plist.get_layout() != h5py.h5d.CHUNKED:
+                    continue
+                got = [plist.get_filter(i) for i in range(plist.get_nfilters())]
+                if name in ("steps", "step_time") or name.startswith("summary/") \
+                        or name.endswith("_callsite"):
+                    self.assertEqual(got, [], name)
+                    continue
+                self.assertEqual([g[0] for g in got], [w[0] for w in want], name)
+                for g, w in zip(got, want):
+                    if w[1] is not None:
+                        self.assertEqual(g[2][0], w[1], name + ": deflate level")
+
+    def test_values_are_schema_1_s_at_their_precision(self):
+        f, s1 = self.f, self.s1
+        api = [s if isinstance(s, str) else s.decode() for s in f.attrs["field_names"]]
+        count_idx = [api.index(n) for n in COUNT_FIELDS]
+        real_idx = [i for i in range(18) if i not in count_idx]
+        for name in STATS:
+            if name not in f:
+                continue
+            old = s1[name][:]
+            np.testing.assert_array_equal(f[name][:], old[..., real_idx].astype(np.float32),
+                                          name)
+            counts = old[..., count_idx]
+            want = np.where(np.isnan(counts), -1, counts).astype(np.int64)
+            np.testing.assert_array_equal(f[name.replace("_stats", "_counts")][:], want, name)
+        for name in dataset_names(s1):
+            leaf = name.rsplit("/", 1)[-1]
+            old = s1[name][:]
+            if leaf == "model_sketch":
+                np.testing.assert_array_equal(f[name][:], old, name)
+            elif leaf.endswith("_sketch") or name == "forward/update":
+                np.testing.assert_array_equal(f[name][:], old.astype(np.float32), name)
+            elif leaf.endswith("_calls"):
+                want = np.where(np.isnan(old), 0, old).astype(np.int32)
+                np.testing.assert_array_equal(f[name][:], want, name)
+            elif leaf.endswith("_alias"):
+                want = np.where(np.isnan(old), -1, old).astype(np.int8)
+                np.testing.assert_array_equal(f[name][:], want, name)
+            elif name in ("steps", "metrics/values"):
+                np.testing.assert_array_equal(f[name][:], old, name)
+
+
+class H5pySchema1(H5pyScales):
+    FLAGS = ("--file-schema", "1")
+
+
+del H5pyScales  # run through its two subclasses only
 
 
 if __name__ == "__main__":

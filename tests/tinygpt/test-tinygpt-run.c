@@ -416,7 +416,8 @@ static const char *meta_of(const resdiag_run_info *info, const char *key)
 /* --hook-threads: by default the OpenMP threads, given to resdiag and
  * kept in the meta. The logits (256 tokens x 2048, 2 MiB of f32) split
  * into that many parts: within rounding of one thread, and not its bits
- * (other parts, other roundings: the option reached the library). */
+ * (other parts, other roundings: the option reached the library; read in
+ * a schema-1 file, whose float64 keeps them). */
 START_TEST(hook_threads_default_to_the_openmp_threads)
 {
     static const char *const small[] = { "--layers", "1", "--d-model", "32", "--seq", "32",
@@ -441,8 +442,9 @@ START_TEST(hook_threads_default_to_the_openmp_threads)
     for (int k = 0; k < 2; k++) {
         char name[16];
         snprintf(name, sizeof name, "h%s.h5", counts[k]);
+        /* schema 1: float64 keeps the bits that tell the parts apart */
         ck_assert_int_eq(run("out1", "err1", SMALL_ARGS, "--threads", "1", "--hook-threads",
-                             counts[k], "--out", tmp(name), NULL), 0);
+                             counts[k], "--file-schema", "1", "--out", tmp(name), NULL), 0);
         rd = open_reader(tmp(name));
         ck_assert_str_eq(meta_of(resdiag_reader_info(rd), "tinygpt.hook_threads"), counts[k]);
         int observed = 0;
@@ -763,7 +765,9 @@ START_TEST(bad_flags_exit_2)
         { "--record-every", "0", NULL }, { "stray", NULL, NULL },
         { "--threads", "0", NULL },      { "--out=", NULL, NULL },
         { "--step-times=", NULL, NULL }, { "--hook-threads", "17", NULL },
-        { "--hook-threads", "-1", NULL },
+        { "--hook-threads", "-1", NULL }, { "--file-schema", "3", NULL },
+        { "--file-schema", "-1", NULL }, { "--compression", "10", NULL },
+        { "--compression", "-1", NULL },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int rc = run("out1", "err1", bad[i][0], bad[i][1], NULL);
@@ -777,7 +781,8 @@ START_TEST(bad_flags_exit_2)
     static const char *const flags[] = {
         "--placement", "mix:K", "parallel", "--norm", "--final-norm", "--layers", "--d-model",
         "--heads", "--seq", "--batch", "--vocab", "--steps", "--lr", "--seed", "--init",
-        "--out", "--record", "--record-every", "--threads", "--step-times", "--hook-threads" };
+        "--out", "--record", "--record-every", "--threads", "--step-times", "--hook-threads",
+        "--file-schema", "--compression" };
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         ck_assert_msg(strstr(help, flags[i]) != NULL, "--help lacks %s", flags[i]);
 }

@@ -12,12 +12,16 @@
 #include <check.h>
 #include <ftw.h>
 #include <hdf5.h>
+#include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check-one.h"
@@ -57,6 +61,13 @@ static const struct {
     { "layers-100k.h5", "does not hold the 100000 layers" },
     { "layers-1m.h5", "does not hold the 1000000 layers" },
     { "scales-elink.h5", "/layer is an external link" },
+    /* schema 2: only shuffle then deflate, only the pinned types */
+    { "s2-filter-blosc.h5", "dataset /forward/site_stats is stored through HDF5 filter 32001" },
+    { "s2-filter-order.h5", "/forward/site_counts" },
+    { "s2-filter-extra.h5", "/forward/site_sketch" },
+    { "s2-type-string.h5", "/forward/site_stats" },
+    { "s2-type-compound.h5", "/forward/site_counts" },
+    { "s2-type-double-counts.h5", "/forward/site_counts" },
 };
 
 START_TEST(refused_at_open)
@@ -78,6 +89,153 @@ START_TEST(refused_at_open)
         ck_assert_uint_eq(after, before);
     }
     ck_assert_msg(access(g_marker, F_OK) != 0, "the reader loaded the plugin in HDF5_PLUGIN_PATH");
+}
+END_TEST
+
+/* A schema newer than this library's: RESDIAG_E_VERSION, saying so. */
+START_TEST(schema_3_is_newer)
+{
+    resdiag_reader *rd = (resdiag_reader *)1;
+    g_last[0] = 0;
+    ck_assert_int_eq(resdiag_reader_open(&rd, run("s2-version-3.h5")), RESDIAG_E_VERSION);
+    ck_assert_ptr_null(rd);
+    ck_assert_msg(strstr(g_last, "schema version 3") != NULL,
+                  "message: %s", g_last);
+}
+END_TEST
+
+/* Integers that no writer stores (a negative count other than -1, one past
+ * 2^53, a negative call count, an alias past the sites): the reader refuses
+ * the file or the read naming the dataset, or reads the element as not
+ * observed (NaN); it never gives the number back as a value (the alias:
+ * resdiag_reader_alias refuses it, or reads it as the site's own tensor). */
+static const struct {
+    const char *file, *dataset;
+    int64_t bad;
+} bad_ints[] = {
+    { "s2-counts-negative.h5", "forward/site_counts", -5 },
+    { "s2-counts-huge.h5", "forward/site_counts", (int64_t)1 << 62 },
+    { "s2-calls-negative.h5", "forward/site_calls", -3 },
+    { "s2-alias-range.h5", "forward/site_alias", 100 },
+};
+
+START_TEST(integers_out_of_range)
+{
+    for (size_t i = 0; i < sizeof bad_ints / sizeof bad_ints[0]; i++) {
+        const char *file = bad_ints[i].file, *ds = bad_ints[i].dataset;
+        resdiag_reader *rd = NULL;
+        g_last[0] = 0;
+        resdiag_status st = resdiag_reader_open(&rd, run(file));
+        if (st != RESDIAG_OK) {
+            ck_assert_msg(st == RESDIAG_E_FORMAT && strstr(g_last, ds), "%s: open: %s (%s)",
+                          file, resdiag_strerror(st), g_last);
+            continue;
+        }
+        if (strstr(ds, "_alias")) {
+            /* the reader's meaning of it: another site's index, or its own */
+            int same = 0;
+            g_last[0] = 0;
+            st = resdiag_reader_alias(rd, 0, RESDIAG_FORWARD, 0, 0, (resdiag_site)0, &same);
+            ck_assert_msg((st == RESDIAG_OK && same == -1) || st == RESDIAG_E_FORMAT,
+                          "%s: alias read as %s, site %d (written %lld; %s)", file,
+                          resdiag_strerror(st), same, (long long)bad_ints[i].bad, g_last);
+            resdiag_reader_destroy(rd);
+            continue;
+        }
+        /* the element written: the first of the dataset, at step 0; its
+         * place in the record is the first of the table of that name, or
+         * for the counts the row count of the first slot of site_stats */
+        int counts = strstr(ds, "_counts") != NULL;
+        const char *table = counts ? "forward/site_stats" : ds;
+        int64_t dims[8];
+        int rank = 0;
+        ck_assert_int_eq(resdiag_reader_dims(rd, table, dims, 8, &rank), RESDIAG_OK);
+        size_t per = 1;
+        for (int k = 1; k < rank; k++) per *= (size_t)dims[k];
+        double *v = calloc(per, sizeof *v);
+        g_last[0] = 0;
+        st = resdiag_reader_read(rd, table, 0, 1, v, per);
+        double got = counts ? v[RESDIAG_FIELD_ROWS] : v[0];
+        ck_assert_msg((st == RESDIAG_OK && isnan(got))
+                      || (st != RESDIAG_OK && strstr(g_last, ds)),
+                      "%s: %s read as %s, element %.17g (written %lld; %s)", file, ds,
+                      resdiag_strerror(st), got, (long long)bad_ints[i].bad, g_last);
+        free(v);
+        /* and the analysis: a verdict or a refusal, no crash */
+        resdiag_analysis *an = NULL;
+        if (resdiag_analyze(rd, NULL, &an) == RESDIAG_OK)
+            resdiag_analysis_destroy(an);
+        resdiag_reader_destroy(rd);
+    }
+}
+END_TEST
+
+/* Files that claim far more than they hold: a chunk that inflates to 256
+ * MiB, 3e9 steps of nothing. In a child: open, read step 0 and the last
+ * step of every dataset, analyse; every call OK or refused with a message.
+ * The child must finish in 10 s and never hold 256 MiB (its address space
+ * is capped at 1 GiB, but under ASan, so that a reader that inflates
+ * without bound fails here, not on the machine). */
+static int bomb_child(const char *file)
+{
+    resdiag_reader *rd = NULL;
+    if (resdiag_reader_open(&rd, run(file)) != RESDIAG_OK)
+        return g_last[0] ? 0 : 1;
+    int64_t n = resdiag_reader_info(rd)->n_steps;
+    for (int d = 0; d < resdiag_reader_n_datasets(rd); d++) {
+        const char *name = resdiag_reader_dataset_name(rd, d);
+        int64_t dims[8];
+        int rank = 0;
+        if (resdiag_reader_dims(rd, name, dims, 8, &rank) != RESDIAG_OK || rank < 1)
+            continue;
+        size_t per = 1;
+        for (int k = 1; k < rank; k++) per *= (size_t)dims[k];
+        double *v = malloc(per * sizeof *v);
+        for (int64_t at = 0; v && n > 0 && at < n; at = at == n - 1 ? n : n - 1) {
+            g_last[0] = 0;
+            if (resdiag_reader_read(rd, name, at, 1, v, per) != RESDIAG_OK && !g_last[0])
+                return 2;
+        }
+        free(v);
+    }
+    resdiag_analysis *an = NULL;
+    g_last[0] = 0;
+    if (resdiag_analyze(rd, NULL, &an) == RESDIAG_OK)
+        resdiag_analysis_destroy(an);
+    else if (!g_last[0])
+        return 3;
+    resdiag_reader_destroy(rd);
+    return 0;
+}
+
+START_TEST(bombs_are_bounded)
+{
+    static const char *const bombs[] = { "s2-bomb-chunk.h5", "s2-steps-3g.h5" };
+    const char *file = bombs[_i];
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        signal(SIGALRM, SIG_DFL); /* Check's handler kills the whole process group */
+        alarm(10);
+#ifndef __SANITIZE_ADDRESS__
+        struct rlimit as = { (rlim_t)1 << 30, (rlim_t)1 << 30 };
+        setrlimit(RLIMIT_AS, &as);
+#endif
+        _exit(bomb_child(file));
+    }
+    int status = 0;
+    struct rusage ru;
+    ck_assert_int_eq(wait4(pid, &status, 0, &ru), pid);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    double mib = (double)ru.ru_maxrss / 1024.0;
+    fprintf(stderr, "%s: %.2f s, peak %.0f MiB, status %#x\n", file, secs, mib, status);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "%s: the child ended with status %#x (SIGALRM: over 10 s)", file, status);
+    ck_assert_msg(mib < 256, "%s: the reader held %.0f MiB", file, mib);
 }
 END_TEST
 
@@ -208,6 +366,9 @@ int main(int argc, char **argv)
     tcase_add_test(tc, read_errors_are_errors);
     tcase_add_test(tc, huge_count_message);
     tcase_add_test(tc, dangling_scales_are_ignored);
+    tcase_add_test(tc, schema_3_is_newer);
+    tcase_add_test(tc, integers_out_of_range);
+    tcase_add_loop_test(tc, bombs_are_bounded, 0, 2);
     suite_add_tcase(suite, tc);
     SRunner *sr = srunner_create(suite);
     srunner_run_all(sr, CK_NORMAL);

@@ -9,7 +9,7 @@
  * doc/BENCHMARK.md says what each figure means.
  *
  *   resdiag-bench [--quick | --long] [--reps N] [--no-kernels] [--no-peers]
- *                 [--no-hook] [--no-writer] [--no-e2e] [--no-report]
+ *                 [--no-hook] [--no-writer] [--no-e2e] [--no-report] [--no-size]
  *                 [--cols N] [--e2e-steps N]
  *   resdiag-bench --fixed-cost N     (the scenario of scripts/bench-callgrind.sh)
  *
@@ -48,6 +48,7 @@
 #include "stats/stats.h"
 
 #include "ceiling.h"
+#include "file_size.h"
 
 #ifdef RD_BENCH_OPENBLAS
 #include <cblas.h>
@@ -1796,6 +1797,8 @@ static void peer_target(const char *name, int w, double goal)
     target(name, meas, g, q->ratio.med >= goal);
 }
 
+static fs_result size_res; /* file_size.c */
+
 static void print_targets(const char *load_start)
 {
     char load_end[64], m[1024];
@@ -1842,8 +1845,7 @@ static void print_targets(const char *load_start)
         not_measured("hook-2-threads-32MiB", hook_note + (strncmp(hook_note, "not measured (", 14)
                                                               ? 0 : 14));
     }
-    not_measured("bytes-per-step-vs-schema-1", "the benchmark writes only the current schema; "
-                 "a schema-1 file of the same run is needed to compare");
+    file_size_targets(&size_res);
     if (!isnan(html_s_100k)) {
         target("report-html-100k", html_note, "< 2 s and < 256 MiB",
                html_s_100k < 2.0 && html_mib < 256.0);
@@ -1896,7 +1898,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: resdiag-bench [--quick | --long] [--reps N] [--no-kernels] "
                     "[--no-peers] "
-                    "[--no-hook] [--no-writer] [--no-e2e] [--no-report] [--cols N] "
+                    "[--no-hook] [--no-writer] [--no-e2e] [--no-report] [--no-size] [--cols N] "
                     "[--e2e-steps N]\n"
                     "       resdiag-bench --fixed-cost STEPS\n");
     return 2;
@@ -1905,7 +1907,7 @@ static int usage(void)
 int main(int argc, char **argv)
 {
     int mode = 1, kernels_on = 1, peers_on = 1, hook_on = 1, writer_on = 1, e2e_on = 1;
-    int report_on = 1;
+    int report_on = 1, size_on = 1;
     int reps = 15;
     for (int k = 1; k < argc; k++) {
         if (!strcmp(argv[k], "--quick"))
@@ -1924,6 +1926,8 @@ int main(int argc, char **argv)
             e2e_on = 0;
         else if (!strcmp(argv[k], "--no-report"))
             report_on = 0;
+        else if (!strcmp(argv[k], "--no-size"))
+            size_on = 0;
         else if (!strcmp(argv[k], "--reps") && k + 1 < argc && atoi(argv[k + 1]) >= 1)
             reps = atoi(argv[++k]);
         else if (!strcmp(argv[k], "--cols") && k + 1 < argc && atoi(argv[k + 1]) >= 16)
@@ -1971,6 +1975,8 @@ int main(int argc, char **argv)
         bench_writer(mode == 0);
     if (writer_on && mode == 2)
         bench_callgrind();
+    if (size_on)
+        bench_file_size(RD_BENCH_BUILD_ROOT, mode == 0, &size_res);
     if (e2e_on)
         bench_e2e(mode);
     if (report_on) {
