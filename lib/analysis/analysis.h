@@ -211,7 +211,7 @@ double rd_fit_alpha(const double *ni, const double *x, const double *f, int k, d
 int rd_signature(const double *stats, double cv_unnorm);
 /* What rounding alone can leave in a true relation between tensors with
  * these statistics (RESDIAG_N_FIELDS each), relative to its largest term. */
-double rd_rounding_floor(const double *const *stats, int n);
+double rd_rounding_floor(const double *const *stats, int n, int schema_version, int terms);
 /* metrics.c: the metric the loss curve shows: the one named "loss", else
  * the first declared; -1 when the run has none. */
 int rd_analysis_loss_metric(const rd_analysis *a);

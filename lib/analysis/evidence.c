@@ -18,7 +18,8 @@
  * errors of at most u/2 relative per element, whose sketch is ~u/sqrt(12)
  * of the largest term and does not grow with the width (the sums are in
  * double); measured 3e-8..1e-7 in f32 (0.5-1.7 u), ~2e-3 in bf16. ROUND_C
- * = 2 leaves a factor 1.2..4 over that for the sketch's K-bucket spread. */
+ * = 2 leaves a factor 1.2..4 over that for the sketch's K-bucket spread.
+ * A schema-2 file adds the float32 rounding of the stored sketches. */
 #define ROUND_C 2.0
 
 /* Normalization signature: coefficient of variation (std / mean over
@@ -121,7 +122,7 @@ static double unit_roundoff(const double *st)
     return 0x1p-24;
 }
 
-double rd_rounding_floor(const double *const *stats, int n)
+double rd_rounding_floor(const double *const *stats, int n, int schema_version, int terms)
 {
     double u = 0, elems = 0;
     for (int j = 0; j < n; j++) {
@@ -132,7 +133,13 @@ double rd_rounding_floor(const double *const *stats, int n)
         if (ej > elems)
             elems = ej;
     }
-    return ROUND_C * (u + 0x1p-53 * sqrt(elems > 0 ? elems : 1));
+    /* Schema 2 stores the block sites' sketches as float32: each term of
+     * the relation is rounded by at most 2^-24 of its norm, and the
+     * residual is relative to the largest term's norm (rd_rel_combo), so
+     * storage adds at most terms * 2^-24 to what the tensors' rounding
+     * leaves (doc/FORMAT.md, "Schema 2"). */
+    double stored = schema_version >= 2 ? terms * 0x1p-24 : 0;
+    return ROUND_C * (u + 0x1p-53 * sqrt(elems > 0 ? elems : 1)) + stored;
 }
 
 double rd_unnorm_cv(int cols)

@@ -153,7 +153,7 @@ static void set_aside_constructed(rd_sub *r, const rd_site_data *sd)
 /* The relations between the sites of a sequential sublayer (e_* of r),
  * its rounding floor, the ones that hold by construction, and the hook
  * order. */
-static void measure_relations(rd_sub *r, rd_site_data *sd, int k)
+static void measure_relations(rd_sub *r, rd_site_data *sd, int k, int schema_version)
 {
     rd_site_data *x = &sd[RESDIAG_STREAM_IN], *ni = &sd[RESDIAG_NORM_IN],
                  *no = &sd[RESDIAG_NORM_OUT], *f = &sd[RESDIAG_BRANCH_OUT],
@@ -164,7 +164,8 @@ static void measure_relations(rd_sub *r, rd_site_data *sd, int k)
         for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
             if (sd[b].obs)
                 st[n++] = sd[b].st;
-        r->floor = n ? rd_rounding_floor(st, n) : NAN;
+        /* the add relation has the most terms: stream_out, stream_in, branch_out */
+        r->floor = n ? rd_rounding_floor(st, n, schema_version, 3) : NAN;
     }
     if (x->obs && f->obs && y->obs) {
         const double *v[3] = { y->sk, x->sk, f->sk };
@@ -406,7 +407,7 @@ static void classify_sequential(const rd_analysis *a, rd_sub *r, rd_site_data *s
                      resdiag_site_name((resdiag_site)b));
             return;
         }
-    measure_relations(r, sd, k);
+    measure_relations(r, sd, k, a->schema_version);
     if (!sd[RESDIAG_NORM_IN].obs && !sd[RESDIAG_NORM_OUT].obs) {
         judge_without_norm(r);
         return;
@@ -475,7 +476,7 @@ static int classify_parallel(rd_analysis *a, int l, rd_site_data (*sd)[RESDIAG_N
         for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
             if (sd[s][b].obs)
                 stv[nst++] = sd[s][b].st;
-    double floor_ = rd_rounding_floor(stv, nst);
+    double floor_ = rd_rounding_floor(stv, nst, a->schema_version, S + 2);
     /* the sequential rival: stream_in would differ by the branches before */
     double best = y->obs ? fmax(e_same, e_sum) : e_same;
     if (!(e_same < HOLD) || !(branch > SEP * fmax(e_same, floor_)) ||

@@ -36,15 +36,15 @@ START_TEST(rounding_floor_follows_the_dtype_of_the_largest_value)
     st[RESDIAG_FIELD_COLS] = 16; /* 64 elements: sqrt = 8 */
     const double sketch = 0x1p-53 * 8;
     st[RESDIAG_FIELD_ABSMAX] = (double)0.7f; /* an f32 value, not a shorter one */
-    ck_assert_double_eq(rd_rounding_floor(v, 1), 2 * (0x1p-24 + sketch));
+    ck_assert_double_eq(rd_rounding_floor(v, 1, 1, 3), 2 * (0x1p-24 + sketch));
     st[RESDIAG_FIELD_ABSMAX] = 0.75390625; /* 1 + 8 bits: bf16 */
-    ck_assert_double_eq(rd_rounding_floor(v, 1), 2 * (0x1p-8 + sketch));
+    ck_assert_double_eq(rd_rounding_floor(v, 1, 1, 3), 2 * (0x1p-8 + sketch));
     st[RESDIAG_FIELD_ABSMAX] = 1.0009765625; /* 1 + 2^-10: f16, not bf16 */
-    ck_assert_double_eq(rd_rounding_floor(v, 1), 2 * (0x1p-11 + sketch));
+    ck_assert_double_eq(rd_rounding_floor(v, 1, 1, 3), 2 * (0x1p-11 + sketch));
     st[RESDIAG_FIELD_ABSMAX] = 0.1; /* not an f32 value: f64 */
-    ck_assert_double_eq(rd_rounding_floor(v, 1), 2 * (0x1p-53 + sketch));
+    ck_assert_double_eq(rd_rounding_floor(v, 1, 1, 3), 2 * (0x1p-53 + sketch));
     st[RESDIAG_FIELD_ABSMAX] = 0; /* all zeros: no evidence of a format, f32 */
-    ck_assert_double_eq(rd_rounding_floor(v, 1), 2 * (0x1p-24 + sketch));
+    ck_assert_double_eq(rd_rounding_floor(v, 1, 1, 3), 2 * (0x1p-24 + sketch));
     /* a relation takes its coarsest tensor and its largest one */
     double st2[RESDIAG_N_FIELDS] = { 0 };
     st2[RESDIAG_FIELD_ROWS] = 16;
@@ -52,7 +52,38 @@ START_TEST(rounding_floor_follows_the_dtype_of_the_largest_value)
     st2[RESDIAG_FIELD_ABSMAX] = 0.75390625;
     st[RESDIAG_FIELD_ABSMAX] = (double)0.7f;
     const double *w[2] = { st, st2 };
-    ck_assert_double_eq(rd_rounding_floor(w, 2), 2 * (0x1p-8 + 0x1p-53 * 16));
+    ck_assert_double_eq(rd_rounding_floor(w, 2, 1, 3), 2 * (0x1p-8 + 0x1p-53 * 16));
+}
+END_TEST
+
+/* Schema 2 stores the sketches as float32: each of a relation's terms is
+ * rounded by up to 2^-24 of its norm, relative to the largest term. A
+ * relation that holds exactly in double (out = in + branch, one element),
+ * stored as float32 with in rounding down and out rounding up, leaves
+ * almost 2^-23 of it: as much as the whole f32 floor of schema 1, with
+ * nothing left for the tensors' own rounding. */
+START_TEST(rounding_floor_of_schema_2_counts_the_float32_sketches)
+{
+    double st[RESDIAG_N_FIELDS] = { 0 };
+    const double *v[1] = { st };
+    st[RESDIAG_FIELD_ROWS] = 4;
+    st[RESDIAG_FIELD_COLS] = 16;
+    st[RESDIAG_FIELD_ABSMAX] = (double)0.7f;
+    const double tensors = 2 * (0x1p-24 + 0x1p-53 * 8);
+    ck_assert_double_eq(rd_rounding_floor(v, 1, 2, 3), tensors + 3 * 0x1p-24);
+    ck_assert_double_eq(rd_rounding_floor(v, 1, 2, 4), tensors + 4 * 0x1p-24);
+    ck_assert_double_eq(rd_rounding_floor(v, 1, 1, 4), tensors);
+
+    double in = 1 + 0x1p-24 - 0x1p-34, branch = 0x1p-33, out = in + branch;
+    double in_f = (float)in, branch_f = (float)branch, out_f = (float)out;
+    ck_assert_double_eq(in_f, 1.0);
+    ck_assert_double_eq(out_f, 1 + 0x1p-23);
+    const double *sk[3] = { &out_f, &in_f, &branch_f };
+    const double c[3] = { 1, -1, -1 };
+    double e = rd_rel_combo(sk, c, 3, 1);
+    ck_assert(e > 1.99 * 0x1p-24);
+    ck_assert(e + 2 * 0x1p-24 > tensors);                       /* schema 1's floor: exceeded */
+    ck_assert(e + 2 * 0x1p-24 < rd_rounding_floor(v, 1, 2, 3)); /* schema 2's: not */
 }
 END_TEST
 
@@ -248,11 +279,15 @@ START_TEST(decisive_evidence_at_initialization_is_high)
 END_TEST
 
 /* A branch of 2e-6 of the stream: the pre-type relations miss by a few
- * times 1e-6, between 10 and 25 times the f32 rounding floor. Decided, but
- * "medium", and the report says what is ambiguous. */
+ * times 1e-6, between 10 and 25 times the f32 rounding floor of schema 1.
+ * Schema 2's floor is 2.5 times higher (its float32 sketches), so there
+ * the branch is 5e-6. Decided, but "medium", and the report says what is
+ * ambiguous. */
 START_TEST(evidence_near_the_rounding_floor_is_medium_and_says_why)
 {
-    write_run(path("run.h5"), POST, 2e-6, 0);
+    g_schema = _i == 0 ? 1 : 2;
+    write_run(path("run.h5"), POST, _i == 0 ? 2e-6 : 5e-6, 0);
+    g_schema = 0;
     resdiag_analysis *a = analyse(path("run.h5"));
     ck_assert_int_eq(resdiag_analysis_verdict(a), RESDIAG_VERDICT_POST);
     ck_assert_int_eq(resdiag_analysis_confidence(a), RESDIAG_CONFIDENCE_MEDIUM);
@@ -483,8 +518,9 @@ int main(void)
     tcase_set_timeout(t, 120);
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_add_test(t, rounding_floor_follows_the_dtype_of_the_largest_value);
+    tcase_add_test(t, rounding_floor_of_schema_2_counts_the_float32_sketches);
     tcase_add_loop_test(t, decisive_evidence_at_initialization_is_high, 0, 2);
-    tcase_add_test(t, evidence_near_the_rounding_floor_is_medium_and_says_why);
+    tcase_add_loop_test(t, evidence_near_the_rounding_floor_is_medium_and_says_why, 0, 2);
     tcase_add_test(t, sandwich_from_the_norm_on_the_branch);
     tcase_add_test(t, relations_by_construction_decide_nothing);
     tcase_add_test(t, relations_by_construction_are_shown_not_counted);
