@@ -17,14 +17,18 @@ number (doc/TESTING.md, "Schema 1 against schema 2"):
 - a stored field, a quotient or product of two (r, rms, growth, last over
   first, the head's gradient, the coefficient of variation), an energy
   (a norm squared) or a mean of such positive numbers: relative 2u;
-- the trainer's metrics (float64 in both schemas) and rounding_floor (from
-  the tensors' dtype): equal;
+- the trainer's metrics (float64 in both schemas): equal;
+- rounding_floor (from the tensors' dtype, f32 here): schema 2's adds
+  m u for the float32 rounding of a relation's m stored sketches, m = 3
+  for a sequential sublayer and S + 2 for a parallel block
+  (lib/analysis/evidence.c): exactly that;
 - a relation error e = ||sum_j c_j s_j|| / max_j ||c_j s_j|| over m sketches
   each rounded componentwise: |de| <= (m + e) u (the numerator moves by at
   most u sum_j ||c_j s_j|| <= m u max, the denominator by u relative);
 - evidence_strength = rival / max(best, rounding_floor), rival and best
-  relation errors (lib/analysis/placement.c): its extremes with rival and
-  best each moved by its bound;
+  relation errors (lib/analysis/placement.c): schema 2's within the
+  extremes of rival / max(best, its own floor) with rival and best each
+  moved by its bound;
 - alpha = <a, b> / <b, b> with a = norm_in - branch, b = stream: relative
   (4u) / cos(a, b), cos = sqrt(1 - e^2) with e its relation error
   norm_reads_alpha_sum (no bound, so not compared, where e >= 1/2);
@@ -167,8 +171,10 @@ def walk(a, b, path, ctx):
 
 def classify(path):
     leaf = path.rsplit(".", 1)[-1]
-    if path.startswith(".metrics.") or leaf == "rounding_floor":
+    if path.startswith(".metrics."):
         return "equal"
+    if leaf == "rounding_floor":
+        return None
     if "_fit" in path or "fit_all" in path or "fit_deeper" in path:
         return None
     if ".relation_errors." in path or leaf in ("alpha", "evidence_strength"):
@@ -176,10 +182,19 @@ def classify(path):
     return "stored or a quotient of two"
 
 
-def check_placement(p1, p2):
+def check_floor(path, f1, f2, n_sublayers):
+    if not isinstance(f1, float) or math.isnan(f1):
+        return
+    if not any(math.isclose(f2, f1 + m * U, rel_tol=1e-8) for m in (3, n_sublayers + 2)):
+        failures.append("%s.rounding_floor: %r against %r, want it plus 3 or %d times 2^-24"
+                        % (path, f1, f2, n_sublayers + 2))
+
+
+def check_placement(p1, p2, n_sublayers):
     for li, (l1, l2) in enumerate(zip(p1["layers"], p2["layers"])):
         for si, (s1, s2) in enumerate(zip(l1["sublayers"], l2["sublayers"])):
             path = ".placement.layers[%d].sublayers[%d]" % (li, si)
+            check_floor(path, s1.get("rounding_floor"), s2.get("rounding_floor"), n_sublayers)
             e1, e2 = s1.get("relation_errors", {}), s2.get("relation_errors", {})
             bounds = {}
             for name, v in e1.items():
@@ -208,10 +223,12 @@ def check_placement(p1, p2):
                             found = (rival, bounds[rn], best, db)
                 if found:
                     rival, dr, best, db = found
-                    hi = (rival + dr) / max(best - db, floor)
-                    lo = (rival - dr) / max(best + db, floor)
-                    note("evidence strength", path + ".evidence_strength", es,
-                         s2["evidence_strength"], max(hi - es, es - lo))
+                    floor2 = s2["rounding_floor"]
+                    es2 = rival / max(best, floor2)
+                    hi = (rival + dr) / max(best - db, floor2)
+                    lo = (rival - dr) / max(best + db, floor2)
+                    note("evidence strength", path + ".evidence_strength", es2,
+                         s2["evidence_strength"], max(hi - es2, es2 - lo))
                 else:
                     failures.append("%s: evidence_strength %g is no relation error over "
                                     "max(another, the floor)" % (path, es))
@@ -255,7 +272,7 @@ def main():
     d2 = json.load(open(sys.argv[2]))
     walk(d1, d2, "", None)
     if "placement" in d1 and "layers" in d1["placement"]:
-        check_placement(d1["placement"], d2["placement"])
+        check_placement(d1["placement"], d2["placement"], d1["run"]["n_sublayers"])
     check_fits(d1, d2)
     for kind, (ratio, path) in sorted(worst.items()):
         print("  %-28s largest difference / bound %.3f (%s)" % (kind, ratio, path))
