@@ -276,16 +276,22 @@ static char *json_verdict(const char *path)
     return out;
 }
 
-static void exact_one(const char *placement, const char *norm)
+/* schema "1" checks the merge to the double (every value a float64),
+ * "2" the default files, to their float32. */
+static void exact_one(const char *placement, const char *norm, const char *schema)
 {
     char one[256], two[256];
-    snprintf(one, sizeof one, "%s", cu_path("one-%s.h5", placement));
-    snprintf(two, sizeof two, "%s", cu_path("two-%s.h5", placement));
+    char name[64];
+    snprintf(name, sizeof name, "%s-%s", placement, schema);
+    snprintf(one, sizeof one, "%s", cu_path("one-%s.h5", name));
+    snprintf(two, sizeof two, "%s", cu_path("two-%s.h5", name));
     char *argv[] = { (char *)tinygpt, MODEL, "--placement", (char *)placement, "--norm",
-                     (char *)norm, "--batch", "8", "--steps", "2", "--out", one, NULL };
+                     (char *)norm, "--batch", "8", "--steps", "2", "--file-schema",
+                     (char *)schema, "--out", one, NULL };
     ck_assert_int_eq(run("one", 60, argv), 0);
     ck_assert_int_eq(mpi_job("two", 2, tinygpt_mpi, MODEL, "--placement", placement, "--norm",
-                             norm, "--batch", "8", "--steps", "2", "--out", two, (char *)NULL),
+                             norm, "--batch", "8", "--steps", "2", "--file-schema", schema,
+                             "--out", two, (char *)NULL),
                      0);
     /* the same training: the summed gradients are the batch's */
     char *lo = cu_slurp(cu_path("one.out")), *lt = cu_slurp(cu_path("two.out"));
@@ -310,9 +316,10 @@ static void exact_one(const char *placement, const char *norm)
 
 START_TEST(two_ranks_merged_equal_one_process)
 {
-    exact_one("pre", "layernorm");
-    exact_one("post", "layernorm");
-    exact_one("sandwich", "rmsnorm");
+    exact_one("pre", "layernorm", "1");
+    exact_one("post", "layernorm", "1");
+    exact_one("sandwich", "rmsnorm", "1");
+    exact_one("pre", "layernorm", "2");
 }
 END_TEST
 
