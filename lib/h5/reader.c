@@ -18,7 +18,12 @@
  * HDF5 load a plugin). Work and memory follow what the file holds: the
  * call sites, which the writer stores in full, must be there for every
  * layer the file declares, and a deflated dataset's chunks must fit what
- * deflate can put in its stored bytes (check_expansion).
+ * deflate can put in its stored bytes (check_expansion: the whole
+ * dataset). A filtered dataset is never read through HDF5's filters, whose
+ * deflate inflates a chunk without limit: it must be chunked one step per
+ * chunk, as the writer does, and chunk_decode.c inflates each chunk into
+ * exactly its size or refuses it (read_block); it keeps one decoded step
+ * per dataset, forgotten at refresh.
  *
  * Schema 1 stores every value as a float64, schema 2 each at its type
  * (file_types.h; a STATS table as two datasets, joined by read_split): the
