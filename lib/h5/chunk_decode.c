@@ -120,6 +120,11 @@ void rd_chunk_steps_free(rd_chunk_steps *c)
     free(c);
 }
 
+int rd_chunk_steps_axes(const rd_chunk_steps *c)
+{
+    return c->nd;
+}
+
 void rd_chunk_steps_forget(rd_chunk_steps *c)
 {
     if (c)

@@ -21,6 +21,8 @@ typedef struct rd_chunk_steps rd_chunk_steps;
 resdiag_status rd_chunk_steps_open(rd_chunk_steps **out, hid_t ds, const char *path,
                                    const char *name);
 void rd_chunk_steps_free(rd_chunk_steps *c);
+/* The dataset's axes, the step axis included. */
+int rd_chunk_steps_axes(const rd_chunk_steps *c);
 /* Forgets the step it keeps decoded (a SWMR refresh may have written it). */
 void rd_chunk_steps_forget(rd_chunk_steps *c);
 

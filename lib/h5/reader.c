@@ -1182,13 +1182,7 @@ static resdiag_status read_block(const resdiag_reader *rd, hid_t ds, const char 
     rd_chunk_steps *dec = decoder_of(rd, ds);
     if (dec) {
         size_t per = H5Tget_size(mtype);
-        hid_t sp = H5Dget_space(ds);
-        int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
-        if (sp >= 0)
-            H5Sclose(sp);
-        if (nd < 1)
-            st = rd_h5_fail_call(rd->path, name);
-        for (int k = 1; k < nd; k++)
+        for (int k = 1; k < rd_chunk_steps_axes(dec); k++)
             per *= (size_t)count[k];
         for (hsize_t s = 0; st == RESDIAG_OK && s < count[0]; s++)
             st = rd_chunk_steps_read(dec, mtype, start[0] + s, start + 1, count + 1,
