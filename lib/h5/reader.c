@@ -18,7 +18,12 @@
  * HDF5 load a plugin). Work and memory follow what the file holds: the
  * call sites, which the writer stores in full, must be there for every
  * layer the file declares, and a deflated dataset's chunks must fit what
- * deflate can put in its stored bytes (check_expansion).
+ * deflate can put in its stored bytes (check_expansion: the whole
+ * dataset). A filtered dataset is never read through HDF5's filters, whose
+ * deflate inflates a chunk without limit: it must be chunked one step per
+ * chunk, as the writer does, and chunk_decode.c inflates each chunk into
+ * exactly its size or refuses it (read_block); it keeps one decoded step
+ * per dataset, forgotten at refresh.
  *
  * Schema 1 stores every value as a float64, schema 2 each at its type
  * (file_types.h; a STATS table as two datasets, joined by read_split): the
@@ -37,6 +42,7 @@
 #include <unistd.h>
 
 #include "h5/attributes.h"
+#include "h5/chunk_decode.h"
 #include "h5/common.h"
 #include "h5/file_types.h"
 #include "h5/guard.h"
@@ -95,6 +101,12 @@ struct resdiag_reader {
     int n_series;
     series series[RD_N_TABLES + RD_N_SUMMARY + 2];
     int64_t last_step;        /* step number of step n_steps - 1 */
+
+    /* the filtered time series, decoded by chunk_decode.c (never by HDF5) */
+    int n_decoded;
+    hid_t decoded_ds[2 * RD_N_TABLES + RD_N_SUMMARY + 2];
+    const char *decoded_name[2 * RD_N_TABLES + RD_N_SUMMARY + 2];
+    rd_chunk_steps *decoder[2 * RD_N_TABLES + RD_N_SUMMARY + 2];
 
     const char **callsites;   /* (n_slots) interned */
     intern pool;
@@ -412,30 +424,6 @@ static int path_exists(hid_t file, const char *path)
     return 1;
 }
 
-/* The chunk cache of a filtered time series: two steps' worth of its
- * chunks, so that the reads of one step (every layer, site by site)
- * inflate each chunk once; at most 64 MiB. */
-static size_t filtered_cache_bytes(hid_t ds)
-{
-    hsize_t chunk[RD_MAX_RANK + 1], cur[RD_MAX_RANK + 1];
-    hid_t dcpl = H5Dget_create_plist(ds), t = H5Dget_type(ds), sp = H5Dget_space(ds);
-    int nd = dcpl >= 0 ? H5Pget_chunk(dcpl, RD_MAX_RANK + 1, chunk) : -1;
-    int nc = sp >= 0 ? H5Sget_simple_extent_dims(sp, cur, NULL) : -1;
-    double bytes = t >= 0 ? (double)H5Tget_size(t) : 0;
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
-    if (t >= 0)
-        H5Tclose(t);
-    if (sp >= 0)
-        H5Sclose(sp);
-    if (nd < 1 || nd != nc)
-        return 0;
-    bytes *= 2.0 * (double)chunk[0];
-    for (int i = 1; i < nd; i++) /* a step's row of chunks covers each axis */
-        bytes *= (double)(chunk[i] ? (cur[i] + chunk[i] - 1) / chunk[i] * chunk[i] : 0);
-    return bytes < (double)((size_t)64 << 20) ? (size_t)bytes : (size_t)64 << 20;
-}
-
 static const char *class_name(H5T_class_t cls)
 {
     return cls == H5T_FLOAT ? "floats" : cls == H5T_INTEGER ? "integers" : "strings";
@@ -488,16 +476,21 @@ static resdiag_status open_checked(resdiag_reader *rd, const char *name, H5T_cla
                         time_series ? "steps" : "", time_series && rank ? ", " : "", shape);
         goto cleanup;
     }
+    if (filtered && !time_series) {
+        st = rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: dataset /%s is filtered; resdiag "
+                        "writes it without filters (h5repack -f NONE makes it plain)", rd->path,
+                        name);
+        goto cleanup;
+    }
     if (time_series) {
-        /* No chunk cache for unfiltered chunks: HDF5 reads a selection
+        /* No chunk cache: HDF5 reads a selection of unfiltered chunks
          * straight from the file. A cache of two chunks per dataset kept
          * far more than that alive (measured on a 8000-step x 96-layer
          * file: report --html 175 MB peak with it, 17 MB without, in the
-         * same time). A filtered chunk is inflated whole: a small cache
-         * keeps that to once per step (filtered_cache_bytes). */
-        size_t cache = filtered ? filtered_cache_bytes(ds) : 0;
+         * same time). Filtered chunks never go through HDF5's filters:
+         * chunk_decode.c reads them, one step kept decoded. */
         if ((dapl = H5Pcreate(H5P_DATASET_ACCESS)) < 0
-            || H5Pset_chunk_cache(dapl, cache ? 521 : 0, cache, 1.0) < 0) {
+            || H5Pset_chunk_cache(dapl, 0, 0, 1.0) < 0) {
             st = rd_h5_fail_call(rd->path, name);
             goto cleanup;
         }
@@ -506,6 +499,10 @@ static resdiag_status open_checked(resdiag_reader *rd, const char *name, H5T_cla
             st = rd_h5_fail_call(rd->path, name);
             goto cleanup;
         }
+    }
+    if (filtered) { /* its decoder: read_chunk_shapes, once the layers are checked */
+        rd->decoded_ds[rd->n_decoded] = ds;
+        rd->decoded_name[rd->n_decoded++] = name;
     }
     *out = ds;
     ds = H5I_INVALID_HID;
@@ -673,9 +670,16 @@ static resdiag_status chunk_shape(const resdiag_reader *rd, hid_t ds, const char
 
 /* Chunk shape of each time series (for rd_reader_stored: the first
  * dataset's, which a STATS table's counts share when the writer made
- * them), each checked. */
+ * them), each checked; a filtered one's must be the writer's
+ * (chunk_decode.h), which its decoder checks. */
 static resdiag_status read_chunk_shapes(resdiag_reader *rd)
 {
+    for (int i = 0; i < rd->n_decoded; i++) {
+        resdiag_status st = rd_chunk_steps_open(&rd->decoder[i], rd->decoded_ds[i], rd->path,
+                                                rd->decoded_name[i]);
+        if (st != RESDIAG_OK)
+            return st;
+    }
     for (int i = 0; i < rd->n_series; i++) {
         series *se = &rd->series[i];
         hsize_t other[RD_MAX_RANK + 1];
@@ -906,6 +910,8 @@ static void reader_free(resdiag_reader *rd)
         H5Dclose(rd->steps_ds);
     if (rd->time_ds >= 0)
         H5Dclose(rd->time_ds);
+    for (int i = 0; i < rd->n_decoded; i++)
+        rd_chunk_steps_free(rd->decoder[i]);
     if (rd->file >= 0)
         H5Fclose(rd->file);
     rd_merge_free(rd->merge);
@@ -1100,6 +1106,8 @@ resdiag_status resdiag_reader_refresh(resdiag_reader *rd)
     rd_h5_quiet q;
     rd_h5_quiet_begin(&q);
     resdiag_status st = RESDIAG_OK;
+    for (int i = 0; i < rd->n_decoded; i++) /* the steps kept may have been written since */
+        rd_chunk_steps_forget(rd->decoder[i]);
     if (rd->swmr) {
         for (int i = 0; i < rd->n_series; i++)
             if (H5Drefresh(rd->series[i].ds) < 0
@@ -1151,8 +1159,18 @@ static resdiag_status check_site(const resdiag_reader *rd, resdiag_direction dir
     return RESDIAG_OK;
 }
 
+static rd_chunk_steps *decoder_of(const resdiag_reader *rd, hid_t ds)
+{
+    for (int i = 0; i < rd->n_decoded; i++)
+        if (rd->decoded_ds[i] == ds)
+            return rd->decoder[i];
+    return NULL;
+}
+
 /* Reads the block (start, count) of dataset ds (called name) as mtype into
- * out, laid out as the memory space (mrank, mdims). */
+ * out, laid out as the memory space (mrank, mdims), which holds as many
+ * values as count, in the same order. A filtered dataset step by step
+ * through its decoder (chunk_decode.h), never through HDF5's filters. */
 static resdiag_status read_block(const resdiag_reader *rd, hid_t ds, const char *name,
                                  hid_t mtype, const hsize_t *start, const hsize_t *count,
                                  int mrank, const hsize_t *mdims, void *out)
@@ -1161,6 +1179,17 @@ static resdiag_status read_block(const resdiag_reader *rd, hid_t ds, const char 
     resdiag_status st = RESDIAG_OK;
     rd_h5_quiet q;
     rd_h5_quiet_begin(&q);
+    rd_chunk_steps *dec = decoder_of(rd, ds);
+    if (dec) {
+        size_t per = H5Tget_size(mtype);
+        for (int k = 1; k < rd_chunk_steps_axes(dec); k++)
+            per *= (size_t)count[k];
+        for (hsize_t s = 0; st == RESDIAG_OK && s < count[0]; s++)
+            st = rd_chunk_steps_read(dec, mtype, start[0] + s, start + 1, count + 1,
+                                     (unsigned char *)out + s * per);
+        rd_h5_quiet_end(&q);
+        return st;
+    }
     if ((fs = H5Dget_space(ds)) < 0
         || H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0
         || (ms = H5Screate_simple(mrank, mdims, NULL)) < 0

@@ -23,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "format/tables.h"
 #include "h5/writer.h"
@@ -614,6 +616,234 @@ START_TEST(a_filtered_dataset_that_claims_more_than_it_holds_is_refused)
 }
 END_TEST
 
+/* ------------------------------------------- chunks the reader decodes */
+
+/* Elements of one step of dataset name of p (axes after the first). */
+static size_t step_elems(const char *p, const char *name)
+{
+    hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT), sp = H5Dget_space(ds);
+    hsize_t dims[8];
+    int nd = H5Sget_simple_extent_dims(sp, dims, NULL);
+    size_t n = 1;
+    for (int k = 1; k < nd; k++)
+        n *= (size_t)dims[k];
+    H5Sclose(sp);
+    H5Dclose(ds);
+    H5Fclose(f);
+    return n;
+}
+
+/* Writes the chunk of step 0 of dataset name of p as it is, with mask. */
+static void put_chunk(const char *p, const char *name, uint32_t mask, const void *buf,
+                      size_t len)
+{
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
+    hsize_t at[8] = { 0 };
+    ck_assert_int_ge(H5Dwrite_chunk(ds, H5P_DEFAULT, mask, at, len, buf), 0);
+    H5Dclose(ds);
+    H5Fclose(f);
+}
+
+/* n values of esz bytes shuffled as HDF5's shuffle filter does. */
+static unsigned char *shuffled(const unsigned char *v, size_t n, size_t esz)
+{
+    unsigned char *out = malloc(n * esz);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < esz; j++)
+            out[j * n + i] = v[i * esz + j];
+    return out;
+}
+
+/* The bytes of value x (float32 or int32) in big-endian or little order. */
+static void put4(unsigned char *at, uint32_t bits, int big)
+{
+    for (int j = 0; j < 4; j++)
+        at[j] = (unsigned char)(bits >> (big ? 8 * (3 - j) : 8 * j));
+}
+
+/* A float32 site_sketch (or, counts, an int32 site_calls) of byte order
+ * big, its step 0 stored by hand: deflated unless raw (the optional
+ * filter skipped, mask bit 1). Read back against the values written. */
+static void crafted_chunk_reads(const char *file, int counts, int big, int raw)
+{
+    static const H5Z_filter_t pipeline[] = { H5Z_FILTER_SHUFFLE, H5Z_FILTER_DEFLATE };
+    const char *name = counts ? "forward/site_calls" : "forward/site_sketch";
+    const char *p = fresh(file);
+    hid_t type = counts ? (big ? H5T_STD_I32BE : H5T_STD_I32LE)
+                        : (big ? H5T_IEEE_F32BE : H5T_IEEE_F32LE);
+    replace_dataset(p, name, type, 1, pipeline, 2, 0);
+    size_t n = step_elems(p, name);
+    unsigned char *v = malloc(n * 4);
+    for (size_t i = 0; i < n; i++) {
+        float x = (float)i * 0.25f - 3.0f;
+        uint32_t bits = (uint32_t)(i % 1000 + 1);
+        if (!counts)
+            memcpy(&bits, &x, 4);
+        put4(v + 4 * i, bits, big);
+    }
+    unsigned char *sh = shuffled(v, n, 4);
+    uLongf len = compressBound((uLong)(n * 4));
+    unsigned char *z = malloc(len);
+    ck_assert_int_eq(compress2(z, &len, sh, (uLong)(n * 4), 1), Z_OK);
+    if (raw)
+        put_chunk(p, name, 2u, sh, n * 4);
+    else
+        put_chunk(p, name, 0, z, len);
+    resdiag_reader *rd = open_ok(p);
+    double *got = malloc(n * sizeof *got);
+    g_log[0] = '\0';
+    ck_assert_msg(resdiag_reader_read(rd, name, 0, 1, got, (int64_t)n) == RESDIAG_OK, "%s: %s",
+                  file, g_log);
+    for (size_t i = 0; i < n; i++) {
+        double want = counts ? (double)(i % 1000 + 1) : (double)((float)i * 0.25f - 3.0f);
+        ck_assert_msg(got[i] == want, "%s value %zu: %g, wrote %g", file, i, got[i], want);
+    }
+    /* step 1 was never written: the fill value (0; calls: 0 = not observed) */
+    ck_assert_int_eq(resdiag_reader_read(rd, name, 1, 1, got, (int64_t)n), RESDIAG_OK);
+    ck_assert_msg(counts ? isnan(got[0]) : got[0] == 0, "%s step 1: %g", file, got[0]);
+    resdiag_reader_destroy(rd);
+    free(got);
+    free(z);
+    free(sh);
+    free(v);
+}
+
+START_TEST(chunks_stored_raw_or_big_endian_read_as_written)
+{
+    crafted_chunk_reads("raw-chunk.h5", 0, 0, 1);
+    crafted_chunk_reads("deflated-le.h5", 0, 0, 0);
+    crafted_chunk_reads("f32be.h5", 0, 1, 0);
+    crafted_chunk_reads("i32be.h5", 1, 1, 0);
+    crafted_chunk_reads("i32be-raw.h5", 1, 1, 1);
+}
+END_TEST
+
+/* Step 0 of site_sketch stored as the deflate of `logical` bytes (cut to
+ * keep bytes of the stream when keep > 0), or as `junk` bytes of zeros. */
+static void expect_chunk_refused(const char *file, size_t logical, size_t keep, size_t junk,
+                                 const char *says)
+{
+    static const H5Z_filter_t pipeline[] = { H5Z_FILTER_SHUFFLE, H5Z_FILTER_DEFLATE };
+    const char *name = "forward/site_sketch";
+    const char *p = fresh(file);
+    replace_dataset(p, name, H5T_IEEE_F32LE, 1, pipeline, 2, 0);
+    size_t n = step_elems(p, name), size = logical ? logical : junk;
+    unsigned char *zeros = calloc(1, size + 1);
+    uLongf len = compressBound((uLong)size);
+    unsigned char *z = calloc(1, len);
+    if (logical)
+        ck_assert_int_eq(compress2(z, &len, zeros, (uLong)logical, 1), Z_OK);
+    else
+        len = (uLongf)junk;
+    put_chunk(p, name, 0, logical ? z : zeros, keep ? keep : len);
+    resdiag_reader *rd = open_ok(p);
+    double *got = malloc(n * sizeof *got);
+    g_log[0] = '\0';
+    ck_assert_int_eq(resdiag_reader_read(rd, name, 0, 1, got, (int64_t)n), RESDIAG_E_FORMAT);
+    ck_assert_msg(strstr(g_log, "dataset /forward/site_sketch, step 0") && strstr(g_log, says),
+                  "%s: message: %s", file, g_log);
+    resdiag_reader_destroy(rd);
+    free(got);
+    free(z);
+    free(zeros);
+}
+
+START_TEST(a_chunk_that_does_not_inflate_to_its_size_is_refused)
+{
+    const char *p = fresh("probe.h5");
+    size_t bytes = step_elems(p, "forward/site_sketch") * 4;
+    expect_chunk_refused("past.h5", 2 * bytes, 0, 0, "inflates to more than its");
+    /* a stream of 64 MiB in a chunk of 960 bytes (HDF5 inflates it all) */
+    expect_chunk_refused("bomb64.h5", (size_t)64 << 20, 0, 0, "more than deflate of its");
+    expect_chunk_refused("short.h5", bytes / 2, 0, 0, "inflates to");
+    expect_chunk_refused("cut.h5", bytes, 6, 0, "cut short");
+    expect_chunk_refused("oversize.h5", 0, 0, (size_t)compressBound((uLong)bytes) + 1,
+                         "more than deflate of its");
+}
+END_TEST
+
+START_TEST(a_filtered_chunk_shape_resdiag_does_not_write_is_refused)
+{
+    static const H5Z_filter_t pipeline[] = { H5Z_FILTER_SHUFFLE, H5Z_FILTER_DEFLATE };
+    const char *p = fresh("two-steps.h5");
+    replace_dataset(p, "forward/site_sketch", H5T_IEEE_F32LE, 2, pipeline, 2, 0);
+    expect_refused(p, RESDIAG_E_FORMAT, "dataset /forward/site_sketch",
+                   "more than one step");
+}
+END_TEST
+
+/* Appends steps [from, to) of value() (one batch). */
+static void append_range(rd_writer *w, run *r, int64_t from, int64_t to)
+{
+    char err[1024] = "";
+    size_t len = r->lay.record_len, k = (size_t)(to - from);
+    double *rec = malloc(k * len * sizeof *rec), *times = malloc(k * sizeof *times);
+    int64_t *steps = malloc(k * sizeof *steps);
+    rd_callsite *cs = calloc(r->lay.n_slots, sizeof *cs);
+    for (int64_t i = from; i < to; i++) {
+        steps[i - from] = 10 + i;
+        times[i - from] = (double)i;
+        for (size_t off = 0; off < len; off++)
+            rec[(size_t)(i - from) * len + off] = value(&r->lay, i, off);
+    }
+    ck_assert_msg(rd_writer_append(w, steps, times, rec, k, cs, from == 0, err, sizeof err)
+                  == RESDIAG_OK, "append: %s", err);
+    free(rec);
+    free(times);
+    free(steps);
+    free(cs);
+}
+
+/* A deflated file read while it is written (SWMR): the step the reader
+ * keeps decoded is forgotten at refresh, and every step reads as written. */
+START_TEST(a_deflated_file_reads_across_refresh_while_written)
+{
+    run r;
+    make_run(&r, 2, 1);
+    const char *p = path("swmr-deflated.h5");
+    int c2p[2], p2c[2];
+    ck_assert_int_eq(pipe(c2p), 0);
+    ck_assert_int_eq(pipe(p2c), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        char err[1024], c = 0;
+        rd_writer *w = NULL;
+        int ok = rd_writer_create(&w, p, &r.hdr, err, sizeof err) == RESDIAG_OK;
+        if (ok)
+            append_range(w, &r, 0, 3);
+        ok = ok && write(c2p[1], "a", 1) == 1 && read(p2c[0], &c, 1) == 1;
+        if (ok)
+            append_range(w, &r, 3, 7);
+        ok = ok && write(c2p[1], "b", 1) == 1 && read(p2c[0], &c, 1) == 1;
+        ok = ok && rd_writer_close(w, err, sizeof err) == RESDIAG_OK;
+        _exit(ok ? 0 : 1);
+    }
+    char c = 0;
+    ck_assert_int_eq(read(c2p[0], &c, 1), 1);
+    ck_assert_int_eq(c, 'a');
+    resdiag_reader *rd = open_ok(p);
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 3);
+    check_tables(rd, &r.lay, 3);
+    ck_assert_int_eq(write(p2c[1], "g", 1), 1);
+    ck_assert_int_eq(read(c2p[0], &c, 1), 1);
+    ck_assert_int_eq(c, 'b');
+    ck_assert_int_eq(resdiag_reader_refresh(rd), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 7);
+    check_tables(rd, &r.lay, 7);
+    ck_assert_int_eq(write(p2c[1], "g", 1), 1);
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(resdiag_reader_refresh(rd), RESDIAG_OK);
+    check_tables(rd, &r.lay, 7);
+    resdiag_reader_destroy(rd);
+}
+END_TEST
+
 START_TEST(a_type_that_is_not_the_schemas_is_refused)
 {
     const char *p = fresh("string-counts.h5");
@@ -667,6 +897,10 @@ int main(void)
     tcase_add_test(tc, a_filter_resdiag_does_not_write_is_refused);
     tcase_add_test(tc, a_filtered_dataset_that_claims_more_than_it_holds_is_refused);
     tcase_add_test(tc, a_type_that_is_not_the_schemas_is_refused);
+    tcase_add_test(tc, chunks_stored_raw_or_big_endian_read_as_written);
+    tcase_add_test(tc, a_chunk_that_does_not_inflate_to_its_size_is_refused);
+    tcase_add_test(tc, a_filtered_chunk_shape_resdiag_does_not_write_is_refused);
+    tcase_add_test(tc, a_deflated_file_reads_across_refresh_while_written);
     tcase_add_test(tc, a_newer_schema_is_refused_with_e_version);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
