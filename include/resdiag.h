@@ -594,6 +594,79 @@ RESDIAG_API resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const ch
                                                  resdiag_tensor t,
                                                  const char *file, int line);
 
+/* One tensor, several sites: records at site `site` of (dir, layer,
+ * sublayer) the statistics of the most recent call at site `from_site` of
+ * (dir, from_layer, from_sublayer) in this step, reading no tensor (model
+ * sites ignore layer and sublayer, as in resdiag_observe_at). For a trainer whose tensor at the two sites is one buffer,
+ * unchanged between the two hooks: in a residual stack the STREAM_IN of a
+ * sublayer is the STREAM_OUT of the sublayer before it (EMBED_OUT for the
+ * first); in post-norm
+ * NORM_OUT is STREAM_OUT. The library cannot check this (comparing
+ * pointers would miss an in-place update), so it is the trainer's word:
+ * within one sublayer the pair is also recorded as an alias
+ * (resdiag_observe_alias), and the relation between the two sites then
+ * counts toward no verdict. doc/USING.md lists the sites each part of the
+ * report needs observed by reading. The copy is one call of `site` (calls
+ * merge as resdiag_observe_at's do; its call site is file:line) and keeps
+ * the update ratio's pairing (a copy into STREAM_IN or BRANCH_OUT pairs by
+ * the source's per-token norms). The source must have been observed in
+ * this step (else RESDIAG_E_STATE, nothing recorded) and have the width
+ * `site` takes (else RESDIAG_E_SHAPE); a site cannot be its own source
+ * (RESDIAG_E_INVALID). A no-op where hooks are (NULL handle, disabled run,
+ * step not recorded). Threads: as resdiag_observe_at for `site`; the source
+ * may not be observed at the same time (RESDIAG_E_BUSY). */
+RESDIAG_API resdiag_status resdiag_observe_same_as(resdiag *r, resdiag_direction dir, int layer,
+                                                   int sublayer, resdiag_site site,
+                                                   int from_layer, int from_sublayer,
+                                                   resdiag_site from_site, const char *file,
+                                                   int line);
+
+/* The same for parameter gradients: records for (layer, name) the most
+ * recent call for (from_layer, from_name) in this step, reading no tensor
+ * (tied embeddings: the head's weight and the token embedding are one
+ * gradient buffer). layer and from_layer as for resdiag_param_grad_at
+ * (RESDIAG_MODEL_LEVEL for model-level names). Errors and threads as
+ * resdiag_observe_same_as. */
+RESDIAG_API resdiag_status resdiag_param_grad_same_as(resdiag *r, int layer, const char *name,
+                                                      int from_layer, const char *from_name,
+                                                      const char *file, int line);
+
+/* One observation computed by a team of threads: each of the n_parts
+ * threads of the trainer's parallel region calls it with the same
+ * arguments and its own part, 0 <= part < n_parts <= RESDIAG_MAX_TEAM:
+ *
+ *     #pragma omp parallel
+ *     resdiag_observe_team_at(r, RESDIAG_FORWARD, l, s, RESDIAG_STREAM_OUT, t,
+ *                             omp_get_thread_num(), omp_get_num_threads(),
+ *                             __FILE__, __LINE__);
+ *
+ * Why: a hook called between the trainer's parallel regions runs on one
+ * core while the others wait; the threads of a region are already running
+ * (no wake-up), so each reads rows [part * rows / n_parts, (part + 1) *
+ * rows / n_parts) and the hook's wall time shrinks with its CPU time. The
+ * call that completes the team merges the parts in row order and records
+ * one call of the site, as resdiag_observe_at would: the same bits as
+ * hook_threads = n_parts. No call waits for another. A tensor under 1 MiB
+ * is read whole by the call of part 0 (the others return at once). The
+ * calls of one team must all return before the next team call for the same
+ * site (the end of a parallel region ensures it). A part given twice,
+ * n_parts or a tensor that differs from the team's, or a part out of range
+ * is a client bug (RESDIAG_E_INVALID or RESDIAG_E_RANGE, logged; that call
+ * records nothing). A team still incomplete at resdiag_step_end records
+ * nothing for its site: step_end logs it (WARNING), writes the step and
+ * returns RESDIAG_E_STATE. n_parts = 1 is resdiag_observe_at. A no-op where
+ * hooks are. */
+#define RESDIAG_MAX_TEAM 256
+RESDIAG_API resdiag_status resdiag_observe_team_at(resdiag *r, resdiag_direction dir, int layer,
+                                                   int sublayer, resdiag_site site,
+                                                   resdiag_tensor t, int part, int n_parts,
+                                                   const char *file, int line);
+
+/* resdiag_param_grad_at by a team of threads, as resdiag_observe_team_at. */
+RESDIAG_API resdiag_status resdiag_param_grad_team_at(resdiag *r, int layer, const char *name,
+                                                      resdiag_tensor t, int part, int n_parts,
+                                                      const char *file, int line);
+
 /* Hook macros: the trainer's file and line go into the run file. */
 #define RESDIAG_FWD(r, layer, sublayer, site, t) \
     resdiag_observe_at((r), RESDIAG_FORWARD, (layer), (sublayer), (site), (t), __FILE__, __LINE__)
