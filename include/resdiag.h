@@ -597,11 +597,11 @@ RESDIAG_API resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const ch
 /* One tensor, several sites: records at site `site` of (dir, layer,
  * sublayer) the statistics of the most recent call at site `from_site` of
  * (dir, from_layer, from_sublayer) in this step, reading no tensor (model
- * sites ignore layer and sublayer, as in resdiag_observe_at). For a trainer whose tensor at the two sites is one buffer,
- * unchanged between the two hooks: in a residual stack the STREAM_IN of a
- * sublayer is the STREAM_OUT of the sublayer before it (EMBED_OUT for the
- * first); in post-norm
- * NORM_OUT is STREAM_OUT. The library cannot check this (comparing
+ * sites ignore layer and sublayer, as in resdiag_observe_at). For a
+ * trainer whose tensor at the two sites is one buffer, unchanged between
+ * the two hooks: in a residual stack the STREAM_IN of a sublayer is the
+ * STREAM_OUT of the sublayer before it (EMBED_OUT for the first); in
+ * post-norm NORM_OUT is STREAM_OUT. The library cannot check this (comparing
  * pointers would miss an in-place update), so it is the trainer's word:
  * within one sublayer the pair is also recorded as an alias
  * (resdiag_observe_alias), and the relation between the two sites then
