@@ -84,8 +84,7 @@ resdiag_status rd_analysis_final_norm(const resdiag_reader *rd, rd_analysis *a)
     /* Schema 2 keeps the model sites' sketches as float64 and the block
      * sites' as float32 (doc/FORMAT.md): against the last stream_out, both
      * at float32, or the same tensor would differ by its rounding. */
-    const resdiag_run_info *info = resdiag_reader_info(rd);
-    if (ref == &x && k > 0 && info && info->schema_version >= 2)
+    if (ref == &x && k > 0 && a->schema_version >= 2)
         for (int j = 0; j < k; j++)
             out.sk[j] = (double)(float)out.sk[j];
     double e = NAN;
