@@ -62,7 +62,8 @@ static resdiag_tensor tensor(unsigned seed, int rows, int cols)
  * stream entering each sublayer is the one leaving the one before (the
  * embedding's for the first), the final norm's input the last stream, in
  * layer 1 the stream out is the norm's output (post-norm), in layer 2's
- * mlp the branch is the norm's output (a norm on the branch); backward,
+ * mlp the branch is the norm's output (a norm on the branch), in layer 0 the
+ * first norm reads the stream and the second branch is the identity; backward,
  * the gradient leaving a sublayer's input is the one entering the
  * sublayer before's output; the two model parameters are tied. Reads name
  * "read.c", copies "copy.c". */
@@ -90,8 +91,14 @@ static void micro_batch(resdiag *r, int copy, unsigned seed, int rows)
                                                     "read.c", 2), RESDIAG_OK);
             resdiag_tensor ni = tensor(q + 1, rows, D), no = tensor(q + 2, rows, D);
             resdiag_tensor br = tensor(q + 3, rows, D), out = tensor(q + 4, rows, D);
-            ck_assert_int_eq(resdiag_observe_at(r, F, l, s, RESDIAG_NORM_IN, ni, "read.c", 3),
-                             RESDIAG_OK);
+            if (l == 0 && s == 0 && copy)
+                ck_assert_int_eq(resdiag_observe_same_as(r, F, l, s, RESDIAG_NORM_IN, l, s,
+                                                         RESDIAG_STREAM_IN, "copy.c", 9),
+                                 RESDIAG_OK);
+            else
+                ck_assert_int_eq(resdiag_observe_at(r, F, l, s, RESDIAG_NORM_IN,
+                                                    l == 0 && s == 0 ? prev : ni, "read.c", 3),
+                                 RESDIAG_OK);
             ck_assert_int_eq(resdiag_observe_at(r, F, l, s, RESDIAG_NORM_OUT, no, "read.c", 4),
                              RESDIAG_OK);
             if (l == 2 && s == 1) {
@@ -101,7 +108,14 @@ static void micro_batch(resdiag *r, int copy, unsigned seed, int rows)
                                                              s, RESDIAG_NORM_OUT, "copy.c", 4),
                                      RESDIAG_OK);
             }
-            if (!copy || !(l == 2 && s == 1))
+            if (l == 0 && s == 1) { /* an identity branch: the add's other side */
+                br = prev;
+                if (copy)
+                    ck_assert_int_eq(resdiag_observe_same_as(r, F, l, s, RESDIAG_BRANCH_OUT, l,
+                                                             s, RESDIAG_STREAM_IN, "copy.c", 10),
+                                     RESDIAG_OK);
+            }
+            if (!copy || !((l == 2 && s == 1) || (l == 0 && s == 1)))
                 ck_assert_int_eq(resdiag_observe_at(r, F, l, s, RESDIAG_BRANCH_OUT, br,
                                                     "read.c", 5), RESDIAG_OK);
             if (l == 1) {
@@ -209,7 +223,9 @@ static int copied_site(int dir, int l, int s, int b)
 {
     if (dir == RESDIAG_FORWARD)
         return b == RESDIAG_STREAM_IN || (l == 1 && b == RESDIAG_STREAM_OUT) ||
-               (l == 2 && s == 1 && b == RESDIAG_BRANCH_OUT);
+               (l == 2 && s == 1 && b == RESDIAG_BRANCH_OUT) ||
+               (l == 0 && s == 1 && b == RESDIAG_BRANCH_OUT) ||
+               (l == 0 && s == 0 && b == RESDIAG_NORM_IN);
     return b == RESDIAG_STREAM_OUT && !(l == L - 1 && s == S - 1);
 }
 
@@ -243,19 +259,30 @@ START_TEST(a_copy_records_what_a_read_records)
                                           dir, l, s, site, cb);
                         else
                             ck_assert_str_eq(cb, resdiag_reader_callsite(a, dir, l, s, site));
-                        /* aliases: the copies within a sublayer only */
+                    }
+        /* aliases: the copies within a sublayer only, in either direction */
+        for (int dir = 0; dir < 2; dir++)
+            for (int l = 0; l < L; l++)
+                for (int s = 0; s < S; s++) {
+                    int pair = -1; /* the expected pair: site x and NORM_OUT or STREAM_IN */
+                    if (dir == RESDIAG_FORWARD && (l == 1 || (l == 2 && s == 1)))
+                        pair = l == 1 ? RESDIAG_STREAM_OUT : RESDIAG_BRANCH_OUT;
+                    if (dir == RESDIAG_FORWARD && l == 0)
+                        pair = s ? RESDIAG_BRANCH_OUT : RESDIAG_NORM_IN;
+                    int other = l == 0 ? RESDIAG_STREAM_IN : RESDIAG_NORM_OUT, seen = 0;
+                    for (int site = 0; site < RESDIAG_N_BLOCK_SITES; site++) {
                         int same = -2;
                         ck_assert_int_eq(resdiag_reader_alias(b, 1, dir, l, s, site, &same),
                                          RESDIAG_OK);
-                        int want = -1;
-                        if (dir == RESDIAG_FORWARD && l == 1 && site == RESDIAG_STREAM_OUT)
-                            want = RESDIAG_NORM_OUT;
-                        if (dir == RESDIAG_FORWARD && l == 2 && s == 1 &&
-                            site == RESDIAG_BRANCH_OUT)
-                            want = RESDIAG_NORM_OUT;
-                        ck_assert_msg(same == want, "alias %d %d %d %d: %d", dir, l, s, site,
-                                      same);
+                        if (same < 0)
+                            continue;
+                        ck_assert_msg((site == pair && same == other) ||
+                                      (site == other && same == pair),
+                                      "alias %d %d %d %d: %d", dir, l, s, site, same);
+                        seen = 1;
                     }
+                    ck_assert_int_eq(seen, pair >= 0);
+                }
         ck_assert_str_eq(resdiag_reader_callsite(b, 0, 0, 0, RESDIAG_FINAL_NORM_IN), "copy.c:6");
         resdiag_reader_destroy(a);
         resdiag_reader_destroy(b);
