@@ -612,8 +612,16 @@ RESDIAG_API resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const ch
  * the source's per-token norms). The source must have been observed in
  * this step (else RESDIAG_E_STATE, nothing recorded) and have the width
  * `site` takes (else RESDIAG_E_SHAPE); a site cannot be its own source
- * (RESDIAG_E_INVALID). A no-op where hooks are (NULL handle, disabled run,
- * step not recorded). Threads: as resdiag_observe_at for `site`; the source
+ * (RESDIAG_E_INVALID). With a sketch, `site` must have seen in this step
+ * the rows its source had seen before that call (as when both are called
+ * once per micro-batch; else RESDIAG_E_STATE: the sketch's row signs
+ * differ). Refused as RESDIAG_E_INVALID, since the file could not mark them
+ * as copies: FINAL_NORM_OUT forward at either end, two of a parallel
+ * block's terms (STREAM_IN, BRANCH_OUT, the last STREAM_OUT) of different
+ * sublayers from one tensor, and LOGITS with another site on a
+ * tensor-parallel rank whose shard is not the first. A no-op where hooks
+ * are (NULL handle, disabled run, step not recorded). Threads: as
+ * resdiag_observe_at for `site`; the source
  * may not be observed at the same time (RESDIAG_E_BUSY). */
 RESDIAG_API resdiag_status resdiag_observe_same_as(resdiag *r, resdiag_direction dir, int layer,
                                                    int sublayer, resdiag_site site,

@@ -42,6 +42,7 @@ struct tg_instr {
     int interrupted;             /* a signal closed the run */
     /* --step-times */
     int time_calls;
+    int read_every_site;         /* TINYGPT_READ_EVERY_SITE: no copies (tg_hook_same) */
     double in_resdiag;           /* seconds inside resdiag since tg_instr_last_step */
     int was_recorded;            /* the last step begun was recorded */
     int64_t file_last;           /* resdiag_flushed_step before the step */
@@ -164,6 +165,8 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
         return NULL;
     }
     h->record = s->record;
+    const char *every = getenv("TINYGPT_READ_EVERY_SITE");
+    h->read_every_site = every && *every && strcmp(every, "0") != 0;
     h->flush_fd = -1;
     h->flushed = -1;
     h->time_calls = s->time_calls;
@@ -368,6 +371,33 @@ void tg_hook_tensor(tg_instr *h, int dir, int layer, int sublayer, tg_site site,
     TIC(h);
     resdiag_status st = resdiag_observe_at(h->rd, (resdiag_direction)dir, layer, sublayer,
                                            (resdiag_site)site, view(x, rows, cols), file, line);
+    TOC(h);
+    note(h, st);
+}
+
+/* The sites that --record stream keeps. */
+static int stream_keeps(int dir, int sublayer, tg_site site)
+{
+    return dir == TG_FWD && (site == TG_EMBED_OUT ||
+                             (site == TG_STREAM_OUT && sublayer == TG_N_SUBLAYERS - 1));
+}
+
+void tg_hook_same(tg_instr *h, int dir, int layer, int sublayer, tg_site site, const real *x,
+                  int64_t rows, int64_t cols, int from_layer, int from_sublayer,
+                  tg_site from_site, const char *file, int line)
+{
+    if (!h || !h->recording) return;
+    /* a source that --record stream leaves out is not there to copy */
+    if (h->read_every_site ||
+        (h->record == TG_RECORD_STREAM && !stream_keeps(dir, from_sublayer, from_site))) {
+        tg_hook_tensor(h, dir, layer, sublayer, site, x, rows, cols, file, line);
+        return;
+    }
+    if (h->record == TG_RECORD_STREAM && !stream_keeps(dir, sublayer, site)) return;
+    TIC(h);
+    resdiag_status st = resdiag_observe_same_as(h->rd, (resdiag_direction)dir, layer, sublayer,
+                                                (resdiag_site)site, from_layer, from_sublayer,
+                                                (resdiag_site)from_site, file, line);
     TOC(h);
     note(h, st);
 }

@@ -99,11 +99,21 @@ void tg_hook_tensor(tg_instr *h, int dir, int layer, int sublayer, tg_site site,
                     const real *x, int64_t rows, int64_t cols, const char *file, int line);
 void tg_hook_param(tg_instr *h, int layer, const char *name, const real *g,
                    int64_t rows, int64_t cols, const char *file, int line);
+/* A site whose tensor x is the very buffer observed last at (from_layer,
+ * from_sublayer, from_site), unchanged since: recorded from that call with
+ * resdiag_observe_same_as, x not read again. With the environment variable
+ * TINYGPT_READ_EVERY_SITE set (not "" or "0"), x is read as any site's (to
+ * compare the two). */
+void tg_hook_same(tg_instr *h, int dir, int layer, int sublayer, tg_site site, const real *x,
+                  int64_t rows, int64_t cols, int from_layer, int from_sublayer,
+                  tg_site from_site, const char *file, int line);
 
 #ifdef TINYGPT_NO_HOOKS
 #define HOOK_FWD(h, layer, sub, site, x, rows, cols) ((void)(h))
 #define HOOK_BWD(h, layer, sub, site, x, rows, cols) ((void)(h))
 #define HOOK_PARAM(h, layer, name, g, rows, cols) ((void)(h))
+#define HOOK_FWD_SAME(h, layer, sub, site, x, rows, cols, fl, fs, fsite) ((void)(h))
+#define HOOK_BWD_SAME(h, layer, sub, site, x, rows, cols, fl, fs, fsite) ((void)(h))
 #else
 #define HOOK_FWD(h, layer, sub, site, x, rows, cols) \
     tg_hook_tensor((h), TG_FWD, (layer), (sub), (site), (x), (rows), (cols), __FILE__, __LINE__)
@@ -111,6 +121,12 @@ void tg_hook_param(tg_instr *h, int layer, const char *name, const real *g,
     tg_hook_tensor((h), TG_BWD, (layer), (sub), (site), (x), (rows), (cols), __FILE__, __LINE__)
 #define HOOK_PARAM(h, layer, name, g, rows, cols) \
     tg_hook_param((h), (layer), (name), (g), (rows), (cols), __FILE__, __LINE__)
+#define HOOK_FWD_SAME(h, layer, sub, site, x, rows, cols, fl, fs, fsite)                    \
+    tg_hook_same((h), TG_FWD, (layer), (sub), (site), (x), (rows), (cols), (fl), (fs), (fsite), \
+                 __FILE__, __LINE__)
+#define HOOK_BWD_SAME(h, layer, sub, site, x, rows, cols, fl, fs, fsite)                    \
+    tg_hook_same((h), TG_BWD, (layer), (sub), (site), (x), (rows), (cols), (fl), (fs), (fsite), \
+                 __FILE__, __LINE__)
 #endif
 
 #endif /* TINYGPT_INSTRUMENT_H */

@@ -369,7 +369,14 @@ static void sublayer_forward(tg_model *m, int l, int s)
     const real *x = stream_at(&m->a, m, 2 * l + s);  /* (N, C) stream in */
     real *y = stream_at(&m->a, m, 2 * l + s + 1);    /* (N, C) stream out */
 #define FWD(site, t) HOOK_FWD(h, l, s, site, t, N, C)
-    FWD(TG_STREAM_IN, x);
+    /* x is the buffer the sublayer before wrote (the embedding for the
+     * first): recorded from that hook, not read again. The norm's input
+     * is read even where it is x: that it reads the stream is evidence. */
+    if (l == 0 && s == 0)
+        HOOK_FWD_SAME(h, l, s, TG_STREAM_IN, x, N, C, TG_MODEL_LEVEL, 0, TG_EMBED_OUT);
+    else
+        HOOK_FWD_SAME(h, l, s, TG_STREAM_IN, x, N, C, s ? l : l - 1, s ? s - 1 : TG_N_SUBLAYERS - 1,
+                      TG_STREAM_OUT);
     tg_placement p = tg_layer_placement(&m->cfg, l);
     switch (p) {
     case TG_PRE:  /* x + F(Norm(x)) */
@@ -433,7 +440,12 @@ static void parallel_block_forward(tg_model *m, int l)
     real *y = stream_at(&m->a, m, 2 * l + 2);     /* (N, C) */
     real *n = at->norm_out;                       /* (N, C) shared Norm(x) */
 #define FWD(sub, site, t) HOOK_FWD(h, l, sub, site, t, N, C)
-    FWD(TG_ATTN, TG_STREAM_IN, x);
+    /* x from the block before's hook; read for the MLP: that both
+     * sublayers read one stream is the parallel verdict's evidence */
+    if (l == 0)
+        HOOK_FWD_SAME(h, l, TG_ATTN, TG_STREAM_IN, x, N, C, TG_MODEL_LEVEL, 0, TG_EMBED_OUT);
+    else
+        HOOK_FWD_SAME(h, l, TG_ATTN, TG_STREAM_IN, x, N, C, l - 1, TG_MLP, TG_STREAM_OUT);
     FWD(TG_MLP, TG_STREAM_IN, x);
     norm_forward(m, n, at->norm_mean, at->norm_rstd, x, w->norm_g[TG_ATTN], w->norm_b[TG_ATTN]);
     FWD(TG_ATTN, TG_NORM_IN, x);
@@ -468,7 +480,8 @@ double tg_forward(tg_model *m, const int *inputs, const int *targets)
     const real *head_in = xl;               /* (N, C) */
     if (m->cfg.final_norm) {
         norm_forward(m, m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd, xl, m->w.lnf_g, m->w.lnf_b);
-        HOOK_FWD(h, TG_MODEL_LEVEL, 0, TG_FINAL_NORM_IN, xl, N, C);
+        HOOK_FWD_SAME(h, TG_MODEL_LEVEL, 0, TG_FINAL_NORM_IN, xl, N, C, L - 1,
+                      TG_N_SUBLAYERS - 1, TG_STREAM_OUT);
         HOOK_FWD(h, TG_MODEL_LEVEL, 0, TG_FINAL_NORM_OUT, m->a.lnf, N, C);
         head_in = m->a.lnf;
     } else {
@@ -526,7 +539,16 @@ static void sublayer_backward(tg_model *m, int l, int s)
     real *dx = stream_at(&m->da, m, 2 * l + s);        /* (N, C) */
     const real *dy = stream_at(&m->da, m, 2 * l + s + 1);
 #define BWD(site, t) HOOK_BWD(h, l, s, site, t, N, C)
-    BWD(TG_STREAM_OUT, dy);
+    /* dy is the gradient the sublayer after returned (the final norm's,
+     * for the last), recorded there */
+    if (s + 1 < TG_N_SUBLAYERS)
+        HOOK_BWD_SAME(h, l, s, TG_STREAM_OUT, dy, N, C, l, s + 1, TG_STREAM_IN);
+    else if (l + 1 < L)
+        HOOK_BWD_SAME(h, l, s, TG_STREAM_OUT, dy, N, C, l + 1, 0, TG_STREAM_IN);
+    else if (m->cfg.final_norm)
+        HOOK_BWD_SAME(h, l, s, TG_STREAM_OUT, dy, N, C, TG_MODEL_LEVEL, 0, TG_FINAL_NORM_IN);
+    else
+        BWD(TG_STREAM_OUT, dy);
     tg_placement p = tg_layer_placement(&m->cfg, l);
     switch (p) {
     case TG_PRE:
@@ -585,7 +607,13 @@ static void parallel_block_backward(tg_model *m, int l)
     const real *dy = stream_at(&m->da, m, 2 * l + 2);
     real *dn = dat->norm_out;  /* (N, C) gradient of the shared Norm(x) */
 #define BWD(sub, site, t) HOOK_BWD(h, l, sub, site, t, N, C)
-    BWD(TG_MLP, TG_STREAM_OUT, dy);
+    if (l + 1 < L)
+        HOOK_BWD_SAME(h, l, TG_MLP, TG_STREAM_OUT, dy, N, C, l + 1, TG_ATTN, TG_STREAM_IN);
+    else if (m->cfg.final_norm)
+        HOOK_BWD_SAME(h, l, TG_MLP, TG_STREAM_OUT, dy, N, C, TG_MODEL_LEVEL, 0,
+                      TG_FINAL_NORM_IN);
+    else
+        BWD(TG_MLP, TG_STREAM_OUT, dy);
     residual3_backward(dx, dat->branch, dml->branch, dy, NC);
     BWD(TG_MLP, TG_BRANCH_OUT, dml->branch);
     BWD(TG_ATTN, TG_BRANCH_OUT, dat->branch);
@@ -598,7 +626,7 @@ static void parallel_block_backward(tg_model *m, int l)
     BWD(TG_MLP, TG_NORM_IN, dx);
     BWD(TG_ATTN, TG_NORM_IN, dx);
     BWD(TG_MLP, TG_STREAM_IN, dx);
-    BWD(TG_ATTN, TG_STREAM_IN, dx);
+    HOOK_BWD_SAME(h, l, TG_ATTN, TG_STREAM_IN, dx, N, C, l, TG_MLP, TG_STREAM_IN);
 #undef BWD
 }
 
@@ -635,7 +663,7 @@ void tg_backward(tg_model *m)
     }
 
     real *dx0 = stream_at(&m->da, m, 0);
-    HOOK_BWD(h, TG_MODEL_LEVEL, 0, TG_EMBED_OUT, dx0, N, C);
+    HOOK_BWD_SAME(h, TG_MODEL_LEVEL, 0, TG_EMBED_OUT, dx0, N, C, 0, 0, TG_STREAM_IN);
     encoder_backward(m->g.wte, m->g.wpe, dx0, m->inputs, B, T, C);
     if (m->param_hooks) HOOK_PARAM(h, TG_MODEL_LEVEL, "embed.wte", m->g.wte, V, C);
     if (m->param_hooks) HOOK_PARAM(h, TG_MODEL_LEVEL, "embed.wpe", m->g.wpe, T, C);

@@ -95,6 +95,11 @@ struct resdiag {
     atomic_int callsites_changed;
     atomic_uchar *slot_busy; /* (lay.n_slots) held by the hook writing that slot */
     add_state *adds;        /* (n_layers * n_sublayers) */
+    /* same_as.c: each slot's most recent call in the step, for a copy to
+     * another site (lay.n_slots; last_vals: a later call's statistics,
+     * lay.n_slots x (RESDIAG_N_FIELDS + sp.k)) */
+    struct rd_last_call *last;
+    double *last_vals;
     rd_split_pool *split;   /* hook_threads >= 2: the workers; NULL: none could start */
 
     rd_writer *writer;

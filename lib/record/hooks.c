@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "record/hooks.h"
+#include "record/same_as.h"
 #include "record/update_ratio.h"
 #include "stats/partial.h"
 
@@ -66,6 +67,8 @@ static resdiag_status check_data(resdiag *r, const char *fn, rd_hook_data d, con
 {
     if (d.t)
         return rd_hook_check_tensor(r, fn, d.t, file, line);
+    if (d.copy) /* statistics this library computed for another site */
+        return RESDIAG_OK;
     char why[200];
     const char *member = rd_partial_check(d.p, why, sizeof why);
     if (member)
@@ -78,7 +81,15 @@ static resdiag_status check_data(resdiag *r, const char *fn, rd_hook_data d, con
 /* The data's width (checked: an integer up to 2^53 for a partial). */
 static int64_t data_cols(rd_hook_data d)
 {
-    return d.t ? d.t->cols : (int64_t)d.p->cols;
+    return d.t ? d.t->cols
+               : d.copy ? (int64_t)d.copy->fields[RESDIAG_FIELD_COLS] : (int64_t)d.p->cols;
+}
+
+/* The data's rows. */
+static int64_t data_rows(rd_hook_data d)
+{
+    return d.t ? d.t->rows
+               : d.copy ? (int64_t)d.copy->fields[RESDIAG_FIELD_ROWS] : (int64_t)d.p->rows;
 }
 
 static void note_callsite(resdiag *r, size_t slot, const char *file, int line)
@@ -186,7 +197,14 @@ static resdiag_status check_repeat(resdiag *r, const char *fn, const slot_ref *s
 static void data_stats(resdiag *r, double *fields, double *sketch, double *row_norms,
                        rd_hook_data d, const rd_sketch_params *sp)
 {
-    if (!d.t) {
+    if (d.copy) {
+        /* taken as the source's call computed them: the same sketch
+         * parameters (same_as.c checks them) and the same first row
+         * (check_copy_rows), so the same bits */
+        memcpy(fields, d.copy->fields, RESDIAG_N_FIELDS * sizeof *fields);
+        if (sketch)
+            memcpy(sketch, d.copy->sketch, (size_t)sp->k * sizeof *sketch);
+    } else if (!d.t) {
         rd_partial_fields(fields, sketch, d.p, sketch ? sp->k : 0);
         /* a shard's column is recorded at its place in d_model, as the
          * kernels do for a tensor (its sketch is already global) */
@@ -204,24 +222,30 @@ static void data_stats(resdiag *r, double *fields, double *sketch, double *row_n
  * rows numbered after the rows seen (a partial brings its sketch so
  * numbered), and merges them in, so the slot holds the statistics of all
  * the rows of the step's calls. The call site and CALL_SEQ are those of the
- * first call. */
+ * first call. A later call's own statistics stay in rd_same_vals, where a
+ * copy to another site finds the slot's last call (same_as.c). */
 static void observe_slot(resdiag *r, const slot_ref *s, double *row_norms, rd_hook_data d,
                          const rd_sketch_params *sp, const char *file, int line)
 {
     int seq = atomic_fetch_add(&r->seq, 1);
+    const int partial = d.copy ? d.copy->partial : !d.t && !d.row_norms;
+    const uint32_t origin = d.copy ? d.copy->origin : (uint32_t)s->cs;
     if (isnan(*s->calls)) {
         data_stats(r, s->fields, s->sketch, row_norms, d, sp);
         s->fields[RESDIAG_FIELD_CALL_SEQ] = (double)seq;
         *s->calls = 1;
         note_callsite(r, s->cs, file, line);
+        rd_same_noted(r, s->cs, 0, partial, origin);
         return;
     }
-    double more[RESDIAG_N_FIELDS], more_sketch[RESDIAG_MAX_SKETCH];
+    double *more = rd_same_vals(r, s->cs), *more_sketch = more + RESDIAG_N_FIELDS;
     rd_sketch_params later = *sp;
-    later.row0 = sp->row0 + (int64_t)s->fields[RESDIAG_FIELD_ROWS];
+    const int64_t before = (int64_t)s->fields[RESDIAG_FIELD_ROWS];
+    later.row0 = sp->row0 + before;
     data_stats(r, more, s->sketch ? more_sketch : NULL, row_norms, d, &later);
     rd_stats_merge(s->fields, s->sketch, more, more_sketch, s->sketch ? sp->k : 0);
     *s->calls += 1;
+    rd_same_noted(r, s->cs, before, partial, origin);
 }
 
 /* The add_state's side of one call: a tensor's norms go into the buffer
@@ -231,27 +255,87 @@ static void observe_slot(resdiag *r, const slot_ref *s, double *row_norms, rd_ho
 static rd_add_call add_call(const slot_ref *s, rd_hook_data d, double **row_norms, int *kept)
 {
     const int is_in = s->site == RESDIAG_STREAM_IN;
-    const int64_t rows = d.t ? d.t->rows : (int64_t)d.p->rows;
+    const int64_t rows = data_rows(d);
+    /* a copy pairs as its source's call would have: by its norms, or as
+     * statistics from elsewhere that bring no ratio of this add */
+    const double *given = d.copy ? d.copy->norms : d.row_norms;
     rd_add_call c = { is_in, rows, 0, 0.0, -1 };
     *row_norms = NULL;
     *kept = 1;
-    if (!d.t && !d.row_norms) {
+    if (d.copy && d.copy->partial) {
+        c.partial = 1;
+    } else if (d.copy && !given) {
+        c.rows = -1; /* the source's norms were not kept: unpaired */
+    } else if (!d.t && !d.row_norms && !d.copy) {
         c.partial = 1;
         if (!is_in) {
             c.ratio_sum = d.p->ratio_sum;
             c.ratio_rows = (int64_t)d.p->ratio_rows;
         }
     } else if (rd_add_reserve(s->add, rows) == 0) { /* rows == 0 needs no buffer */
+        /* a copy from the other side of this add: its norms are the other
+         * buffer, already as large as rows, so the reserve moved nothing */
         double *buf = is_in ? s->add->in_norms : s->add->br_norms;
         if (d.t)
             *row_norms = buf;
         else if (rows > 0)
-            memcpy(buf, d.row_norms, (size_t)rows * sizeof *buf);
+            memcpy(buf, given, (size_t)rows * sizeof *buf);
     } else {
         c.rows = -1;
         *kept = 0;
     }
     return c;
+}
+
+/* A copy's sketch is the source call's, its rows signed from the rows
+ * the source had seen before that call: the copy is what a read would have
+ * recorded only if the slot has seen as many rows (as when both sites are
+ * called once per micro-batch); the sketch cannot be re-signed. */
+static resdiag_status check_copy_rows(resdiag *r, const char *fn, const slot_ref *s,
+                                      const rd_copy *c, const char *file, int line)
+{
+    const int64_t seen = isnan(*s->calls) ? 0 : (int64_t)s->fields[RESDIAG_FIELD_ROWS];
+    if (!s->sketch || seen == c->rows_before)
+        return RESDIAG_OK;
+    char what[RESDIAG_MAX_NAME + 64];
+    slot_label(what, sizeof what, s);
+    return rd_client_bug(r, RESDIAG_E_STATE,
+                         "%s: %s has seen %lld rows in step %lld, its source had seen %lld "
+                         "before the call copied: the sketch of a copy keeps its source's row "
+                         "signs, so both must have had the same calls; not recorded (%s:%d)",
+                         fn, what, (long long)seen, (long long)r->step,
+                         (long long)c->rows_before, file ? file : "?", line);
+}
+
+/* Forward sites other than an add's sides (whose norms are the add_state's)
+ * keep their last call's per-token norms, for a copy into STREAM_IN or
+ * BRANCH_OUT; LOGITS and FINAL_NORM_OUT are never copied (same_as.c). */
+static int keeps_norms(const resdiag *r, const slot_ref *s)
+{
+    (void)r;
+    return !s->param && s->dir == RESDIAG_FORWARD && s->site != RESDIAG_LOGITS &&
+           s->site != RESDIAG_FINAL_NORM_OUT;
+}
+
+/* Where a call of such a slot puts its norms (a tensor: the kernel writes
+ * them; given norms or a copy's: copied), and how many it kept. */
+static double *last_norms(resdiag *r, const slot_ref *s, rd_hook_data d)
+{
+    rd_last_call *lc = &r->last[s->cs];
+    const double *given = d.copy ? d.copy->norms : d.row_norms;
+    const int64_t rows = data_rows(d);
+    lc->norm_rows = -1;
+    if (!d.t && !given)
+        return NULL;
+    double *buf = rd_same_norms(r, s->cs, rows);
+    if (!buf)
+        return NULL;
+    lc->norm_rows = rows;
+    if (d.t)
+        return buf;
+    if (rows > 0)
+        memcpy(buf, given, (size_t)rows * sizeof *buf);
+    return NULL;
 }
 
 /* One checked call into its slot: claims it (and the add_state: the update
@@ -279,11 +363,19 @@ static resdiag_status record_call(resdiag *r, const char *fn, const slot_ref *s,
         release(&r->slot_busy[s->cs]);
         return st;
     }
+    if (d.copy && (st = check_copy_rows(r, fn, s, d.copy, file, line))) {
+        if (a)
+            release(&a->busy);
+        release(&r->slot_busy[s->cs]);
+        return st;
+    }
     double *row_norms = NULL;
     int kept = 1;
     rd_add_call c = { 0, 0, 0, 0.0, -1 };
     if (a)
         c = add_call(s, d, &row_norms, &kept);
+    else if (keeps_norms(r, s))
+        row_norms = last_norms(r, s, d);
     observe_slot(r, s, row_norms, d, sp, file, line);
     if (a) {
         rd_add_observed(r, s->layer, s->sublayer, a, &c);
@@ -294,8 +386,7 @@ static resdiag_status record_call(resdiag *r, const char *fn, const slot_ref *s,
         return rd_client_bug(r, RESDIAG_E_NOMEM,
                              "%s: no memory for %lld per-token norms; update ratio per "
                              "token not recorded (%s:%d)", fn,
-                             (long long)(d.t ? d.t->rows : (int64_t)d.p->rows),
-                             file ? file : "?", line);
+                             (long long)data_rows(d), file ? file : "?", line);
     return RESDIAG_OK;
 }
 
@@ -392,7 +483,7 @@ resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, 
         return RESDIAG_OK;
     if (!r->recording)
         return rd_hook_idle(r, fn, file, line);
-    rd_hook_data d = { &t, NULL, NULL };
+    rd_hook_data d = { &t, NULL, NULL, NULL };
     return rd_hook_observe(r, fn, dir, layer, sublayer, site, d, file, line);
 }
 
@@ -488,6 +579,6 @@ resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name, re
     if (!name)
         return rd_client_bug(r, RESDIAG_E_NULL, "%s: name is NULL (%s:%d)", fn,
                              file ? file : "?", line);
-    rd_hook_data d = { &t, NULL, NULL };
+    rd_hook_data d = { &t, NULL, NULL, NULL };
     return rd_hook_param_grad(r, fn, layer, name, -1, d, file, line);
 }

@@ -13,11 +13,14 @@
 /* What one hook call brings: a tensor (t), whose statistics the library
  * computes, or the partial statistics of one (p, when t is NULL), with
  * or without its per-token norms (row_norms, p->rows of them: a residual
- * add's side then pairs by norms, as a tensor's does). */
+ * add's side then pairs by norms, as a tensor's does), or, when t and p
+ * are NULL, another site's last call (copy, same_as.h). */
+struct rd_copy;
 typedef struct rd_hook_data {
     const resdiag_tensor *t;
     const resdiag_partial *p;
     const double *row_norms;
+    const struct rd_copy *copy;
 } rd_hook_data;
 
 /* A hook of a run that is not recording the open step (or has none):

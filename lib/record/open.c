@@ -11,6 +11,7 @@
 #include "format/format.h"
 #include "record/handle.h"
 #include "record/ranks.h"
+#include "record/same_as.h"
 #include "record/signals.h"
 #include "record/validate.h"
 
@@ -106,6 +107,7 @@ static void free_run(resdiag *r)
     free(r->batch_times);
     free(r->callsites);
     free(r->slot_busy);
+    rd_same_free(r);
     rd_split_pool_destroy(r->split);
     pthread_mutex_destroy(&r->msg_lock);
     free(r);
@@ -167,7 +169,7 @@ static resdiag_status alloc_buffers(resdiag *r, const open_ctx *c)
     r->adds = calloc(n_adds, sizeof *r->adds);
     r->slot_busy = calloc(r->lay.n_slots, sizeof *r->slot_busy);
     if (!r->tau || !r->batch || !r->batch_steps || !r->batch_times || !r->callsites ||
-        !r->adds || !r->slot_busy)
+        !r->adds || !r->slot_busy || rd_same_init(r) != 0)
         return rd_open_fail(c, RESDIAG_E_NOMEM, "resdiag_open: out of memory");
     rd_fill_column_signs(r->tau, r->sp.tau_len, opt->sketch_seed);
     memcpy(r->tau + r->sp.tau_len, r->tau, r->sp.tau_len * sizeof *r->tau);

@@ -1,0 +1,441 @@
+/*
+ * same_as.c - one tensor, several sites: resdiag_observe_same_as and
+ * resdiag_param_grad_same_as record at a site the most recent call of
+ * another one in the step, reading no tensor.
+ *
+ * Why the most recent call and not the source's slot: with gradient
+ * accumulation every micro-batch calls each hook, and the copy after the
+ * second micro-batch is that micro-batch's tensor, not the merge of both.
+ * So each slot keeps its last call (hooks.c): a first call's statistics
+ * are the slot's own, a later call's stay where they were computed before
+ * merging (rd_same_vals: one step record's worth of doubles, allocated at
+ * open), and forward sites keep that call's per-token norms (grown only
+ * when a call brings more rows than any before), because a copy into
+ * STREAM_IN or BRANCH_OUT pairs by them for the update ratio. The copy
+ * then goes through the same path as a read (hooks.c: the claim, the
+ * merge, CALL_SEQ, the calls count, the pairing), so it records the same
+ * bits as resdiag_observe_at of the same tensor, but for its call site.
+ *
+ * A copy is the trainer's word, never evidence. Within one sublayer the
+ * pair is recorded as an alias, which the analysis sets aside. Relations
+ * that the file cannot mark (no alias across sublayers or at model sites)
+ * are refused instead: FINAL_NORM_OUT (compared with what enters the final
+ * norm: a copy would decide "no final norm") and, in one layer, two of the
+ * sites a parallel block is judged by (every STREAM_IN and BRANCH_OUT, the
+ * last STREAM_OUT) from one tensor in different sublayers.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "record/hooks.h"
+#include "record/same_as.h"
+
+int rd_same_init(resdiag *r)
+{
+    size_t n = r->lay.n_slots;
+    r->last = calloc(n ? n : 1, sizeof *r->last);
+    r->last_vals = malloc((n ? n : 1) * (RESDIAG_N_FIELDS + (size_t)r->sp.k) *
+                          sizeof *r->last_vals);
+    return r->last && r->last_vals ? 0 : -1;
+}
+
+void rd_same_free(resdiag *r)
+{
+    if (r->last)
+        for (size_t i = 0; i < r->lay.n_slots; i++)
+            free(r->last[i].norms);
+    free(r->last);
+    free(r->last_vals);
+}
+
+void rd_same_noted(resdiag *r, size_t cs, int64_t rows_before, int partial, uint32_t origin)
+{
+    rd_last_call *lc = &r->last[cs];
+    lc->rows_before = rows_before;
+    lc->partial = partial;
+    atomic_store_explicit(&lc->tag, (r->serial << 32) | origin, memory_order_relaxed);
+}
+
+double *rd_same_norms(resdiag *r, size_t cs, int64_t rows)
+{
+    rd_last_call *lc = &r->last[cs];
+    if (rows > lc->norm_cap) {
+        double *p = realloc(lc->norms, (size_t)rows * sizeof *p);
+        if (!p)
+            return NULL;
+        lc->norms = p;
+        lc->norm_cap = rows;
+    }
+    return lc->norms ? lc->norms : (double *)r->last; /* rows == 0: any non-NULL */
+}
+
+/* The slot that read the tensor of cs's last call in this step (cs
+ * itself for a read), or -1 when cs has no call in this step. */
+static int64_t origin_of(const resdiag *r, size_t cs)
+{
+    uint64_t tag = atomic_load_explicit(&r->last[cs].tag, memory_order_relaxed);
+    return tag >> 32 == (r->serial & 0xffffffffu) ? (int64_t)(tag & 0xffffffffu) : -1;
+}
+
+/* A site of a block or the model, as the hooks take it. */
+typedef struct site_ref {
+    resdiag_direction dir;
+    int layer, sublayer, model; /* model: a model site (layer, sublayer 0) */
+    resdiag_site site;
+    size_t cs, fields, sketch, calls; /* slot index; offsets into the record */
+} site_ref;
+
+static void locate(const resdiag *r, site_ref *p)
+{
+    int table, sk_table;
+    size_t slot, sk_slot;
+    rd_tables_site_slot(&r->lay, p->dir, p->layer, p->sublayer, p->site, 0, &table, &slot);
+    rd_tables_site_slot(&r->lay, p->dir, p->layer, p->sublayer, p->site, 1, &sk_table, &sk_slot);
+    p->cs = r->lay.tables[table].slot_offset + slot;
+    p->fields = rd_tables_offset(&r->lay, table, slot);
+    p->sketch = rd_tables_offset(&r->lay, sk_table, sk_slot);
+    p->calls = rd_tables_calls_offset(&r->lay, table, slot);
+}
+
+/* The block site of slot cs (*p), or 0 when cs is not a block site's. */
+static int block_site_at(const resdiag *r, int64_t cs, site_ref *p)
+{
+    const size_t per_dir = (size_t)r->model.n_layers * (size_t)r->model.n_sublayers *
+                           RESDIAG_N_BLOCK_SITES;
+    for (int d = 0; d < 2; d++) {
+        size_t base = r->lay.tables[d ? RD_T_BWD_SITE : RD_T_FWD_SITE].slot_offset;
+        if (cs < 0 || (size_t)cs < base || (size_t)cs >= base + per_dir)
+            continue;
+        size_t i = (size_t)cs - base;
+        p->dir = (resdiag_direction)d;
+        p->site = (resdiag_site)(i % RESDIAG_N_BLOCK_SITES);
+        i /= RESDIAG_N_BLOCK_SITES;
+        p->layer = (int)(i / (size_t)r->model.n_sublayers);
+        p->sublayer = (int)(i % (size_t)r->model.n_sublayers);
+        p->model = 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* Range checks of one end of a copy (the target's are repeated by
+ * rd_hook_observe, with its messages). */
+static resdiag_status check_site(resdiag *r, const char *fn, const char *end, site_ref *p,
+                                 const char *file, int line)
+{
+    const char *f = file ? file : "?";
+    p->model = rd_model_site_index(p->site) >= 0;
+    if (p->model) {
+        p->layer = p->sublayer = 0;
+        return RESDIAG_OK;
+    }
+    if ((unsigned)p->site >= RESDIAG_N_BLOCK_SITES)
+        return rd_client_bug(r, RESDIAG_E_RANGE, "%s: unknown %s %d (%s:%d)", fn, end,
+                             (int)p->site, f, line);
+    if (p->layer < 0 || p->layer >= r->model.n_layers)
+        return rd_client_bug(r, RESDIAG_E_RANGE, "%s: %s layer %d out of range 0..%d (%s:%d)", fn,
+                             end, p->layer, r->model.n_layers - 1, f, line);
+    if (p->sublayer < 0 || p->sublayer >= r->model.n_sublayers)
+        return rd_client_bug(r, RESDIAG_E_RANGE, "%s: %s sublayer %d out of range 0..%d (%s:%d)",
+                             fn, end, p->sublayer, r->model.n_sublayers - 1, f, line);
+    if (p->layer < r->layer_lo || p->layer >= r->layer_hi)
+        return rd_client_bug(r, RESDIAG_E_RANGE, "%s: %s layer %d is not in this pipeline "
+                             "stage's layers %d..%d (%s:%d)", fn, end, p->layer, r->layer_lo,
+                             r->layer_hi - 1, f, line);
+    return RESDIAG_OK;
+}
+
+/* "stream_out of layer 2 sublayer 1", "embed_out" */
+static void label(char *out, size_t n, const site_ref *p)
+{
+    if (p->model)
+        snprintf(out, n, "%s", resdiag_site_name(p->site));
+    else
+        snprintf(out, n, "%s of layer %d sublayer %d", resdiag_site_name(p->site), p->layer,
+                 p->sublayer);
+}
+
+/* The sites a parallel block is judged by (placement.c, classify_parallel):
+ * each sublayer's STREAM_IN and BRANCH_OUT, the last one's STREAM_OUT. */
+static int parallel_term(const resdiag *r, resdiag_site site, int sublayer)
+{
+    return site == RESDIAG_STREAM_IN || site == RESDIAG_BRANCH_OUT ||
+           (site == RESDIAG_STREAM_OUT && sublayer == r->model.n_sublayers - 1);
+}
+
+/* A copy into forward block site t from the tensor that slot origin read
+ * would make two terms of the parallel-block relations one tensor in two
+ * sublayers: the origin itself, or a term of another sublayer already
+ * copied from it in this step. Returns the other term's label in *other. */
+static int joins_parallel_terms(const resdiag *r, const site_ref *t, int64_t origin,
+                                char *other, size_t n)
+{
+    if (t->model || t->dir != RESDIAG_FORWARD || r->model.n_sublayers < 2 ||
+        !parallel_term(r, t->site, t->sublayer))
+        return 0;
+    site_ref o;
+    if (block_site_at(r, origin, &o) && o.dir == RESDIAG_FORWARD && o.layer == t->layer &&
+        o.sublayer != t->sublayer && parallel_term(r, o.site, o.sublayer)) {
+        label(other, n, &o);
+        return 1;
+    }
+    static const resdiag_site terms[] = { RESDIAG_STREAM_IN, RESDIAG_BRANCH_OUT,
+                                          RESDIAG_STREAM_OUT };
+    for (int s = 0; s < r->model.n_sublayers; s++)
+        for (int i = 0; i < 3; i++) {
+            site_ref q = { RESDIAG_FORWARD, t->layer, s, 0, terms[i], 0, 0, 0, 0 };
+            if (s == t->sublayer || !parallel_term(r, q.site, s))
+                continue;
+            locate(r, &q);
+            if (origin_of(r, q.cs) == origin) {
+                label(other, n, &q);
+                return 1;
+            }
+        }
+    return 0;
+}
+
+/* The block site of t's own sublayer that holds the same tensor, for the
+ * alias (-1: none): the origin if it is there, else the source if it is,
+ * else a sibling copied from the same origin in this step. */
+static int alias_site(const resdiag *r, const site_ref *t, const site_ref *src, int64_t origin)
+{
+    if (t->model)
+        return -1;
+    site_ref o;
+    if (block_site_at(r, origin, &o) && o.dir == t->dir && o.layer == t->layer &&
+        o.sublayer == t->sublayer)
+        return (int)o.site;
+    if (!src->model && src->layer == t->layer && src->sublayer == t->sublayer)
+        return (int)src->site;
+    for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++) {
+        site_ref q = { t->dir, t->layer, t->sublayer, 0, (resdiag_site)b, 0, 0, 0, 0 };
+        if (q.site == t->site)
+            continue;
+        locate(r, &q);
+        if (origin_of(r, q.cs) == origin)
+            return b;
+    }
+    return -1;
+}
+
+/* The source's last call as a copy (its slot claimed; calls >= 1): its
+ * statistics are the slot's after one call, rd_same_vals after more; its
+ * norms are the add_state's for an add's side (a), else the slot's own. */
+static void take_last(resdiag *r, size_t cs, double *fields, double *sketch, double calls,
+                      const add_state *a, int in, rd_copy *c)
+{
+    const rd_last_call *lc = &r->last[cs];
+    if (calls == 1) {
+        c->fields = fields;
+        c->sketch = sketch;
+    } else {
+        c->fields = rd_same_vals(r, cs);
+        c->sketch = sketch ? c->fields + RESDIAG_N_FIELDS : NULL;
+    }
+    c->partial = lc->partial;
+    c->rows_before = lc->rows_before;
+    c->origin = (uint32_t)origin_of(r, cs);
+    c->norms = NULL;
+    int64_t rows = a ? (in ? a->in_rows : a->br_rows) : lc->norm_rows;
+    if (!c->partial && rows >= 0 && rows == (int64_t)c->fields[RESDIAG_FIELD_ROWS])
+        c->norms = a ? (in ? a->in_norms : a->br_norms) : lc->norms;
+}
+
+static int claim(atomic_uchar *flag)
+{
+    return atomic_exchange_explicit(flag, 1, memory_order_acquire) == 0;
+}
+
+static void release(atomic_uchar *flag)
+{
+    atomic_store_explicit(flag, 0, memory_order_release);
+}
+
+/* The checks of a copy between two sites that need no slot: the same
+ * direction is implied; not a site into itself; FINAL_NORM_OUT neither end
+ * forward; the same sketch parameters at both (LOGITS takes its columns
+ * at 0, a d_model site of a tensor-parallel rank at its shard's place). */
+static resdiag_status check_pair(resdiag *r, const char *fn, const site_ref *t,
+                                 const site_ref *src, const char *file, int line)
+{
+    const char *f = file ? file : "?";
+    char a[96], b[96];
+    label(a, sizeof a, t);
+    label(b, sizeof b, src);
+    if (t->site == src->site && (t->model || (t->layer == src->layer &&
+                                              t->sublayer == src->sublayer)))
+        return rd_client_bug(r, RESDIAG_E_INVALID, "%s: %s cannot be its own source (%s:%d)",
+                             fn, a, f, line);
+    if (t->dir == RESDIAG_FORWARD &&
+        (t->site == RESDIAG_FINAL_NORM_OUT || src->site == RESDIAG_FINAL_NORM_OUT))
+        return rd_client_bug(r, RESDIAG_E_INVALID,
+                             "%s: %s from %s: final_norm_out is what the head reads, compared "
+                             "with what enters the final norm; a copy would decide that verdict, "
+                             "so observe it by reading (%s:%d)", fn, a, b, f, line);
+    if ((t->site == RESDIAG_LOGITS) != (src->site == RESDIAG_LOGITS) &&
+        r->shard_col0 > 0)
+        return rd_client_bug(r, RESDIAG_E_INVALID,
+                             "%s: %s from %s: on this tensor-parallel rank the logits' columns "
+                             "are taken at 0 and a shard's at %lld, so the statistics differ; "
+                             "observe it by reading (%s:%d)", fn, a, b,
+                             (long long)r->shard_col0, f, line);
+    return RESDIAG_OK;
+}
+
+/* The copy of src's last call into t, both checked: claims the source,
+ * records through rd_hook_observe, then the alias. */
+static resdiag_status copy_site(resdiag *r, const char *fn, site_ref *t, site_ref *src,
+                                const char *file, int line)
+{
+    const char *f = file ? file : "?";
+    locate(r, t);
+    locate(r, src);
+    char a[96], b[96];
+    label(a, sizeof a, t);
+    label(b, sizeof b, src);
+    if (!claim(&r->slot_busy[src->cs]))
+        return rd_client_bug(r, RESDIAG_E_BUSY, "%s: %s, the source of %s, is being observed "
+                             "by another thread at this moment; not recorded (%s:%d)", fn, b, a,
+                             f, line);
+    resdiag_status st = RESDIAG_OK;
+    const double calls = r->cur[src->calls];
+    const int64_t origin = origin_of(r, src->cs);
+    char other[96];
+    if (isnan(calls) || origin < 0) {
+        st = rd_client_bug(r, RESDIAG_E_STATE, "%s: %s from %s, which has not been observed in "
+                           "step %lld; not recorded (%s:%d)", fn, a, b, (long long)r->step, f,
+                           line);
+    } else if ((size_t)origin == t->cs) {
+        st = rd_client_bug(r, RESDIAG_E_INVALID, "%s: %s from %s, which is itself a copy of "
+                           "%s: a site cannot be its own source (%s:%d)", fn, a, b, a, f, line);
+    } else if (joins_parallel_terms(r, t, origin, other, sizeof other)) {
+        st = rd_client_bug(r, RESDIAG_E_INVALID,
+                           "%s: %s from %s would make it one tensor with %s: a parallel block "
+                           "is judged by those two, and the file marks no copy across "
+                           "sublayers; observe one of them by reading (%s:%d)", fn, a, b, other,
+                           f, line);
+    } else {
+        const add_state *add = NULL;
+        const int in = src->site == RESDIAG_STREAM_IN;
+        if (!src->model && src->dir == RESDIAG_FORWARD &&
+            (in || src->site == RESDIAG_BRANCH_OUT))
+            add = &r->adds[(size_t)src->layer * (size_t)r->model.n_sublayers +
+                           (size_t)src->sublayer];
+        rd_copy c;
+        take_last(r, src->cs, r->cur + src->fields, r->sp.k ? r->cur + src->sketch : NULL,
+                  calls, add, in, &c);
+        rd_hook_data d = { NULL, NULL, NULL, &c };
+        st = rd_hook_observe(r, fn, t->dir, t->layer, t->sublayer, t->site, d, file, line);
+    }
+    release(&r->slot_busy[src->cs]);
+    if (st)
+        return st;
+    int same = alias_site(r, t, src, origin);
+    return same < 0 ? RESDIAG_OK
+                    : resdiag_observe_alias(r, t->dir, t->layer, t->sublayer, t->site,
+                                            (resdiag_site)same);
+}
+
+resdiag_status resdiag_observe_same_as(resdiag *r, resdiag_direction dir, int layer,
+                                       int sublayer, resdiag_site site, int from_layer,
+                                       int from_sublayer, resdiag_site from_site,
+                                       const char *file, int line)
+{
+    static const char fn[] = "resdiag_observe_same_as";
+    if (!r)
+        return RESDIAG_OK;
+    if (!r->recording)
+        return rd_hook_idle(r, fn, file, line);
+    if ((unsigned)dir > RESDIAG_BACKWARD)
+        return rd_client_bug(r, RESDIAG_E_INVALID, "%s: unknown direction %d (%s:%d)", fn,
+                             (int)dir, file ? file : "?", line);
+    site_ref t = { dir, layer, sublayer, 0, site, 0, 0, 0, 0 };
+    site_ref src = { dir, from_layer, from_sublayer, 0, from_site, 0, 0, 0, 0 };
+    resdiag_status st;
+    if ((st = check_site(r, fn, "site", &t, file, line)) ||
+        (st = check_site(r, fn, "source site", &src, file, line)) ||
+        (st = check_pair(r, fn, &t, &src, file, line)))
+        return st;
+    return copy_site(r, fn, &t, &src, file, line);
+}
+
+/* The slot of a parameter gradient (layer or RESDIAG_MODEL_LEVEL, name):
+ * *cs, *fields and *calls, or the client bug. */
+static resdiag_status param_slot(resdiag *r, const char *fn, int layer, const char *name,
+                                 size_t *cs, size_t *fields, size_t *calls, const char *file,
+                                 int line)
+{
+    const char *f = file ? file : "?";
+    const int model_level = layer == RESDIAG_MODEL_LEVEL;
+    if (!name)
+        return rd_client_bug(r, RESDIAG_E_NULL, "%s: name is NULL (%s:%d)", fn, f, line);
+    if (!model_level && (layer < 0 || layer >= r->model.n_layers))
+        return rd_client_bug(r, RESDIAG_E_RANGE, "%s: layer %d out of range 0..%d or "
+                             "RESDIAG_MODEL_LEVEL (%s:%d)", fn, layer, r->model.n_layers - 1,
+                             f, line);
+    if (!model_level && (layer < r->layer_lo || layer >= r->layer_hi))
+        return rd_client_bug(r, RESDIAG_E_RANGE, "%s: layer %d is not in this pipeline "
+                             "stage's layers %d..%d (%s:%d)", fn, layer, r->layer_lo,
+                             r->layer_hi - 1, f, line);
+    const int n = model_level ? r->model.n_model_params : r->model.n_layer_params;
+    const char *const *names =
+        model_level ? r->model.model_param_names : r->model.layer_param_names;
+    int p = 0;
+    while (p < n && strcmp(names[p], name) != 0)
+        p++;
+    if (p == n)
+        return rd_client_bug(r, RESDIAG_E_RANGE, "%s: '%s' is not a declared %s parameter "
+                             "(%s:%d)", fn, name, model_level ? "model-level" : "per-layer", f,
+                             line);
+    const int table = model_level ? RD_T_MODEL_PARAM : RD_T_LAYER_PARAM;
+    const size_t slot = model_level ? (size_t)p : (size_t)layer * (size_t)n + (size_t)p;
+    *cs = r->lay.tables[table].slot_offset + slot;
+    *fields = rd_tables_offset(&r->lay, table, slot);
+    *calls = rd_tables_calls_offset(&r->lay, table, slot);
+    return RESDIAG_OK;
+}
+
+resdiag_status resdiag_param_grad_same_as(resdiag *r, int layer, const char *name,
+                                          int from_layer, const char *from_name,
+                                          const char *file, int line)
+{
+    static const char fn[] = "resdiag_param_grad_same_as";
+    if (!r)
+        return RESDIAG_OK;
+    if (!r->recording)
+        return rd_hook_idle(r, fn, file, line);
+    const char *f = file ? file : "?";
+    size_t cs, fields, calls_at, src_cs, src_fields, src_calls;
+    resdiag_status st;
+    if ((st = param_slot(r, fn, layer, name, &cs, &fields, &calls_at, file, line)) ||
+        (st = param_slot(r, fn, from_layer, from_name, &src_cs, &src_fields, &src_calls, file,
+                         line)))
+        return st;
+    if (cs == src_cs)
+        return rd_client_bug(r, RESDIAG_E_INVALID, "%s: the gradient of '%s' cannot be its own "
+                             "source (%s:%d)", fn, name, f, line);
+    if (!claim(&r->slot_busy[src_cs]))
+        return rd_client_bug(r, RESDIAG_E_BUSY, "%s: the gradient of '%s', the source of '%s', "
+                             "is being observed by another thread at this moment; not recorded "
+                             "(%s:%d)", fn, from_name, name, f, line);
+    const double calls = r->cur[src_calls];
+    if (isnan(calls) || origin_of(r, src_cs) < 0) {
+        st = rd_client_bug(r, RESDIAG_E_STATE, "%s: the gradient of '%s' from that of '%s', "
+                           "which has not been observed in step %lld; not recorded (%s:%d)", fn,
+                           name, from_name, (long long)r->step, f, line);
+    } else if ((size_t)origin_of(r, src_cs) == cs) {
+        st = rd_client_bug(r, RESDIAG_E_INVALID, "%s: the gradient of '%s' from that of '%s', "
+                           "itself a copy of '%s': a gradient cannot be its own source "
+                           "(%s:%d)", fn, name, from_name, name, f, line);
+    } else {
+        rd_copy c;
+        take_last(r, src_cs, r->cur + src_fields, NULL, calls, NULL, 0, &c);
+        rd_hook_data d = { NULL, NULL, NULL, &c };
+        st = rd_hook_param_grad(r, fn, layer, name, -1, d, file, line);
+    }
+    release(&r->slot_busy[src_cs]);
+    return st;
+}
