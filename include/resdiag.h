@@ -661,8 +661,8 @@ RESDIAG_API resdiag_status resdiag_param_grad_same_as(resdiag *r, int layer, con
  * n_parts or a tensor that differs from the team's, or a part out of range
  * is a client bug (RESDIAG_E_INVALID or RESDIAG_E_RANGE, logged; that call
  * records nothing). A team still incomplete at resdiag_step_end records
- * nothing for its site: step_end logs it (WARNING), writes the step and
- * returns RESDIAG_E_STATE. n_parts = 1 is resdiag_observe_at. A no-op where
+ * nothing for its site: step_end logs it (a warning, RESDIAG_LOG_INFO),
+ * writes the step and returns RESDIAG_E_STATE. n_parts = 1 is resdiag_observe_at. A no-op where
  * hooks are. */
 #define RESDIAG_MAX_TEAM 256
 RESDIAG_API resdiag_status resdiag_observe_team_at(resdiag *r, resdiag_direction dir, int layer,

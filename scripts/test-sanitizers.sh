@@ -37,7 +37,7 @@ if [ ! -f build-tsan/build.ninja ]; then
     meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbench=false \
         -Dtools=false -Dexamples=false >/dev/null || exit 1
 fi
-meson compile -C build-tsan test-threads >/dev/null || exit 1
+meson compile -C build-tsan test-threads test-team >/dev/null || exit 1
 wrapper=()
 if command -v setarch >/dev/null; then
     wrapper=(--wrapper "setarch $(uname -m) -R")

@@ -101,6 +101,8 @@ struct resdiag {
     struct rd_last_call *last;
     double *last_vals;
     rd_split_pool *split;   /* hook_threads >= 2: the workers; NULL: none could start */
+    /* team calls (team.c): every slot's team, made by the first one; NULL before */
+    _Atomic(struct rd_teams *) teams;
 
     rd_writer *writer;
     resdiag_status sticky;  /* the writer failed: hooks and steps return this */

@@ -16,6 +16,7 @@
 #include "record/hooks.h"
 #include "record/same_as.h"
 #include "record/update_ratio.h"
+#include "stats/part.h"
 #include "stats/partial.h"
 
 /* A hook outside a step is a no-op, not a bug: trainers run the same
@@ -204,6 +205,8 @@ static void data_stats(resdiag *r, double *fields, double *sketch, double *row_n
         memcpy(fields, d.copy->fields, RESDIAG_N_FIELDS * sizeof *fields);
         if (sketch)
             memcpy(sketch, d.copy->sketch, (size_t)sp->k * sizeof *sketch);
+    } else if (d.part) {
+        rd_stats_part_fields(fields, sketch, d.part, NULL, d.t, sp);
     } else if (!d.t) {
         rd_partial_fields(fields, sketch, d.p, sketch ? sp->k : 0);
         /* a shard's column is recorded at its place in d_model, as the
@@ -272,11 +275,13 @@ static rd_add_call add_call(const slot_ref *s, rd_hook_data d, double **row_norm
             c.ratio_sum = d.p->ratio_sum;
             c.ratio_rows = (int64_t)d.p->ratio_rows;
         }
-    } else if (rd_add_reserve(s->add, rows) == 0) { /* rows == 0 needs no buffer */
-        /* a copy from the other side of this add: its norms are the other
-         * buffer, already as large as rows, so the reserve moved nothing */
+    } else if ((given || !d.part) && rd_add_reserve(s->add, rows) == 0) {
+        /* rows == 0 needs no buffer; a copy from the other side of this
+         * add: its norms are the other buffer, already as large as rows,
+         * so the reserve moved nothing; a team's statistics bring their
+         * norms (or none were kept: not paired) */
         double *buf = is_in ? s->add->in_norms : s->add->br_norms;
-        if (d.t)
+        if (d.t && !d.part)
             *row_norms = buf;
         else if (rows > 0)
             memcpy(buf, given, (size_t)rows * sizeof *buf);
@@ -412,12 +417,9 @@ rd_sketch_params rd_hook_sketch(const resdiag *r, int64_t cols)
     return sp;
 }
 
-/* The arguments of resdiag_observe_at: direction, site, layer and
- * sublayer in range, the data well formed and of the model's width
- * (logits excepted). */
-static resdiag_status check_observe(resdiag *r, const char *fn, resdiag_direction dir,
-                                    int layer, int sublayer, resdiag_site site, rd_hook_data d,
-                                    const char *file, int line)
+resdiag_status rd_hook_check_observe(resdiag *r, const char *fn, resdiag_direction dir,
+                                     int layer, int sublayer, resdiag_site site, rd_hook_data d,
+                                     const char *file, int line)
 {
     if ((unsigned)dir > RESDIAG_BACKWARD)
         return rd_client_bug(r, RESDIAG_E_INVALID, "%s: unknown direction %d (%s:%d)", fn,
@@ -454,7 +456,7 @@ resdiag_status rd_hook_observe(resdiag *r, const char *fn, resdiag_direction dir
                                int sublayer, resdiag_site site, rd_hook_data d,
                                const char *file, int line)
 {
-    resdiag_status st = check_observe(r, fn, dir, layer, sublayer, site, d, file, line);
+    resdiag_status st = rd_hook_check_observe(r, fn, dir, layer, sublayer, site, d, file, line);
     if (st)
         return st;
     const rd_tables *lay = &r->lay;
@@ -483,7 +485,7 @@ resdiag_status resdiag_observe_at(resdiag *r, resdiag_direction dir, int layer, 
         return RESDIAG_OK;
     if (!r->recording)
         return rd_hook_idle(r, fn, file, line);
-    rd_hook_data d = { &t, NULL, NULL, NULL };
+    rd_hook_data d = { &t, NULL, NULL, NULL, NULL };
     return rd_hook_observe(r, fn, dir, layer, sublayer, site, d, file, line);
 }
 
@@ -529,8 +531,8 @@ resdiag_status resdiag_observe_alias(resdiag *r, resdiag_direction dir, int laye
     return RESDIAG_OK;
 }
 
-resdiag_status rd_hook_param_grad(resdiag *r, const char *fn, int layer, const char *name,
-                                  int param, rd_hook_data d, const char *file, int line)
+resdiag_status rd_hook_param_index(resdiag *r, const char *fn, int layer, const char *name,
+                                   int *param, const char *file, int line)
 {
     int model_level = layer == RESDIAG_MODEL_LEVEL;
     if (!model_level && (layer < 0 || layer >= r->model.n_layers))
@@ -544,18 +546,31 @@ resdiag_status rd_hook_param_grad(resdiag *r, const char *fn, int layer, const c
     const char *const *names =
         model_level ? r->model.model_param_names : r->model.layer_param_names;
     if (name) {
-        param = 0;
-        while (param < n && strcmp(names[param], name) != 0)
-            param++;
-        if (param == n)
+        *param = 0;
+        while (*param < n && strcmp(names[*param], name) != 0)
+            (*param)++;
+        if (*param == n)
             return rd_client_bug(r, RESDIAG_E_RANGE, "%s: '%s' is not a declared %s parameter "
                                  "(%s:%d)", fn, name, model_level ? "model-level" : "per-layer",
                                  file ? file : "?", line);
-    } else if (param < 0 || param >= n) {
+    } else if (*param < 0 || *param >= n) {
         return rd_client_bug(r, RESDIAG_E_RANGE, "%s: parameter index %d out of range 0..%d of "
-                             "the %s parameters (%s:%d)", fn, param, n - 1,
+                             "the %s parameters (%s:%d)", fn, *param, n - 1,
                              model_level ? "model-level" : "per-layer", file ? file : "?", line);
     }
+    return RESDIAG_OK;
+}
+
+resdiag_status rd_hook_param_grad(resdiag *r, const char *fn, int layer, const char *name,
+                                  int param, rd_hook_data d, const char *file, int line)
+{
+    resdiag_status st = rd_hook_param_index(r, fn, layer, name, &param, file, line);
+    if (st)
+        return st;
+    int model_level = layer == RESDIAG_MODEL_LEVEL;
+    int n = model_level ? r->model.n_model_params : r->model.n_layer_params;
+    const char *const *names =
+        model_level ? r->model.model_param_names : r->model.layer_param_names;
     if ((st = check_data(r, fn, d, file, line)))
         return st;
     int table = model_level ? RD_T_MODEL_PARAM : RD_T_LAYER_PARAM;
@@ -579,6 +594,6 @@ resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const char *name, re
     if (!name)
         return rd_client_bug(r, RESDIAG_E_NULL, "%s: name is NULL (%s:%d)", fn,
                              file ? file : "?", line);
-    rd_hook_data d = { &t, NULL, NULL, NULL };
+    rd_hook_data d = { &t, NULL, NULL, NULL, NULL };
     return rd_hook_param_grad(r, fn, layer, name, -1, d, file, line);
 }

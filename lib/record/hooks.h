@@ -10,17 +10,23 @@
 
 #include "record/handle.h"
 
+struct rd_stats_part;
+
 /* What one hook call brings: a tensor (t), whose statistics the library
  * computes, or the partial statistics of one (p, when t is NULL), with
  * or without its per-token norms (row_norms, p->rows of them: a residual
  * add's side then pairs by norms, as a tensor's does), or, when t and p
- * are NULL, another site's last call (copy, same_as.h). */
+ * are NULL, another site's last call (copy, same_as.h). Or a tensor whose
+ * statistics are computed already (part: every row of t, its sketch's row
+ * signs numbered after the rows the slot has seen; team.c), with its
+ * norms in row_norms (t->rows of them) or none kept (NULL). */
 struct rd_copy;
 typedef struct rd_hook_data {
     const resdiag_tensor *t;
     const resdiag_partial *p;
     const double *row_norms;
     const struct rd_copy *copy;
+    const struct rd_stats_part *part;
 } rd_hook_data;
 
 /* A hook of a run that is not recording the open step (or has none):
@@ -37,6 +43,20 @@ rd_sketch_params rd_hook_sketch(const resdiag *r, int64_t cols);
 /* The checks of a tensor for function fn: dtype, shape, stride, data. */
 resdiag_status rd_hook_check_tensor(resdiag *r, const char *fn, const resdiag_tensor *t,
                                     const char *file, int line);
+
+/* The arguments of resdiag_observe_at: direction, site, layer and
+ * sublayer in range, the data well formed and of the model's width
+ * (logits excepted). A client bug (logged) or OK. */
+resdiag_status rd_hook_check_observe(resdiag *r, const char *fn, resdiag_direction dir,
+                                     int layer, int sublayer, resdiag_site site, rd_hook_data d,
+                                     const char *file, int line);
+
+/* The index of parameter `name` of layer (or RESDIAG_MODEL_LEVEL) into its
+ * layer's (or the model's) parameter names in *param (name NULL: *param
+ * checked), the layer in range and in this rank's stage; else the client
+ * bug (logged). */
+resdiag_status rd_hook_param_index(resdiag *r, const char *fn, int layer, const char *name,
+                                   int *param, const char *file, int line);
 
 /* resdiag_observe_at for either kind of data, for a run recording the
  * open step (the entry points check r and rd_hook_idle first). */

@@ -13,6 +13,7 @@
 #include "record/ranks.h"
 #include "record/same_as.h"
 #include "record/signals.h"
+#include "record/team.h"
 #include "record/validate.h"
 
 #define MIN_TAU_LEN 4096
@@ -109,6 +110,7 @@ static void free_run(resdiag *r)
     free(r->slot_busy);
     rd_same_free(r);
     rd_split_pool_destroy(r->split);
+    rd_teams_free(r);
     pthread_mutex_destroy(&r->msg_lock);
     free(r);
 }

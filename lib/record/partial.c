@@ -23,7 +23,7 @@ resdiag_status resdiag_observe_partial(resdiag *r, resdiag_direction dir, int la
     if (!p)
         return rd_client_bug(r, RESDIAG_E_NULL, "%s: the partial statistics are NULL (%s:%d)",
                              fn, file ? file : "?", line);
-    rd_hook_data d = { NULL, p, NULL, NULL };
+    rd_hook_data d = { NULL, p, NULL, NULL, NULL };
     return rd_hook_observe(r, fn, dir, layer, sublayer, site, d, file, line);
 }
 
@@ -38,7 +38,7 @@ resdiag_status resdiag_param_grad_partial(resdiag *r, int layer, const char *nam
     if (!name || !p)
         return rd_client_bug(r, RESDIAG_E_NULL, "%s: %s is NULL (%s:%d)", fn,
                              name ? "the partial statistics" : "name", file ? file : "?", line);
-    rd_hook_data d = { NULL, p, NULL, NULL };
+    rd_hook_data d = { NULL, p, NULL, NULL, NULL };
     return rd_hook_param_grad(r, fn, layer, name, -1, d, file, line);
 }
 
@@ -59,7 +59,7 @@ resdiag_status resdiag_submit_partials(resdiag *r, int n, const resdiag_partial_
     resdiag_status first = RESDIAG_OK;
     for (int i = 0; i < n; i++) {
         const resdiag_partial_site *e = &sites[i];
-        rd_hook_data d = { NULL, &p[i], NULL, NULL };
+        rd_hook_data d = { NULL, &p[i], NULL, NULL, NULL };
         const char *f = e->file ? e->file : file;
         resdiag_status st =
             e->site == -1

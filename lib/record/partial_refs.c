@@ -19,7 +19,7 @@ static resdiag_status submit_ref(resdiag *r, const char *fn, const resdiag_parti
     if (!e->p)
         return rd_client_bug(r, RESDIAG_E_NULL, "%s: the partial statistics are NULL (%s:%d)",
                              fn, f ? f : "?", s->line);
-    rd_hook_data d = { NULL, e->p, s->site == -1 ? NULL : e->row_norms, NULL };
+    rd_hook_data d = { NULL, e->p, s->site == -1 ? NULL : e->row_norms, NULL, NULL };
     if (s->site == -1)
         return rd_hook_param_grad(r, fn, s->layer, NULL, s->param, d, f, s->line);
     return rd_hook_observe(r, fn, (resdiag_direction)s->dir, s->layer, s->sublayer,

@@ -327,7 +327,7 @@ static resdiag_status copy_site(resdiag *r, const char *fn, site_ref *t, site_re
         rd_copy c;
         take_last(r, src->cs, r->cur + src->fields, r->sp.k ? r->cur + src->sketch : NULL,
                   calls, add, in, &c);
-        rd_hook_data d = { NULL, NULL, NULL, &c };
+        rd_hook_data d = { NULL, NULL, NULL, &c, NULL };
         st = rd_hook_observe(r, fn, t->dir, t->layer, t->sublayer, t->site, d, file, line);
     }
     release(&r->slot_busy[src->cs]);
@@ -433,7 +433,7 @@ resdiag_status resdiag_param_grad_same_as(resdiag *r, int layer, const char *nam
     } else {
         rd_copy c;
         take_last(r, src_cs, r->cur + src_fields, NULL, calls, NULL, 0, &c);
-        rd_hook_data d = { NULL, NULL, NULL, &c };
+        rd_hook_data d = { NULL, NULL, NULL, &c, NULL };
         st = rd_hook_param_grad(r, fn, layer, name, -1, d, file, line);
     }
     release(&r->slot_busy[src_cs]);

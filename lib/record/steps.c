@@ -9,6 +9,7 @@
 
 #include "record/handle.h"
 #include "record/signals.h"
+#include "record/team.h"
 
 /* Appends the buffered steps. On failure the run stops recording for good
  * (sticky error), says so once, and drops the unwritten steps; what is on
@@ -151,6 +152,8 @@ resdiag_status resdiag_step_end(resdiag *r)
         return take_signal(r) ? RESDIAG_E_INTERRUPTED : r->sticky;
     r->recording = 0;
     r->cur = NULL;
+    /* A team short of parts records nothing for its site; the step is written. */
+    const resdiag_status teams = rd_teams_step_end(r);
     double now = rd_now_seconds();
     r->batch_steps[r->n_batched] = r->step;
     r->batch_times[r->n_batched] = now - r->t_open;
@@ -159,9 +162,11 @@ resdiag_status resdiag_step_end(resdiag *r)
         return RESDIAG_E_INTERRUPTED;
     /* The first recorded step (initialization) is the most precious: write it at once. */
     if (r->n_written == 0 || r->n_batched == (size_t)r->opt.flush_steps ||
-        (r->opt.flush_seconds > 0 && now - r->t_last_flush >= r->opt.flush_seconds))
-        return rd_write_batch(r);
-    return RESDIAG_OK;
+        (r->opt.flush_seconds > 0 && now - r->t_last_flush >= r->opt.flush_seconds)) {
+        resdiag_status st = rd_write_batch(r);
+        return st ? st : teams;
+    }
+    return teams;
 }
 
 int resdiag_step_is_recorded(const resdiag *r)

@@ -48,9 +48,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-/* Below this many bytes a second thread costs more than it saves. */
-#define SPLIT_MIN_BYTES (1u << 20)
-
 /* One part of one tensor, as handed to a worker. */
 typedef struct part_job {
     rd_stats_part part; /* out */
@@ -244,7 +241,7 @@ static void wait_done(pool_worker *w)
 static int parts_of(const resdiag_tensor *t, int threads)
 {
     if (threads <= 1 || (double)t->rows * (double)t->cols *
-                                (double)rd_stats_dtype_size(t->dtype) < SPLIT_MIN_BYTES)
+                                (double)rd_stats_dtype_size(t->dtype) < RD_SPLIT_MIN_BYTES)
         return 1;
     if (threads > RESDIAG_MAX_HOOK_THREADS)
         threads = RESDIAG_MAX_HOOK_THREADS;

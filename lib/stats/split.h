@@ -18,6 +18,10 @@
 
 #include "stats/stats.h"
 
+/* Below this many bytes a second thread costs more than it saves: a
+ * smaller tensor is one part (lib/record/team.c splits as this file). */
+#define RD_SPLIT_MIN_BYTES (1u << 20)
+
 typedef struct rd_split_pool rd_split_pool;
 
 /* Starts `workers` worker threads (1 .. RESDIAG_MAX_HOOK_THREADS - 1),
