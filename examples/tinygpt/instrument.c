@@ -15,6 +15,10 @@
 
 #include <resdiag.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 /* model.c uses tinygpt's own names for the sites; they must be resdiag's. */
 _Static_assert((int)TG_STREAM_IN == (int)RESDIAG_STREAM_IN, "site");
 _Static_assert((int)TG_NORM_IN == (int)RESDIAG_NORM_IN, "site");
@@ -48,6 +52,7 @@ struct tg_instr {
     int64_t file_last;           /* resdiag_flushed_step before the step */
     int grew;                    /* ... and it changed during the step */
     double cpu_in_calls;         /* CPU seconds of the calling thread inside resdiag */
+    int hook_team;               /* hooks are team calls (tg_instr_settings.hook_team) */
     int n_hook_threads;          /* the library's hook threads found at open */
     clockid_t hook_clock[16];    /* ... their CPU clocks */
     double hook_cpu_last;        /* ... their CPU seconds at tg_instr_last_step */
@@ -171,6 +176,7 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
     h->flushed = -1;
     h->time_calls = s->time_calls;
     h->file_last = -1;
+    h->hook_team = s->hook_team;
 
     resdiag_model model;
     resdiag_model_init(&model);
@@ -357,6 +363,60 @@ static resdiag_tensor view(const real *x, int64_t rows, int64_t cols)
 #endif
 }
 
+/* One hook as a team call (--hook-team on): the OpenMP threads each give
+ * their part from a parallel region of their own. The trainer's threads
+ * have just left the region of a matmul and still spin waiting for the
+ * next one (OpenMP's wait policy), so this region wakes no thread: the
+ * hook's rows are read by every core the matmuls use, where a hook called
+ * between regions runs on one while the others wait (the library's own
+ * hook_threads wake a worker per part). The same bits as
+ * resdiag_options.hook_threads = the OpenMP threads. The CPU time is every
+ * member's inside its call. */
+typedef struct tg_team_call {
+    int dir, layer, sublayer;
+    tg_site site;
+    const char *param; /* a parameter gradient's name, else NULL */
+    resdiag_tensor t;
+    const char *file;
+    int line;
+} tg_team_call;
+
+static void team_call(tg_instr *h, const tg_team_call *c)
+{
+    const double tic = h->time_calls ? mono_now() : 0;
+    double cpu = 0;
+    resdiag_status first = RESDIAG_OK;
+#ifdef _OPENMP
+#pragma omp parallel reduction(+ : cpu)
+#endif
+    {
+#ifdef _OPENMP
+        const int part = omp_get_thread_num(), n_parts = omp_get_num_threads();
+#else
+        const int part = 0, n_parts = 1;
+#endif
+        const double c0 = h->time_calls ? clock_seconds(CLOCK_THREAD_CPUTIME_ID) : 0;
+        resdiag_status st =
+            c->param ? resdiag_param_grad_team_at(h->rd, c->layer, c->param, c->t, part, n_parts,
+                                                  c->file, c->line)
+                     : resdiag_observe_team_at(h->rd, (resdiag_direction)c->dir, c->layer,
+                                               c->sublayer, (resdiag_site)c->site, c->t, part,
+                                               n_parts, c->file, c->line);
+        if (h->time_calls) cpu += clock_seconds(CLOCK_THREAD_CPUTIME_ID) - c0;
+        if (st != RESDIAG_OK) {
+#ifdef _OPENMP
+#pragma omp critical(tg_team_status)
+#endif
+            if (first == RESDIAG_OK) first = st;
+        }
+    }
+    if (h->time_calls) {
+        h->in_resdiag += mono_now() - tic;
+        h->cpu_in_calls += cpu;
+    }
+    note(h, first);
+}
+
 void tg_hook_tensor(tg_instr *h, int dir, int layer, int sublayer, tg_site site,
                     const real *x, int64_t rows, int64_t cols, const char *file, int line)
 {
@@ -367,6 +427,12 @@ void tg_hook_tensor(tg_instr *h, int dir, int layer, int sublayer, tg_site site,
         int keep = dir == TG_FWD && (site == TG_EMBED_OUT ||
                                      (site == TG_STREAM_OUT && sublayer == TG_N_SUBLAYERS - 1));
         if (!keep) return;
+    }
+    if (h->hook_team) {
+        const tg_team_call c = { dir, layer, sublayer, site, NULL, view(x, rows, cols), file,
+                                 line };
+        team_call(h, &c);
+        return;
     }
     TIC(h);
     resdiag_status st = resdiag_observe_at(h->rd, (resdiag_direction)dir, layer, sublayer,
@@ -406,6 +472,12 @@ void tg_hook_param(tg_instr *h, int layer, const char *name, const real *g,
                    int64_t rows, int64_t cols, const char *file, int line)
 {
     if (!h || !h->recording || h->record != TG_RECORD_FULL) return;
+    if (h->hook_team) {
+        const tg_team_call c = { 0, layer, 0, TG_STREAM_IN, name, view(g, rows, cols), file,
+                                 line };
+        team_call(h, &c);
+        return;
+    }
     TIC(h);
     resdiag_status st = resdiag_param_grad_at(h->rd, layer, name, view(g, rows, cols), file,
                                               line);

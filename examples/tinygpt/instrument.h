@@ -66,6 +66,8 @@ typedef struct tg_instr_settings {
     int world_size;          /*   by tinygpt-mpi; world_size 0: from the environment */
     int file_schema;         /* resdiag_options.file_schema: 0 (newest), 1 or 2 */
     int compression;         /* resdiag_options.compression: 0..9 (schema 2) */
+    int hook_team;           /* 1: every hook is a team call (resdiag_observe_team_at) of
+                                the OpenMP threads, from a parallel region of its own */
 } tg_instr_settings;
 
 /* Opens the run file. Returns NULL and writes a reason to errbuf on failure. */

@@ -82,6 +82,12 @@ static const char usage[] =
     "                    (resdiag_options.hook_threads: 1..16, 0 = every CPU\n"
     "                    the process may run on) [default=the OpenMP threads, so\n"
     "                    that the hooks use the cores the matmuls use]\n"
+    "  --hook-team S     on | off: each hook a team call (resdiag_observe_team_at)\n"
+    "                    from an OpenMP parallel region of its own, every\n"
+    "                    OpenMP thread reading its part of the tensor: the\n"
+    "                    same numbers as --hook-threads of that many threads,\n"
+    "                    with no thread to wake; resdiag's own hook threads\n"
+    "                    then default to 1 [default=off]\n"
     "  --log-every N     print the loss every N steps [default=10]\n"
     "  --step-times FILE one line per step: \"step recorded cpu_s wall_s resdiag_s\n"
     "                    flushed resdiag_cpu_s\": recorded 0/1; the process's CPU\n"
@@ -208,7 +214,8 @@ typedef struct options {
     int overwrite;      /* --overwrite: resdiag_options.overwrite */
     const char *declare; /* --declare: NULL, or the placement name to declare */
     int grad_accum;     /* --grad-accum: micro-batches per step */
-    int hook_threads;   /* --hook-threads; -1: the OpenMP threads */
+    int hook_threads;   /* --hook-threads; -1: the OpenMP threads (1 with --hook-team on) */
+    int hook_team;      /* --hook-team: hooks are team calls of the OpenMP threads */
     int file_schema;    /* --file-schema: resdiag_options.file_schema */
     int compression;    /* --compression: resdiag_options.compression */
     /* tinygpt-mpi's faults: the rank and the step, -1 for none */
@@ -252,6 +259,7 @@ static void parse_args(options *o, int argc, char **argv)
         { "hook-threads", required_argument, NULL, 281 },
         { "file-schema", required_argument, NULL, 286 },
         { "compression", required_argument, NULL, 287 },
+        { "hook-team", required_argument, NULL, 288 },
 #ifdef TINYGPT_MPI
         { "kill-rank", required_argument, NULL, 282 }, { "kill-step", required_argument, NULL, 283 },
         { "nan-rank", required_argument, NULL, 284 }, { "nan-step", required_argument, NULL, 285 },
@@ -316,6 +324,7 @@ static void parse_args(options *o, int argc, char **argv)
         else if (IS("--record-every")) o->record_every = parse_int(flag, val, 1, INT_MAX);
         else if (IS("--threads")) o->threads = parse_int(flag, val, 1, 4096);
         else if (IS("--hook-threads")) o->hook_threads = parse_int(flag, val, 0, 16);
+        else if (IS("--hook-team")) o->hook_team = parse_choice(flag, val, onoff);
         else if (IS("--file-schema")) o->file_schema = parse_int(flag, val, 0, 2);
         else if (IS("--compression")) o->compression = parse_int(flag, val, 0, 9);
         else if (IS("--log-every")) o->log_every = parse_int(flag, val, 1, INT_MAX);
@@ -444,8 +453,9 @@ int main(int argc, char **argv)
            TG_DATA_SUCCESSORS, log((double)c->vocab), tg_data_loss_floor(&data, c->seq_len));
     /* the hooks run between the matmuls, on as many cores as they use */
     const int hook_threads = o.hook_threads >= 0 ? o.hook_threads
-                             : threads < 16 ? threads : 16;
-    printf("threads: %d, hook threads: %d\n", threads, hook_threads);
+                             : o.hook_team ? 1 : threads < 16 ? threads : 16;
+    printf("threads: %d, hook threads: %d%s\n", threads, hook_threads,
+           o.hook_team ? ", hook team: on" : "");
 
     /* The run file: the configuration goes in as metadata, as text. */
     char v[20][48];
@@ -481,8 +491,13 @@ int main(int argc, char **argv)
     int n_meta = (int)(sizeof meta / sizeof *meta) / 2;
     if (c->placement != TG_DEEPNORM) n_meta--;  /* alpha is meaningful for deepnorm only */
     /* and the micro-batches, where there are any */
-    const char *meta_all[2 * (sizeof meta / sizeof *meta / 2 + 1)];
+    const char *meta_all[2 * (sizeof meta / sizeof *meta / 2 + 2)];
     memcpy(meta_all, meta, (size_t)n_meta * 2 * sizeof *meta);
+    if (o.hook_team) {
+        meta_all[2 * n_meta] = "tinygpt.hook_team";
+        meta_all[2 * n_meta + 1] = "on";
+        n_meta++;
+    }
     char accum_text[16];
     if (accum > 1) {
         snprintf(accum_text, sizeof accum_text, "%d", accum);
@@ -515,7 +530,8 @@ int main(int argc, char **argv)
         tg_instr_settings s = { o.out, o.record, o.record_every, n_meta, meta_all, description,
                                 o.flush_steps, o.flush_log, o.signals, o.step_times != NULL,
                                 o.overwrite, o.declare, hook_threads, dist.rank,
-                                ranks > 1 ? ranks : 0, o.file_schema, o.compression };
+                                ranks > 1 ? ranks : 0, o.file_schema, o.compression,
+                                o.hook_team };
         model.hooks = tg_instr_open(c, &s, err, sizeof err);
         if (!model.hooks) {
             /* Diagnostics are never the reason a training run does not happen. */

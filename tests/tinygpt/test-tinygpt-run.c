@@ -41,7 +41,7 @@ static void remove_tmpdir(void)
 {
     static const char *const names[] = { "a.h5", "b.h5", "out1", "out2", "err1", "err2",
                                          "pre.h5", "post.h5", "x.h5", "off.h5", "times",
-                                         NULL };
+                                         "threads.h5", "team.h5", "one.h5", NULL };
     char p[400];
     for (int i = 0; names[i]; i++) {
         snprintf(p, sizeof p, "%s/%s", tmpdir, names[i]);
@@ -470,6 +470,68 @@ START_TEST(hook_threads_default_to_the_openmp_threads)
 }
 END_TEST
 
+/* Whether every dataset but step_time holds the same bits in both files. */
+static int same_datasets(const char *pa, const char *pb, char *why, size_t whylen)
+{
+    resdiag_reader *a = open_reader(pa), *b = open_reader(pb);
+    int n = resdiag_reader_n_datasets(a), same = n == resdiag_reader_n_datasets(b);
+    snprintf(why, whylen, "%s", same ? "" : "the dataset counts differ");
+    for (int i = 0; i < n && same; i++) {
+        const char *name = resdiag_reader_dataset_name(a, i);
+        if (strcmp(name, "step_time") == 0) continue;
+        int64_t dims[8];
+        int rank;
+        ck_assert_int_eq(resdiag_reader_dims(a, name, dims, 8, &rank), RESDIAG_OK);
+        size_t total = 1;
+        for (int k = 0; k < rank; k++) total *= (size_t)dims[k];
+        double *va = malloc((total + 1) * sizeof *va), *vb = malloc((total + 1) * sizeof *vb);
+        ck_assert(va && vb);
+        ck_assert_int_eq(resdiag_reader_read(a, name, 0, dims[0], va, total), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_reader_read(b, name, 0, dims[0], vb, total), RESDIAG_OK);
+        for (size_t k = 0; k < total && same; k++)
+            if (!(isnan(va[k]) && isnan(vb[k])) && memcmp(&va[k], &vb[k], sizeof *va) != 0) {
+                snprintf(why, whylen, "%s[%zu]: %.17g and %.17g", name, k, va[k], vb[k]);
+                same = 0;
+            }
+        free(va);
+        free(vb);
+    }
+    resdiag_reader_destroy(a);
+    resdiag_reader_destroy(b);
+    return same;
+}
+
+/* --hook-team on: every hook a team call of the OpenMP threads from a
+ * parallel region; the run file holds the bits of --hook-threads of that
+ * many threads (schema 1: doubles as computed; 1 MiB activations, split),
+ * and those differ from one thread's (the comparison sees the parts). */
+START_TEST(hook_team_gives_the_bits_of_hook_threads)
+{
+    static const char *const a[] = { "--layers", "1", "--d-model", "64", "--seq", "64",
+                                     "--batch", "64", "--steps", "2", "--threads", "2",
+                                     "--file-schema", "1" };
+#define TEAM_ARGS a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], \
+                  a[12], a[13]
+    ck_assert_int_eq(run("out1", "err1", TEAM_ARGS, "--hook-threads", "2", "--out",
+                         tmp("threads.h5"), NULL), 0);
+    ck_assert_int_eq(run("out1", "err1", TEAM_ARGS, "--hook-team", "on", "--out", tmp("team.h5"),
+                         NULL), 0);
+    ck_assert_msg(strstr(slurp(tmp("out1")), "hook team: on") != NULL, "%s", slurp(tmp("out1")));
+    resdiag_reader *rd = open_reader(tmp("team.h5"));
+    ck_assert_str_eq(meta_of(resdiag_reader_info(rd), "tinygpt.hook_team"), "on");
+    const int threads = atoi(meta_of(resdiag_reader_info(rd), "tinygpt.threads"));
+    resdiag_reader_destroy(rd);
+    char why[300];
+    ck_assert_msg(same_datasets(tmp("threads.h5"), tmp("team.h5"), why, sizeof why), "%s", why);
+    ck_assert_int_eq(run("out1", "err1", TEAM_ARGS, "--hook-threads", "1", "--out",
+                         tmp("one.h5"), NULL), 0);
+#undef TEAM_ARGS
+    if (threads == 2) /* with OpenMP */
+        ck_assert_msg(!same_datasets(tmp("threads.h5"), tmp("one.h5"), why, sizeof why),
+                      "--hook-threads 2 gave one thread's bits");
+}
+END_TEST
+
 /* --record stream: forward STREAM_OUT of each layer's last sublayer and the
  * embedding only; --record-every picks the steps. */
 START_TEST(record_stream_keeps_only_layer_outputs)
@@ -767,7 +829,7 @@ START_TEST(bad_flags_exit_2)
         { "--step-times=", NULL, NULL }, { "--hook-threads", "17", NULL },
         { "--hook-threads", "-1", NULL }, { "--file-schema", "3", NULL },
         { "--file-schema", "-1", NULL }, { "--compression", "10", NULL },
-        { "--compression", "-1", NULL },
+        { "--compression", "-1", NULL }, { "--hook-team", "yes", NULL },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int rc = run("out1", "err1", bad[i][0], bad[i][1], NULL);
@@ -782,7 +844,7 @@ START_TEST(bad_flags_exit_2)
         "--placement", "mix:K", "parallel", "--norm", "--final-norm", "--layers", "--d-model",
         "--heads", "--seq", "--batch", "--vocab", "--steps", "--lr", "--seed", "--init",
         "--out", "--record", "--record-every", "--threads", "--step-times", "--hook-threads",
-        "--file-schema", "--compression" };
+        "--file-schema", "--compression", "--hook-team" };
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         ck_assert_msg(strstr(help, flags[i]) != NULL, "--help lacks %s", flags[i]);
 }
@@ -823,6 +885,7 @@ static Suite *run_suite(void)
     tcase_add_test(tr, bad_flags_exit_2);
     tcase_add_test(tr, step_times_follow_the_recorded_steps);
     tcase_add_test(tr, hook_threads_default_to_the_openmp_threads);
+    tcase_add_test(tr, hook_team_gives_the_bits_of_hook_threads);
     suite_add_tcase(s, tr);
     return s;
 }
