@@ -383,6 +383,20 @@ typedef struct tg_team_call {
 
 static void team_call(tg_instr *h, const tg_team_call *c)
 {
+    /* A tensor under 1 MiB, or of one row, is read whole by part 0's call
+     * (resdiag.h): a region for it would only make the threads meet. */
+    if (c->t.rows < 2 || (double)c->t.rows * (double)c->t.cols * sizeof(real) < 1048576.0) {
+        TIC(h);
+        resdiag_status st =
+            c->param ? resdiag_param_grad_team_at(h->rd, c->layer, c->param, c->t, 0, 1, c->file,
+                                                  c->line)
+                     : resdiag_observe_team_at(h->rd, (resdiag_direction)c->dir, c->layer,
+                                               c->sublayer, (resdiag_site)c->site, c->t, 0, 1,
+                                               c->file, c->line);
+        TOC(h);
+        note(h, st);
+        return;
+    }
     const double tic = h->time_calls ? mono_now() : 0;
     double cpu = 0;
     resdiag_status first = RESDIAG_OK;
