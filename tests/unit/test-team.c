@@ -10,8 +10,8 @@
  * arriving in every order and all at once; and a single thread's run
  * must differ somewhere (so the comparison can tell the parts apart).
  * Then each client bug (a part twice, another n_parts or tensor, out of
- * range), a team incomplete at step_end, and teams of different sites at
- * once.
+ * range), a team incomplete at step_end (also across set_enabled, close
+ * and destroy), and teams of different sites at once.
  *
  * Meant to run under ThreadSanitizer too (suite 'threads').
  */
@@ -489,6 +489,41 @@ START_TEST(incomplete_team_at_step_end)
 }
 END_TEST
 
+/* resdiag_set_enabled inside a step acts at the next step_begin: the open
+ * team still counts at this step_end. Closing inside a step with a team
+ * open drops that step (as any) and destroy frees the team (ASan: no
+ * leak); a team call after close is refused. */
+START_TEST(set_enabled_close_and_destroy_with_an_open_team)
+{
+    float *x;
+    resdiag_tensor t = big_tensor(&x);
+    resdiag *r = open_run(tmp("team.h5"), 1);
+    ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
+    ck_assert_int_eq(TEAM(r, t, 0, 2, 40), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_set_enabled(r, 0), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_E_STATE);
+    ck_assert_int_eq(resdiag_step_begin(r, 1), RESDIAG_OK); /* not recorded: a no-op */
+    ck_assert_int_eq(TEAM(r, t, 1, 2, 41), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_set_enabled(r, 1), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_step_begin(r, 2), RESDIAG_OK);
+    ck_assert_int_eq(TEAM(r, t, 1, 2, 42), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    ck_assert_int_eq(TEAM(r, t, 0, 2, 43), RESDIAG_E_STATE);
+    resdiag_destroy(r);
+    resdiag_reader *rd = NULL;
+    ck_assert_int_eq(resdiag_reader_open(&rd, tmp("team.h5")), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 1);
+    double f[RESDIAG_N_FIELDS];
+    int observed = -1;
+    ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_OUT, f,
+                                         &observed), RESDIAG_OK);
+    ck_assert_int_eq(observed, 0);
+    resdiag_reader_destroy(rd);
+    free(x);
+}
+END_TEST
+
 /* ------------------------------------------------------------ teams at once */
 
 typedef struct site_job {
@@ -583,6 +618,7 @@ int main(void)
     tcase_add_test(tc, one_part_null_handle_and_outside_a_step);
     tcase_add_test(tc, client_bugs_are_refused_and_the_team_still_completes);
     tcase_add_test(tc, incomplete_team_at_step_end);
+    tcase_add_test(tc, set_enabled_close_and_destroy_with_an_open_team);
     tcase_add_test(tc, teams_of_different_sites_at_once);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
