@@ -40,9 +40,10 @@
  *
  * Hooks never run at the same time as step_end, flush, close or destroy
  * (resdiag.h, "Threads"), so no call is inside a team then: step_end
- * resets an incomplete team (the step is written without it, a WARNING
- * and RESDIAG_E_STATE say so), set_enabled acts at the next step_begin
- * (no team is open then), close inside a step drops that step and its
+ * resets an incomplete team (the step is written without it; a warning,
+ * at RESDIAG_LOG_INFO as the library's warnings, and RESDIAG_E_STATE say
+ * so), set_enabled acts at the next step_begin (no team is open then),
+ * close inside a step drops that step and its
  * teams with it, destroy frees them. fork(): the state is plain memory
  * and atomics, no lock and no thread, so a child goes on from it; a team
  * whose other threads stayed in the parent is incomplete at the child's
@@ -196,7 +197,8 @@ static void site_text(char *out, size_t len, const team_site *ts)
                  resdiag_site_name(ts->site), ts->layer, ts->sublayer);
 }
 
-/* Why args differ from the team's (NULL: they do not). */
+/* Why args differ from the team's (NULL: they do not); row0 is the
+ * leader's to say. */
 static const char *args_differ(const team_args *a, const team_args *team)
 {
     if (a->n_parts != team->n_parts)
@@ -352,7 +354,9 @@ static resdiag_status team_call(resdiag *r, const char *fn, const team_site *ts,
         return rd_client_bug(r, RESDIAG_E_NOMEM, "%s: no memory for part %d of a team; not "
                              "recorded (%s:%d)", fn, part, file ? file : "?", line);
     }
-    mine.row0 = ts->sp.row0 + rows_seen(r, ts);
+    /* only a leader's row0 is used: a call that finds one reads no slot */
+    if (atomic_load_explicit(&tm->leader, memory_order_acquire) < 0)
+        mine.row0 = ts->sp.row0 + rows_seen(r, ts);
     e->args = mine;
     int lead = -1;
     if (!atomic_compare_exchange_strong_explicit(&tm->leader, &lead, part, memory_order_acq_rel,

@@ -8,7 +8,7 @@
 #include "record/handle.h"
 
 /* At the end of a recorded step: every team still incomplete is logged
- * (WARNING) and reset, its site not recorded. RESDIAG_E_STATE if there was
+ * (a warning, RESDIAG_LOG_INFO) and reset, its site not recorded. RESDIAG_E_STATE if there was
  * one (resdiag_errmsg says which), else OK. Not while hooks run. */
 resdiag_status rd_teams_step_end(resdiag *r);
 
