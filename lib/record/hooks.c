@@ -330,13 +330,13 @@ static double *last_norms(resdiag *r, const slot_ref *s, rd_hook_data d)
     const double *given = d.copy ? d.copy->norms : d.row_norms;
     const int64_t rows = data_rows(d);
     lc->norm_rows = -1;
-    if (!d.t && !given)
+    if ((!d.t || d.part) && !given) /* a team's that were not kept: none */
         return NULL;
     double *buf = rd_same_norms(r, s->cs, rows);
     if (!buf)
         return NULL;
     lc->norm_rows = rows;
-    if (d.t)
+    if (d.t && !d.part)
         return buf;
     if (rows > 0)
         memcpy(buf, given, (size_t)rows * sizeof *buf);

@@ -43,11 +43,10 @@
  * resets an incomplete team (the step is written without it; a warning,
  * at RESDIAG_LOG_INFO as the library's warnings, and RESDIAG_E_STATE say
  * so), set_enabled acts at the next step_begin (no team is open then),
- * close inside a step drops that step and its
- * teams with it, destroy frees them. fork(): the state is plain memory
- * and atomics, no lock and no thread, so a child goes on from it; a team
- * whose other threads stayed in the parent is incomplete at the child's
- * step_end.
+ * close inside a step drops that step and its teams with it, destroy
+ * frees them. fork(): the state is plain memory and atomics, no lock and
+ * no thread, so a child goes on from it; a team whose other threads
+ * stayed in the parent is incomplete at the child's step_end.
  */
 #include "record/team.h"
 
@@ -74,7 +73,7 @@ typedef struct team_args {
 typedef struct team_part {
     team_args args;
     rd_stats_part stats; /* of its rows */
-    double *norms;       /* (norms_cap) its rows' per-token norms (an add's sides) */
+    double *norms;       /* (norms_cap) its rows' per-token norms (team_site.norms) */
     int64_t norms_cap;
     int norms_kept;      /* 0: no memory for them */
 } team_part;
@@ -83,7 +82,9 @@ typedef struct team_part {
 typedef struct team_site {
     int table;              /* its STATS table */
     size_t slot;            /* ... and slot there */
-    int add;                /* forward STREAM_IN or BRANCH_OUT: per-token norms kept */
+    int norms;              /* per-token norms kept: a forward site but the logits and
+                               FINAL_NORM_OUT (hooks.c, keeps_norms: an add's sides pair
+                               by them, and a copy into one takes its source's) */
     rd_sketch_params sp;    /* row0: the rank's base */
     resdiag_direction dir;
     int layer, sublayer;
@@ -258,7 +259,7 @@ static void part_compute(team_part *e, const resdiag_tensor *t, int part, const 
     sp.row0 = team->row0 + r0;
     double *norms = NULL;
     e->norms_kept = 1;
-    if (ts->add && r1 > r0) {
+    if (ts->norms && r1 > r0) {
         if (e->norms_cap < r1 - r0) {
             double *grown = realloc(e->norms, (size_t)(r1 - r0) * sizeof *grown);
             if (grown) {
@@ -291,7 +292,7 @@ static resdiag_status team_complete(resdiag *r, const char *fn, rd_team *tm,
     for (int k = 1; k < team->n_parts; k++)
         rd_stats_part_merge(&merged, &tm->part[k]->stats, &ts->sp);
     const double *norms = NULL;
-    if (ts->add && t->rows > 0) {
+    if (ts->norms && t->rows > 0) {
         int kept = 1;
         for (int k = 0; k < team->n_parts; k++)
             kept &= tm->part[k]->norms_kept;
@@ -438,7 +439,8 @@ resdiag_status resdiag_observe_team_at(resdiag *r, resdiag_direction dir, int la
     team_site ts = { 0, 0, 0, rd_hook_sketch(r, site == RESDIAG_LOGITS ? 0 : t.cols), dir,
                      layer, sublayer, site, -1, NULL };
     rd_tables_site_slot(&r->lay, dir, layer, sublayer, site, 0, &ts.table, &ts.slot);
-    ts.add = dir == RESDIAG_FORWARD && (site == RESDIAG_STREAM_IN || site == RESDIAG_BRANCH_OUT);
+    ts.norms = dir == RESDIAG_FORWARD && site != RESDIAG_LOGITS &&
+               site != RESDIAG_FINAL_NORM_OUT;
     return team_call(r, fn, &ts, r->lay.tables[ts.table].slot_offset + ts.slot, &t, part,
                      n_parts, file, line);
 }

@@ -6,7 +6,8 @@
  * hold the same bits in every dataset (schema 1: doubles as computed),
  * for tensors below and above 1 MiB, rows not divisible by n_parts, fewer
  * rows than parts, strided and bf16 views, repeated calls of a site in a
- * step, the update ratio of a residual add, parameter gradients, parts
+ * step, the update ratio of a residual add (also with a stream in copied
+ * from a team's stream out: its norms), parameter gradients, parts
  * arriving in every order and all at once; and a single thread's run
  * must differ somewhere (so the comparison can tell the parts apart).
  * Then each client bug (a part twice, another n_parts or tensor, out of
@@ -299,6 +300,17 @@ static void write_run(const char *path, int mode, int hook_threads, int n, const
             else
                 team(r, &o[k], n, order);
         }
+        /* a stream in copied from a site of the sublayer before (observed
+         * once in the step) with its per-token norms (same_as.c), which its
+         * add then pairs by */
+        ck_assert_msg(resdiag_observe_same_as(r, RESDIAG_FORWARD, 1, 0, RESDIAG_STREAM_IN, 0, 1,
+                                              RESDIAG_NORM_OUT, "test-team.c", 2) == RESDIAG_OK,
+                      "%s", resdiag_errmsg(r));
+        const obs branch = { RESDIAG_FORWARD, 1, 0, RESDIAG_BRANCH_OUT, NULL, o[2].t };
+        if (mode == 0)
+            ck_assert_int_eq(observe_whole(r, &branch), RESDIAG_OK);
+        else
+            team(r, &branch, n, order);
         ck_assert_msg(resdiag_step_end(r) == RESDIAG_OK, "%s", resdiag_errmsg(r));
         for (int k = 0; k < nb; k++)
             free(bufs[k]);
