@@ -58,7 +58,10 @@
  * with one more step would be other bytes, which a kill could tear, or
  * would move, and its old place could be reused before the index says so
  * (doc/FORMAT.md, "Schema 2"). Their reservation counts each new chunk at
- * its uncompressed size plus deflate's worst growth (chunk_bound).
+ * its uncompressed size plus deflate's worst growth (chunk_bound). Only
+ * tables of at least RD_FILTER_MIN_STEP_BYTES a step are deflated: the
+ * others, where a chunk per step costs more in index than deflate saves,
+ * are plain, in chunks of about 32 KiB (part_level).
  *
  * Schema 2 stores each value at its type (file_types.h): a table is one
  * dataset, or two for a STATS table (its real fields, then its counts:
@@ -94,6 +97,9 @@
 #define SERIES_CHUNK_MIN 256
 /* Bound on the bytes of one table chunk (see table_chunk_steps). */
 #define TABLE_CHUNK_BYTES ((size_t)1 << 20)
+/* About the bytes of one chunk of a plain table in a file with filters
+ * (see plain_chunk_steps). */
+#define PLAIN_CHUNK_BYTES ((size_t)32 << 10)
 /* Bound on the chunk cache asked for per dataset. */
 #define CHUNK_CACHE_MAX ((size_t)64 << 20)
 /* Space reserved for the metadata that one write phase may allocate (index
@@ -118,6 +124,7 @@ typedef struct table_part {
     const int *map;      /* the values of a slot it stores; NULL: all, in order */
     int width;           /* the last axis */
     rd_chunk_info chunk;
+    int level;           /* its deflate level: 0 = no filters (part_level) */
 } table_part;
 #define MAX_PARTS 2
 
@@ -765,7 +772,7 @@ static void set_parts(rd_writer *w, int i)
         pt[0].map = rd_real_fields;
         pt[0].width = RD_N_REAL_FIELDS;
         pt[1] = (table_part){ H5I_INVALID_HID, t->counts_name, RD_FT_COUNT, rd_count_fields,
-                              RD_N_COUNT_FIELDS, { 0, 0 } };
+                              RD_N_COUNT_FIELDS, { 0, 0 }, 0 };
     }
 }
 
@@ -797,6 +804,34 @@ static off_t chunk_bound(off_t raw, int level)
     return level > 0 ? raw + raw / 512 + 64 : raw;
 }
 
+/* The deflate level of a part whose step takes step_bytes in the file:
+ * the file's level, or 0 (no filters) for a part smaller than
+ * RD_FILTER_MIN_STEP_BYTES a step. A deflated part has one chunk per step,
+ * and each chunk costs its index record, and at every append a copy of the
+ * index nodes it touched: HDF5's SWMR writer moves every v2 B-tree node it
+ * changes (2 KiB each, a leaf and its parents) to new space and never
+ * frees the old copy. For a small part that costs more than deflate saves
+ * (doc/FORMAT.md, "Filters"), so it is stored plain, in chunks of many
+ * steps (plain_chunk_steps). */
+static int part_level(const rd_writer *w, size_t step_bytes)
+{
+    return step_bytes >= RD_FILTER_MIN_STEP_BYTES ? w->level : 0;
+}
+
+/* Steps per chunk of a plain part in a file with filters: about
+ * PLAIN_CHUNK_BYTES (at most SERIES_CHUNK_MIN steps), so that a new chunk,
+ * and with it an index record and the copies of the nodes it touches,
+ * comes only every few appends, while a short run allocates little. Its
+ * chunks are rewritten in place by the appends that fill them, as schema
+ * 1's are. */
+static hsize_t plain_chunk_steps(size_t step_bytes)
+{
+    hsize_t cs = (hsize_t)(PLAIN_CHUNK_BYTES / (step_bytes + 1));
+    if (cs > SERIES_CHUNK_MIN)
+        cs = SERIES_CHUNK_MIN;
+    return cs < 1 ? 1 : cs;
+}
+
 /* Creates part p of table i and describes it. */
 static int create_part(rd_writer *w, hid_t file, const rd_file_header *hdr, int i, int p,
                        werr *e)
@@ -809,20 +844,22 @@ static int create_part(rd_writer *w, hid_t file, const rd_file_header *hdr, int 
     size_t per_step = t->count / (size_t)t->dims[t->rank - 1] * (size_t)pt->width;
     size_t esz = rd_ftype_size(pt->ft);
     int split = site_axis(w, i);
+    pt->level = part_level(w, per_step * esz);
     /* With filters a chunk is one step: each append then writes new chunks
      * only, and never rewrites one that holds a committed step (a deflated
      * chunk rewritten is other bytes, which a kill could tear, or moves,
      * and its old place may be reused before the index says so). */
-    hsize_t cs = w->level > 0 ? 1
-                              : table_chunk_steps(hdr->record_chunk_steps,
-                                                  (split < 0 ? per_step
-                                                             : per_step / (size_t)dims[split])
-                                                      * esz);
+    hsize_t cs = pt->level > 0 ? 1
+                 : w->level > 0
+                     ? plain_chunk_steps(per_step * esz)
+                     : table_chunk_steps(hdr->record_chunk_steps,
+                                         (split < 0 ? per_step : per_step / (size_t)dims[split])
+                                             * esz);
     pt->ds = create_series(file, pt->name, rd_ftype_file(pt->ft), rd_ftype_memory(pt->ft),
                            rd_ftype_fill(pt->ft), t->rank, dims, split, w->space.paged, cs,
-                           esz, w->level, e);
+                           esz, pt->level, e);
     pt->chunk.steps = cs;
-    pt->chunk.bytes = chunk_bound((off_t)cs * (off_t)per_step * (off_t)esz, w->level);
+    pt->chunk.bytes = chunk_bound((off_t)cs * (off_t)per_step * (off_t)esz, pt->level);
     w->n_datasets++;
     char desc[512];
     return pt->ds >= 0

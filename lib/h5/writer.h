@@ -43,6 +43,12 @@ typedef struct rd_file_header {
     int compression;              /* schema 2: 0 no filters, 1..9 shuffle + deflate level */
 } rd_file_header;
 
+/* With compression, a table dataset is deflated only if one step of it
+ * takes at least this many bytes in the file (its shape after the step
+ * axis times its type's size); smaller ones are stored without filters
+ * (doc/FORMAT.md, "Filters"). */
+#define RD_FILTER_MIN_STEP_BYTES 1024
+
 /* Where an observed tensor's hook was called: one per stats slot
  * (tables->n_slots). file == NULL: never observed. */
 typedef struct rd_callsite {

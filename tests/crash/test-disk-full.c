@@ -31,7 +31,10 @@
 
 #define LAYERS 2
 #define ROWS (2 * 16)
-#define STEPS 200
+/* Runs long enough that half of one is well above what an append may
+ * reserve (about 2.2 MB for these models), so that the limit of half a
+ * run cuts it in the middle, not at its first step. */
+#define STEPS 500
 
 /* The files every case is checked on: schema, deflate level, as text. */
 typedef struct schema_case {
@@ -70,7 +73,7 @@ static void count_log(resdiag_log_priority prio, const char *msg, void *user)
  * hit. Exit 0 when every check held; 1 with the reason on stderr. */
 static int api_child(const char *path, const schema_case *sc, int limited)
 {
-    enum { L = 4, D = 64, T = 64, N_STEPS = 400 };
+    enum { L = 4, D = 64, T = 64, N_STEPS = 1200 };
     static const char *const sub[] = { "attn", "mlp" };
     resdiag_model m;
     resdiag_model_init(&m);
@@ -195,7 +198,8 @@ static void test_api(const schema_case *sc)
     }
     const char *cut = cu_path("api-%s.h5", sc->name);
     if (!run_api_child(cut, sc, file_size(whole) / 2)) {
-        fail(what, "the child under half the whole run's size failed");
+        fail(what, "the child under half the whole run's size (%lld bytes) failed",
+             (long long)file_size(whole));
         return;
     }
     resdiag_reader *rd = NULL;

@@ -15,7 +15,9 @@ tinygpt=$1
 tool=$2
 . "$(dirname "$0")/../helpers/tool-test-lib.sh"
 
-steps=200
+# Long enough that half a run of schema 2 at level 1 is well above what one
+# append may reserve (about 2.2 MB for this model): its file is then ~6 MB.
+steps=500
 train_args() { # SCHEMA LEVEL RUN FLUSH_LOG: tinygpt's command line, in $args
     args=("$tinygpt" --layers 2 --d-model 32 --heads 2 --seq 16 --batch 2 --vocab 32
           --steps "$steps" --threads 1 --log-every 50 --flush-steps 4
@@ -29,7 +31,7 @@ half_kib() {
 }
 # SCHEMA LEVEL KIB (bash's ulimit -f counts KiB). Schema 1: 64, 1000: below
 # creation; 1500: the first batch fits, not the second; 2400: early; 4000:
-# about a third. (They follow the writer's estimate of what a phase may
+# about an eighth. (They follow the writer's estimate of what a phase may
 # allocate: more datasets, more margin.)
 cases="1 0 64
 1 0 1000

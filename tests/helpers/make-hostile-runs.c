@@ -35,7 +35,8 @@
  *   scales-elink.h5      the /layer scale an external link into
  *                        secret-target.h5
  *
- * Schema 2 (base.h5 is one: float32 statistics, int64 counts, every chunk
+ * Schema 2 (base.h5 is one: float32 statistics, int64 counts; of L = 5
+ * layers, so that its block-site tables are large enough to be deflated,
  * through shuffle then deflate):
  *   s2-filter-blosc.h5   /forward/site_stats through shuffle then filter 32001
  *                        (Blosc's id; here an identity only this program has)
@@ -69,7 +70,7 @@
 
 #include "resdiag.h"
 
-enum { L = 2, S = 1, D = 16, ROWS = 8, STEPS = 3, CALLSITE_LEN = 128, WIDE_LAYERS = 512 };
+enum { L = 5, S = 1, D = 16, ROWS = 8, STEPS = 3, CALLSITE_LEN = 128, WIDE_LAYERS = 512 };
 #define FILTER_ID 32123
 #define BLOSC_ID 32001
 

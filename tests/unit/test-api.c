@@ -1554,13 +1554,13 @@ END_TEST
 /* In a child limited to a small file size, the writer fails: hooks and
  * steps return the error, the log says so once, the trainer loop finishes,
  * and the parent still reads every step written before. */
-/* Helper mode --fill-disk PATH FD: a trainer loop under a 2 MiB file size
+/* Helper mode --fill-disk PATH FD: a trainer loop under a 3 MiB file size
  * limit; writes {steps written, failed steps, first error, steps finished,
  * log lines} to FD. */
 static int fill_disk_main(const char *path, int fd)
 {
     signal(SIGXFSZ, SIG_IGN);
-    struct rlimit rl = { 2 << 20, 2 << 20 };
+    struct rlimit rl = { 3 << 20, 3 << 20 };
     setrlimit(RLIMIT_FSIZE, &rl);
     resdiag_set_log_handler(capture_log, NULL);
     resdiag_options o;

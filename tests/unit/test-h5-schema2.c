@@ -297,23 +297,39 @@ static int n_strings(hid_t ds, const char *attr, const char *const *want, int n)
 }
 
 /* Dataset name: its type class and size, last axis, fill value (as a
- * double), and filters: none, or shuffle then deflate at `level`. */
-static void check_dataset(hid_t f, const char *name, H5T_class_t cls, size_t size, hsize_t last,
-                          double fill, int level)
+ * double), and filters: with level > 0, shuffle then deflate at `level`
+ * when one step of it takes at least RD_FILTER_MIN_STEP_BYTES (computed
+ * here from its shape and type), in chunks of one step; else none, and a
+ * table in a file with filters then has chunks of many steps. Returns
+ * whether it is filtered. */
+static int check_dataset(hid_t f, const char *name, H5T_class_t cls, size_t size, hsize_t last,
+                         double fill, int level)
 {
     hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
     ck_assert_msg(ds >= 0, "%s missing", name);
     hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds), dcpl = H5Dget_create_plist(ds);
     ck_assert_msg(H5Tget_class(t) == cls && H5Tget_size(t) == size, "%s: type", name);
-    hsize_t dims[8];
+    hsize_t dims[8], chunk[8];
     int nd = H5Sget_simple_extent_dims(sp, dims, NULL);
     ck_assert_msg(dims[nd - 1] == last, "%s: last axis %llu", name,
                   (unsigned long long)dims[nd - 1]);
+    size_t step_bytes = size;
+    for (int k = 1; k < nd; k++)
+        step_bytes *= (size_t)dims[k];
+    int want = level > 0 && step_bytes >= RD_FILTER_MIN_STEP_BYTES ? level : 0;
+    ck_assert_int_eq(H5Pget_chunk(dcpl, nd, chunk), nd);
+    if (want > 0)
+        ck_assert_msg(chunk[0] == 1, "%s: %llu steps per deflated chunk", name,
+                      (unsigned long long)chunk[0]);
+    else if (level > 0 && strncmp(name, "summary/", 8) != 0)
+        ck_assert_msg(chunk[0] >= 32, "%s (%zu bytes a step): %llu steps per plain chunk", name,
+                      step_bytes, (unsigned long long)chunk[0]);
     double fv = 0;
     ck_assert_int_ge(H5Pget_fill_value(dcpl, H5T_NATIVE_DOUBLE, &fv), 0);
     ck_assert_msg(same(fv, fill), "%s: fill %g", name, fv);
     int nf = H5Pget_nfilters(dcpl);
-    ck_assert_int_eq(nf, level > 0 ? 2 : 0);
+    ck_assert_msg(nf == (want > 0 ? 2 : 0), "%s (%zu bytes a step): %d filters", name, step_bytes,
+                  nf);
     for (int k = 0; k < nf; k++) {
         unsigned flags, cd[4];
         size_t ncd = 4;
@@ -326,6 +342,7 @@ static void check_dataset(hid_t f, const char *name, H5T_class_t cls, size_t siz
     H5Sclose(sp);
     H5Tclose(t);
     H5Dclose(ds);
+    return nf > 0;
 }
 
 static int root_schema(hid_t f)
@@ -342,9 +359,14 @@ static void check_layout(const char *p, int level)
     hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
     ck_assert_int_ge(f, 0);
     ck_assert_int_eq(root_schema(f), 2);
-    check_dataset(f, "forward/site_stats", H5T_FLOAT, 4, RD_N_REAL_FIELDS, NAN, level);
+    /* L x S x B x 12 float32 = 1440 bytes a step: deflated; L x S x B x K
+     * float32 = 960: plain */
+    ck_assert_int_eq(check_dataset(f, "forward/site_stats", H5T_FLOAT, 4, RD_N_REAL_FIELDS, NAN,
+                                   level), level > 0);
+    ck_assert_int_eq(check_dataset(f, "forward/site_counts", H5T_INTEGER, 8, RD_N_COUNT_FIELDS,
+                                   -1, level), level > 0);
     check_dataset(f, "backward/param_counts", H5T_INTEGER, 8, RD_N_COUNT_FIELDS, -1, level);
-    check_dataset(f, "backward/site_sketch", H5T_FLOAT, 4, K, NAN, level);
+    ck_assert_int_eq(check_dataset(f, "backward/site_sketch", H5T_FLOAT, 4, K, NAN, level), 0);
     check_dataset(f, "forward/model_sketch", H5T_FLOAT, 8, K, NAN, level);
     check_dataset(f, "forward/update", H5T_FLOAT, 4, RESDIAG_N_UPDATE_FIELDS, NAN, level);
     check_dataset(f, "forward/site_calls", H5T_INTEGER, 4, B, 0, level);

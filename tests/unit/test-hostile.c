@@ -251,7 +251,7 @@ START_TEST(read_errors_are_errors)
                                          &observed), RESDIAG_E_IO);
     ck_assert_int_eq(observed, 0);
     ck_assert_msg(strstr(g_last, "forward/site_stats") != NULL, "message: %s", g_last);
-    double row[2 * 1 * RESDIAG_N_BLOCK_SITES * RESDIAG_N_FIELDS];
+    double row[5 * 1 * RESDIAG_N_BLOCK_SITES * RESDIAG_N_FIELDS];
     ck_assert_int_eq(resdiag_reader_read(rd, "forward/site_stats", 0, 1, row,
                                          sizeof row / sizeof row[0]), RESDIAG_E_IO);
     resdiag_analysis *an = (resdiag_analysis *)1;
@@ -300,7 +300,7 @@ START_TEST(dangling_scales_are_ignored)
     ck_assert_int_eq(resdiag_reader_open(&base, run("base.h5")), RESDIAG_OK);
     ck_assert_msg(resdiag_reader_open(&rd, run("scales-dangling.h5")) == RESDIAG_OK, "%s", g_last);
     ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, resdiag_reader_info(base)->n_steps);
-    double a[2 * 1 * RESDIAG_N_BLOCK_SITES * RESDIAG_N_FIELDS], b[sizeof a / sizeof a[0]];
+    double a[5 * 1 * RESDIAG_N_BLOCK_SITES * RESDIAG_N_FIELDS], b[sizeof a / sizeof a[0]];
     size_t n = sizeof a / sizeof a[0];
     for (int64_t i = 0; i < resdiag_reader_info(rd)->n_steps; i++) {
         ck_assert_int_eq(resdiag_reader_read(base, "forward/site_stats", i, 1, a, n), RESDIAG_OK);
