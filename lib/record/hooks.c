@@ -561,20 +561,27 @@ resdiag_status rd_hook_param_index(resdiag *r, const char *fn, int layer, const 
     return RESDIAG_OK;
 }
 
+void rd_hook_param_slot(const resdiag *r, int layer, int param, int *table, size_t *slot)
+{
+    const int model_level = layer == RESDIAG_MODEL_LEVEL;
+    *table = model_level ? RD_T_MODEL_PARAM : RD_T_LAYER_PARAM;
+    *slot = model_level ? (size_t)param
+                        : (size_t)layer * (size_t)r->model.n_layer_params + (size_t)param;
+}
+
 resdiag_status rd_hook_param_grad(resdiag *r, const char *fn, int layer, const char *name,
                                   int param, rd_hook_data d, const char *file, int line)
 {
     resdiag_status st = rd_hook_param_index(r, fn, layer, name, &param, file, line);
     if (st)
         return st;
-    int model_level = layer == RESDIAG_MODEL_LEVEL;
-    int n = model_level ? r->model.n_model_params : r->model.n_layer_params;
-    const char *const *names =
-        model_level ? r->model.model_param_names : r->model.layer_param_names;
+    const char *const *names = layer == RESDIAG_MODEL_LEVEL ? r->model.model_param_names
+                                                            : r->model.layer_param_names;
     if ((st = check_data(r, fn, d, file, line)))
         return st;
-    int table = model_level ? RD_T_MODEL_PARAM : RD_T_LAYER_PARAM;
-    size_t slot = model_level ? (size_t)param : (size_t)layer * (size_t)n + (size_t)param;
+    int table;
+    size_t slot;
+    rd_hook_param_slot(r, layer, param, &table, &slot);
     slot_ref s = { r->cur + rd_tables_offset(&r->lay, table, slot), NULL,
                    r->cur + rd_tables_calls_offset(&r->lay, table, slot),
                    r->lay.tables[table].slot_offset + slot, NULL, RESDIAG_BACKWARD, layer, 0,

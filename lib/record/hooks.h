@@ -58,6 +58,10 @@ resdiag_status rd_hook_check_observe(resdiag *r, const char *fn, resdiag_directi
 resdiag_status rd_hook_param_index(resdiag *r, const char *fn, int layer, const char *name,
                                    int *param, const char *file, int line);
 
+/* The table and slot of parameter `param` (an index rd_hook_param_index
+ * checked) of layer, or of the model for RESDIAG_MODEL_LEVEL. */
+void rd_hook_param_slot(const resdiag *r, int layer, int param, int *table, size_t *slot);
+
 /* resdiag_observe_at for either kind of data, for a run recording the
  * open step (the entry points check r and rd_hook_idle first). */
 resdiag_status rd_hook_observe(resdiag *r, const char *fn, resdiag_direction dir, int layer,

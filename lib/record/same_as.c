@@ -368,30 +368,15 @@ static resdiag_status param_slot(resdiag *r, const char *fn, int layer, const ch
                                  size_t *cs, size_t *fields, size_t *calls, const char *file,
                                  int line)
 {
-    const char *f = file ? file : "?";
-    const int model_level = layer == RESDIAG_MODEL_LEVEL;
     if (!name)
-        return rd_client_bug(r, RESDIAG_E_NULL, "%s: name is NULL (%s:%d)", fn, f, line);
-    if (!model_level && (layer < 0 || layer >= r->model.n_layers))
-        return rd_client_bug(r, RESDIAG_E_RANGE, "%s: layer %d out of range 0..%d or "
-                             "RESDIAG_MODEL_LEVEL (%s:%d)", fn, layer, r->model.n_layers - 1,
-                             f, line);
-    if (!model_level && (layer < r->layer_lo || layer >= r->layer_hi))
-        return rd_client_bug(r, RESDIAG_E_RANGE, "%s: layer %d is not in this pipeline "
-                             "stage's layers %d..%d (%s:%d)", fn, layer, r->layer_lo,
-                             r->layer_hi - 1, f, line);
-    const int n = model_level ? r->model.n_model_params : r->model.n_layer_params;
-    const char *const *names =
-        model_level ? r->model.model_param_names : r->model.layer_param_names;
-    int p = 0;
-    while (p < n && strcmp(names[p], name) != 0)
-        p++;
-    if (p == n)
-        return rd_client_bug(r, RESDIAG_E_RANGE, "%s: '%s' is not a declared %s parameter "
-                             "(%s:%d)", fn, name, model_level ? "model-level" : "per-layer", f,
-                             line);
-    const int table = model_level ? RD_T_MODEL_PARAM : RD_T_LAYER_PARAM;
-    const size_t slot = model_level ? (size_t)p : (size_t)layer * (size_t)n + (size_t)p;
+        return rd_client_bug(r, RESDIAG_E_NULL, "%s: name is NULL (%s:%d)", fn,
+                             file ? file : "?", line);
+    int p = -1, table;
+    size_t slot;
+    resdiag_status st = rd_hook_param_index(r, fn, layer, name, &p, file, line);
+    if (st)
+        return st;
+    rd_hook_param_slot(r, layer, p, &table, &slot);
     *cs = r->lay.tables[table].slot_offset + slot;
     *fields = rd_tables_offset(&r->lay, table, slot);
     *calls = rd_tables_calls_offset(&r->lay, table, slot);

@@ -462,14 +462,11 @@ resdiag_status resdiag_param_grad_team_at(resdiag *r, int layer, const char *nam
     if (st || (st = rd_hook_param_index(r, fn, layer, name, &param, file, line)) ||
         (st = rd_hook_check_tensor(r, fn, &t, file, line)))
         return st;
-    const int model_level = layer == RESDIAG_MODEL_LEVEL;
-    team_site ts = { model_level ? RD_T_MODEL_PARAM : RD_T_LAYER_PARAM,
-                     model_level ? (size_t)param
-                                 : (size_t)layer * (size_t)r->model.n_layer_params + (size_t)param,
-                     0, { 0, NULL, 0, 0, 0, 0 }, RESDIAG_BACKWARD, layer, 0, RESDIAG_STREAM_IN,
-                     param,
-                     model_level ? r->model.model_param_names[param]
-                                 : r->model.layer_param_names[param] };
+    team_site ts = { 0, 0, 0, { 0, NULL, 0, 0, 0, 0 }, RESDIAG_BACKWARD, layer, 0,
+                     RESDIAG_STREAM_IN, param,
+                     layer == RESDIAG_MODEL_LEVEL ? r->model.model_param_names[param]
+                                                  : r->model.layer_param_names[param] };
+    rd_hook_param_slot(r, layer, param, &ts.table, &ts.slot);
     return team_call(r, fn, &ts, r->lay.tables[ts.table].slot_offset + ts.slot, &t, part,
                      n_parts, file, line);
 }
