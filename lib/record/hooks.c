@@ -109,16 +109,6 @@ static void note_callsite(resdiag *r, size_t slot, const char *file, int line)
  * finds the flag taken and records nothing, so the slot keeps the first
  * call's complete result. Acquire and release order one call's writes
  * before those of the next call that takes the flag, from any thread. */
-static int claim(atomic_uchar *flag)
-{
-    return atomic_exchange_explicit(flag, 1, memory_order_acquire) == 0;
-}
-
-static void release(atomic_uchar *flag)
-{
-    atomic_store_explicit(flag, 0, memory_order_release);
-}
-
 static resdiag_status busy_bug(resdiag *r, const char *fn, const char *what, int add,
                                const char *file, int line)
 {
@@ -312,16 +302,6 @@ static resdiag_status check_copy_rows(resdiag *r, const char *fn, const slot_ref
                          (long long)c->rows_before, file ? file : "?", line);
 }
 
-/* Forward sites other than an add's sides (whose norms are the add_state's)
- * keep their last call's per-token norms, for a copy into STREAM_IN or
- * BRANCH_OUT; LOGITS and FINAL_NORM_OUT are never copied (same_as.c). */
-static int keeps_norms(const resdiag *r, const slot_ref *s)
-{
-    (void)r;
-    return !s->param && s->dir == RESDIAG_FORWARD && s->site != RESDIAG_LOGITS &&
-           s->site != RESDIAG_FINAL_NORM_OUT;
-}
-
 /* Where a call of such a slot puts its norms (a tensor: the kernel writes
  * them; given norms or a copy's: copied), and how many it kept. */
 static double *last_norms(resdiag *r, const slot_ref *s, rd_hook_data d)
@@ -351,9 +331,9 @@ static resdiag_status record_call(resdiag *r, const char *fn, const slot_ref *s,
                                   int line)
 {
     add_state *a = s->add;
-    int claimed = claim(&r->slot_busy[s->cs]);
-    if (claimed && a && !claim(&a->busy)) {
-        release(&r->slot_busy[s->cs]);
+    int claimed = rd_hook_claim(&r->slot_busy[s->cs]);
+    if (claimed && a && !rd_hook_claim(&a->busy)) {
+        rd_hook_release(&r->slot_busy[s->cs]);
         claimed = 0;
     }
     if (!claimed) {
@@ -364,14 +344,14 @@ static resdiag_status record_call(resdiag *r, const char *fn, const slot_ref *s,
     resdiag_status st = check_repeat(r, fn, s, data_cols(d), file, line);
     if (st) {
         if (a)
-            release(&a->busy);
-        release(&r->slot_busy[s->cs]);
+            rd_hook_release(&a->busy);
+        rd_hook_release(&r->slot_busy[s->cs]);
         return st;
     }
     if (d.copy && (st = check_copy_rows(r, fn, s, d.copy, file, line))) {
         if (a)
-            release(&a->busy);
-        release(&r->slot_busy[s->cs]);
+            rd_hook_release(&a->busy);
+        rd_hook_release(&r->slot_busy[s->cs]);
         return st;
     }
     double *row_norms = NULL;
@@ -379,14 +359,14 @@ static resdiag_status record_call(resdiag *r, const char *fn, const slot_ref *s,
     rd_add_call c = { 0, 0, 0, 0.0, -1 };
     if (a)
         c = add_call(s, d, &row_norms, &kept);
-    else if (keeps_norms(r, s))
+    else if (rd_hook_keeps_norms(s->param != NULL, s->dir, s->site))
         row_norms = last_norms(r, s, d);
     observe_slot(r, s, row_norms, d, sp, file, line);
     if (a) {
         rd_add_observed(r, s->layer, s->sublayer, a, &c);
-        release(&a->busy);
+        rd_hook_release(&a->busy);
     }
-    release(&r->slot_busy[s->cs]);
+    rd_hook_release(&r->slot_busy[s->cs]);
     if (!kept)
         return rd_client_bug(r, RESDIAG_E_NOMEM,
                              "%s: no memory for %lld per-token norms; update ratio per "
@@ -519,7 +499,7 @@ resdiag_status resdiag_observe_alias(resdiag *r, resdiag_direction dir, int laye
     size_t slot;
     rd_tables_site_slot(lay, dir, layer, sublayer, site, 0, &table, &slot);
     const size_t cs = lay->tables[table].slot_offset + slot;
-    if (!claim(&r->slot_busy[cs])) {
+    if (!rd_hook_claim(&r->slot_busy[cs])) {
         char what[96];
         site_label(what, sizeof what, dir, layer, sublayer, site);
         return busy_bug(r, fn, what, 0, NULL, 0);
@@ -527,7 +507,7 @@ resdiag_status resdiag_observe_alias(resdiag *r, resdiag_direction dir, int laye
     int at = dir == RESDIAG_FORWARD ? RD_T_FWD_ALIAS : RD_T_BWD_ALIAS;
     r->cur[rd_tables_offset(lay, at, (size_t)layer * (size_t)r->model.n_sublayers + sublayer)
            + (size_t)site] = (double)same_as;
-    release(&r->slot_busy[cs]);
+    rd_hook_release(&r->slot_busy[cs]);
     return RESDIAG_OK;
 }
 

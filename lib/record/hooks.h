@@ -8,6 +8,8 @@
 #ifndef RD_RECORD_HOOKS_H
 #define RD_RECORD_HOOKS_H
 
+#include <stdatomic.h>
+
 #include "record/handle.h"
 
 struct rd_stats_part;
@@ -57,6 +59,27 @@ resdiag_status rd_hook_check_observe(resdiag *r, const char *fn, resdiag_directi
  * bug (logged). */
 resdiag_status rd_hook_param_index(resdiag *r, const char *fn, int layer, const char *name,
                                    int *param, const char *file, int line);
+
+/* A slot's busy flag: 1 if this call took it (two calls at once for one
+ * slot are a client bug: the loser returns RESDIAG_E_BUSY). */
+static inline int rd_hook_claim(atomic_uchar *flag)
+{
+    return atomic_exchange_explicit(flag, 1, memory_order_acquire) == 0;
+}
+
+static inline void rd_hook_release(atomic_uchar *flag)
+{
+    atomic_store_explicit(flag, 0, memory_order_release);
+}
+
+/* Whether a site's calls keep their per-token norms (for a copy into
+ * STREAM_IN or BRANCH_OUT, same_as.c): forward sites but LOGITS and
+ * FINAL_NORM_OUT, which are never copied; no parameter gradient. */
+static inline int rd_hook_keeps_norms(int param, resdiag_direction dir, resdiag_site site)
+{
+    return !param && dir == RESDIAG_FORWARD && site != RESDIAG_LOGITS &&
+           site != RESDIAG_FINAL_NORM_OUT;
+}
 
 /* The table and slot of parameter `param` (an index rd_hook_param_index
  * checked) of layer, or of the model for RESDIAG_MODEL_LEVEL. */

@@ -244,16 +244,6 @@ static void take_last(resdiag *r, size_t cs, double *fields, double *sketch, dou
         c->norms = a ? (in ? a->in_norms : a->br_norms) : lc->norms;
 }
 
-static int claim(atomic_uchar *flag)
-{
-    return atomic_exchange_explicit(flag, 1, memory_order_acquire) == 0;
-}
-
-static void release(atomic_uchar *flag)
-{
-    atomic_store_explicit(flag, 0, memory_order_release);
-}
-
 /* The checks of a copy between two sites that need no slot: the same
  * direction is implied; not a site into itself; FINAL_NORM_OUT neither end
  * forward; the same sketch parameters at both (LOGITS takes its columns
@@ -296,7 +286,7 @@ static resdiag_status copy_site(resdiag *r, const char *fn, site_ref *t, site_re
     char a[96], b[96];
     label(a, sizeof a, t);
     label(b, sizeof b, src);
-    if (!claim(&r->slot_busy[src->cs]))
+    if (!rd_hook_claim(&r->slot_busy[src->cs]))
         return rd_client_bug(r, RESDIAG_E_BUSY, "%s: %s, the source of %s, is being observed "
                              "by another thread at this moment; not recorded (%s:%d)", fn, b, a,
                              f, line);
@@ -330,7 +320,7 @@ static resdiag_status copy_site(resdiag *r, const char *fn, site_ref *t, site_re
         rd_hook_data d = { NULL, NULL, NULL, &c, NULL };
         st = rd_hook_observe(r, fn, t->dir, t->layer, t->sublayer, t->site, d, file, line);
     }
-    release(&r->slot_busy[src->cs]);
+    rd_hook_release(&r->slot_busy[src->cs]);
     if (st)
         return st;
     int same = alias_site(r, t, src, origin);
@@ -402,7 +392,7 @@ resdiag_status resdiag_param_grad_same_as(resdiag *r, int layer, const char *nam
     if (cs == src_cs)
         return rd_client_bug(r, RESDIAG_E_INVALID, "%s: the gradient of '%s' cannot be its own "
                              "source (%s:%d)", fn, name, f, line);
-    if (!claim(&r->slot_busy[src_cs]))
+    if (!rd_hook_claim(&r->slot_busy[src_cs]))
         return rd_client_bug(r, RESDIAG_E_BUSY, "%s: the gradient of '%s', the source of '%s', "
                              "is being observed by another thread at this moment; not recorded "
                              "(%s:%d)", fn, from_name, name, f, line);
@@ -421,6 +411,6 @@ resdiag_status resdiag_param_grad_same_as(resdiag *r, int layer, const char *nam
         rd_hook_data d = { NULL, NULL, NULL, &c, NULL };
         st = rd_hook_param_grad(r, fn, layer, name, -1, d, file, line);
     }
-    release(&r->slot_busy[src_cs]);
+    rd_hook_release(&r->slot_busy[src_cs]);
     return st;
 }

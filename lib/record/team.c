@@ -82,9 +82,8 @@ typedef struct team_part {
 typedef struct team_site {
     int table;              /* its STATS table */
     size_t slot;            /* ... and slot there */
-    int norms;              /* per-token norms kept: a forward site but the logits and
-                               FINAL_NORM_OUT (hooks.c, keeps_norms: an add's sides pair
-                               by them, and a copy into one takes its source's) */
+    int norms;              /* per-token norms kept (rd_hook_keeps_norms: an add's sides
+                               pair by them, and a copy into one takes its source's) */
     rd_sketch_params sp;    /* row0: the rank's base */
     resdiag_direction dir;
     int layer, sublayer;
@@ -439,8 +438,7 @@ resdiag_status resdiag_observe_team_at(resdiag *r, resdiag_direction dir, int la
     team_site ts = { 0, 0, 0, rd_hook_sketch(r, site == RESDIAG_LOGITS ? 0 : t.cols), dir,
                      layer, sublayer, site, -1, NULL };
     rd_tables_site_slot(&r->lay, dir, layer, sublayer, site, 0, &ts.table, &ts.slot);
-    ts.norms = dir == RESDIAG_FORWARD && site != RESDIAG_LOGITS &&
-               site != RESDIAG_FINAL_NORM_OUT;
+    ts.norms = rd_hook_keeps_norms(0, dir, site);
     return team_call(r, fn, &ts, r->lay.tables[ts.table].slot_offset + ts.slot, &t, part,
                      n_parts, file, line);
 }
