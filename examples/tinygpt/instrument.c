@@ -164,6 +164,10 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
                  resdiag_version_string(), RESDIAG_VERSION_STRING);
         return NULL;
     }
+    static const resdiag_log_priority priorities[] = { RESDIAG_LOG_ERROR, RESDIAG_LOG_INFO,
+                                                       RESDIAG_LOG_DEBUG };
+    if (s->log_priority >= 0 && s->log_priority <= 2) /* before any other resdiag call */
+        resdiag_set_log_priority(priorities[s->log_priority]);
     tg_instr *h = calloc(1, sizeof *h);
     if (!h) {
         snprintf(errbuf, (size_t)errlen, "out of memory");

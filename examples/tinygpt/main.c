@@ -89,6 +89,10 @@ static const char usage[] =
     "                    with no thread to wake; resdiag's own hook threads\n"
     "                    then default to 1 [default=off]\n"
     "  --log-every N     print the loss every N steps [default=10]\n"
+    "  --resdiag-log P   error | info | debug: the lowest priority of resdiag's\n"
+    "                    messages printed on stderr (resdiag_set_log_priority);\n"
+    "                    debug adds, at the end, what the hook threads computed\n"
+    "                    [default=error]\n"
     "  --step-times FILE one line per step: \"step recorded cpu_s wall_s resdiag_s\n"
     "                    flushed resdiag_cpu_s\": recorded 0/1; the process's CPU\n"
     "                    seconds and the wall seconds of the whole step (batch,\n"
@@ -218,6 +222,7 @@ typedef struct options {
     int hook_team;      /* --hook-team: hooks are team calls of the OpenMP threads */
     int file_schema;    /* --file-schema: resdiag_options.file_schema */
     int compression;    /* --compression: resdiag_options.compression */
+    int resdiag_log;    /* --resdiag-log: 0 error, 1 info, 2 debug */
     /* tinygpt-mpi's faults: the rank and the step, -1 for none */
     int kill_rank, kill_step, nan_rank, nan_step;
 } options;
@@ -231,6 +236,7 @@ static void parse_args(options *o, int argc, char **argv)
     static const char *const inits[] = { "gpt2", "xavier", NULL };
     static const char *const records[] = { "off", "stream", "full", NULL };
     static const char *const sigmodes[] = { "off", "raise", "stop", NULL };
+    static const char *const priorities[] = { "error", "info", "debug", NULL };
     const char *placement = "pre";
     tg_config *c = &o->cfg;
 
@@ -260,6 +266,7 @@ static void parse_args(options *o, int argc, char **argv)
         { "file-schema", required_argument, NULL, 286 },
         { "compression", required_argument, NULL, 287 },
         { "hook-team", required_argument, NULL, 288 },
+        { "resdiag-log", required_argument, NULL, 289 },
 #ifdef TINYGPT_MPI
         { "kill-rank", required_argument, NULL, 282 }, { "kill-step", required_argument, NULL, 283 },
         { "nan-rank", required_argument, NULL, 284 }, { "nan-step", required_argument, NULL, 285 },
@@ -325,6 +332,7 @@ static void parse_args(options *o, int argc, char **argv)
         else if (IS("--threads")) o->threads = parse_int(flag, val, 1, 4096);
         else if (IS("--hook-threads")) o->hook_threads = parse_int(flag, val, 0, 16);
         else if (IS("--hook-team")) o->hook_team = parse_choice(flag, val, onoff);
+        else if (IS("--resdiag-log")) o->resdiag_log = parse_choice(flag, val, priorities);
         else if (IS("--file-schema")) o->file_schema = parse_int(flag, val, 0, 2);
         else if (IS("--compression")) o->compression = parse_int(flag, val, 0, 9);
         else if (IS("--log-every")) o->log_every = parse_int(flag, val, 1, INT_MAX);
@@ -531,7 +539,7 @@ int main(int argc, char **argv)
                                 o.flush_steps, o.flush_log, o.signals, o.step_times != NULL,
                                 o.overwrite, o.declare, hook_threads, dist.rank,
                                 ranks > 1 ? ranks : 0, o.file_schema, o.compression,
-                                o.hook_team };
+                                o.hook_team, o.resdiag_log };
         model.hooks = tg_instr_open(c, &s, err, sizeof err);
         if (!model.hooks) {
             /* Diagnostics are never the reason a training run does not happen. */

@@ -87,6 +87,20 @@ static const char *const *own_names(resdiag *r, const char *const *names, int n,
     return (const char *const *)arr;
 }
 
+/* What the hooks split into parts over the run, at debug priority: the
+ * way to see from outside that hook_threads reached the library and that
+ * its workers computed parts (tests/tinygpt, doc/USING.md). */
+static void log_split_counts(resdiag *r)
+{
+    if (!r->split)
+        return;
+    rd_split_counts c;
+    rd_split_pool_counts(r->split, &c);
+    rd_run_log(r, RESDIAG_LOG_DEBUG, "hook_threads %d: %lld tensors split into %lld parts, "
+               "%lld of them computed by the workers", r->opt.hook_threads, c.tensors, c.parts,
+               c.by_workers);
+}
+
 static void free_run(resdiag *r)
 {
     if (!r)
@@ -109,6 +123,7 @@ static void free_run(resdiag *r)
     free(r->callsites);
     free(r->slot_busy);
     rd_same_free(r);
+    log_split_counts(r);
     rd_split_pool_destroy(r->split);
     rd_teams_free(r);
     pthread_mutex_destroy(&r->msg_lock);

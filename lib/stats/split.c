@@ -71,6 +71,7 @@ typedef struct pool_worker {
 struct rd_split_pool {
     pid_t pid;  /* the process the threads belong to */
     int n;      /* workers running: w[0 .. n) */
+    atomic_llong tensors, parts, by_workers; /* rd_split_counts */
     pool_worker w[];
 };
 
@@ -149,6 +150,9 @@ int rd_split_pool_create(rd_split_pool **out, int workers, int *started)
     if (!pool)
         return ENOMEM;
     pool->pid = getpid();
+    atomic_init(&pool->tensors, 0);
+    atomic_init(&pool->parts, 0);
+    atomic_init(&pool->by_workers, 0);
     /* The threads start with the mask in force at pthread_create: every
      * signal blocked, so that none is ever delivered to them, and the
      * caller's mask is put back at once (no disposition changes). */
@@ -275,9 +279,17 @@ void rd_split_compute(rd_split_pool *pool, int threads, double *fields, double *
             on[k] = NULL;
             job_compute(&job[k]);
         }
+    int by_workers = 0;
     for (int k = 1; k < P; k++)
-        if (on[k])
+        if (on[k]) {
             wait_done(on[k]);
+            by_workers++;
+        }
+    if (pool) {
+        atomic_fetch_add_explicit(&pool->tensors, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&pool->parts, P, memory_order_relaxed);
+        atomic_fetch_add_explicit(&pool->by_workers, by_workers, memory_order_relaxed);
+    }
     for (int k = 1; k < P; k++)
         rd_stats_part_merge(&job[0].part, &job[k].part, sp);
     rd_stats_part_fields(fields, sketch, &job[0].part, NULL, t, sp);
@@ -296,6 +308,17 @@ void rd_stats_compute_split(int threads, double *fields, double *sketch, double 
     (void)rd_split_pool_create(&pool, parts_of(t, threads) - 1, &started);
     rd_split_compute(pool, threads, fields, sketch, row_norms, t, sp);
     rd_split_pool_destroy(pool);
+}
+
+void rd_split_pool_counts(const rd_split_pool *pool, rd_split_counts *out)
+{
+    *out = (rd_split_counts){ 0, 0, 0 };
+    if (!pool)
+        return;
+    rd_split_pool *p = (rd_split_pool *)pool; /* atomic loads take non-const pointers */
+    out->tensors = atomic_load_explicit(&p->tensors, memory_order_relaxed);
+    out->parts = atomic_load_explicit(&p->parts, memory_order_relaxed);
+    out->by_workers = atomic_load_explicit(&p->by_workers, memory_order_relaxed);
 }
 
 int rd_split_threads_available(void)

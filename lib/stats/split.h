@@ -50,6 +50,21 @@ void rd_split_pool_destroy(rd_split_pool *pool);
 void rd_split_compute(rd_split_pool *pool, int threads, double *fields, double *sketch,
                       double *row_norms, const resdiag_tensor *t, const rd_sketch_params *sp);
 
+/* The work a pool's callers split, counted as it happens: the proof that
+ * parts ran in parallel, which the bits cannot give (on some data and
+ * CPUs every order of summation rounds to the same value). For tests and
+ * the run's closing debug line. */
+typedef struct rd_split_counts {
+    long long tensors;    /* calls that split a tensor into parts */
+    long long parts;      /* the parts of those calls */
+    long long by_workers; /* of those parts, the ones a worker computed */
+} rd_split_counts;
+
+/* The counts of every rd_split_compute with this pool so far (all zero for
+ * NULL; calls without a pool count nowhere). Exact once no call with the
+ * pool runs. */
+void rd_split_pool_counts(const rd_split_pool *pool, rd_split_counts *out);
+
 /* The CPUs this process may run on (its affinity mask), 1 ..
  * RESDIAG_MAX_HOOK_THREADS: what hook_threads = 0 asks for. */
 int rd_split_threads_available(void);

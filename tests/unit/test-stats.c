@@ -46,11 +46,12 @@
 #include <string.h>
 
 #include "resdiag.h"
+#include "path-bounds.h"
 #include "stats/stats.h"
 #include "stats/stats_impl.h"
 
-#define REL_TOL 1e-12L
-#define G_F (24.0L * 0x1p-24L)      /* one float-lane row sum, see above */
+#define REL_TOL RD_TEST_REL_TOL
+#define G_F RD_TEST_G_F              /* one float-lane row sum, see above */
 #define F_TOL (6.0L * G_F + REL_TOL) /* fields of the float kernel */
 #define CALL_SEQ_SENTINEL 4242.0
 
@@ -409,22 +410,16 @@ static int field_is_exact(int q)
            q == RESDIAG_FIELD_INF_COUNT || q == RESDIAG_FIELD_CALL_SEQ;
 }
 
-/* Whether path p sums dtype in float lanes (see Tolerances above). */
-static int float_lanes(rd_stats_path p, resdiag_dtype dt)
-{
-    return p != RD_STATS_PORTABLE && dt != RESDIAG_DTYPE_F64;
-}
-
 /* Relative tolerance of the fields (rel) and of one row sum (sum_tol) for
  * path p on dtype. */
 static long double field_tol(rd_stats_path p, resdiag_dtype dt)
 {
-    return float_lanes(p, dt) ? F_TOL : REL_TOL;
+    return rd_test_float_lanes(p, dt) ? F_TOL : REL_TOL;
 }
 
 static long double sum_tol(rd_stats_path p, resdiag_dtype dt)
 {
-    return float_lanes(p, dt) ? G_F + REL_TOL : REL_TOL;
+    return rd_test_sum_tol(p, dt);
 }
 
 static void expect_fields(const char *label, const double *got, const reference *r,
