@@ -8,9 +8,12 @@
  * is small next to epsilon, so that its output does not look normalized);
  * relations between two records of one tensor (resdiag_observe_alias)
  * printed "by construction" and counted nowhere; the alias datasets in the
- * file, their absence in older files and bad values in a stranger's file.
+ * file, their absence in older files and bad values in a stranger's file;
+ * the boundaries of the confidence: runs whose sites are multiples of one
+ * tensor, so that every relation error has a closed form, 1% on either
+ * side of each threshold that decides a verdict or its confidence.
  * Synthetic runs written through the real writer; every tensor computed
- * here in double and stored as f32 (or bf16).
+ * here in double and stored as f32 (or bf16, or f64 for the boundaries).
  */
 #include <check.h>
 #include <hdf5.h>
@@ -392,6 +395,327 @@ START_TEST(relations_by_construction_are_shown_not_counted)
 }
 END_TEST
 
+/* ------------------------------------------------ confidence boundaries */
+
+/* The thresholds the confidence is documented with, as numbers and not
+ * the library's macros, so that moving one in the library fails a test:
+ * the report says "high from 25x, medium from 10x" (the rival's error over
+ * the winner's); a relation holds below 0.03 and plainly fails above 0.2;
+ * DeepNorm's alpha is 0.05 or more away from 1 (placement.c). Every case
+ * below sits 1% on one side of one of them, far more than rounding moves
+ * it (error_tol). */
+#define HIGH_SEP 25.0
+#define SEP 10.0
+#define HOLD 0.03
+#define FAIL 0.2
+#define ALPHA_MIN_DIFF 0.05
+#define BELOW 0.99
+#define ABOVE 1.01
+
+/* Site b of sublayer s is scale[s][b] times one Gaussian tensor (NAN: not
+ * observed). Sketches are linear, so a relation sum_j c_j t_j between such
+ * sites has the error |sum_j c_j lam_j| / max_j |c_j lam_j| whatever the
+ * sketch (multiples_error), and the least-squares alpha leaves no
+ * residual. The tensors are f64, whose sketches every kernel path sums in
+ * double; what moves an error is schema 2's float32 sketches (error_tol). */
+typedef double site_scales[RESDIAG_N_BLOCK_SITES];
+
+static double multiples_error(int n, const double *c, const double *lam)
+{
+    double sum = 0, scale = 0;
+    for (int j = 0; j < n; j++) {
+        sum += c[j] * lam[j];
+        scale = fmax(scale, fabs(c[j] * lam[j]));
+    }
+    return fabs(sum) / scale;
+}
+
+/* Float32 sketches move a relation error e over m terms by at most
+ * (m + e) 2^-24 (doc/TESTING.md, "Schema 1 against schema 2"); 1e-12
+ * covers the double sums. */
+static double error_tol(double e, int m)
+{
+    return (m + e) * 0x1p-24 + 1e-12;
+}
+
+/* Writes L layers of n_sub sublayers (a parallel block when n_sub = 2),
+ * each layer's stream the last one's stream_out, the hooks in pre-norm
+ * order or (post_order) with branch_out before the norm. */
+static void write_multiples(const char *p, int n_sub, const site_scales *scale, int post_order)
+{
+    static const char *const names[2] = { "attn", "mlp" };
+    static const resdiag_site pre_seq[RESDIAG_N_BLOCK_SITES] = {
+        RESDIAG_STREAM_IN, RESDIAG_NORM_IN, RESDIAG_NORM_OUT, RESDIAG_BRANCH_OUT,
+        RESDIAG_STREAM_OUT };
+    static const resdiag_site post_seq[RESDIAG_N_BLOCK_SITES] = {
+        RESDIAG_STREAM_IN, RESDIAG_BRANCH_OUT, RESDIAG_NORM_IN, RESDIAG_NORM_OUT,
+        RESDIAG_STREAM_OUT };
+    resdiag_model m;
+    resdiag_model_init(&m);
+    m.n_layers = L;
+    m.d_model = D;
+    m.n_sublayers = n_sub;
+    m.sublayer_names = names;
+    m.norm_kind = RESDIAG_NORM_LAYERNORM;
+    m.block = n_sub > 1 ? RESDIAG_BLOCK_PARALLEL : RESDIAG_BLOCK_SEQUENTIAL;
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, p, &m, NULL), RESDIAG_OK);
+    static double x[ROWS * D], t[ROWS * D];
+    rng = 5;
+    for (int i = 0; i < ROWS * D; i++)
+        x[i] = gauss();
+    ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
+    double g = 1;
+    for (int l = 0; l < L; l++) {
+        for (int s = 0; s < n_sub; s++)
+            for (int k = 0; k < RESDIAG_N_BLOCK_SITES; k++) {
+                resdiag_site b = post_order ? post_seq[k] : pre_seq[k];
+                if (isnan(scale[s][b]))
+                    continue;
+                for (int i = 0; i < ROWS * D; i++)
+                    t[i] = g * scale[s][b] * x[i];
+                ck_assert_int_eq(RESDIAG_FWD(r, l, s, b, resdiag_f64(t, ROWS, D)), RESDIAG_OK);
+            }
+        g *= scale[n_sub - 1][RESDIAG_STREAM_OUT];
+    }
+    ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    resdiag_destroy(r);
+}
+
+/* Every sublayer of the run decided v with confidence conf, and the model
+ * too (the weakest sublayer sets its confidence). */
+static void expect_verdicts(const resdiag_analysis *a, int n_sub, resdiag_verdict v,
+                            resdiag_confidence conf)
+{
+    for (int i = 0; i < L * n_sub; i++) {
+        const rd_sub *r = &a->sub[i];
+        ck_assert_msg(r->v == v && r->conf == conf, "sublayer %d: %s, confidence %s "
+                      "(strength %.4g), where %s, %s was due: %s; %s", i,
+                      resdiag_verdict_name(r->v), resdiag_confidence_name(r->conf),
+                      r->strength, resdiag_verdict_name(v), resdiag_confidence_name(conf),
+                      r->why, r->conf_why);
+    }
+    ck_assert_int_eq(resdiag_analysis_verdict(a), v);
+    ck_assert_int_eq(resdiag_analysis_confidence(a), conf);
+}
+
+/* A decided sublayer's strength: the rival's error over the winner's (both
+ * far above the rounding floor), within what their bounds allow. */
+static void expect_strength(const rd_sub *r, double rival, int m_rival, double winner,
+                            int m_winner)
+{
+    /* the floor of f32 (schema 2 stores the statistics as float32) or f64 */
+    ck_assert_double_le(r->floor, 2 * (0x1p-24 + 0x1p-53 * sqrt(ROWS * D)) + 4 * 0x1p-24);
+    ck_assert_double_gt(winner, 1e3 * r->floor);
+    double want = rival / winner;
+    double tol = want * (error_tol(rival, m_rival) / rival +
+                         error_tol(winner, m_winner) / winner);
+    ck_assert_double_eq_tol(r->strength, want, 1.01 * tol);
+}
+
+static const double BRANCH = 0.25; /* branch_out / stream_in */
+
+/* Strengths on either side of SEP and of HIGH_SEP, and the confidence each
+ * must give (none: cannot tell). */
+static const double sep_sides[4] = { BELOW * SEP, ABOVE * SEP, BELOW * HIGH_SEP,
+                                     ABOVE * HIGH_SEP };
+static const resdiag_confidence sep_confidence[4] = {
+    RESDIAG_CONFIDENCE_NONE, RESDIAG_CONFIDENCE_MEDIUM, RESDIAG_CONFIDENCE_MEDIUM,
+    RESDIAG_CONFIDENCE_HIGH };
+
+/* Pre-norm whose norm_in is 1/(1 - w) stream_in (pre-type relations off by
+ * w = 1e-3) and whose norm_out is 1/(1 - t w) stream_out (post-type ones
+ * off by t w): t on either side of SEP and of HIGH_SEP. */
+START_TEST(pre_type_on_either_side_of_sep_and_high_sep)
+{
+    const double w = 1e-3, rival = sep_sides[_i] * w, b = BRANCH;
+    site_scales sc[1] = { { [RESDIAG_STREAM_IN] = 1, [RESDIAG_NORM_IN] = 1 / (1 - w),
+                            [RESDIAG_NORM_OUT] = (1 + b) / (1 - rival),
+                            [RESDIAG_BRANCH_OUT] = b, [RESDIAG_STREAM_OUT] = 1 + b } };
+    const double c2[2] = { 1, -1 };
+    const double nx[2] = { sc[0][RESDIAG_NORM_IN], 1 };
+    const double yn[2] = { sc[0][RESDIAG_STREAM_OUT], sc[0][RESDIAG_NORM_OUT] };
+    ck_assert_double_eq_tol(multiples_error(2, c2, nx), w, 1e-15);
+    ck_assert_double_eq_tol(multiples_error(2, c2, yn), rival, 1e-15);
+    write_multiples(path("run.h5"), 1, sc, 0);
+    resdiag_analysis *a = analyse(path("run.h5"));
+    expect_verdicts(a, 1, _i ? RESDIAG_VERDICT_PRE : RESDIAG_VERDICT_CANNOT_TELL,
+                    sep_confidence[_i]);
+    for (int l = 0; l < L; l++) {
+        const rd_sub *r = &a->sub[l];
+        ck_assert_double_le(r->e_add, error_tol(0, 3));
+        ck_assert_double_eq_tol(r->e_nx, w, error_tol(w, 2));
+        ck_assert_double_le(r->e_deep, error_tol(0, 3));
+        ck_assert_double_eq_tol(r->e_yn, rival, error_tol(rival, 2));
+        if (_i)
+            expect_strength(r, rival, 2, w, 2);
+    }
+    if (_i == 3) { /* what the report says the thresholds are */
+        static const char said[] = "high from 25x, medium from 10x, below that cannot tell";
+        char *text = resdiag_analysis_to_text(a);
+        const char *at = strstr(text, "high from ");
+        ck_assert_msg(at && !strncmp(at, said, strlen(said)), "the report says \"%.55s\"",
+                      at ? at : "nothing");
+        resdiag_free(text);
+    }
+    resdiag_analysis_destroy(a);
+}
+END_TEST
+
+/* Post-norm whose stream_out is (1 + d) norm_out (post-type relations off
+ * by d / (1 + d)); norm_in = stream_in + branch_out, so stream_out misses
+ * stream_in + branch_out by (b - d) / (1 + d): the strength is b / d - 1,
+ * t on either side of SEP and of HIGH_SEP with d = b / (1 + t). */
+START_TEST(post_type_on_either_side_of_sep_and_high_sep)
+{
+    const double b = BRANCH, d = b / (1 + sep_sides[_i]);
+    site_scales sc[1] = { { [RESDIAG_STREAM_IN] = 1, [RESDIAG_BRANCH_OUT] = b,
+                            [RESDIAG_NORM_IN] = 1 + b, [RESDIAG_NORM_OUT] = 1,
+                            [RESDIAG_STREAM_OUT] = 1 + d } };
+    const double c2[2] = { 1, -1 }, c3[3] = { 1, -1, -1 };
+    const double yn[2] = { 1 + d, 1 }, add[3] = { 1 + d, 1, b }, nx[2] = { 1 + b, 1 };
+    const double winner = multiples_error(2, c2, yn), rival = multiples_error(3, c3, add);
+    ck_assert_double_eq_tol(rival / winner, sep_sides[_i], 1e-12);
+    ck_assert_double_gt(rival, multiples_error(2, c2, nx)); /* the pre-type's worst */
+    write_multiples(path("run.h5"), 1, sc, 1);
+    resdiag_analysis *a = analyse(path("run.h5"));
+    expect_verdicts(a, 1, _i ? RESDIAG_VERDICT_POST : RESDIAG_VERDICT_CANNOT_TELL,
+                    sep_confidence[_i]);
+    for (int l = 0; l < L; l++) {
+        const rd_sub *r = &a->sub[l];
+        ck_assert_double_eq_tol(r->e_yn, winner, error_tol(winner, 2));
+        ck_assert_double_le(r->e_deep, error_tol(0, 3));
+        ck_assert_double_eq_tol(r->e_add, rival, error_tol(rival, 3));
+        if (_i)
+            expect_strength(r, rival, 3, winner, 2);
+    }
+    resdiag_analysis_destroy(a);
+}
+END_TEST
+
+/* The best relations off by w on either side of HOLD (below it they hold:
+ * pre-norm, medium with the rival off by 0.5, 17 times w) and of FAIL
+ * (inconsistent, with confidence high only above it). */
+START_TEST(best_relations_on_either_side_of_hold_and_fail)
+{
+    static const struct { double w; resdiag_verdict v; resdiag_confidence conf; } c[4] = {
+        { BELOW * HOLD, RESDIAG_VERDICT_PRE, RESDIAG_CONFIDENCE_MEDIUM },
+        { ABOVE * HOLD, RESDIAG_VERDICT_INCONSISTENT, RESDIAG_CONFIDENCE_MEDIUM },
+        { BELOW * FAIL, RESDIAG_VERDICT_INCONSISTENT, RESDIAG_CONFIDENCE_MEDIUM },
+        { ABOVE * FAIL, RESDIAG_VERDICT_INCONSISTENT, RESDIAG_CONFIDENCE_HIGH } };
+    const double w = c[_i].w, rival = 0.5, b = BRANCH;
+    site_scales sc[1] = { { [RESDIAG_STREAM_IN] = 1, [RESDIAG_NORM_IN] = 1 / (1 - w),
+                            [RESDIAG_NORM_OUT] = (1 + b) / (1 - rival),
+                            [RESDIAG_BRANCH_OUT] = b, [RESDIAG_STREAM_OUT] = 1 + b } };
+    const double c2[2] = { 1, -1 };
+    const double fn[2] = { b, sc[0][RESDIAG_NORM_OUT] };
+    ck_assert_double_gt(multiples_error(2, c2, fn), HOLD); /* no norm on the branch */
+    write_multiples(path("run.h5"), 1, sc, 0);
+    resdiag_analysis *a = analyse(path("run.h5"));
+    expect_verdicts(a, 1, c[_i].v, c[_i].conf);
+    for (int l = 0; l < L; l++) {
+        const rd_sub *r = &a->sub[l];
+        ck_assert_double_eq_tol(r->fit_pre, w, error_tol(w, 2));
+        ck_assert_double_eq_tol(r->fit_post, rival, error_tol(rival, 2));
+        if (c[_i].v == RESDIAG_VERDICT_PRE)
+            expect_strength(r, rival, 2, w, 2);
+    }
+    resdiag_analysis_destroy(a);
+}
+END_TEST
+
+/* No norm sites: only stream_out = stream_in + branch_out is tested, here
+ * off by e (stream_out 1/(1 - e) times the sum) on either side of HOLD /
+ * SEP (high below) and of HOLD (no norm below, inconsistent above). */
+START_TEST(residual_add_alone_on_either_side_of_its_thresholds)
+{
+    static const struct { double e; resdiag_verdict v; resdiag_confidence conf; } c[4] = {
+        { BELOW * HOLD / SEP, RESDIAG_VERDICT_NONE, RESDIAG_CONFIDENCE_HIGH },
+        { ABOVE * HOLD / SEP, RESDIAG_VERDICT_NONE, RESDIAG_CONFIDENCE_MEDIUM },
+        { BELOW * HOLD, RESDIAG_VERDICT_NONE, RESDIAG_CONFIDENCE_MEDIUM },
+        { ABOVE * HOLD, RESDIAG_VERDICT_INCONSISTENT, RESDIAG_CONFIDENCE_MEDIUM } };
+    const double b = BRANCH, e = c[_i].e;
+    site_scales sc[1] = { { [RESDIAG_STREAM_IN] = 1, [RESDIAG_NORM_IN] = NAN,
+                            [RESDIAG_NORM_OUT] = NAN, [RESDIAG_BRANCH_OUT] = b,
+                            [RESDIAG_STREAM_OUT] = (1 + b) / (1 - e) } };
+    const double c3[3] = { 1, -1, -1 }, add[3] = { sc[0][RESDIAG_STREAM_OUT], 1, b };
+    ck_assert_double_eq_tol(multiples_error(3, c3, add), e, 1e-15);
+    write_multiples(path("run.h5"), 1, sc, 0);
+    resdiag_analysis *a = analyse(path("run.h5"));
+    expect_verdicts(a, 1, c[_i].v, c[_i].conf);
+    for (int l = 0; l < L; l++)
+        ck_assert_double_eq_tol(a->sub[l].e_add, e, error_tol(e, 3));
+    resdiag_analysis_destroy(a);
+}
+END_TEST
+
+/* Post-type with norm_in = alpha stream_in + branch_out exactly: post-norm
+ * while alpha is within ALPHA_MIN_DIFF of 1, deepnorm beyond. */
+START_TEST(alpha_on_either_side_of_its_least_difference)
+{
+    const double alpha = 1 + (_i ? ABOVE : BELOW) * ALPHA_MIN_DIFF, b = BRANCH, d = 1e-3;
+    site_scales sc[1] = { { [RESDIAG_STREAM_IN] = 1, [RESDIAG_BRANCH_OUT] = b,
+                            [RESDIAG_NORM_IN] = alpha + b, [RESDIAG_NORM_OUT] = 1,
+                            [RESDIAG_STREAM_OUT] = 1 + d } };
+    write_multiples(path("run.h5"), 1, sc, 1);
+    resdiag_analysis *a = analyse(path("run.h5"));
+    expect_verdicts(a, 1, _i ? RESDIAG_VERDICT_DEEPNORM : RESDIAG_VERDICT_POST,
+                    RESDIAG_CONFIDENCE_HIGH);
+    for (int l = 0; l < L; l++) {
+        const rd_sub *r = &a->sub[l];
+        /* alpha = <x, n - f> / <x, x>: float32 sketches, each off by up to 2^-24
+         * of its norm, move it by less than 4 (alpha + b) 2^-24 */
+        ck_assert_double_eq_tol(r->alpha, alpha, 4 * 0x1p-24 * (alpha + b));
+        ck_assert_double_le(r->e_deep, error_tol(0, 3));
+    }
+    resdiag_analysis_destroy(a);
+}
+END_TEST
+
+/* A parallel block (attn and mlp read one stream, stream_out = stream_in +
+ * both branches): the sequential rival would have the mlp read stream_in
+ * + the attn's branch, which is b of the stream. The mlp's stream_in off by
+ * e_same = b / t from the attn's, t on either side of SEP (a parallel
+ * block only above) and of HIGH_SEP; or stream_out off by e_sum on either
+ * side of HOLD (parallel only below). */
+START_TEST(parallel_block_on_either_side_of_its_thresholds)
+{
+    static const struct { double t, e_sum; resdiag_verdict v; resdiag_confidence conf; } c[6] = {
+        { BELOW * SEP, 0, RESDIAG_VERDICT_CANNOT_TELL, RESDIAG_CONFIDENCE_NONE },
+        { ABOVE * SEP, 0, RESDIAG_VERDICT_PARALLEL, RESDIAG_CONFIDENCE_MEDIUM },
+        { BELOW * HIGH_SEP, 0, RESDIAG_VERDICT_PARALLEL, RESDIAG_CONFIDENCE_MEDIUM },
+        { ABOVE * HIGH_SEP, 0, RESDIAG_VERDICT_PARALLEL, RESDIAG_CONFIDENCE_HIGH },
+        { INFINITY, BELOW * HOLD, RESDIAG_VERDICT_PARALLEL, RESDIAG_CONFIDENCE_MEDIUM },
+        { INFINITY, ABOVE * HOLD, RESDIAG_VERDICT_CANNOT_TELL, RESDIAG_CONFIDENCE_NONE } };
+    const double b = BRANCH, e_same = b / c[_i].t, e_sum = c[_i].e_sum;
+    const double x1 = 1 / (1 - e_same), y = (1 + 2 * b) / (1 - e_sum);
+    site_scales sc[2] = {
+        { [RESDIAG_STREAM_IN] = 1, [RESDIAG_NORM_IN] = 1, [RESDIAG_NORM_OUT] = NAN,
+          [RESDIAG_BRANCH_OUT] = b, [RESDIAG_STREAM_OUT] = NAN },
+        { [RESDIAG_STREAM_IN] = x1, [RESDIAG_NORM_IN] = x1, [RESDIAG_NORM_OUT] = NAN,
+          [RESDIAG_BRANCH_OUT] = b, [RESDIAG_STREAM_OUT] = y } };
+    const double c2[2] = { 1, -1 }, c4[4] = { 1, -1, -1, -1 };
+    const double same[2] = { x1, 1 }, sum[4] = { y, 1, b, b };
+    ck_assert_double_eq_tol(multiples_error(2, c2, same), e_same, 1e-15);
+    ck_assert_double_eq_tol(multiples_error(4, c4, sum), e_sum, 1e-15);
+    write_multiples(path("run.h5"), 2, sc, 0);
+    resdiag_analysis *a = analyse(path("run.h5"));
+    if (c[_i].v == RESDIAG_VERDICT_PARALLEL) {
+        expect_verdicts(a, 2, c[_i].v, c[_i].conf);
+        /* the rival: the attn's branch over the larger of it and stream_in */
+        for (int i = 0; i < L * 2; i++)
+            expect_strength(&a->sub[i], b, 2, fmax(e_same, e_sum), e_sum > 0 ? 4 : 2);
+    } else {
+        for (int i = 0; i < L * 2; i++)
+            ck_assert_msg(a->sub[i].v != RESDIAG_VERDICT_PARALLEL, "sublayer %d parallel: %s",
+                          i, a->sub[i].why);
+        ck_assert_int_eq(resdiag_analysis_verdict(a), c[_i].v);
+    }
+    resdiag_analysis_destroy(a);
+}
+END_TEST
+
 /* ------------------------------------------------------- the alias API */
 
 START_TEST(alias_is_recorded_per_step_and_read_back)
@@ -524,6 +848,12 @@ int main(void)
     tcase_add_test(t, sandwich_from_the_norm_on_the_branch);
     tcase_add_test(t, relations_by_construction_decide_nothing);
     tcase_add_test(t, relations_by_construction_are_shown_not_counted);
+    tcase_add_loop_test(t, pre_type_on_either_side_of_sep_and_high_sep, 0, 4);
+    tcase_add_loop_test(t, post_type_on_either_side_of_sep_and_high_sep, 0, 4);
+    tcase_add_loop_test(t, best_relations_on_either_side_of_hold_and_fail, 0, 4);
+    tcase_add_loop_test(t, residual_add_alone_on_either_side_of_its_thresholds, 0, 4);
+    tcase_add_loop_test(t, alpha_on_either_side_of_its_least_difference, 0, 2);
+    tcase_add_loop_test(t, parallel_block_on_either_side_of_its_thresholds, 0, 6);
     tcase_add_test(t, alias_is_recorded_per_step_and_read_back);
     tcase_add_test(t, alias_calls_that_are_client_bugs);
     tcase_add_test(t, files_without_aliases_and_files_with_bad_ones);
