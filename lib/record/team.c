@@ -390,17 +390,19 @@ static resdiag_status team_call(resdiag *r, const char *fn, const team_site *ts,
         return rd_client_bug(r, RESDIAG_E_NOMEM, "%s: no memory for part %d of a team; not "
                              "recorded (%s:%d)", fn, part, file ? file : "?", line);
     }
-    /* only a leader's row0 is used (and only by parts): a call that finds
-     * one reads no slot */
+    /* only a leader's arguments are read: a call that finds one writes
+     * none (and reads no slot for row0, which only parts use) */
     const int splits = team_splits(t);
-    if (splits && atomic_load_explicit(&tm->leader, memory_order_acquire) < 0)
-        mine.row0 = ts->sp.row0 + rows_seen(r, ts);
-    e->args = mine;
-    int lead = -1;
-    if (atomic_compare_exchange_strong_explicit(&tm->leader, &lead, part, memory_order_acq_rel,
-                                                memory_order_acquire)) {
-        atomic_store_explicit(&tm->n_open, n_parts, memory_order_relaxed);
-    } else {
+    int lead = atomic_load_explicit(&tm->leader, memory_order_acquire);
+    if (lead < 0) {
+        if (splits)
+            mine.row0 = ts->sp.row0 + rows_seen(r, ts);
+        e->args = mine;
+        if (atomic_compare_exchange_strong_explicit(&tm->leader, &lead, part,
+                                                    memory_order_acq_rel, memory_order_acquire))
+            atomic_store_explicit(&tm->n_open, n_parts, memory_order_relaxed);
+    }
+    if (lead >= 0) {
         const char *why = args_differ(&mine, &tm->part[lead]->args);
         if (why) {
             atomic_fetch_and_explicit(word, ~bit, memory_order_release);
