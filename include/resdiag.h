@@ -655,15 +655,17 @@ RESDIAG_API resdiag_status resdiag_param_grad_same_as(resdiag *r, int layer, con
  * call that completes the team merges the parts in row order and records
  * one call of the site, as resdiag_observe_at would: the same bits as
  * hook_threads = n_parts. No call waits for another. A tensor under 1 MiB
- * is read whole by the call of part 0 (the others return at once). The
- * calls of one team must all return before the next team call for the same
- * site (the end of a parallel region ensures it). A part given twice,
- * n_parts or a tensor that differs from the team's, or a part out of range
+ * (or of one row) is read whole by the call that completes the team (the
+ * others return at once). The calls of one team must all return before the
+ * next team call for the same site (the end of a parallel region ensures
+ * it). At any size, a part given twice, n_parts or a tensor (data, dtype,
+ * shape, row stride) that differs from the team's, or a part out of range
  * is a client bug (RESDIAG_E_INVALID or RESDIAG_E_RANGE, logged; that call
  * records nothing). A team still incomplete at resdiag_step_end records
  * nothing for its site: step_end logs it (a warning, RESDIAG_LOG_INFO),
- * writes the step and returns RESDIAG_E_STATE. n_parts = 1 is resdiag_observe_at. A no-op where
- * hooks are. */
+ * writes the step and returns RESDIAG_E_STATE. n_parts = 1 is
+ * resdiag_observe_at (refused while a team of the site is open). A no-op
+ * where hooks are. */
 #define RESDIAG_MAX_TEAM 256
 RESDIAG_API resdiag_status resdiag_observe_team_at(resdiag *r, resdiag_direction dir, int layer,
                                                    int sublayer, resdiag_site site,

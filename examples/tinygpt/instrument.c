@@ -387,7 +387,7 @@ typedef struct tg_team_call {
 
 static void team_call(tg_instr *h, const tg_team_call *c)
 {
-    /* A tensor under 1 MiB, or of one row, is read whole by part 0's call
+    /* A tensor under 1 MiB, or of one row, is read whole by one call
      * (resdiag.h): a region for it would only make the threads meet. */
     if (c->t.rows < 2 || (double)c->t.rows * (double)c->t.cols * sizeof(real) < 1048576.0) {
         TIC(h);

@@ -13,11 +13,11 @@
  *
  * The same bits as hook_threads = n_parts: the rows split as split.c
  * splits them for P = n_parts (part k from row k * rows / P; a tensor under
- * RD_SPLIT_MIN_BYTES, or of one row, is one part, read by part 0's call on
- * the path of resdiag_observe_at), each part's statistics are
- * rd_stats_part_rows of its rows, and they merge into part 0 in row order
- * (an empty part, when rows < n_parts, merges as nothing, as split.c's
- * P = rows parts of one row each). The completing call records through
+ * RD_SPLIT_MIN_BYTES, or of one row, is one part, read whole by the
+ * completing call on the path of resdiag_observe_at), each part's
+ * statistics are rd_stats_part_rows of its rows, and they merge into part 0
+ * in row order (an empty part, when rows < n_parts, merges as nothing, as
+ * split.c's P = rows parts of one row each). The completing call records through
  * hooks.c as one call of the site (slot claim, repeat checks, CALL_SEQ,
  * call site, update ratio) with the merged statistics.
  *
@@ -36,7 +36,11 @@
  *    entries a slot (RESDIAG_MAX_TEAM).
  * A call that is a client bug (part twice, another n_parts or tensor than
  * the team's) gives its bit back and records nothing, so the team can
- * still complete with the right call.
+ * still complete with the right call. A tensor read whole goes through the
+ * same state (no part computes, the completer reads it): its calls are
+ * checked alike, and nothing is recorded before every part came. A team of
+ * one is resdiag_observe_at's call, refused only while a team is open
+ * (n_open).
  *
  * Hooks never run at the same time as step_end, flush, close or destroy
  * (resdiag.h, "Threads"), so no call is inside a team then: step_end
@@ -96,6 +100,7 @@ typedef struct rd_team {
     atomic_uint_least64_t seen[SEEN_WORDS];
     atomic_int leader;
     atomic_int done;
+    atomic_int n_open;        /* the leader's n_parts once it leads, else 0 */
     team_site site;           /* for step_end's message */
     double *gather;           /* (gather_cap) the completer's norms of every row */
     int64_t gather_cap;
@@ -154,8 +159,9 @@ static struct rd_teams *teams_of(resdiag *r)
 static void team_reset(rd_team *tm)
 {
     atomic_store_explicit(&tm->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&tm->n_open, 0, memory_order_relaxed);
     atomic_store_explicit(&tm->leader, -1, memory_order_relaxed);
-    /* release: the next team's first claim of a bit sees the two above */
+    /* release: the next team's first claim of a bit sees the three above */
     for (int w = 0; w < SEEN_WORDS; w++)
         atomic_store_explicit(&tm->seen[w], 0, memory_order_release);
 }
@@ -243,6 +249,15 @@ static int64_t rows_seen(const resdiag *r, const team_site *ts)
     return (int64_t)r->cur[rd_tables_offset(&r->lay, ts->table, ts->slot) + RESDIAG_FIELD_ROWS];
 }
 
+/* Whether a team's tensor is split into its parts' rows: as split.c splits
+ * it (a tensor under RD_SPLIT_MIN_BYTES, or of one row, is read whole). */
+static int team_splits(const resdiag_tensor *t)
+{
+    const double bytes = (double)t->rows * (double)t->cols *
+                         (double)rd_stats_dtype_size(t->dtype);
+    return t->rows > 1 && bytes >= RD_SPLIT_MIN_BYTES;
+}
+
 /* Part `part` of t's rows into e, as split.c computes it: a view of its
  * rows (the kernels start their blocks at a part's first row either way)
  * with the sketch signs of their place in t. */
@@ -287,6 +302,12 @@ static resdiag_status team_complete(resdiag *r, const char *fn, rd_team *tm,
                                     const resdiag_tensor *t, const team_args *team)
 {
     const team_site *ts = &tm->site;
+    if (!team_splits(t)) {
+        rd_hook_data whole = { t, NULL, NULL, NULL, NULL };
+        resdiag_status st = record(r, fn, ts, whole, team->file, team->line);
+        team_reset(tm);
+        return st;
+    }
     rd_stats_part merged = tm->part[0]->stats;
     for (int k = 1; k < team->n_parts; k++)
         rd_stats_part_merge(&merged, &tm->part[k]->stats, &ts->sp);
@@ -327,17 +348,32 @@ static team_part *entry_of(rd_team *tm, int k)
     return tm->part[k];
 }
 
+/* A team of one (t checked, ts and cs its slot): resdiag_observe_at's call,
+ * unless the slot's team is open, of which it would be a part with another
+ * n_parts. */
+static resdiag_status team_of_one(resdiag *r, const char *fn, const team_site *ts, size_t cs,
+                                  const resdiag_tensor *t, const char *file, int line)
+{
+    struct rd_teams *all = atomic_load_explicit(&r->teams, memory_order_acquire);
+    rd_team *tm = all ? atomic_load_explicit(&all->team[cs], memory_order_acquire) : NULL;
+    const int open = tm ? atomic_load_explicit(&tm->n_open, memory_order_relaxed) : 0;
+    if (open > 0) {
+        const team_args mine = { t->data, t->rows, t->cols, t->row_stride, t->dtype, 1, 0,
+                                 file, line };
+        const team_args team = { .n_parts = open };
+        return team_bug(r, fn, ts, 0, &mine, &team, "n_parts");
+    }
+    rd_hook_data d = { t, NULL, NULL, NULL, NULL };
+    return record(r, fn, ts, d, file, line);
+}
+
 /* A checked team call (t checked, ts and cs its slot, 0 <= part < n_parts). */
 static resdiag_status team_call(resdiag *r, const char *fn, const team_site *ts, size_t cs,
                                 const resdiag_tensor *t, int part, int n_parts,
                                 const char *file, int line)
 {
-    const double bytes = (double)t->rows * (double)t->cols * (double)rd_stats_dtype_size(t->dtype);
-    if (n_parts == 1 || t->rows <= 1 || bytes < RD_SPLIT_MIN_BYTES) {
-        /* one part, as split.c makes it: resdiag_observe_at's own path */
-        rd_hook_data d = { t, NULL, NULL, NULL, NULL };
-        return part == 0 ? record(r, fn, ts, d, file, line) : RESDIAG_OK;
-    }
+    if (n_parts == 1)
+        return team_of_one(r, fn, ts, cs, t, file, line);
     rd_team *tm = team_of(r, cs, ts);
     if (!tm)
         return rd_client_bug(r, RESDIAG_E_NOMEM, "%s: no memory for the state of a team; not "
@@ -354,13 +390,19 @@ static resdiag_status team_call(resdiag *r, const char *fn, const team_site *ts,
         return rd_client_bug(r, RESDIAG_E_NOMEM, "%s: no memory for part %d of a team; not "
                              "recorded (%s:%d)", fn, part, file ? file : "?", line);
     }
-    /* only a leader's row0 is used: a call that finds one reads no slot */
-    if (atomic_load_explicit(&tm->leader, memory_order_acquire) < 0)
-        mine.row0 = ts->sp.row0 + rows_seen(r, ts);
-    e->args = mine;
-    int lead = -1;
-    if (!atomic_compare_exchange_strong_explicit(&tm->leader, &lead, part, memory_order_acq_rel,
-                                                 memory_order_acquire)) {
+    /* only a leader's arguments are read: a call that finds one writes
+     * none (and reads no slot for row0, which only parts use) */
+    const int splits = team_splits(t);
+    int lead = atomic_load_explicit(&tm->leader, memory_order_acquire);
+    if (lead < 0) {
+        if (splits)
+            mine.row0 = ts->sp.row0 + rows_seen(r, ts);
+        e->args = mine;
+        if (atomic_compare_exchange_strong_explicit(&tm->leader, &lead, part,
+                                                    memory_order_acq_rel, memory_order_acquire))
+            atomic_store_explicit(&tm->n_open, n_parts, memory_order_relaxed);
+    }
+    if (lead >= 0) {
         const char *why = args_differ(&mine, &tm->part[lead]->args);
         if (why) {
             atomic_fetch_and_explicit(word, ~bit, memory_order_release);
@@ -368,7 +410,8 @@ static resdiag_status team_call(resdiag *r, const char *fn, const team_site *ts,
         }
     }
     const team_args *team = &tm->part[lead < 0 ? part : lead]->args;
-    part_compute(e, t, part, team, ts);
+    if (splits) /* else the completer reads it whole */
+        part_compute(e, t, part, team, ts);
     if (atomic_fetch_add_explicit(&tm->done, 1, memory_order_acq_rel) + 1 < n_parts)
         return RESDIAG_OK; /* the last part to finish records */
     return team_complete(r, fn, tm, t, team);

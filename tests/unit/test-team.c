@@ -10,9 +10,10 @@
  * from a team's stream out: its norms), parameter gradients, parts
  * arriving in every order and all at once; and a single thread's run
  * must differ somewhere (so the comparison can tell the parts apart).
- * Then each client bug (a part twice, another n_parts or tensor, out of
- * range), a team incomplete at step_end (also across set_enabled, close
- * and destroy), and teams of different sites at once.
+ * Then each client bug (a part twice, another n_parts or tensor, a team of
+ * one inside a team, out of range), a team incomplete at step_end (also
+ * across set_enabled, close and destroy), and teams of different sites at
+ * once, each for a tensor read whole (8 KiB) and one split (2 MiB).
  *
  * Meant to run under ThreadSanitizer too (suite 'threads').
  */
@@ -389,10 +390,16 @@ END_TEST
 
 /* ------------------------------------------------------------ client bugs */
 
-static resdiag_tensor big_tensor(float **x)
+/* The tensors of the tests below, by their loop's index: 8 rows (8 KiB,
+ * read whole by one call of the team) and 2048 rows (2 MiB, split). */
+static const int64_t team_rows[] = { 8, 2048 };
+enum { N_TEAM_SIZES = sizeof team_rows / sizeof *team_rows };
+
+static resdiag_tensor sized_tensor(float **x, int size)
 {
-    *x = f32_tensor(2048, D); /* 2 MiB */
-    return resdiag_f32(*x, 2048, D);
+    /* twice the rows: a view of twice the row stride stays in the buffer */
+    *x = f32_tensor(2 * team_rows[size], D);
+    return resdiag_f32(*x, team_rows[size], D);
 }
 
 static int log_says(const char *what)
@@ -407,32 +414,68 @@ static int log_says(const char *what)
     resdiag_observe_team_at((r), RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_OUT, (t), (part), (n), \
                             "trainer.c", (line))
 
-/* Each bug is refused with its code and a message naming the call site;
- * the call records nothing and the team completes with the right call:
- * the site then holds exactly one call, equal to the reference's. */
+#define PARAM_TEAM(r, t, part, n, line) \
+    resdiag_param_grad_team_at((r), 0, "mlp.w2", (t), (part), (n), "trainer.c", (line))
+
+/* The client bugs of a team, each after the first call of a site's team
+ * (part 0 of 2) and of a parameter's (part 1 of 2): the bug's tensor, part
+ * and n_parts, and what its log line says. */
+enum { N_BUGS = 9 };
+static const char *bad_call(int bug, resdiag_tensor *t, const float *other, int *part, int *n,
+                            int *param)
+{
+    *part = 1;
+    *n = 2;
+    *param = 0;
+    switch (bug) {
+    case 0: *part = 0; return "given twice";
+    case 1: *n = 3; return "n_parts 3";
+    case 2: /* a team of one inside a team */
+        *part = 0;
+        *n = 1;
+        return "n_parts 1";
+    case 3: t->data = other; return "another tensor";
+    case 4: t->rows--; return "another tensor";
+    case 5: t->row_stride = 2 * D; return "another tensor";
+    case 6: t->dtype = RESDIAG_DTYPE_BF16; return "another tensor";
+    case 7: /* a parameter takes any width: another shape of the same data */
+        t->rows /= 2;
+        t->cols *= 2;
+        *part = 0;
+        *param = 1;
+        return "another tensor";
+    default: *param = 1; return "given twice";
+    }
+}
+
+/* Each bug (test index: bug x tensor size) is refused with its code and a
+ * message naming the call site, for a tensor read whole and one split
+ * alike; the call records nothing and the team completes with the right
+ * calls: each slot then holds exactly one call, equal to the reference's. */
 START_TEST(client_bugs_are_refused_and_the_team_still_completes)
 {
+    const int size = _i % N_TEAM_SIZES, bug = _i / N_TEAM_SIZES;
     float *x, *y;
-    resdiag_tensor t = big_tensor(&x), other = big_tensor(&y);
+    resdiag_tensor t = sized_tensor(&x, size), other = sized_tensor(&y, size);
     resdiag *ref = open_run(tmp("ref.h5"), 2), *r = open_run(tmp("team.h5"), 1);
     ck_assert_int_eq(resdiag_step_begin(ref, 0), RESDIAG_OK);
     ck_assert_int_eq(resdiag_observe_at(ref, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_OUT, t,
                                         "trainer.c", 10), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_param_grad_at(ref, 0, "mlp.w2", t, "trainer.c", 20), RESDIAG_OK);
     ck_assert_int_eq(resdiag_step_end(ref), RESDIAG_OK);
     ck_assert_int_eq(resdiag_close(ref), RESDIAG_OK);
     resdiag_destroy(ref);
 
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
     ck_assert_int_eq(TEAM(r, t, 0, 2, 10), RESDIAG_OK);
-    ck_assert_int_eq(TEAM(r, t, 0, 2, 11), RESDIAG_E_INVALID); /* part 0 again */
-    ck_assert_msg(log_says("given twice") && log_says("trainer.c:11"), "%s", last_log);
-    ck_assert_int_eq(TEAM(r, t, 1, 3, 12), RESDIAG_E_INVALID); /* another n_parts */
-    ck_assert_msg(log_says("n_parts 3") && log_says("trainer.c:12"), "%s", last_log);
-    ck_assert_int_eq(TEAM(r, other, 1, 2, 13), RESDIAG_E_INVALID); /* another tensor */
-    ck_assert_msg(log_says("another tensor") && log_says("trainer.c:13"), "%s", last_log);
-    resdiag_tensor shorter = t;
-    shorter.rows--;
-    ck_assert_int_eq(TEAM(r, shorter, 1, 2, 14), RESDIAG_E_INVALID);
+    ck_assert_int_eq(PARAM_TEAM(r, t, 1, 2, 20), RESDIAG_OK);
+    resdiag_tensor bad = t;
+    int part, n, param;
+    const char *says = bad_call(bug, &bad, other.data, &part, &n, &param);
+    const resdiag_status st = param ? PARAM_TEAM(r, bad, part, n, 11) : TEAM(r, bad, part, n, 11);
+    ck_assert_msg(st == RESDIAG_E_INVALID, "bug %d (%s): %s", bug, says, resdiag_strerror(st));
+    ck_assert_msg(log_says(says) && log_says("trainer.c:11"), "bug %d: %s", bug, last_log);
+
     ck_assert_int_eq(TEAM(r, t, 2, 2, 15), RESDIAG_E_RANGE);
     ck_assert_msg(log_says("trainer.c:15"), "%s", last_log);
     ck_assert_int_eq(TEAM(r, t, -1, 2, 16), RESDIAG_E_RANGE);
@@ -444,7 +487,8 @@ START_TEST(client_bugs_are_refused_and_the_team_still_completes)
                      RESDIAG_E_RANGE);
     ck_assert_int_eq(resdiag_param_grad_team_at(r, 0, NULL, t, 0, 2, "trainer.c", 21),
                      RESDIAG_E_NULL);
-    ck_assert_int_eq(TEAM(r, t, 1, 2, 22), RESDIAG_OK); /* completes the team */
+    ck_assert_int_eq(TEAM(r, t, 1, 2, 22), RESDIAG_OK); /* completes the teams */
+    ck_assert_int_eq(PARAM_TEAM(r, t, 0, 2, 22), RESDIAG_OK);
     ck_assert_msg(resdiag_step_end(r) == RESDIAG_OK, "%s", resdiag_errmsg(r));
     ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
     resdiag_destroy(r);
@@ -460,7 +504,7 @@ END_TEST
 START_TEST(incomplete_team_at_step_end)
 {
     float *x;
-    resdiag_tensor t = big_tensor(&x);
+    resdiag_tensor t = sized_tensor(&x, _i);
     resdiag *r = open_run(tmp("team.h5"), 1);
     warnings = 0;
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
@@ -495,7 +539,7 @@ START_TEST(incomplete_team_at_step_end)
     ck_assert_int_eq(resdiag_reader_site(rd, 1, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_OUT, f,
                                          &observed), RESDIAG_OK);
     ck_assert_int_eq(observed, 1);
-    ck_assert_int_eq((int64_t)f[RESDIAG_FIELD_ROWS], 2048);
+    ck_assert_int_eq((int64_t)f[RESDIAG_FIELD_ROWS], team_rows[_i]);
     resdiag_reader_destroy(rd);
     free(x);
 }
@@ -508,7 +552,7 @@ END_TEST
 START_TEST(set_enabled_close_and_destroy_with_an_open_team)
 {
     float *x;
-    resdiag_tensor t = big_tensor(&x);
+    resdiag_tensor t = sized_tensor(&x, _i);
     resdiag *r = open_run(tmp("team.h5"), 1);
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
     ck_assert_int_eq(TEAM(r, t, 0, 2, 40), RESDIAG_OK);
@@ -563,7 +607,7 @@ START_TEST(teams_of_different_sites_at_once)
     float *x[2];
     resdiag_tensor t[2];
     for (int l = 0; l < 2; l++)
-        t[l] = big_tensor(&x[l]);
+        t[l] = sized_tensor(&x[l], _i);
     obs o[2][3];
     for (int l = 0; l < 2; l++) {
         o[l][0] = (obs){ RESDIAG_FORWARD, l, 0, RESDIAG_STREAM_IN, NULL, t[l] };
@@ -628,10 +672,11 @@ int main(void)
     tcase_add_test(tc, team_gives_the_bits_of_hook_threads);
     tcase_add_test(tc, parts_in_every_order_give_the_same_bits);
     tcase_add_test(tc, one_part_null_handle_and_outside_a_step);
-    tcase_add_test(tc, client_bugs_are_refused_and_the_team_still_completes);
-    tcase_add_test(tc, incomplete_team_at_step_end);
-    tcase_add_test(tc, set_enabled_close_and_destroy_with_an_open_team);
-    tcase_add_test(tc, teams_of_different_sites_at_once);
+    tcase_add_loop_test(tc, client_bugs_are_refused_and_the_team_still_completes, 0,
+                        N_BUGS * N_TEAM_SIZES);
+    tcase_add_loop_test(tc, incomplete_team_at_step_end, 0, N_TEAM_SIZES);
+    tcase_add_loop_test(tc, set_enabled_close_and_destroy_with_an_open_team, 0, N_TEAM_SIZES);
+    tcase_add_loop_test(tc, teams_of_different_sites_at_once, 0, N_TEAM_SIZES);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
