@@ -6,7 +6,7 @@
  * own deflate filter would grow its buffer for as long as the stream goes
  * on; here a chunk that stores more than deflate can make of its logical
  * size (compressBound), or whose stream does not end exactly at that
- * size, is refused, so the work and memory of a read follow the chunk's
+ * size and at the chunk's last byte, is refused, so the work and memory of a read follow the chunk's
  * shape, which open checks is the writer's (one step).
  *
  * One decoded step is kept (in the memory type last asked for): a step's
@@ -186,9 +186,14 @@ static resdiag_status inflate_exact(const rd_chunk_steps *c, hsize_t step,
         past = (size_t)z.total_out > want;
     }
     const char *msg = z.msg ? z.msg : "damaged data";
+    size_t after = (size_t)z.avail_in; /* stored bytes the stream did not use */
     inflateEnd(&z);
-    if (rc == Z_STREAM_END && got == want)
+    if (rc == Z_STREAM_END && got == want && after == 0)
         return RESDIAG_OK;
+    if (rc == Z_STREAM_END && got == want) /* HDF5 stores the stream alone */
+        return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: dataset /%s, step %llu: its chunk "
+                          "has %zu bytes after the end of its deflate stream", c->path,
+                          c->name, (unsigned long long)step, after);
     if (past)
         return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: dataset /%s, step %llu: its chunk "
                           "inflates to more than its %zu bytes", c->path, c->name,

@@ -44,6 +44,7 @@
 #include "h5/attributes.h"
 #include "h5/chunk_decode.h"
 #include "h5/common.h"
+#include "h5/file_fd.h"
 #include "h5/file_types.h"
 #include "h5/guard.h"
 #include "h5/merge.h"
@@ -1056,6 +1057,12 @@ resdiag_status rd_reader_open_file(resdiag_reader **out, const char *path)
                             e1.msg);
         else
             st = rd_h5_fail(why, "%s %s: %s", what, path, e2.msg);
+        goto fail;
+    }
+    /* The reader's program may exec while the file is open (file_fd.c). */
+    if (rd_h5_file_cloexec(rd->file) < 0) {
+        st = rd_h5_fail(RESDIAG_E_IO, "cannot open run file %s: cannot keep its descriptor "
+                        "from programs this process executes", path);
         goto fail;
     }
 

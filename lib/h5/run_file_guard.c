@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "h5/common.h"
+#include "h5/file_fd.h"
 
 /* Tries of the whole claim while the path changes under it (a file created
  * or removed there by someone else between two steps). */
@@ -148,6 +149,8 @@ static int is_run_file(int fd, const char *h5_path, int hdf5_lock, char *why, si
     file = H5Fopen(h5_path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
     if (file < 0)
         file = H5Fopen(h5_path, H5F_ACC_RDONLY, fapl);
+    if (file >= 0)
+        rd_h5_file_cloexec(file); /* open only for this check; read-only */
     if (file < 0) {
         rd_h5_error e;
         memset(&e, 0, sizeof e);

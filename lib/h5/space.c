@@ -132,20 +132,6 @@ int rd_space_within_limit(off_t size, off_t need, rd_h5_error *e, long long *siz
     return 0;
 }
 
-/* HDF5's descriptor of the file, when it uses the default (sec2) driver. */
-int rd_space_file_fd(hid_t file)
-{
-    hid_t fapl = H5Fget_access_plist(file);
-    int fd = -1;
-    if (fapl < 0)
-        return -1;
-    void *h = NULL;
-    if (H5Pget_driver(fapl) == H5FD_SEC2 && H5Fget_vfd_handle(file, fapl, &h) >= 0 && h)
-        fd = *(int *)h;
-    H5Pclose(fapl);
-    return fd;
-}
-
 /* Whether the directory of path gives files space with fallocate: asked
  * of an unnamed file there (O_TMPFILE), before the run file exists. */
 int rd_space_dir_can_fallocate(const char *path)

@@ -35,10 +35,6 @@ typedef struct rd_chunk_info {
  * chunk already written is rewritten in place). */
 off_t rd_space_new_chunk_bytes(const rd_chunk_info *c, hsize_t n_old, hsize_t n);
 
-/* HDF5's descriptor of the file, when it uses the default (sec2) driver;
- * else -1. */
-int rd_space_file_fd(hid_t file);
-
 /* Whether the directory of path gives files space with fallocate. */
 int rd_space_dir_can_fallocate(const char *path);
 

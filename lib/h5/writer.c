@@ -87,6 +87,7 @@
 #include "common/utf8.h"
 #include "h5/attributes.h"
 #include "h5/common.h"
+#include "h5/file_fd.h"
 #include "h5/file_types.h"
 #include "h5/run_file_guard.h"
 #include "h5/scales.h"
@@ -1179,7 +1180,8 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
         < 0)
         H5FAIL(&e, "file");
     w->file = w->space.file = file;
-    w->space.fd = rd_space_file_fd(file);
+    /* Kept from what the trainer executes (file_fd.c); -1 fails the check. */
+    w->space.fd = rd_h5_file_cloexec(file);
     if (!rd_run_claim_check(&claim, path, w->space.fd, e.h5.msg, sizeof e.h5.msg)) {
         e.st = RESDIAG_E_EXISTS;
         e.h5.captured = 1;

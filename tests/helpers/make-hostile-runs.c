@@ -55,6 +55,8 @@
  *                        (the file holds 3 steps)
  *   s2-steps-3g.h5       every time series extended to 3e9 steps, no data
  *                        written: a few MB that claim billions of steps
+ *   s2-chunk-trailing.h5 every chunk of /forward/site_stats its deflate
+ *                        stream, whole, then 4 bytes more
  *
  * Usage: make-hostile-runs DIR SECRET FIFO  (SECRET: an existing text file;
  * FIFO: a named pipe, never opened here)
@@ -688,6 +690,35 @@ static void make_chunk_bomb(void)
     H5Fclose(f);
 }
 
+/* Every chunk of dataset name rewritten as it is stored (the same filter
+ * mask), followed by `extra` bytes that belong to no stream. */
+static void make_trailing_bytes(const char *file, const char *name, size_t extra)
+{
+    hid_t f = open_copy(file);
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT), sp = H5Dget_space(ds);
+    hsize_t n = 0;
+    if (ds < 0 || sp < 0 || H5Dget_num_chunks(ds, sp, &n) < 0 || n == 0)
+        die(name);
+    for (hsize_t i = 0; i < n; i++) {
+        hsize_t off[8], size = 0;
+        unsigned mask = 0;
+        haddr_t addr;
+        if (H5Dget_chunk_info(ds, sp, i, off, &mask, &addr, &size) < 0)
+            die("H5Dget_chunk_info");
+        unsigned char *buf = malloc((size_t)size + extra);
+        uint32_t read_mask = 0;
+        if (!buf || H5Dread_chunk(ds, H5P_DEFAULT, off, &read_mask, buf) < 0)
+            die("H5Dread_chunk");
+        memset(buf + size, 0x5a, extra);
+        if (H5Dwrite_chunk(ds, H5P_DEFAULT, read_mask, off, (size_t)size + extra, buf) < 0)
+            die("H5Dwrite_chunk");
+        free(buf);
+    }
+    H5Sclose(sp);
+    H5Dclose(ds);
+    H5Fclose(f);
+}
+
 /* Every time series extended to n steps (nothing written: the fill value). */
 static void make_many_steps(const char *file, hsize_t n)
 {
@@ -726,6 +757,7 @@ static void make_schema2(void)
     H5Fclose(f);
     make_chunk_bomb();
     make_many_steps("s2-steps-3g.h5", 3000000000ull);
+    make_trailing_bytes("s2-chunk-trailing.h5", "forward/site_stats", 4);
 }
 
 int main(int argc, char **argv)

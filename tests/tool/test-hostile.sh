@@ -97,6 +97,8 @@ hostile s2-type-string.h5 "/forward/site_stats"
 hostile s2-type-compound.h5 "/forward/site_counts"
 hostile s2-type-double-counts.h5 "/forward/site_counts"
 hostile s2-version-3.h5 "has schema version 3"
+# deflate streams followed by bytes of no stream: refused when read
+hostile s2-chunk-trailing.h5 "after the end of its deflate stream"
 
 # tolerated FILE TEXT: every command on runs/FILE exits 0, or 2 with one
 # line containing TEXT and nothing on stdout, in 10 s and 1 GiB of address

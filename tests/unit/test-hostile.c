@@ -239,6 +239,44 @@ START_TEST(bombs_are_bounded)
 }
 END_TEST
 
+/* Every chunk of /forward/site_stats is its deflate stream, whole, then 4
+ * bytes more: the file opens (the stored sizes are within the bound), and
+ * each step's read is refused naming the dataset and the step. The same
+ * streams without the bytes (base.h5) read. */
+START_TEST(trailing_bytes_are_refused)
+{
+    double row[5 * 1 * RESDIAG_N_BLOCK_SITES * RESDIAG_N_FIELDS]; /* 5 layers, 1 sublayer */
+    const size_t n = sizeof row / sizeof row[0];
+    resdiag_reader *rd = NULL;
+    ck_assert_int_eq(resdiag_reader_open(&rd, run("base.h5")), RESDIAG_OK);
+    for (int64_t step = 0; step < 3; step++)
+        ck_assert_int_eq(resdiag_reader_read(rd, "forward/site_stats", step, 1, row, n),
+                         RESDIAG_OK);
+    resdiag_reader_destroy(rd);
+    ck_assert_int_eq(resdiag_reader_open(&rd, run("s2-chunk-trailing.h5")), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 3);
+    for (int64_t step = 0; step < 3; step++) {
+        char want[128];
+        snprintf(want, sizeof want, "dataset /forward/site_stats, step %lld: its chunk has 4 "
+                 "bytes after the end of its deflate stream", (long long)step);
+        g_last[0] = 0;
+        ck_assert_int_eq(resdiag_reader_read(rd, "forward/site_stats", step, 1, row, n),
+                         RESDIAG_E_FORMAT);
+        ck_assert_msg(strstr(g_last, want) != NULL, "step %lld: message: %s", (long long)step,
+                      g_last);
+    }
+    double f[RESDIAG_N_FIELDS];
+    int observed = 1;
+    ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, f,
+                                         &observed), RESDIAG_E_FORMAT);
+    ck_assert_int_eq(observed, 0);
+    resdiag_analysis *an = (resdiag_analysis *)1;
+    ck_assert_int_ne(resdiag_analyze(rd, NULL, &an), RESDIAG_OK);
+    ck_assert_ptr_null(an);
+    resdiag_reader_destroy(rd);
+}
+END_TEST
+
 START_TEST(read_errors_are_errors)
 {
     resdiag_reader *rd = NULL;
@@ -364,6 +402,7 @@ int main(int argc, char **argv)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, refused_at_open);
     tcase_add_test(tc, read_errors_are_errors);
+    tcase_add_test(tc, trailing_bytes_are_refused);
     tcase_add_test(tc, huge_count_message);
     tcase_add_test(tc, dangling_scales_are_ignored);
     tcase_add_test(tc, schema_3_is_newer);
