@@ -107,6 +107,25 @@ static resdiag_status run_phases(const resdiag_reader *rd, rd_analysis *a, int w
 }
 
 static resdiag_status analyze(const resdiag_reader *rd, const resdiag_analyze_options *opt,
+                              resdiag_analysis **out, int whole_run);
+
+/* What training made of the run: the last step, analysed the same way
+ * into a->at_last. Its failure does not fail a's (at_last_status says
+ * why), unless the file is damaged or unreadable there: a bad file fails
+ * the analysis, the reader's line (the dataset, the step, what is wrong)
+ * the first one logged, as when that step is the judged one. */
+static resdiag_status analyze_last(const resdiag_reader *rd, const resdiag_analyze_options *o,
+                                   rd_analysis *a)
+{
+    resdiag_analyze_options lo = *o;
+    lo.step_index = a->n_steps - 1;
+    resdiag_status st = analyze(rd, &lo, &a->at_last, 0);
+    a->at_last_status = st;
+    return st == RESDIAG_E_FORMAT || st == RESDIAG_E_IO || st == RESDIAG_E_NOMEM ? st
+                                                                                 : RESDIAG_OK;
+}
+
+static resdiag_status analyze(const resdiag_reader *rd, const resdiag_analyze_options *opt,
                               resdiag_analysis **out, int whole_run)
 {
     static const char fn[] = "resdiag_analyze";
@@ -147,12 +166,9 @@ static resdiag_status analyze(const resdiag_reader *rd, const resdiag_analyze_op
                resdiag_strerror(st));
         return st;
     }
-    /* What training made of the run: the last step, analysed the same way.
-     * Its failure (a last step cut short, say) does not fail this one. */
-    if (whole_run && si != a->n_steps - 1) {
-        resdiag_analyze_options lo = o;
-        lo.step_index = a->n_steps - 1;
-        a->at_last_status = analyze(rd, &lo, &a->at_last, 0);
+    if (whole_run && si != a->n_steps - 1 && (st = analyze_last(rd, &o, a)) != RESDIAG_OK) {
+        resdiag_analysis_destroy(a);
+        return st;
     }
     *out = a;
     return RESDIAG_OK;

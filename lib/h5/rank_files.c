@@ -24,9 +24,11 @@
 #include "h5/common.h"
 #include "h5/merge.h"
 #include "h5/reader.h"
+#include "format/tables.h"
 
 #define WHY_LEN 512
 #define PROBE_BY_NAME 65536 /* worlds up to this size: one lstat per rank */
+#define CHECK_DOUBLES 65536 /* values read at a time when checking a rank's data */
 
 static int same_names(const char *const *a, const char *const *b, int n)
 {
@@ -102,6 +104,54 @@ static int read_steps(rd_rank_entry *e)
     return 0;
 }
 
+/* Reads every stored step of dataset name of e's file from step index
+ * first on, CHECK_DOUBLES values at a time (one step when a step holds
+ * more); unstored stretches are skipped, so the work follows what the
+ * file holds. 0, or -1 (the reader's failure held as why, or no memory). */
+static int check_dataset(const rd_rank_entry *e, const char *name, int64_t first)
+{
+    int64_t dims[RD_MAX_RANK + 1], next = 0;
+    int axes = 0;
+    size_t per = 1;
+    if (resdiag_reader_dims(e->rd, name, dims, RD_MAX_RANK + 1, &axes) != RESDIAG_OK)
+        return -1;
+    for (int k = 1; k < axes; k++)
+        per *= (size_t)dims[k];
+    int64_t block = per < CHECK_DOUBLES ? (int64_t)(CHECK_DOUBLES / per) : 1;
+    double *buf = malloc((size_t)block * per * sizeof *buf);
+    if (!buf)
+        return -1;
+    rd_stored_cursor c;
+    rd_stored_init(e->rd, &c, name);
+    int rc = 0;
+    for (int64_t si = first; rc == 0 && si < e->n_steps; si = next) {
+        if (!rd_stored_at(e->rd, &c, si, &next))
+            continue;
+        int64_t n = e->n_steps - si < block ? e->n_steps - si : block;
+        next = si + n;
+        if (resdiag_reader_read(e->rd, name, si, n, buf, (size_t)n * per) != RESDIAG_OK)
+            rc = -1;
+    }
+    free(buf);
+    return rc;
+}
+
+/* Every dataset of e's file reads from step index first on: a damaged
+ * chunk (a deflate stream that does not inflate, a broken chunk index)
+ * then rejects the rank here, the reader's line its why, instead of
+ * failing every read of the merged ranks later. Called with the reader's
+ * failures held into why; 0, or -1 with why set. */
+static int check_data(const rd_rank_entry *e, int64_t first, char *why, size_t len)
+{
+    for (int i = 0; i < resdiag_reader_n_datasets(e->rd); i++)
+        if (check_dataset(e, resdiag_reader_dataset_name(e->rd, i), first) != 0) {
+            if (!why[0])
+                snprintf(why, len, "its data cannot be read (out of memory)");
+            return -1;
+        }
+    return 0;
+}
+
 static void reject(rd_rank_entry *e, const char *why)
 {
     e->state = RESDIAG_RANK_REJECTED;
@@ -147,6 +197,8 @@ static int probe_rank(const resdiag_reader *rd0, int r, rd_rank_entry *e)
         check_same_run(rd0, e->rd, r, why, sizeof why);
     if (st == RESDIAG_OK && !why[0] && read_steps(e) != 0)
         snprintf(why, sizeof why, "its steps cannot be read");
+    if (st == RESDIAG_OK && !why[0])
+        check_data(e, 0, why, sizeof why);
     rd_h5_hold_failures(NULL, 0);
     if (st != RESDIAG_OK || why[0])
         reject(e, why);
@@ -384,11 +436,18 @@ resdiag_status rd_merge_refresh(rd_merge *m)
 {
     for (int k = 0; k < m->n_merged; k++) {
         rd_rank_entry *e = m->merged[k];
+        int64_t had = e->n_steps;
         resdiag_status st = resdiag_reader_refresh(e->rd);
         if (st != RESDIAG_OK)
             return st;
         if (read_steps(e) != 0)
             return rd_h5_fail(RESDIAG_E_IO, "run file %s: its steps cannot be read", e->path);
+        char why[WHY_LEN];
+        rd_h5_hold_failures(why, sizeof why);
+        int bad = e->rank > 0 && check_data(e, had, why, sizeof why) != 0;
+        rd_h5_hold_failures(NULL, 0);
+        if (bad) /* its new steps are damaged: left out, as at open */
+            reject(e, why);
     }
     return build_union(m);
 }

@@ -57,6 +57,11 @@
  *                        written: a few MB that claim billions of steps
  *   s2-chunk-trailing.h5 every chunk of /forward/site_stats its deflate
  *                        stream, whole, then 4 bytes more
+ *   s2-damaged-last.h5   the deflated chunk of the last step (2) of
+ *                        /forward/site_sketch damaged (bytes flipped): it
+ *                        opens, and only what reads the last step's
+ *                        sketches fails (the report: the last step beside
+ *                        the first)
  *
  * Usage: make-hostile-runs DIR SECRET FIFO  (SECRET: an existing text file;
  * FIFO: a named pipe, never opened here)
@@ -70,6 +75,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "damage-chunk.h"
 #include "resdiag.h"
 
 enum { L = 5, S = 1, D = 16, ROWS = 8, STEPS = 3, CALLSITE_LEN = 128, WIDE_LAYERS = 512 };
@@ -758,6 +764,9 @@ static void make_schema2(void)
     make_chunk_bomb();
     make_many_steps("s2-steps-3g.h5", 3000000000ull);
     make_trailing_bytes("s2-chunk-trailing.h5", "forward/site_stats", 4);
+    copy_file(path("base.h5"), path("s2-damaged-last.h5"));
+    if (dc_damage_chunk(path("s2-damaged-last.h5"), "/forward/site_sketch", STEPS - 1) != 0)
+        die("s2-damaged-last.h5");
 }
 
 int main(int argc, char **argv)

@@ -7,6 +7,10 @@
  *   rejected.h5 2 ranks: rank 1's file is of another job
  *   pipeline.h5 2 stages: layers 0..1 and 2..3
  *   tensor.h5   2 ranks, each a column shard of the branch outputs
+ *   damaged.h5  3 ranks: rank 1's file has a damaged deflated chunk at step 1
+ *               of /forward/site_stats (step 0 is whole)
+ *   damaged-ref.h5 the same job without rank 1's file: what damaged.h5 merges
+ *   damaged0.h5 2 ranks: rank 0's own file has that damaged chunk
  *   world-1e9.h5, rank-string.h5, rank-negative.h5: rank 0's files whose
  *               rank attributes a stranger set (world_size 10^9, a rank
  *               that is a string, a negative rank)
@@ -15,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "damage-chunk.h"
 #include "rank-runs.h"
 
 static char dir[900];
@@ -67,6 +72,14 @@ static int split_job(const char *name, const char *split)
     return 0;
 }
 
+/* Damages the chunk of step 1 of /forward/site_stats in rank r's file of job name. */
+static int damage(const char *name, int r)
+{
+    char path[1024];
+    return resdiag_rank_path(path, sizeof path, at(name), r) == RESDIAG_OK
+               && dc_damage_chunk(path, "/forward/site_stats", 1) == 0 ? 0 : -1;
+}
+
 static int hostile(const char *name, int as_string, long long rank, long long world)
 {
     rr_part p = rr_whole(1);
@@ -95,9 +108,16 @@ int main(int argc, char **argv)
     nan[1].nan_layer = 2;
     rr_part early[3] = { rows(0, 6, 5), rows(6, 11, 3), rows(11, RR_T, 0) };
     rr_part rej[2] = { rows(0, 8, 2), rows(8, RR_T, 2) };
+    rr_part dmg[3] = { rr_deflated_rows(0, 6, 3), rr_deflated_rows(6, 11, 3),
+                       rr_deflated_rows(11, RR_T, 3) };
+    rr_part dmg_ref[3] = { dmg[0], rr_deflated_rows(6, 11, 0), dmg[2] };
+    rr_part dmg0[2] = { rr_deflated_rows(0, 8, 3), rr_deflated_rows(8, RR_T, 3) };
     if (job("nan.h5", nan, 2, 2, NULL) || job("early.h5", early, 3, 3, NULL)
         || job("rejected.h5", rej, 2, 2, "job-2") || split_job("pipeline.h5", "pipeline")
-        || split_job("tensor.h5", "tensor") || hostile("world-1e9.h5", 0, 0, 1000000000LL)
+        || split_job("tensor.h5", "tensor") || job("damaged.h5", dmg, 3, 3, NULL)
+        || damage("damaged.h5", 1) || job("damaged-ref.h5", dmg_ref, 3, 3, NULL)
+        || job("damaged0.h5", dmg0, 2, 2, NULL) || damage("damaged0.h5", 0)
+        || hostile("world-1e9.h5", 0, 0, 1000000000LL)
         || hostile("rank-string.h5", 1, 0, 2) || hostile("rank-negative.h5", 0, -1, 2)) {
         fprintf(stderr, "make-rank-runs: cannot write the runs in %s\n", dir);
         return 1;

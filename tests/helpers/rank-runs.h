@@ -35,11 +35,23 @@ typedef struct rr_part {
     int nan_step, nan_layer;/* a NaN in its mlp branch output from nan_step on; -1: none */
     int d_model;            /* RR_D, or another model (a file of another run) */
     double grad_scale;      /* its gradients times this (1: the replicas agree) */
+    int deflated;           /* 1: schema 2, its large tables deflated; 0: schema 1 */
 } rr_part;
 
 static inline rr_part rr_whole(int n_steps)
 {
-    rr_part p = { 0, RR_T, 0, RR_D, 0, RR_L, n_steps, -1, -1, RR_D, 1.0 };
+    rr_part p = { 0, RR_T, 0, RR_D, 0, RR_L, n_steps, -1, -1, RR_D, 1.0, 0 };
+    return p;
+}
+
+/* Rows lo..hi-1 of every step in a schema 2 file, whose large tables are
+ * deflated (one chunk a step: what a test of damaged chunks needs). */
+static inline rr_part rr_deflated_rows(int lo, int hi, int n_steps)
+{
+    rr_part p = rr_whole(n_steps);
+    p.rows_lo = lo;
+    p.rows_hi = hi;
+    p.deflated = 1;
     return p;
 }
 
@@ -140,11 +152,11 @@ static inline resdiag_split rr_split(const char *name)
     return RESDIAG_SPLIT_DATA;
 }
 
-/* Writes part p to path: a run of one process (k NULL), or rank k->rank
- * of a job, which the library names (resdiag_rank_path) and marks with
- * the rank attributes itself. 0, or -1. */
-static inline int rr_write_as(const char *path, const rr_part *p, int shard_cols,
-                              const rr_ranks *k)
+/* Opens part p at path for writing: a run of one process (k NULL), or
+ * rank k->rank of a job, which the library names (resdiag_rank_path) and
+ * marks with the rank attributes itself. NULL on failure. */
+static inline resdiag *rr_open_as(const char *path, const rr_part *p, int shard_cols,
+                                  const rr_ranks *k)
 {
     static const char *const subs[2] = { "attn", "mlp" };
     static const char *const params[1] = { "mlp.w2" };
@@ -166,26 +178,41 @@ static inline int rr_write_as(const char *path, const rr_part *p, int shard_cols
     m.layer_count = k ? k->layer_count : 0;
     resdiag_options o;
     resdiag_options_init(&o);
-    o.file_schema = 1; /* merged against whole to the double: schema 1 keeps them as computed */
+    /* merged against whole to the double: schema 1 keeps them as computed */
+    o.file_schema = p->deflated ? 2 : 1;
     o.sketch_size = RR_K;
     o.sketch_seed = RR_SEED;
     o.record_rank_every = k && k->record_rank_every ? k->record_rank_every : 1;
     resdiag *r = NULL;
-    if (resdiag_open(&r, path, &m, &o) != RESDIAG_OK)
+    return resdiag_open(&r, path, &m, &o) == RESDIAG_OK ? r : NULL;
+}
+
+/* Records step `step` of part p. 0, or -1. */
+static inline int rr_step(resdiag *r, const rr_part *p, int step)
+{
+    double x[RR_T * RR_D];
+    for (int k = 0; k < RR_T * RR_D; k++)
+        x[k] = rr_value(step + 1, k);
+    int rc = resdiag_step_begin(r, step) != RESDIAG_OK;
+    for (int l = 0; l < RR_L; l++)
+        for (int s = 0; s < 2; s++)
+            rc |= rr_sublayer(r, p, step, l, s, x);
+    for (int l = p->layer_lo; l < p->layer_hi; l++)
+        rc |= rr_grad(r, p, step, l);
+    rc |= resdiag_step_end(r) != RESDIAG_OK;
+    return rc ? -1 : 0;
+}
+
+/* Writes part p to path as rr_open_as opens it, every step. 0, or -1. */
+static inline int rr_write_as(const char *path, const rr_part *p, int shard_cols,
+                              const rr_ranks *k)
+{
+    resdiag *r = rr_open_as(path, p, shard_cols, k);
+    if (!r)
         return -1;
     int rc = 0;
-    for (int step = 0; step < p->n_steps && rc == 0; step++) {
-        double x[RR_T * RR_D];
-        for (int k = 0; k < RR_T * RR_D; k++)
-            x[k] = rr_value(step + 1, k);
-        rc |= resdiag_step_begin(r, step) != RESDIAG_OK;
-        for (int l = 0; l < RR_L; l++)
-            for (int s = 0; s < 2; s++)
-                rc |= rr_sublayer(r, p, step, l, s, x);
-        for (int l = p->layer_lo; l < p->layer_hi; l++)
-            rc |= rr_grad(r, p, step, l);
-        rc |= resdiag_step_end(r) != RESDIAG_OK;
-    }
+    for (int step = 0; step < p->n_steps && rc == 0; step++)
+        rc = rr_step(r, p, step);
     rc |= resdiag_close(r) != RESDIAG_OK;
     resdiag_destroy(r);
     return rc ? -1 : 0;

@@ -100,6 +100,19 @@ hostile s2-version-3.h5 "has schema version 3"
 # deflate streams followed by bytes of no stream: refused when read
 hostile s2-chunk-trailing.h5 "after the end of its deflate stream"
 
+# A damaged deflated chunk at the last step, of a table that only the
+# analysis of that step reads (its sketches): every command that analyses
+# the run exits 2 with the reader's line (the dataset, the step, what is
+# wrong), the one that judges the first step and shows the last beside it
+# as --last does (dump reads no sketch).
+for c in "report" "report --json" "report --last" "report --html $dir/page.html" \
+         "check --expect pre-norm" "plot --what growth -o $dir/fig.svg" "diff $dir/runs/base.h5"; do
+    # shellcheck disable=SC2086 # the words of c are the arguments
+    expect_exit 2 "s2-damaged-last.h5 $c" -- "$tool" $c "$dir/runs/s2-damaged-last.h5"
+    expect_text "$dir/err" "dataset /forward/site_sketch, step 2: its chunk" "s2-damaged-last.h5 $c"
+    rm -f "$dir/page.html" "$dir/fig.svg"
+done
+
 # tolerated FILE TEXT: every command on runs/FILE exits 0, or 2 with one
 # line containing TEXT and nothing on stdout, in 10 s and 1 GiB of address
 # space: integers no writer stores (read as not observed, or refused) and

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # test-ranks.sh - jobs of several ranks (tests/helpers/make-rank-runs.c)
 # through the tool: the merged report's ranks part (text and JSON: ranks
-# found, missing, ended early, rejected, whose NaN came first), --rank N
-# for every command, bad --rank values and hostile rank attributes (exit 2,
-# one line, in bounded time).
+# found, missing, ended early, rejected (another job, a damaged chunk),
+# whose NaN came first), --rank N for every command, bad --rank values and
+# hostile rank attributes (exit 2, one line, in bounded time).
 # Usage: test-ranks.sh RESDIAG MAKE_RANK_RUNS REPORT-JSON.md
 set -u
 tool=$1
@@ -64,6 +64,32 @@ then pass; else fail "early.h5: the JSON ranks"; fi
 expect_exit 0 "rejected.h5 report" -- "$tool" report "$R/rejected.h5"
 expect_text "$dir/out" 'rejected: rank 1: job id "job-2", rank 0'"'"'s is "job-1"' "rejected.h5"
 expect_text "$dir/out" "2 of 2 expected rank files found (world size 2, data split), 1 merged" "rejected.h5"
+
+# A rank whose file has a damaged deflated chunk (at step 1, after a whole
+# step 0): rejected with the reader's reason (dataset, step, what is wrong),
+# and the others merged: every number as in the job without that file.
+expect_exit 0 "damaged.h5 report" -- "$tool" report "$R/damaged.h5"
+expect_text "$dir/out" "3 of 3 expected rank files found (world size 3, data split), 2 merged" "damaged.h5"
+expect_text "$dir/out" "rejected: rank 1: run file $R/damaged.rank00001.h5: dataset /forward/site_stats, step 1: its chunk" "damaged.h5"
+"$tool" report --json "$R/damaged.h5" >"$dir/damaged.json" 2>"$dir/err"
+"$tool" report --json "$R/damaged-ref.h5" >"$dir/damaged-ref.json" 2>>"$dir/err"
+if [ -s "$dir/err" ]; then fail "damaged.h5 --json: stderr: $(head -3 "$dir/err")"; else pass; fi
+if python3 - "$dir/damaged.json" "$dir/damaged-ref.json" <<'PY'
+import json, sys
+got, ref = (json.load(open(f)) for f in sys.argv[1:])
+r = got.pop("ranks")
+ref.pop("ranks")
+for j in (got, ref):  # the files were written apart: only when differs
+    j["run"].pop("created_utc")
+assert r["merged"] == [0, 2] and r["missing"] == [] and r["ended_early"] == [], r
+assert [w["rank"] for w in r["rejected"]] == [1], r
+assert "dataset /forward/site_stats, step 1: its chunk" in r["rejected"][0]["why"], r
+assert got == ref, [k for k in got if got[k] != ref.get(k)]
+PY
+then pass; else fail "damaged.h5: not the job without rank 1"; fi
+# A damaged chunk in rank 0's own file: the job cannot be read, one line.
+expect_exit 2 "damaged0.h5 report" -- "$tool" report "$R/damaged0.h5"
+expect_text "$dir/err" "damaged0.h5: dataset /forward/site_stats, step 1: its chunk" "damaged0.h5"
 
 # Pipeline stages and tensor shards: a report, nothing on stderr (the
 # stages are not judged alone), the shards' per-token quantities named.

@@ -4,7 +4,8 @@
  * the merged view against one process that recorded the whole tensors
  * (helpers/rank-runs.h: its own computation, field by field) for data,
  * tensor and pipeline splits, the ranks' states (missing, not recorded,
- * ended early, rejected and why), resdiag_reader_open_rank, and the ranks
+ * ended early, rejected and why: another run, a damaged deflated chunk, at
+ * open and at refresh), resdiag_reader_open_rank, and the ranks
  * part of the report (which rank's NaN came first).
  */
 #include <check.h>
@@ -13,10 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "check-one.h"
+#include "damage-chunk.h"
 #include "rank-runs.h"
 #include "resdiag.h"
 #include "run-files.h"
@@ -471,6 +474,118 @@ START_TEST(files_of_another_run_are_rejected_with_why)
 }
 END_TEST
 
+/* Damages the deflated chunk of step index step of /forward/site_stats in
+ * rank r's file of job name. */
+static void damage_rank(const char *name, int r, int step)
+{
+    char p[600];
+    ck_assert_int_eq(resdiag_rank_path(p, sizeof p, run_path(name), r), RESDIAG_OK);
+    ck_assert_int_eq(dc_damage_chunk(p, "/forward/site_stats", (hsize_t)step), 0);
+}
+
+START_TEST(a_damaged_chunk_rejects_its_rank)
+{
+    rr_part a = rr_deflated_rows(0, 6, 3), b = rr_deflated_rows(6, 11, 3);
+    rr_part c = rr_deflated_rows(11, RR_T, 3);
+    write_rank("dmg.h5", &a, 0, 0, 3, "data");
+    write_rank("dmg.h5", &b, 0, 1, 3, "data");
+    write_rank("dmg.h5", &c, 0, 2, 3, "data");
+    damage_rank("dmg.h5", 1, 1); /* step 0 whole: the rank is rejected, not cut */
+    resdiag_reader *m = open_ok(run_path("dmg.h5"));
+    resdiag_rank_info ri;
+    rank_info(m, 1, &ri);
+    ck_assert_int_eq(ri.state, RESDIAG_RANK_REJECTED);
+    ck_assert_msg(strstr(ri.why, "dataset /forward/site_stats, step 1: its chunk"), "why: %s",
+                  ri.why);
+    ck_assert_int_eq(resdiag_reader_info(m)->n_ranks_merged, 2);
+    ck_assert_int_eq(resdiag_reader_info(m)->n_steps, 3);
+    double f[RESDIAG_N_FIELDS];
+    ck_assert_int_eq(resdiag_reader_site(m, 1, RESDIAG_FORWARD, 1, 0, RESDIAG_STREAM_IN, f, NULL),
+                     RESDIAG_OK);
+    ck_assert(f[RESDIAG_FIELD_ROWS] == 6 + 5); /* ranks 0 and 2 */
+    /* every read: that of the job without rank 1's file */
+    char p1[600];
+    resdiag_rank_path(p1, sizeof p1, run_path("dmg.h5"), 1);
+    ck_assert_int_eq(unlink(p1), 0);
+    resdiag_reader *w = open_ok(run_path("dmg.h5"));
+    rank_info(w, 1, &ri);
+    ck_assert_int_eq(ri.state, RESDIAG_RANK_MISSING);
+    expect_same_fields(m, w, 1);
+    expect_same_verdict(m, w);
+    resdiag_reader_destroy(m);
+    resdiag_reader_destroy(w);
+    /* rank 0's own damaged chunk: the job's reads fail, saying where */
+    write_rank("dmg.h5", &b, 0, 1, 3, "data");
+    damage_rank("dmg.h5", 0, 1);
+    m = open_ok(run_path("dmg.h5"));
+    log_all[0] = '\0';
+    ck_assert_int_eq(resdiag_reader_site(m, 1, RESDIAG_FORWARD, 1, 0, RESDIAG_STREAM_IN, f, NULL),
+                     RESDIAG_E_FORMAT);
+    ck_assert_msg(strstr(log_all, "dataset /forward/site_stats, step 1: its chunk"), "%s",
+                  log_all);
+    resdiag_reader_destroy(m);
+    remove_job("dmg.h5", 3);
+}
+END_TEST
+
+/* A rank whose chunk is damaged in a step written after the merged reader
+ * opened: rejected at refresh, as it would have been at open. */
+START_TEST(a_chunk_damaged_after_open_rejects_its_rank_at_refresh)
+{
+    rr_part a = rr_deflated_rows(0, 8, 3), b = rr_deflated_rows(8, RR_T, 3);
+    write_rank("live.h5", &a, 0, 0, 2, "data");
+    char p1[600];
+    resdiag_rank_path(p1, sizeof p1, run_path("live.h5"), 1);
+    if (unlink(p1) != 0)
+        ck_assert_int_eq(errno, ENOENT);
+    int c2p[2], p2c[2];
+    ck_assert_int_eq(pipe(c2p), 0);
+    ck_assert_int_eq(pipe(p2c), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) { /* rank 1, training: two steps, then the third, damaged */
+        rr_ranks k = { 1, 2, "data", 0, 0, 0, 1, "" };
+        resdiag *r = rr_open_as(run_path("live.h5"), &b, 0, &k);
+        char c = 0;
+        int ok = r && rr_step(r, &b, 0) == 0 && rr_step(r, &b, 1) == 0
+                 && resdiag_flush(r) == RESDIAG_OK && write(c2p[1], "a", 1) == 1
+                 && read(p2c[0], &c, 1) == 1 && rr_step(r, &b, 2) == 0;
+        ok = r && resdiag_close(r) == RESDIAG_OK && ok;
+        resdiag_destroy(r);
+        ok = ok && dc_damage_chunk(p1, "/forward/site_stats", 2) == 0;
+        ok = write(c2p[1], ok ? "b" : "x", 1) == 1 && ok;
+        _exit(ok ? 0 : 1);
+    }
+    char c = 0;
+    ck_assert_int_eq(read(c2p[0], &c, 1), 1);
+    ck_assert_int_eq(c, 'a');
+    resdiag_reader *m = open_ok(run_path("live.h5"));
+    resdiag_rank_info ri;
+    rank_info(m, 1, &ri);
+    ck_assert_int_eq(ri.state, RESDIAG_RANK_ENDED_EARLY); /* so far */
+    ck_assert_int_eq(ri.n_steps, 2);
+    ck_assert_int_eq(write(p2c[1], "g", 1), 1);
+    ck_assert_int_eq(read(c2p[0], &c, 1), 1);
+    ck_assert_int_eq(c, 'b');
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(resdiag_reader_refresh(m), RESDIAG_OK);
+    rank_info(m, 1, &ri);
+    ck_assert_int_eq(ri.state, RESDIAG_RANK_REJECTED);
+    ck_assert_msg(strstr(ri.why, "dataset /forward/site_stats, step 2: its chunk"), "why: %s",
+                  ri.why);
+    ck_assert_int_eq(resdiag_reader_info(m)->n_ranks_merged, 1);
+    double f[RESDIAG_N_FIELDS];
+    ck_assert_int_eq(resdiag_reader_site(m, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, f, NULL),
+                     RESDIAG_OK);
+    ck_assert(f[RESDIAG_FIELD_ROWS] == 8); /* rank 0's alone */
+    resdiag_reader_destroy(m);
+    remove_job("live.h5", 2);
+}
+END_TEST
+
 static char *report_of(const char *name, int json)
 {
     resdiag_reader *rd = open_ok(run_path(name));
@@ -681,6 +796,8 @@ int main(void)
         pipeline_stages_join_by_layer,
         missing_not_recorded_and_ended_early_ranks,
         files_of_another_run_are_rejected_with_why,
+        a_damaged_chunk_rejects_its_rank,
+        a_chunk_damaged_after_open_rejects_its_rank_at_refresh,
         open_rank_reads_one_file,
         hostile_rank_attributes_are_refused,
         a_huge_world_probes_names_only,
