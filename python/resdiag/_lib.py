@@ -313,6 +313,7 @@ _PROTOS = {
     "resdiag_reader_callsite": (_c, [_p, _i, _i, _i, _i]),
     "resdiag_reader_series": (_i, [_p, _i, _i, _i, _i, _i, _dp, _i64]),
     "resdiag_reader_metric": (_i, [_p, _i, _i64, _i64, _dp]),
+    "resdiag_metric_given": (_i, [_d]),
     "resdiag_site_name": (_c, [_i]),
     "resdiag_field_name": (_c, [_i]),
     "resdiag_analyze_options_init": (None, [ctypes.POINTER(AnalyzeOptions)]),

@@ -243,8 +243,9 @@ class Run:
         return list(out[:n])
 
     def metric(self, name):
-        """The trainer's metric `name` at every recorded step (NaN where it
-        gave none), in the order of steps()."""
+        """The trainer's metric `name` at every recorded step, in the order
+        of steps(): the value it gave (NaN and +-Inf as given), None where it
+        gave none."""
         if name not in self.info.metric_names:
             raise KeyError("resdiag: the run declares no metric %r (it has %s)"
                            % (name, self.info.metric_names))
@@ -252,7 +253,7 @@ class Run:
         out = (ctypes.c_double * max(1, n))()
         _check(lib.resdiag_reader_metric(self._h(), self.info.metric_names.index(name), 0, n,
                                          out), "metric %s" % name)
-        return list(out[:n])
+        return [v if lib.resdiag_metric_given(v) else None for v in out[:n]]
 
     def site(self, step_index, site, layer=0, sublayer=0, direction="forward"):
         """{field: value} of one observed tensor, or None if not observed."""
