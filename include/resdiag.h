@@ -501,7 +501,8 @@ RESDIAG_API resdiag_status resdiag_step_end(resdiag *r);
  * resdiag_step_end, e.g. with the loss of the forward pass. A recorded step
  * stores the value given last for each metric, and NaN for a metric not
  * given; any value is stored as given (a NaN or infinite loss is itself
- * worth keeping). In a step that is not recorded, or outside a step, the
+ * worth keeping; a NaN given is kept apart from "not given", see
+ * resdiag_metric_given). In a step that is not recorded, or outside a step, the
  * call records nothing and returns OK (as a hook does: outside a step one
  * DEBUG line the first time). A name that is NULL or not declared is a
  * client bug: RESDIAG_E_NULL / RESDIAG_E_INVALID, logged (rate-limited), in
@@ -1019,11 +1020,17 @@ RESDIAG_API resdiag_status resdiag_reader_update(const resdiag_reader *rd, int64
 /* Metric `metric` (an index into info->metric_names) at the recorded
  * steps first .. first+n-1 (step indices, as in resdiag_reader_steps):
  * out (n). NaN where the trainer gave no value, and everywhere for a file
- * that declares the metric but lacks metrics/values. RESDIAG_E_RANGE for a
+ * that declares the metric but lacks metrics/values; a NaN the trainer gave
+ * is NaN too: resdiag_metric_given tells them apart. RESDIAG_E_RANGE for a
  * metric outside 0..n_metrics-1 (every index, for a file without metrics),
  * RESDIAG_E_NOT_FOUND for steps past n_steps. */
 RESDIAG_API resdiag_status resdiag_reader_metric(const resdiag_reader *rd, int metric,
                                                  int64_t first, int64_t n, double *out);
+/* 1 if value, from resdiag_reader_metric, is one the trainer gave (a
+ * number, +-Inf, or its NaN: stored as a NaN of its own), 0 where it gave
+ * none (in a file written before given NaNs were kept apart, every NaN
+ * reads as not given). */
+RESDIAG_API int resdiag_metric_given(double value);
 /* *same_as: the block site of the same (dir, layer, sublayer) whose tensor
  * `site` was recorded from at recorded step step_index
  * (resdiag_observe_alias), or -1: a tensor of its own, or nothing declared

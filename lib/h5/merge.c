@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "format/format.h"
+#include "format/metric_value.h"
 #include "h5/common.h"
 #include "stats/stats.h"
 
@@ -320,7 +321,7 @@ resdiag_status rd_merge_metric(const rd_merge *m, int metric, int64_t first, int
         for (int64_t j = 0; st == RESDIAG_OK && j < hi - lo; j++) {
             while (m->steps[mi] < e->steps[lo + j])
                 mi++;
-            if (isnan(out[mi - first]))
+            if (!rd_metric_is_given(out[mi - first]))
                 out[mi - first] = v[j];
         }
         free(v);

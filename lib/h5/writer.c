@@ -85,6 +85,7 @@
 #include <unistd.h>
 
 #include "common/utf8.h"
+#include "format/metric_value.h"
 #include "h5/attributes.h"
 #include "h5/common.h"
 #include "h5/file_fd.h"
@@ -1341,7 +1342,8 @@ static int append_rows(hid_t ds, const char *name, hid_t mtype, int rank, const 
 }
 
 /* 1 if any value of site block b of table t, steps [r0, r1) of records,
- * is not NaN. */
+ * is not NaN, or is a metric's given NaN (metric_value.h): a block of NaN
+ * only is left to the fill value, which is "not given". */
 static int block_has_data(const rd_writer *w, const rd_table *t, const double *records,
                           hsize_t r0, hsize_t r1, size_t b, size_t nb, size_t inner,
                           size_t outer)
@@ -1351,7 +1353,7 @@ static int block_has_data(const rd_writer *w, const rd_table *t, const double *r
         for (size_t o = 0; o < outer; o++) {
             const double *v = row + o * nb * inner;
             for (size_t k = 0; k < inner; k++)
-                if (!isnan(v[k]))
+                if (rd_metric_is_given(v[k]))
                     return 1;
         }
     }

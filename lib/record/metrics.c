@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/escape.h"
+#include "format/metric_value.h"
 #include "record/handle.h"
 
 /* Index of name among the declared metrics, or -1. */
@@ -47,6 +48,7 @@ resdiag_status resdiag_step_metric(resdiag *r, const char *name, double value)
     }
     if (!r->recording)
         return RESDIAG_OK;
-    r->cur[r->lay.tables[RD_T_METRICS].offset + (size_t)m] = value;
+    /* a NaN given is kept apart from the NaN of "not given" */
+    r->cur[r->lay.tables[RD_T_METRICS].offset + (size_t)m] = rd_metric_stored(value);
     return RESDIAG_OK;
 }

@@ -10,6 +10,7 @@
 #include "analysis/analysis.h"
 #include "common/escape.h"
 #include "common/strbuf.h"
+#include "format/metric_value.h"
 #include "render/ranks.h"
 #include "render/shared.h"
 
@@ -353,8 +354,23 @@ static void json_training(sb *b, const rd_analysis *a)
     rd_strbuf_printf(b, "]}");
 }
 
-/* the trainer's metrics: each one's value at every recorded step (null
- * where not given), and the step numbers they belong to */
+/* A metric's value: the trainer's own number, so NaN and +-Inf are kept,
+ * as the strings that proto3's JSON mapping uses for them (strict parsers
+ * take no literal); null where it gave none. */
+static void js_metric(sb *b, double v)
+{
+    if (!rd_metric_is_given(v))
+        rd_strbuf_printf(b, "null");
+    else if (isnan(v))
+        rd_strbuf_printf(b, "\"NaN\"");
+    else if (isinf(v))
+        rd_strbuf_printf(b, v > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+    else
+        js_num(b, v);
+}
+
+/* the trainer's metrics: each one's value at every recorded step, and the
+ * step numbers they belong to */
 static void json_metrics(sb *b, const rd_analysis *a)
 {
     rd_strbuf_printf(b, ",\n  \"metric_steps\": [");
@@ -368,7 +384,7 @@ static void json_metrics(sb *b, const rd_analysis *a)
         for (int64_t i = 0; i < a->n_steps; i++) {
             if (i)
                 rd_strbuf_printf(b, ", ");
-            js_num(b, a->metric_values[(size_t)m * (size_t)a->n_steps + (size_t)i]);
+            js_metric(b, a->metric_values[(size_t)m * (size_t)a->n_steps + (size_t)i]);
         }
         rd_strbuf_printf(b, "]");
     }

@@ -12,6 +12,7 @@
 #include "analysis/analysis.h"
 #include "common/escape.h"
 #include "common/strbuf.h"
+#include "format/metric_value.h"
 #include "render/ranks.h"
 #include "render/shared.h"
 #include "render/table.h"
@@ -399,7 +400,7 @@ static void text_metrics(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     for (int m = 0; m < a->n_metrics; m++) {
         const double *v = a->metric_values + (size_t)m * (size_t)a->n_steps;
         int64_t i = a->n_steps - 1;
-        while (i >= 0 && isnan(v[i]))
+        while (i >= 0 && !rd_metric_is_given(v[i]))
             i--;
         rd_strbuf_printf(b, "%s %s ", m ? "," : "", E(a->metric_names[m]));
         if (i < 0)

@@ -23,6 +23,8 @@ import math
 
 import torch
 
+from . import _tensor
+
 # The members of resdiag_partial before its sketch, in the header's order.
 HEAD = ("rows", "cols", "sumsq", "norm_mean", "norm_m2", "norm_min", "norm_max",
         "mean_mean", "mean_m2", "rms_mean", "rms_m2", "std_mean", "std_m2", "absmax",
@@ -70,6 +72,7 @@ def as_rows(t):
     """t detached, as (rows, cols): the last axis is the columns, every
     other axis the rows (a vector is one row). A view where torch can make
     one, else a copy on the tensor's device."""
+    _tensor.check(t)
     t = t.detach()
     if t.layout != torch.strided or t.is_nested:
         raise TypeError("resdiag: only strided (dense) tensors can be observed")

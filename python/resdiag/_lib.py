@@ -8,6 +8,7 @@ header/binding mismatch fails loudly instead of corrupting memory.
 import ctypes
 import ctypes.util
 import logging
+import operator
 import os
 import subprocess
 
@@ -23,6 +24,7 @@ _SONAME = "libresdiag.so.%d" % int(__version__.split(".")[0])
 
 # resdiag_status values (pinned in the header).
 OK = 0
+E_RANGE = 3
 E_NOT_FOUND = 11
 
 # Directions, dtypes and the two step selectors.
@@ -36,6 +38,7 @@ SITES = {
     "stream_in": 0, "norm_in": 1, "norm_out": 2, "branch_out": 3, "stream_out": 4,
     "embed_out": 16, "final_norm_in": 17, "final_norm_out": 18, "logits": 19,
 }
+N_BLOCK_SITES = 5  # block sites are 0..4, the others model sites
 N_FIELDS = 18
 N_UPDATE_FIELDS = 2
 UPDATE_FIELDS = ("ratio_frob", "ratio_tok_mean")
@@ -313,6 +316,7 @@ _PROTOS = {
     "resdiag_reader_callsite": (_c, [_p, _i, _i, _i, _i]),
     "resdiag_reader_series": (_i, [_p, _i, _i, _i, _i, _i, _dp, _i64]),
     "resdiag_reader_metric": (_i, [_p, _i, _i64, _i64, _dp]),
+    "resdiag_metric_given": (_i, [_d]),
     "resdiag_site_name": (_c, [_i]),
     "resdiag_field_name": (_c, [_i]),
     "resdiag_analyze_options_init": (None, [ctypes.POINTER(AnalyzeOptions)]),
@@ -419,9 +423,55 @@ def take_string(ptr):
         lib.resdiag_free(ptr)
 
 
+def c_int(value, what, bits=32):
+    """value for a C int (bits 32) or int64_t (bits 64) argument or struct
+    field, checked before ctypes sees it: ctypes wraps an int outside the
+    type silently (layer 2**32 + 1 would read layer 1). ValueError outside
+    the type's range; TypeError for what is not an integer (operator.index:
+    no float, no str) and for a bool, which is an int to Python but no
+    layer, step or rank."""
+    if isinstance(value, bool):
+        raise TypeError("resdiag: %s = %r: a bool is not an integer here" % (what, value))
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError("resdiag: %s = %r is not an integer" % (what, value)) from None
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    if not lo <= v <= hi:
+        raise ValueError("resdiag: %s = %d is outside %d..%d (a C int%d)"
+                         % (what, v, lo, hi, bits))
+    return v
+
+
+def c_text(text, what):
+    """text as the bytes of a C string (UTF-8); ValueError when it holds a
+    NUL, where C would read only the part before it."""
+    if not isinstance(text, (str, bytes)):
+        raise TypeError("resdiag: %s must be a str, not %s" % (what, type(text).__name__))
+    enc = text.encode() if isinstance(text, str) else text
+    if b"\0" in enc:
+        raise ValueError("resdiag: %s %r holds a NUL character" % (what, text))
+    return enc
+
+
+def c_path(path, what):
+    """A path (str, bytes or os.PathLike) as the bytes C opens: TypeError for
+    anything else (None is no file name), ValueError for a NUL in it (C
+    would open the part before it)."""
+    try:
+        p = os.fspath(path)
+    except TypeError:
+        raise TypeError("resdiag: %s: the path must be str, bytes or os.PathLike, not %s"
+                        % (what, type(path).__name__)) from None
+    enc = os.fsencode(p)
+    if b"\0" in enc:
+        raise ValueError("resdiag: %s: the path %r holds a NUL character" % (what, p))
+    return enc
+
+
 def cstrings(names):
     """A C array of the given strings; keep the returned tuple alive."""
-    enc = [n.encode() for n in names]
+    enc = [c_text(n, "the name") for n in names]
     arr = (ctypes.c_char_p * max(1, len(enc)))(*enc)
     return arr, enc
 

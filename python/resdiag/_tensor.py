@@ -19,6 +19,20 @@ DTYPES = {
 }
 
 
+def check(t):
+    """Refuses what holds no real values to record, where it is given:
+    TypeError for a non-tensor and for a complex tensor (converting it
+    would keep its real part only), ValueError for a tensor on the meta
+    device (no data: it would fail only when the step ends)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError("resdiag: observe takes a torch.Tensor, not %s" % type(t).__name__)
+    if t.is_complex():
+        raise TypeError("resdiag: a complex tensor (%s) is not recorded (its real part alone "
+                        "would be); observe t.real and t.imag, or t.abs()" % t.dtype)
+    if t.is_meta:
+        raise ValueError("resdiag: a tensor on the meta device has no values to record")
+
+
 def _row_stride(shape, strides):
     """The one stride between consecutive rows when the leading axes
     collapse into rows in their logical order, else None. Size-1 axes do
@@ -47,6 +61,7 @@ def as_2d(t):
         cols = shape[-1]
         rows = t.numel() // cols if cols else 0
         return _lib.Tensor(t.data_ptr() if rows else None, code, rows, cols, cols), t
+    check(t)
     t = t.detach()
     if t.layout != torch.strided or t.is_nested:
         raise TypeError("resdiag: only strided (dense) tensors can be observed")

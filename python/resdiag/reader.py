@@ -3,6 +3,7 @@ by the C library (the same verdict and report as `resdiag report`)."""
 import ctypes
 import json as _json
 import math
+import os
 
 from . import _lib
 from ._lib import lib, ResdiagError
@@ -15,7 +16,7 @@ def _site(site):
         except KeyError:
             raise ValueError("resdiag: unknown site %r (one of %s)"
                              % (site, ", ".join(_lib.SITES))) from None
-    return int(site)
+    return _lib.c_int(site, "site")
 
 
 def _field(field):
@@ -25,15 +26,25 @@ def _field(field):
         except ValueError:
             raise ValueError("resdiag: unknown field %r (one of %s)"
                              % (field, ", ".join(_lib.FIELDS))) from None
-    return int(field)
+    return _lib.c_int(field, "field")
 
 
 def _dir(direction):
+    if isinstance(direction, bool):  # True == 1 == BACKWARD: no direction
+        raise ValueError("resdiag: direction is 'forward' or 'backward', not %r" % (direction,))
     if direction in ("forward", _lib.FORWARD):
         return _lib.FORWARD
     if direction in ("backward", _lib.BACKWARD):
         return _lib.BACKWARD
     raise ValueError("resdiag: direction is 'forward' or 'backward', not %r" % (direction,))
+
+
+def _where(step_index=None, layer=None, sublayer=None):
+    """The C ints of a reader call's step index (int64), layer and sublayer
+    (int), each checked (_lib.c_int) before the call; None stays None."""
+    return ((None if step_index is None else _lib.c_int(step_index, "step_index", 64)),
+            (None if layer is None else _lib.c_int(layer, "layer")),
+            (None if sublayer is None else _lib.c_int(sublayer, "sublayer")))
 
 
 def _check(st, what):
@@ -131,6 +142,7 @@ class Analysis:
     def sublayer(self, layer, sublayer):
         """(verdict name, alpha or None) of one sublayer."""
         alpha = ctypes.c_double(math.nan)
+        _, layer, sublayer = _where(None, layer, sublayer)
         v = lib.resdiag_analysis_sublayer(self._a, layer, sublayer, ctypes.byref(alpha))
         return (lib.resdiag_verdict_name(v).decode(),
                 None if math.isnan(alpha.value) else alpha.value)
@@ -156,7 +168,7 @@ class Analysis:
         run = self._run
         if name is None and run is not None:
             name = run.path
-        o.run_name = None if name is None else str(name).encode()
+        o.run_name = None if name is None else _lib.c_text(str(name), "run name")
         o.reader = run._r if run is not None and run._r else None
         page = _lib.take_string(lib.resdiag_analysis_to_html(self._a, ctypes.byref(o)))
         if page is None:
@@ -202,13 +214,15 @@ class Run:
     ("frob", ...: resdiag.FIELDS) or indices."""
 
     def __init__(self, path):
+        self._r = None
+        enc = _lib.c_path(path, "open")
         h = ctypes.c_void_p()
-        st = lib.resdiag_reader_open(ctypes.byref(h), str(path).encode())
+        st = lib.resdiag_reader_open(ctypes.byref(h), enc)
         if st != _lib.OK or not h:
             raise ResdiagError("resdiag: cannot read %s: %s (see the 'resdiag' log)"
-                               % (path, _lib.strerror(st)), st)
+                               % (os.fsdecode(enc), _lib.strerror(st)), st)
         self._r = h
-        self.path = str(path)
+        self.path = os.fsdecode(enc)
         self.info = Info(lib.resdiag_reader_info(h).contents)
 
     def close(self):
@@ -243,8 +257,9 @@ class Run:
         return list(out[:n])
 
     def metric(self, name):
-        """The trainer's metric `name` at every recorded step (NaN where it
-        gave none), in the order of steps()."""
+        """The trainer's metric `name` at every recorded step, in the order
+        of steps(): the value it gave (NaN and +-Inf as given), None where it
+        gave none."""
         if name not in self.info.metric_names:
             raise KeyError("resdiag: the run declares no metric %r (it has %s)"
                            % (name, self.info.metric_names))
@@ -252,18 +267,20 @@ class Run:
         out = (ctypes.c_double * max(1, n))()
         _check(lib.resdiag_reader_metric(self._h(), self.info.metric_names.index(name), 0, n,
                                          out), "metric %s" % name)
-        return list(out[:n])
+        return [v if lib.resdiag_metric_given(v) else None for v in out[:n]]
 
     def site(self, step_index, site, layer=0, sublayer=0, direction="forward"):
         """{field: value} of one observed tensor, or None if not observed."""
         out = (ctypes.c_double * _lib.N_FIELDS)()
         obs = ctypes.c_int(0)
+        step_index, layer, sublayer = _where(step_index, layer, sublayer)
         _check(lib.resdiag_reader_site(self._h(), step_index, _dir(direction), layer, sublayer,
                                        _site(site), out, ctypes.byref(obs)), "site")
         return dict(zip(_lib.FIELDS, out)) if obs.value else None
 
     def sketch(self, step_index, site, layer=0, sublayer=0, direction="forward"):
         out = (ctypes.c_double * max(1, self.info.sketch_size))()
+        step_index, layer, sublayer = _where(step_index, layer, sublayer)
         _check(lib.resdiag_reader_sketch(self._h(), step_index, _dir(direction), layer, sublayer,
                                          _site(site), out), "sketch")
         return list(out[:self.info.sketch_size])
@@ -272,24 +289,47 @@ class Run:
         """{field: value} of a parameter gradient (layer = -1: model level), or None."""
         out = (ctypes.c_double * _lib.N_FIELDS)()
         obs = ctypes.c_int(0)
-        _check(lib.resdiag_reader_param(self._h(), step_index, layer, name.encode(), out,
+        step_index, layer, _ = _where(step_index, layer)
+        _check(lib.resdiag_reader_param(self._h(), step_index, layer,
+                                        _lib.c_text(name, "parameter name"), out,
                                         ctypes.byref(obs)), "param %s" % name)
         return dict(zip(_lib.FIELDS, out)) if obs.value else None
 
     def update(self, step_index, layer, sublayer):
         """{"ratio_frob": ||dx||/||x||, "ratio_tok_mean": ...} at the add."""
         out = (ctypes.c_double * _lib.N_UPDATE_FIELDS)()
+        step_index, layer, sublayer = _where(step_index, layer, sublayer)
         _check(lib.resdiag_reader_update(self._h(), step_index, layer, sublayer, out), "update")
         return dict(zip(_lib.UPDATE_FIELDS, out))
 
     def callsite(self, site, layer=0, sublayer=0, direction="forward"):
-        return lib.resdiag_reader_callsite(self._h(), _dir(direction), layer, sublayer,
-                                           _site(site)).decode("utf-8", "replace")
+        """The trainer's "file:line" behind a site's hook ("" if never
+        observed)."""
+        d, site = _dir(direction), _site(site)
+        _, layer, sublayer = _where(None, layer, sublayer)
+        # The C call answers "" for a site outside the model too (it has no
+        # status): refused here as the other reader calls refuse it.
+        if site not in _lib.SITES.values():
+            bad = "site %d is not a site" % site
+        elif site >= _lib.N_BLOCK_SITES:
+            bad = None  # a model site: layer and sublayer are not read
+        elif not 0 <= layer < self.info.n_layers:
+            bad = "layer %d is outside 0..%d" % (layer, self.info.n_layers - 1)
+        elif not 0 <= sublayer < self.info.n_sublayers:
+            bad = "sublayer %d is outside 0..%d" % (sublayer, self.info.n_sublayers - 1)
+        else:
+            bad = None
+        if bad:
+            raise ResdiagError("resdiag: callsite: %s: %s" % (bad, _lib.strerror(_lib.E_RANGE)),
+                               _lib.E_RANGE)
+        return lib.resdiag_reader_callsite(self._h(), d, layer, sublayer,
+                                           site).decode("utf-8", "replace")
 
     def series(self, site, field="frob", layer=0, sublayer=0, direction="forward"):
         """One field of one site over all recorded steps (NaN where not observed)."""
         n = self.info.n_steps
         out = (ctypes.c_double * max(1, n))()
+        _, layer, sublayer = _where(None, layer, sublayer)
         _check(lib.resdiag_reader_series(self._h(), _dir(direction), layer, sublayer, _site(site),
                                          _field(field), out, n), "series")
         return list(out[:n])
@@ -299,7 +339,8 @@ class Run:
         "last", or a recorded step index."""
         o = _lib.AnalyzeOptions()
         lib.resdiag_analyze_options_init(ctypes.byref(o))
-        o.step_index = {"first": _lib.STEP_FIRST, "last": _lib.STEP_LAST}.get(step, step)
+        o.step_index = (_lib.STEP_FIRST if step == "first" else _lib.STEP_LAST if step == "last"
+                        else _lib.c_int(step, "step", 64))
         if max_growth is not None:
             o.max_growth = max_growth
         a = ctypes.c_void_p()

@@ -107,6 +107,8 @@ class Recorder:
                  rank=None, world_size=None, split=None, shard_cols=None, shard_col_offset=0,
                  layer_first=0, layer_count=None, n_layers=None, record_rank_every=1,
                  device_stats=None, device_float64=False, file_schema=0, compression=1):
+        enc_path = _lib.c_path(path, "attach")  # first: attach(model, None) makes no file
+        self.path = os.fsdecode(enc_path)
         device_stats = device_stats or os.environ.get("RESDIAG_DEVICE_STATS") or "auto"
         if device_stats not in DEVICE_STATS:
             raise ValueError("resdiag.attach: device_stats=%r; one of %s"
@@ -226,25 +228,28 @@ class Recorder:
         if pipeline and n_layers is None:
             raise ValueError("resdiag.attach: split='pipeline' needs n_layers=, the whole "
                              "model's number of layers")
-        self._layer0 = int(layer_first) if pipeline else 0
+        ci = _lib.c_int
+        layer_first = ci(layer_first, "layer_first")
+        self._layer0 = layer_first if pipeline else 0
         if pipeline and layer_count is None:
             layer_count = len(blocks)
         self.sublayer_names = sub_names
         self.layer_param_names = pnames
-        self.path = str(path)
 
         # The C run.
         keep = []  # C strings must live until resdiag_open has copied the model
         m = _lib.Model()
         lib.resdiag_model_init(ctypes.byref(m))
-        m.n_layers, m.d_model, m.n_sublayers = int(n_layers or self.n_layers), d, len(sub_names)
-        m.rank = _lib.RANK_DETECT if rank is None else int(rank)
-        m.world_size = 0 if world_size is None else int(world_size)
+        m.n_layers = ci(n_layers or self.n_layers, "n_layers")
+        m.d_model, m.n_sublayers = ci(d, "d_model"), len(sub_names)
+        m.rank = _lib.RANK_DETECT if rank is None else ci(rank, "rank")
+        m.world_size = 0 if world_size is None else ci(world_size, "world_size")
         m.split = _lib.SPLITS.index(split) if split is not None else 0
         if shard_cols is not None:
-            m.shard_cols = int(shard_cols)
-        m.shard_col_offset, m.layer_first = int(shard_col_offset), int(layer_first)
-        m.layer_count = int(layer_count or 0)
+            m.shard_cols = ci(shard_cols, "shard_cols")
+        m.shard_col_offset = ci(shard_col_offset, "shard_col_offset")
+        m.layer_first = layer_first
+        m.layer_count = 0 if layer_count is None else ci(layer_count, "layer_count")
         arr, enc = _lib.cstrings(sub_names)
         keep += [arr, enc]
         m.sublayer_names = arr
@@ -285,24 +290,26 @@ class Recorder:
         keep += [arr, enc]
         m.n_meta, m.meta = len(meta), arr
         if description:
-            enc = description.encode()
+            enc = _lib.c_text(description, "description")
             keep.append(enc)
             m.description = enc
         o = _lib.Options()
         lib.resdiag_options_init(ctypes.byref(o))
-        o.record_every, o.record_first = record_every, record_first
+        o.record_every = ci(record_every, "record_every", 64)
+        o.record_first = ci(record_first, "record_first", 64)
         if record_last is not None:
-            o.record_last = record_last
+            o.record_last = ci(record_last, "record_last", 64)
         o.record_init_only = int(bool(record_init_only))
         if sketch_size is not None:
-            o.sketch_size = sketch_size
+            o.sketch_size = ci(sketch_size, "sketch_size")
         if flush_steps is not None:
-            o.flush_steps = flush_steps
+            o.flush_steps = ci(flush_steps, "flush_steps")
         o.overwrite = 1 if overwrite else 0
-        o.record_rank_every = int(record_rank_every)
-        o.file_schema, o.compression = int(file_schema), int(compression)
+        o.record_rank_every = ci(record_rank_every, "record_rank_every")
+        o.file_schema = ci(file_schema, "file_schema")
+        o.compression = ci(compression, "compression")
         h = ctypes.c_void_p()
-        st = lib.resdiag_open(ctypes.byref(h), self.path.encode(), ctypes.byref(m), ctypes.byref(o))
+        st = lib.resdiag_open(ctypes.byref(h), enc_path, ctypes.byref(m), ctypes.byref(o))
         if st != _lib.OK or not h:
             raise ResdiagError("resdiag.attach: cannot record to %s: %s (see the 'resdiag' log)"
                                % (self.path, _lib.strerror(st)), st)
@@ -443,7 +450,7 @@ class Recorder:
             raise ResdiagError("resdiag: the recorder was detached")
         if self._in_step:
             self.end_step()
-        step = self._next_step if step is None else int(step)
+        step = self._next_step if step is None else _lib.c_int(step, "step", 64)
         st = lib.resdiag_step_begin(self._rd, step)
         self._note(st)
         if st != _lib.OK:  # refused (e.g. a step number that does not increase): not in a step
@@ -527,17 +534,22 @@ class Recorder:
         """Observes a tensor by hand at a site (a name from resdiag.SITES),
         as the C hook macros do: for what no module hook sees. Model sites
         take layer=-1. Does nothing outside a recorded step; returns whether
-        the library accepted it."""
+        the library accepted it. Bad arguments raise in every step:
+        ValueError for a layer or sublayer outside a C int, TypeError for a
+        complex tensor, ValueError for a meta one."""
+        from .reader import _dir, _site, _where  # the same rules as the reader
+        _tensor.check(tensor)
+        _, layer, sublayer = _where(None, layer, sublayer)
+        direction, site = _dir(direction), _site(site)
         if not self._recording:
             return False
-        from .reader import _dir, _site  # the same name rules as the reader
         if self._on_device(tensor):
-            self._observe_device(_dir(direction), tensor, layer, sublayer, _site(site),
+            self._observe_device(direction, tensor, layer, sublayer, site,
                                  self._cs["manual"])
             return True
         if self._kernel is not None:
             self._submit_kernel()  # what waits goes first, in its order
-            st = self._kernel.observe(_dir(direction), tensor, layer, sublayer, _site(site),
+            st = self._kernel.observe(direction, tensor, layer, sublayer, site,
                                       self._cs["manual"])
             failed = 0
             if st == _lib.OK:
@@ -545,7 +557,7 @@ class Recorder:
             self._note(st, failed)
             return st == _lib.OK
         view, owner = _tensor.as_2d(tensor)
-        st = lib.resdiag_observe_at(self._rd, _dir(direction), layer, sublayer, _site(site),
+        st = lib.resdiag_observe_at(self._rd, direction, layer, sublayer, site,
                                     view, self._cs["manual"], 0)
         del owner
         self._note(st)

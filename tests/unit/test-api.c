@@ -1112,12 +1112,25 @@ START_TEST(step_metrics_reach_the_file_as_given)
     ck_assert_int_eq(resdiag_reader_metric(rd, 0, -1, 1, &v), RESDIAG_E_NOT_FOUND);
     ck_assert_int_eq(resdiag_reader_metric(rd, 0, 0, 1, NULL), RESDIAG_E_NULL);
 
-    /* the JSON report: loss and lr at the recorded steps, null for NaN/Inf */
+    /* the NaN and Inf given apart from the NaN of "not given" (lr at step 2) */
+    double loss[5], lr[5];
+    ck_assert_int_eq(resdiag_reader_metric(rd, 0, 0, 5, loss), RESDIAG_OK);
+    ck_assert_int_eq(resdiag_reader_metric(rd, 1, 0, 5, lr), RESDIAG_OK);
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(resdiag_metric_given(loss[i]), 1);
+        ck_assert_int_eq(resdiag_metric_given(lr[i]), i != 1);
+    }
+    ck_assert_int_eq(resdiag_metric_given(NAN), 0);
+    ck_assert_int_eq(resdiag_metric_given(-INFINITY), 1);
+
+    /* the JSON report: loss and lr at the recorded steps; NaN and Inf given
+     * as strings (strict JSON has no literal), null where none was given */
     resdiag_analysis *an = NULL;
     ck_assert_int_eq(resdiag_analyze(rd, NULL, &an), RESDIAG_OK);
     char *json = resdiag_analysis_to_json(an);
     ck_assert_ptr_nonnull(strstr(json, "\"metric_steps\": [0, 2, 4, 6, 8]"));
-    ck_assert_msg(strstr(json, "\"loss\": [3, 2.5, null, null, 1]") != NULL, "%s", json);
+    ck_assert_msg(strstr(json, "\"loss\": [3, 2.5, \"Infinity\", \"NaN\", 1]") != NULL, "%s",
+                  json);
     ck_assert_ptr_nonnull(strstr(json, "\"lr\": [0.001, null, 0.005, 0.007, 0.009]"));
     resdiag_free(json);
     char *text = resdiag_analysis_to_text(an);
