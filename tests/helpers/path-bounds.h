@@ -42,4 +42,19 @@ static inline long double rd_test_active_sum_tol(resdiag_dtype dt)
     return rd_test_sum_tol(rd_stats_active_path(), dt);
 }
 
+/* The relative bound of a norm of dtype data (the Frobenius norm, a
+ * token's norm): the square root of row sums of x^2 (terms >= 0), so
+ * within half a row sum's bound of itself, plus the double rounding. */
+static inline long double rd_test_norm_tol(resdiag_dtype dt)
+{
+    return rd_test_active_sum_tol(dt) / 2 + RD_TEST_REL_TOL;
+}
+
+/* The relative bound of a ratio of two such norms (an update ratio, a
+ * growth), or of a mean of such ratios: twice a norm's. */
+static inline long double rd_test_ratio_tol(resdiag_dtype dt)
+{
+    return 2 * rd_test_norm_tol(dt);
+}
+
 #endif
