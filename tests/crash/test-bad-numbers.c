@@ -19,8 +19,9 @@
  * RESDIAG_MAX_HOOK_THREADS (split over that many threads; f16 and bf16 at
  * 768 columns).
  *
- * Tolerance: 1e-9 relative on the portable path and for f64 input, and
- * TOL_FLOAT = 6 G + 1e-12 (G = 24 * 2^-24) for f32, f16 and bf16 input on
+ * Tolerance: rd_test_field_tol (tests/helpers/path-bounds.h): 1e-12
+ * relative on the portable path and for f64 input (sums in double), and
+ * 6 G + 1e-12 (G = 24 * 2^-24) for f32, f16 and bf16 input on
  * the vector paths, which sum a row in float lanes (the bound lib/stats/stats.h
  * documents and tests/unit/test-stats.c derives); each against a scale per
  * field (the field itself
@@ -38,6 +39,7 @@
 #include <unistd.h>
 
 #include "check-one.h"
+#include "path-bounds.h"
 #include "resdiag.h"
 #include "stats/stats.h"
 #include "stats/stats_impl.h"
@@ -49,12 +51,10 @@ static const int64_t widths[] = { 601, 768 };
 static int64_t COLS = 601; /* the width of this run */
 #define ROWS 6
 #define BIG_ROWS 700 /* 700 x 601 f64 > 1 MiB: hook_threads >= 2 splits it */
-#define TOL 1e-9
-#define TOL_FLOAT (6.0 * 24.0 * 0x1p-24 + 1e-12)
 
 static int expect_portable, expect_no_avx512;
 static char g_dir[256];
-static double g_worst;   /* largest error / (TOL * scale) seen */
+static double g_worst;   /* largest error / (tolerance * scale) seen */
 static char g_worst_what[256];
 
 static void quiet_log(resdiag_log_priority p, const char *msg, void *u)
@@ -388,8 +388,7 @@ static void run_one(rd_stats_path path, resdiag_dtype dt, int hook_threads)
                 continue;
             }
             long double err = fabsl((long double)got[f] - want);
-            int float_lanes = path != RD_STATS_PORTABLE && dt != RESDIAG_DTYPE_F64;
-            long double bound = (float_lanes ? TOL_FLOAT : TOL) * scale[f];
+            long double bound = rd_test_field_tol(path, dt) * scale[f];
             ck_assert_msg(isfinite(got[f]) && err <= bound,
                           "%s: %s = %.17g, reference %.20Lg (error %.3Lg, allowed %.3Lg)",
                           what, resdiag_field_name((resdiag_field)f), got[f], want, err,

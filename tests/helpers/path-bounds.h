@@ -42,6 +42,15 @@ static inline long double rd_test_active_sum_tol(resdiag_dtype dt)
     return rd_test_sum_tol(rd_stats_active_path(), dt);
 }
 
+/* The relative bound of a field (tests/unit/test-stats.c's header derives
+ * 6 G on float lanes: std within 6 G of itself), against a scale per field. */
+#define RD_TEST_FIELD_TOL_F (6.0L * RD_TEST_G_F + RD_TEST_REL_TOL)
+
+static inline long double rd_test_field_tol(rd_stats_path p, resdiag_dtype dt)
+{
+    return rd_test_float_lanes(p, dt) ? RD_TEST_FIELD_TOL_F : RD_TEST_REL_TOL;
+}
+
 /* The relative bound of a norm of dtype data (the Frobenius norm, a
  * token's norm): the square root of row sums of x^2 (terms >= 0), so
  * within half a row sum's bound of itself, plus the double rounding. */

@@ -52,7 +52,7 @@
 
 #define REL_TOL RD_TEST_REL_TOL
 #define G_F RD_TEST_G_F              /* one float-lane row sum, see above */
-#define F_TOL (6.0L * G_F + REL_TOL) /* fields of the float kernel */
+#define F_TOL RD_TEST_FIELD_TOL_F /* fields of the float kernel: 6 G_F + REL_TOL */
 #define CALL_SEQ_SENTINEL 4242.0
 
 /* ------------------------------------------------------------------------ */
@@ -414,7 +414,7 @@ static int field_is_exact(int q)
  * path p on dtype. */
 static long double field_tol(rd_stats_path p, resdiag_dtype dt)
 {
-    return rd_test_float_lanes(p, dt) ? F_TOL : REL_TOL;
+    return rd_test_field_tol(p, dt); /* F_TOL or REL_TOL (path-bounds.h) */
 }
 
 static long double sum_tol(rd_stats_path p, resdiag_dtype dt)
