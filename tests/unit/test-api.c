@@ -426,7 +426,8 @@ START_TEST(hooks_reject_bad_calls_and_the_run_goes_on)
     ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 1, 1, RESDIAG_STREAM_OUT, f,
                                          &observed), RESDIAG_OK);
     ck_assert_int_eq(observed, 1);
-    ck_assert_double_eq_tol(f[RESDIAG_FIELD_FROB], (double)ref_frob(x, T, D), FROB_TOL(ref_frob(x, T, D)));
+    ck_assert_double_eq_tol(f[RESDIAG_FIELD_FROB], (double)ref_frob(x, T, D),
+                            FROB_TOL(ref_frob(x, T, D)));
     /* The bad call left nothing behind: layer 0 sublayer 0 is unobserved. */
     for (int s = 0; s < RESDIAG_N_BLOCK_SITES; s++) {
         ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 0, 0, (resdiag_site)s, f,
@@ -668,7 +669,8 @@ START_TEST(hooks_outside_a_step_are_a_quiet_no_op)
     ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, f, &obs),
                      RESDIAG_OK);
     ck_assert_int_eq(obs, 1);
-    ck_assert_double_eq_tol(f[RESDIAG_FIELD_FROB], (double)ref_frob(x, T, D), FROB_TOL(ref_frob(x, T, D)));
+    ck_assert_double_eq_tol(f[RESDIAG_FIELD_FROB], (double)ref_frob(x, T, D),
+                            FROB_TOL(ref_frob(x, T, D)));
     ck_assert_double_eq(f[RESDIAG_FIELD_CALL_SEQ], 0);
     ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_BACKWARD, 1, 1, RESDIAG_NORM_IN, f, &obs),
                      RESDIAG_OK);
@@ -842,7 +844,8 @@ static void assert_steps(const char *path, const int64_t *want, int n)
         fill(x, T * D, (unsigned)want[i]);
         ck_assert_int_eq(resdiag_reader_site(rd, i, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_OUT,
                                              f, NULL), RESDIAG_OK);
-        ck_assert_double_eq_tol(f[RESDIAG_FIELD_FROB], (double)ref_frob(x, T, D), FROB_TOL(ref_frob(x, T, D)));
+        ck_assert_double_eq_tol(f[RESDIAG_FIELD_FROB], (double)ref_frob(x, T, D),
+                            FROB_TOL(ref_frob(x, T, D)));
     }
     resdiag_reader_destroy(rd);
 }
@@ -952,7 +955,8 @@ START_TEST(file_holds_statistics_ratios_order_and_callsites)
     ck_assert_double_eq_tol(u[RESDIAG_UPDATE_RATIO_FROB],
                             (double)(ref_frob(f, T, D) / ref_frob(x, T, D)),
                             RATIO_TOL(ref_frob(f, T, D) / ref_frob(x, T, D)));
-    ck_assert_double_eq_tol(u[RESDIAG_UPDATE_RATIO_TOK_MEAN], (double)(sum / T), RATIO_TOL(sum / T));
+    ck_assert_double_eq_tol(u[RESDIAG_UPDATE_RATIO_TOK_MEAN], (double)(sum / T),
+                            RATIO_TOL(sum / T));
     ck_assert_int_eq(resdiag_reader_update(rd, 0, 0, 0, u), RESDIAG_OK);
     ck_assert(isnan(u[0]) && isnan(u[1]));
 
