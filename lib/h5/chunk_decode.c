@@ -6,8 +6,9 @@
  * own deflate filter would grow its buffer for as long as the stream goes
  * on; here a chunk that stores more than deflate can make of its logical
  * size (compressBound), or whose stream does not end exactly at that
- * size and at the chunk's last byte, is refused, so the work and memory of a read follow the chunk's
- * shape, which open checks is the writer's (one step).
+ * size and at the chunk's last byte, is refused, so the work and memory of
+ * a read follow the chunk's shape, which open checks is the writer's (one
+ * step).
  *
  * One decoded step is kept (in the memory type last asked for): a step's
  * reads go site by site, and each of its chunks is then inflated once.
@@ -176,28 +177,27 @@ static resdiag_status inflate_exact(const rd_chunk_steps *c, hsize_t step,
     z.next_out = out;
     z.avail_out = (uInt)want;
     int rc = inflate(&z, Z_FINISH);
-    size_t got = (size_t)z.total_out;
     unsigned char extra;
-    int past = 0;
     if (rc != Z_STREAM_END && z.avail_out == 0 && z.avail_in > 0) {
         z.next_out = &extra; /* one byte more: the stream goes on, ends, or is damaged */
         z.avail_out = 1;
         rc = inflate(&z, Z_FINISH);
-        past = (size_t)z.total_out > want;
     }
+    /* After the extra call: a stream of want + 1 bytes ends there too. */
+    size_t got = (size_t)z.total_out;
     const char *msg = z.msg ? z.msg : "damaged data";
     size_t after = (size_t)z.avail_in; /* stored bytes the stream did not use */
     inflateEnd(&z);
+    if (got > want)
+        return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: dataset /%s, step %llu: its chunk "
+                          "inflates to more than its %zu bytes", c->path, c->name,
+                          (unsigned long long)step, want);
     if (rc == Z_STREAM_END && got == want && after == 0)
         return RESDIAG_OK;
     if (rc == Z_STREAM_END && got == want) /* HDF5 stores the stream alone */
         return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: dataset /%s, step %llu: its chunk "
                           "has %zu bytes after the end of its deflate stream", c->path,
                           c->name, (unsigned long long)step, after);
-    if (past)
-        return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: dataset /%s, step %llu: its chunk "
-                          "inflates to more than its %zu bytes", c->path, c->name,
-                          (unsigned long long)step, want);
     if (rc == Z_STREAM_END)
         return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: dataset /%s, step %llu: its chunk "
                           "inflates to %zu bytes, not %zu", c->path, c->name,
