@@ -176,7 +176,16 @@ typedef enum resdiag_site {
     RESDIAG_NORM_OUT = 2,    /* what the norm returns */
     RESDIAG_BRANCH_OUT = 3,  /* sublayer output before the residual add (dx) */
     RESDIAG_STREAM_OUT = 4,  /* residual stream leaving the sublayer */
-    RESDIAG_N_BLOCK_SITES = 5,
+    /* Sites of schema 3 (files of 0.3 and before hold the five above): */
+    RESDIAG_BRANCH_IN = 5,   /* what the branch's first operation reads: the stream
+                                itself (post-norm, reordered) or a norm's output
+                                (pre-norm, sandwich) */
+    RESDIAG_OUT_NORM_IN = 6, /* what a norm on the branch's output reads: the
+                                branch's raw output (sandwich's second norm,
+                                the reordered norm x + Norm(F(x))) */
+    RESDIAG_OUT_NORM_OUT = 7,/* that norm's output (what is added, when nothing
+                                follows it: then it is branch_out) */
+    RESDIAG_N_BLOCK_SITES = 8,
 
     RESDIAG_EMBED_OUT = 16,      /* embedding output = stream into layer 0 */
     RESDIAG_FINAL_NORM_IN = 17,  /* what the final norm reads */
@@ -265,7 +274,12 @@ typedef enum resdiag_placement {
     RESDIAG_PLACEMENT_DEEPNORM = 4,  /* Norm(alpha*x + F(x)) */
     RESDIAG_PLACEMENT_MIXED = 5,     /* post-norm in the first layers, pre after (Mix-LN) */
     RESDIAG_PLACEMENT_PARALLEL = 6,  /* x + Attn(Norm(x)) + MLP(Norm(x)) */
-    RESDIAG_PLACEMENT_NONE = 7       /* no norm in the blocks */
+    RESDIAG_PLACEMENT_NONE = 7,      /* no norm in the blocks */
+    /* 8..11 are verdicts only (resdiag_verdict); the values stay equal. */
+    RESDIAG_PLACEMENT_REORDERED = 12, /* x + Norm(F(x)): a norm on the branch's output
+                                         only (OLMo 2, Swin v2 res-post-norm) */
+    RESDIAG_PLACEMENT_PER_SUBLAYER = 13 /* each sublayer its own placement, the same
+                                           in every layer (attn: none, mlp: post) */
 } resdiag_placement;
 
 typedef enum resdiag_norm_kind {
@@ -1086,7 +1100,7 @@ RESDIAG_API const char *resdiag_dtype_name(resdiag_dtype dtype);
  * gives the same verdict. See doc/REPORT-JSON.md for the JSON form.
  */
 
-/* What the data say the model is. Values 1..7 equal resdiag_placement's.
+/* What the data say the model is. Values 1..7, 12 and 13 equal resdiag_placement's.
  * Pinned: never renumbered, only appended. */
 typedef enum resdiag_verdict {
     RESDIAG_VERDICT_CANNOT_TELL = 0,  /* the evidence does not decide */
@@ -1101,10 +1115,16 @@ typedef enum resdiag_verdict {
     RESDIAG_VERDICT_POST_FAMILY = 9,  /* stream only: every layer renormalized (post or deepnorm) */
     RESDIAG_VERDICT_NOT_RENORMALIZED = 10, /* stream only: no layer renormalized
                                               (pre, sandwich, parallel or none) */
-    RESDIAG_VERDICT_PRE_OR_SANDWICH = 11   /* the relations say pre-type, but whether the
-                                              branch output is a norm output cannot be told
-                                              (an RMSNorm whose input is small next to
-                                              its epsilon looks like a plain branch) */
+    RESDIAG_VERDICT_PRE_OR_SANDWICH = 11,  /* the relations say pre-type and branch_out
+                                              looks like a norm output, but no norm on
+                                              the branch's output was observed
+                                              (out_norm_in/out_norm_out would decide) */
+    RESDIAG_VERDICT_REORDERED = 12,   /* x + Norm(F(x)) */
+    RESDIAG_VERDICT_PER_SUBLAYER = 13,/* sublayers differ, the same way in every layer:
+                                         see resdiag_analysis_sublayer */
+    RESDIAG_VERDICT_ZERO_BRANCHES = 14 /* every branch adds exactly 0 at the step
+                                          (zero-initialised: ReZero, SkipInit); the
+                                          placement shows once they move */
 } resdiag_verdict;
 
 typedef enum resdiag_confidence {

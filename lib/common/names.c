@@ -46,6 +46,9 @@ const char *resdiag_site_name(resdiag_site site)
     case RESDIAG_NORM_OUT: return "norm_out";
     case RESDIAG_BRANCH_OUT: return "branch_out";
     case RESDIAG_STREAM_OUT: return "stream_out";
+    case RESDIAG_BRANCH_IN: return "branch_in";
+    case RESDIAG_OUT_NORM_IN: return "out_norm_in";
+    case RESDIAG_OUT_NORM_OUT: return "out_norm_out";
     case RESDIAG_N_BLOCK_SITES: break;
     case RESDIAG_EMBED_OUT: return "embed_out";
     case RESDIAG_FINAL_NORM_IN: return "final_norm_in";
@@ -68,9 +71,14 @@ const char *resdiag_field_name(resdiag_field field)
 
 const char *resdiag_placement_name(resdiag_placement placement)
 {
+    /* indexed by value; 8..11 are verdicts only */
     static const char *const names[] = { "undeclared", "pre",   "post",     "sandwich",
-                                         "deepnorm",   "mixed", "parallel", "none" };
-    return (unsigned)placement < sizeof names / sizeof names[0] ? names[placement] : "?";
+                                         "deepnorm",   "mixed", "parallel", "none",
+                                         NULL,         NULL,    NULL,       NULL,
+                                         "reordered",  "per_sublayer" };
+    if ((unsigned)placement < sizeof names / sizeof names[0] && names[placement])
+        return names[placement];
+    return "?";
 }
 
 const char *resdiag_norm_kind_name(resdiag_norm_kind kind)
@@ -106,6 +114,9 @@ const char *resdiag_verdict_name(resdiag_verdict v)
     case RESDIAG_VERDICT_POST_FAMILY: return "post_family";
     case RESDIAG_VERDICT_NOT_RENORMALIZED: return "not_renormalized";
     case RESDIAG_VERDICT_PRE_OR_SANDWICH: return "pre_or_sandwich";
+    case RESDIAG_VERDICT_REORDERED: return "reordered";
+    case RESDIAG_VERDICT_PER_SUBLAYER: return "per_sublayer";
+    case RESDIAG_VERDICT_ZERO_BRANCHES: return "zero_branches";
     }
     return "?";
 }
