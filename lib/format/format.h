@@ -11,8 +11,9 @@
 
 /* Version of the file format: the newest this library writes (and the
  * default); a reader refuses a newer one. Schema 1: every value a float64,
- * no filters; schema 2: each field at its precision (doc/FORMAT.md). */
-#define RD_SCHEMA_VERSION 2
+ * no filters; schema 2: each field at its precision; schema 3: as 2, with
+ * the block sites branch_in, out_norm_in and out_norm_out (doc/FORMAT.md). */
+#define RD_SCHEMA_VERSION 3
 
 /* Attributes of the root group: what the run is (doc/FORMAT.md). */
 #define RD_ATTR_SCHEMA_VERSION "schema_version"

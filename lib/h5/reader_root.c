@@ -13,6 +13,7 @@
 
 #include "common/utf8.h"
 #include "format/format.h"
+#include "format/tables.h"
 #include "h5/attributes.h"
 #include "h5/common.h"
 
@@ -248,8 +249,8 @@ static resdiag_status read_names(rd_root *r, hid_t f, const char *P)
     in->n_layer_params = (int)r->n_layer_params;
     in->n_model_params = (int)r->n_model_params;
 
-    static const struct { const char *name; size_t n; } labels[] = {
-        { RD_ATTR_SITE_NAMES, RESDIAG_N_BLOCK_SITES },
+    const struct { const char *name; size_t n; } labels[] = {
+        { RD_ATTR_SITE_NAMES, (size_t)rd_block_sites(in->schema_version) },
         { RD_ATTR_MODEL_SITE_NAMES, RESDIAG_N_MODEL_SITES },
         { RD_ATTR_FIELD_NAMES, RESDIAG_N_FIELDS },
         { RD_ATTR_FIELD_UNITS, RESDIAG_N_FIELDS },

@@ -22,6 +22,9 @@ const char *rd_verdict_human(resdiag_verdict v)
     case RESDIAG_VERDICT_NOT_RENORMALIZED:
         return "stream not renormalized (pre-norm, sandwich, parallel or no norm)";
     case RESDIAG_VERDICT_PRE_OR_SANDWICH: return "pre-norm or sandwich";
+    case RESDIAG_VERDICT_REORDERED: return "reordered norm (x + Norm(F(x)))";
+    case RESDIAG_VERDICT_PER_SUBLAYER: return "per-sublayer scheme";
+    case RESDIAG_VERDICT_ZERO_BRANCHES: return "zero-initialised branches";
     }
     return "?";
 }

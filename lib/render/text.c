@@ -439,8 +439,6 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
     text_judged_step(&b, esc, a);
     rd_strbuf_printf(&b, "Observed: %s;", a->stream_only ? "stream only (less evidence)"
                                                   : "block sites");
-    static const char *const nm[RESDIAG_N_BLOCK_SITES] = { "stream_in", "norm_in", "norm_out",
-                                                           "branch_out", "stream_out" };
     for (int d = 0; d < 2; d++) {
         int any = 0;
         for (int s = 0; s < RESDIAG_N_BLOCK_SITES; s++)
@@ -452,7 +450,8 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
         rd_strbuf_printf(&b, " %s:", d ? "backward" : "forward");
         for (int s = 0; s < RESDIAG_N_BLOCK_SITES; s++)
             if (a->n_obs[d][s])
-                rd_strbuf_printf(&b, " %s %d/%d", nm[s], a->n_obs[d][s], L * S);
+                rd_strbuf_printf(&b, " %s %d/%d", resdiag_site_name((resdiag_site)s),
+                                 a->n_obs[d][s], L * S);
         rd_strbuf_printf(&b, ";");
     }
     rd_strbuf_printf(&b, " sketch %d\n", a->sketch_size);
