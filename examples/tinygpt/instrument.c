@@ -25,6 +25,9 @@ _Static_assert((int)TG_NORM_IN == (int)RESDIAG_NORM_IN, "site");
 _Static_assert((int)TG_NORM_OUT == (int)RESDIAG_NORM_OUT, "site");
 _Static_assert((int)TG_BRANCH_OUT == (int)RESDIAG_BRANCH_OUT, "site");
 _Static_assert((int)TG_STREAM_OUT == (int)RESDIAG_STREAM_OUT, "site");
+_Static_assert((int)TG_BRANCH_IN == (int)RESDIAG_BRANCH_IN, "site");
+_Static_assert((int)TG_OUT_NORM_IN == (int)RESDIAG_OUT_NORM_IN, "site");
+_Static_assert((int)TG_OUT_NORM_OUT == (int)RESDIAG_OUT_NORM_OUT, "site");
 _Static_assert((int)TG_EMBED_OUT == (int)RESDIAG_EMBED_OUT, "site");
 _Static_assert((int)TG_FINAL_NORM_IN == (int)RESDIAG_FINAL_NORM_IN, "site");
 _Static_assert((int)TG_FINAL_NORM_OUT == (int)RESDIAG_FINAL_NORM_OUT, "site");
@@ -53,6 +56,7 @@ struct tg_instr {
     int grew;                    /* ... and it changed during the step */
     double cpu_in_calls;         /* CPU seconds of the calling thread inside resdiag */
     int hook_team;               /* hooks are team calls (tg_instr_settings.hook_team) */
+    int old_layout;              /* file_schema 1 or 2: no room for branch_in.. */
     int n_hook_threads;          /* the library's hook threads found at open */
     clockid_t hook_clock[16];    /* ... their CPU clocks */
     double hook_cpu_last;        /* ... their CPU seconds at tg_instr_last_step */
@@ -152,6 +156,8 @@ static resdiag_placement declared(tg_placement p)
     case TG_MIX: return RESDIAG_PLACEMENT_MIXED;
     case TG_PARALLEL: return RESDIAG_PLACEMENT_PARALLEL;
     case TG_NONE: return RESDIAG_PLACEMENT_NONE;
+    case TG_REORDERED: return RESDIAG_PLACEMENT_REORDERED;
+    case TG_HYBRID: return RESDIAG_PLACEMENT_PER_SUBLAYER;
     }
     return RESDIAG_PLACEMENT_UNDECLARED;
 }
@@ -181,6 +187,7 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
     h->time_calls = s->time_calls;
     h->file_last = -1;
     h->hook_team = s->hook_team;
+    h->old_layout = s->file_schema == 1 || s->file_schema == 2;
 
     resdiag_model model;
     resdiag_model_init(&model);
@@ -195,7 +202,8 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
     if (s->declare) { /* what the trainer claims, right or wrong: --declare */
         model.declared_placement = RESDIAG_PLACEMENT_UNDECLARED;
         model.declared_mix_layers = 0;
-        for (int p = RESDIAG_PLACEMENT_UNDECLARED; p <= RESDIAG_PLACEMENT_NONE; p++)
+        /* 8..11 are verdicts only: named "?", never given */
+        for (int p = RESDIAG_PLACEMENT_UNDECLARED; p <= RESDIAG_PLACEMENT_PER_SUBLAYER; p++)
             if (strcmp(s->declare, resdiag_placement_name((resdiag_placement)p)) == 0)
                 model.declared_placement = (resdiag_placement)p;
     }
@@ -435,10 +443,17 @@ static void team_call(tg_instr *h, const tg_team_call *c)
     note(h, first);
 }
 
+/* The sites of schema 3 (branch_in, out_norm_in, out_norm_out), which a
+ * file of schema 1 or 2 has no room for: left out there. */
+static int site_in_layout(const tg_instr *h, tg_site site)
+{
+    return !h->old_layout || site < TG_BRANCH_IN || site > TG_OUT_NORM_OUT;
+}
+
 void tg_hook_tensor(tg_instr *h, int dir, int layer, int sublayer, tg_site site,
                     const real *x, int64_t rows, int64_t cols, const char *file, int line)
 {
-    if (!h || !h->recording) return;
+    if (!h || !h->recording || !site_in_layout(h, site)) return;
     if (h->record == TG_RECORD_STREAM) {
         /* Only the stream leaving each layer (STREAM_OUT of its last
          * sublayer) and the embedding that enters layer 0, forward. */
@@ -470,7 +485,7 @@ void tg_hook_same(tg_instr *h, int dir, int layer, int sublayer, tg_site site, c
                   int64_t rows, int64_t cols, int from_layer, int from_sublayer,
                   tg_site from_site, const char *file, int line)
 {
-    if (!h || !h->recording) return;
+    if (!h || !h->recording || !site_in_layout(h, site)) return;
     /* a source that --record stream leaves out is not there to copy */
     if (h->read_every_site ||
         (h->record == TG_RECORD_STREAM && !stream_keeps(dir, from_sublayer, from_site))) {

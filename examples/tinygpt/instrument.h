@@ -29,6 +29,9 @@ typedef enum tg_site {
     TG_NORM_OUT = 2,
     TG_BRANCH_OUT = 3,
     TG_STREAM_OUT = 4,
+    TG_BRANCH_IN = 5,       /* what F's first operation reads */
+    TG_OUT_NORM_IN = 6,     /* what a norm on F's output reads: F's raw output */
+    TG_OUT_NORM_OUT = 7,    /* that norm's output */
     TG_EMBED_OUT = 16,
     TG_FINAL_NORM_IN = 17,
     TG_FINAL_NORM_OUT = 18,

@@ -54,6 +54,10 @@ static const char usage[] =
     "                      mix:K      post-norm in layers 0..K-1, pre after (Mix-LN)\n"
     "                      parallel   x + Attn(Norm(x)) + MLP(Norm(x)) (GPT-J, PaLM)\n"
     "                      none       x + F(x), no norm in the blocks\n"
+    "                      reordered  x + Norm(F(x)), the only norm on the branch's\n"
+    "                                 output (OLMo 2, Swin v2 res-post-norm)\n"
+    "                      hybrid     per sublayer: attention x + Attn(x) (no norm),\n"
+    "                                 MLP Norm(x + MLP(x)) (post-norm)\n"
     "  --norm N          layernorm | rmsnorm [default=layernorm]\n"
     "  --final-norm S    on | off: a norm before the output head [default=on]\n"
     "  --layers L        blocks [default=4]\n"
@@ -118,13 +122,15 @@ static const char usage[] =
     "  --record-every N  record steps 0, N, 2N, ... [default=1]\n"
     "  --declare P       declare placement P in the run file instead of the\n"
     "                    model's own: pre, post, sandwich, deepnorm, parallel,\n"
-    "                    none, or undeclared (declare nothing); to test\n"
-    "                    `resdiag check --expect declared` [default: --placement]\n"
+    "                    none, reordered, per_sublayer, or undeclared (declare\n"
+    "                    nothing); to test `resdiag check --expect declared`\n"
+    "                    [default: --placement]\n"
     "  --flush-steps N   write the run file every N recorded steps [default=16]\n"
-    "  --file-schema N   the run file's schema (resdiag_options.file_schema): 2,\n"
-    "                    float32 statistics and integer counts; 1, every value\n"
-    "                    a float64 (what resdiag 0.1.x reads); 0 = the newest\n"
-    "                    [default=0]\n"
+    "  --file-schema N   the run file's schema (resdiag_options.file_schema): 3,\n"
+    "                    also the sites branch_in, out_norm_in, out_norm_out; 2,\n"
+    "                    float32 statistics and integer counts, without those\n"
+    "                    sites; 1, every value a float64 (what resdiag 0.1.x\n"
+    "                    reads); 0 = the newest [default=0]\n"
     "  --compression N   schema 2: 0 = none, 1..9 = shuffle + deflate at that\n"
     "                    level (resdiag_options.compression) [default=1]\n"
     "  --flush-log FILE  append \"open\", then \"flushed S\" whenever step S became\n"
@@ -230,7 +236,8 @@ typedef struct options {
 static void parse_args(options *o, int argc, char **argv)
 {
     static const char *const placements[] = { "pre", "post", "sandwich", "deepnorm",
-                                              "mix:K", "parallel", "none", NULL };
+                                              "mix:K", "parallel", "none", "reordered",
+                                              "hybrid", NULL };
     static const char *const norms[] = { "layernorm", "rmsnorm", NULL };
     static const char *const onoff[] = { "off", "on", NULL };
     static const char *const inits[] = { "gpt2", "xavier", NULL };
@@ -333,7 +340,7 @@ static void parse_args(options *o, int argc, char **argv)
         else if (IS("--hook-threads")) o->hook_threads = parse_int(flag, val, 0, 16);
         else if (IS("--hook-team")) o->hook_team = parse_choice(flag, val, onoff);
         else if (IS("--resdiag-log")) o->resdiag_log = parse_choice(flag, val, priorities);
-        else if (IS("--file-schema")) o->file_schema = parse_int(flag, val, 0, 2);
+        else if (IS("--file-schema")) o->file_schema = parse_int(flag, val, 0, 3);
         else if (IS("--compression")) o->compression = parse_int(flag, val, 0, 9);
         else if (IS("--log-every")) o->log_every = parse_int(flag, val, 1, INT_MAX);
         else if (IS("--flush-steps")) o->flush_steps = parse_int(flag, val, 1, 100000);
@@ -341,7 +348,8 @@ static void parse_args(options *o, int argc, char **argv)
         else if (IS("--handle-signals")) o->signals = parse_choice(flag, val, sigmodes);
         else if (IS("--declare")) {
             static const char *const declares[] = { "pre", "post", "sandwich", "deepnorm",
-                                                    "parallel", "none", "undeclared", NULL };
+                                                    "parallel", "none", "reordered",
+                                                    "per_sublayer", "undeclared", NULL };
             o->declare = declares[parse_choice(flag, val, declares)];
         } else if (IS("--step-times")) {
             if (!*val) die_usage("--step-times needs a file name");

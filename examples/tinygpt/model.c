@@ -33,6 +33,8 @@ const char *tg_placement_name(tg_placement p)
     case TG_MIX: return "mix";
     case TG_PARALLEL: return "parallel";
     case TG_NONE: return "none";
+    case TG_REORDERED: return "reordered";
+    case TG_HYBRID: return "hybrid";
     }
     return "?";
 }
@@ -57,6 +59,13 @@ tg_placement tg_layer_placement(const tg_config *cfg, int layer)
 {
     if (cfg->placement == TG_MIX) return layer < cfg->mix_layers ? TG_POST : TG_PRE;
     return cfg->placement;
+}
+
+tg_placement tg_sublayer_placement(const tg_config *cfg, int layer, int s)
+{
+    tg_placement p = tg_layer_placement(cfg, layer);
+    if (p == TG_HYBRID) return s == TG_ATTN ? TG_NONE : TG_POST;
+    return p;
 }
 
 /* DeepNet (Wang et al. 2022), decoder-only with L layers. */
@@ -125,20 +134,21 @@ static void layout_params(layout *lo)
     add_param(lo, &m->w.wpe, &m->g.wpe, "embed.wpe", -1, c->seq_len, C, TG_KIND_MATRIX, 1);
     for (int l = 0; l < L; l++) {
         tg_layer_weights *w = &m->w.layer[l], *g = &m->g.layer[l];
-        tg_placement p = tg_layer_placement(c, l);
         char prefix[32];
         for (int s = 0; s < TG_N_SUBLAYERS; s++) {
+            tg_placement p = tg_sublayer_placement(c, l, s);
             /* One norm per sublayer, except: none has none, parallel shares
-             * the attention slot's norm, sandwich adds one after F. */
+             * the attention slot's norm, sandwich adds one after F, and
+             * reordered has only that one after F. */
             if (p == TG_PARALLEL) {
                 if (s == TG_ATTN)
                     add_norm(lo, l, &w->norm_g[s], &g->norm_g[s], &w->norm_b[s], &g->norm_b[s], "norm");
-            } else if (p != TG_NONE) {
+            } else if (p != TG_NONE && p != TG_REORDERED) {
                 snprintf(prefix, sizeof prefix, "%s.norm", sub_name[s]);
                 add_norm(lo, l, &w->norm_g[s], &g->norm_g[s], &w->norm_b[s], &g->norm_b[s], prefix);
             }
-            if (p == TG_SANDWICH) {
-                snprintf(prefix, sizeof prefix, "%s.norm2", sub_name[s]);
+            if (p == TG_SANDWICH || p == TG_REORDERED) {
+                snprintf(prefix, sizeof prefix, "%s.out_norm", sub_name[s]);
                 add_norm(lo, l, &w->norm2_g[s], &g->norm2_g[s], &w->norm2_b[s], &g->norm2_b[s], prefix);
             }
             if (s == TG_ATTN) {
@@ -369,21 +379,26 @@ static void sublayer_forward(tg_model *m, int l, int s)
     const real *x = stream_at(&m->a, m, 2 * l + s);  /* (N, C) stream in */
     real *y = stream_at(&m->a, m, 2 * l + s + 1);    /* (N, C) stream out */
 #define FWD(site, t) HOOK_FWD(h, l, s, site, t, N, C)
+/* site holds the very buffer recorded at from_site of this sublayer */
+#define SAME(site, t, from_site) HOOK_FWD_SAME(h, l, s, site, t, N, C, l, s, from_site)
     /* x is the buffer the sublayer before wrote (the embedding for the
      * first): recorded from that hook, not read again. The norm's input
-     * is read even where it is x: that it reads the stream is evidence. */
+     * is read even where it is x: that it reads the stream is evidence.
+     * branch_in, and branch_out where it is the output norm's output, are
+     * the buffer of a site recorded just before: copies of it. */
     if (l == 0 && s == 0)
         HOOK_FWD_SAME(h, l, s, TG_STREAM_IN, x, N, C, TG_MODEL_LEVEL, 0, TG_EMBED_OUT);
     else
         HOOK_FWD_SAME(h, l, s, TG_STREAM_IN, x, N, C, s ? l : l - 1, s ? s - 1 : TG_N_SUBLAYERS - 1,
                       TG_STREAM_OUT);
-    tg_placement p = tg_layer_placement(&m->cfg, l);
+    tg_placement p = tg_sublayer_placement(&m->cfg, l, s);
     switch (p) {
     case TG_PRE:  /* x + F(Norm(x)) */
         norm_forward(m, a->norm_out, a->norm_mean, a->norm_rstd, x, w->norm_g[s], w->norm_b[s]);
         FWD(TG_NORM_IN, x);
         FWD(TG_NORM_OUT, a->norm_out);
         branch_forward(m, l, s, a->branch, a->norm_out);
+        SAME(TG_BRANCH_IN, a->norm_out, TG_NORM_OUT);  /* F reads the norm's output */
         FWD(TG_BRANCH_OUT, a->branch);
         residual_forward(y, x, a->branch, 1, NC);
         FWD(TG_STREAM_OUT, y);
@@ -391,6 +406,7 @@ static void sublayer_forward(tg_model *m, int l, int s)
     case TG_POST:      /* Norm(x + F(x)) */
     case TG_DEEPNORM:  /* Norm(alpha*x + F(x)) */
         branch_forward(m, l, s, a->branch, x);
+        SAME(TG_BRANCH_IN, x, TG_STREAM_IN);  /* F reads the stream */
         FWD(TG_BRANCH_OUT, a->branch);
         residual_forward(a->sum, x, a->branch,
                          p == TG_DEEPNORM ? (real)tg_deepnorm_alpha(L) : 1, NC);
@@ -400,31 +416,46 @@ static void sublayer_forward(tg_model *m, int l, int s)
         FWD(TG_STREAM_OUT, y);  /* the norm's output is the stream */
         break;
     case TG_SANDWICH:  /* x + Norm2(F(Norm(x))) */
-        /* The norm sites hold Norm2, the norm on the branch: that what is
-         * added is a norm's output is then a relation between sites
-         * (branch_out = norm_out), which holds whatever Norm2's input;
-         * its output's signature does not when that input is small next
-         * to epsilon (gpt2 init). */
+        /* The norm sites hold the input norm, which reads the stream; the
+         * out_norm sites hold Norm2, the norm on the branch, whose output
+         * is what is added (branch_out). */
         norm_forward(m, a->norm_out, a->norm_mean, a->norm_rstd, x, w->norm_g[s], w->norm_b[s]);
+        FWD(TG_NORM_IN, x);
+        FWD(TG_NORM_OUT, a->norm_out);
         branch_forward(m, l, s, a->branch, a->norm_out);
+        SAME(TG_BRANCH_IN, a->norm_out, TG_NORM_OUT);
         norm_forward(m, a->norm2_out, a->norm2_mean, a->norm2_rstd, a->branch,
                      w->norm2_g[s], w->norm2_b[s]);
-        FWD(TG_NORM_IN, a->branch);
-        FWD(TG_NORM_OUT, a->norm2_out);
-        FWD(TG_BRANCH_OUT, a->norm2_out);  /* what is added to the stream */
+        FWD(TG_OUT_NORM_IN, a->branch);
+        FWD(TG_OUT_NORM_OUT, a->norm2_out);
+        SAME(TG_BRANCH_OUT, a->norm2_out, TG_OUT_NORM_OUT);  /* what is added */
+        residual_forward(y, x, a->norm2_out, 1, NC);
+        FWD(TG_STREAM_OUT, y);
+        break;
+    case TG_REORDERED:  /* x + Norm(F(x)), Norm in the out_norm slot: the norm sites stay empty */
+        branch_forward(m, l, s, a->branch, x);
+        SAME(TG_BRANCH_IN, x, TG_STREAM_IN);  /* F reads the stream */
+        norm_forward(m, a->norm2_out, a->norm2_mean, a->norm2_rstd, a->branch,
+                     w->norm2_g[s], w->norm2_b[s]);
+        FWD(TG_OUT_NORM_IN, a->branch);
+        FWD(TG_OUT_NORM_OUT, a->norm2_out);
+        SAME(TG_BRANCH_OUT, a->norm2_out, TG_OUT_NORM_OUT);  /* what is added */
         residual_forward(y, x, a->norm2_out, 1, NC);
         FWD(TG_STREAM_OUT, y);
         break;
     case TG_NONE:  /* x + F(x) */
         branch_forward(m, l, s, a->branch, x);
+        SAME(TG_BRANCH_IN, x, TG_STREAM_IN);
         FWD(TG_BRANCH_OUT, a->branch);
         residual_forward(y, x, a->branch, 1, NC);
         FWD(TG_STREAM_OUT, y);
         break;
     case TG_MIX:       /* resolved per layer by tg_layer_placement */
+    case TG_HYBRID:    /* resolved per sublayer by tg_sublayer_placement */
     case TG_PARALLEL:  /* parallel_block_forward */
         break;
     }
+#undef SAME
 #undef FWD
 }
 
@@ -453,8 +484,10 @@ static void parallel_block_forward(tg_model *m, int l)
     FWD(TG_ATTN, TG_NORM_OUT, n);
     FWD(TG_MLP, TG_NORM_OUT, n);
     branch_forward(m, l, TG_ATTN, at->branch, n);
+    HOOK_FWD_SAME(h, l, TG_ATTN, TG_BRANCH_IN, n, N, C, l, TG_ATTN, TG_NORM_OUT);
     FWD(TG_ATTN, TG_BRANCH_OUT, at->branch);
     branch_forward(m, l, TG_MLP, ml->branch, n);
+    HOOK_FWD_SAME(h, l, TG_MLP, TG_BRANCH_IN, n, N, C, l, TG_MLP, TG_NORM_OUT);
     FWD(TG_MLP, TG_BRANCH_OUT, ml->branch);
     residual3_forward(y, x, at->branch, ml->branch, NC);
     FWD(TG_MLP, TG_STREAM_OUT, y);
@@ -539,6 +572,7 @@ static void sublayer_backward(tg_model *m, int l, int s)
     real *dx = stream_at(&m->da, m, 2 * l + s);        /* (N, C) */
     const real *dy = stream_at(&m->da, m, 2 * l + s + 1);
 #define BWD(site, t) HOOK_BWD(h, l, s, site, t, N, C)
+#define SAME(site, t, from_site) HOOK_BWD_SAME(h, l, s, site, t, N, C, l, s, from_site)
     /* dy is the gradient the sublayer after returned (the final norm's,
      * for the last), recorded there */
     if (s + 1 < TG_N_SUBLAYERS)
@@ -549,13 +583,14 @@ static void sublayer_backward(tg_model *m, int l, int s)
         HOOK_BWD_SAME(h, l, s, TG_STREAM_OUT, dy, N, C, TG_MODEL_LEVEL, 0, TG_FINAL_NORM_IN);
     else
         BWD(TG_STREAM_OUT, dy);
-    tg_placement p = tg_layer_placement(&m->cfg, l);
+    tg_placement p = tg_sublayer_placement(&m->cfg, l, s);
     switch (p) {
     case TG_PRE:
         residual_backward(dx, d->branch, dy, 1, NC);
         BWD(TG_BRANCH_OUT, d->branch);
         branch_backward(m, l, s, d->norm_out, d->branch, a->norm_out);
         BWD(TG_NORM_OUT, d->norm_out);
+        SAME(TG_BRANCH_IN, d->norm_out, TG_NORM_OUT);
         norm_backward(m, dx, g->norm_g[s], g->norm_b[s], d->norm_out, x, w->norm_g[s],
                       a->norm_mean, a->norm_rstd);
         BWD(TG_NORM_IN, dx);
@@ -574,13 +609,25 @@ static void sublayer_backward(tg_model *m, int l, int s)
     case TG_SANDWICH:
         residual_backward(dx, d->norm2_out, dy, 1, NC);
         BWD(TG_BRANCH_OUT, d->norm2_out);
-        BWD(TG_NORM_OUT, d->norm2_out);  /* the norm sites: Norm2, as forward */
+        SAME(TG_OUT_NORM_OUT, d->norm2_out, TG_BRANCH_OUT);
         norm_backward(m, d->branch, g->norm2_g[s], g->norm2_b[s], d->norm2_out, a->branch,
                       w->norm2_g[s], a->norm2_mean, a->norm2_rstd);
-        BWD(TG_NORM_IN, d->branch);
+        BWD(TG_OUT_NORM_IN, d->branch);
         branch_backward(m, l, s, d->norm_out, d->branch, a->norm_out);
+        BWD(TG_NORM_OUT, d->norm_out);
+        SAME(TG_BRANCH_IN, d->norm_out, TG_NORM_OUT);
         norm_backward(m, dx, g->norm_g[s], g->norm_b[s], d->norm_out, x, w->norm_g[s],
                       a->norm_mean, a->norm_rstd);
+        BWD(TG_NORM_IN, dx);
+        break;
+    case TG_REORDERED:
+        residual_backward(dx, d->norm2_out, dy, 1, NC);
+        BWD(TG_BRANCH_OUT, d->norm2_out);
+        SAME(TG_OUT_NORM_OUT, d->norm2_out, TG_BRANCH_OUT);
+        norm_backward(m, d->branch, g->norm2_g[s], g->norm2_b[s], d->norm2_out, a->branch,
+                      w->norm2_g[s], a->norm2_mean, a->norm2_rstd);
+        BWD(TG_OUT_NORM_IN, d->branch);
+        branch_backward(m, l, s, dx, d->branch, x);
         break;
     case TG_NONE:
         residual_backward(dx, d->branch, dy, 1, NC);
@@ -588,10 +635,16 @@ static void sublayer_backward(tg_model *m, int l, int s)
         branch_backward(m, l, s, dx, d->branch, x);
         break;
     case TG_MIX:
+    case TG_HYBRID:
     case TG_PARALLEL:
         break;
     }
     BWD(TG_STREAM_IN, dx);
+    /* Where F reads the stream, its input's gradient is the stream's, whole
+     * only now (the add's part and F's part). */
+    if (p == TG_POST || p == TG_DEEPNORM || p == TG_REORDERED || p == TG_NONE)
+        SAME(TG_BRANCH_IN, dx, TG_STREAM_IN);
+#undef SAME
 #undef BWD
 }
 
@@ -620,7 +673,9 @@ static void parallel_block_backward(tg_model *m, int l)
     branch_backward(m, l, TG_MLP, dn, dml->branch, at->norm_out);
     branch_backward(m, l, TG_ATTN, dn, dat->branch, at->norm_out);
     BWD(TG_MLP, TG_NORM_OUT, dn);
+    HOOK_BWD_SAME(h, l, TG_MLP, TG_BRANCH_IN, dn, N, C, l, TG_MLP, TG_NORM_OUT);
     BWD(TG_ATTN, TG_NORM_OUT, dn);
+    HOOK_BWD_SAME(h, l, TG_ATTN, TG_BRANCH_IN, dn, N, C, l, TG_ATTN, TG_NORM_OUT);
     norm_backward(m, dx, g->norm_g[TG_ATTN], g->norm_b[TG_ATTN], dn, x, w->norm_g[TG_ATTN],
                   at->norm_mean, at->norm_rstd);
     BWD(TG_MLP, TG_NORM_IN, dx);

@@ -17,6 +17,10 @@
  *   mix:K     post-norm in layers 0..K-1, pre-norm after (Mix-LN)
  *   parallel  x + Attn(Norm(x)) + MLP(Norm(x)), one norm shared per block
  *   none      x + F(x)
+ *   reordered x + Norm(F(x)): the only norm on the branch's output, the
+ *             branch reads the raw stream (OLMo 2, Swin v2 res-post-norm)
+ *   hybrid    per sublayer: attention x + Attn(x) (no norm), MLP
+ *             Norm(x + MLP(x)) (post-norm), in every layer
  */
 #ifndef TINYGPT_MODEL_H
 #define TINYGPT_MODEL_H
@@ -27,7 +31,8 @@
 #include "kernels.h"
 
 typedef enum tg_placement {
-    TG_PRE, TG_POST, TG_SANDWICH, TG_DEEPNORM, TG_MIX, TG_PARALLEL, TG_NONE
+    TG_PRE, TG_POST, TG_SANDWICH, TG_DEEPNORM, TG_MIX, TG_PARALLEL, TG_NONE,
+    TG_REORDERED, TG_HYBRID
 } tg_placement;
 typedef enum tg_norm { TG_LAYERNORM, TG_RMSNORM } tg_norm;
 typedef enum tg_init { TG_INIT_GPT2, TG_INIT_XAVIER } tg_init;
@@ -51,8 +56,11 @@ typedef struct tg_config {
 /* NULL if cfg is usable, else a message saying what is wrong. */
 const char *tg_config_check(const tg_config *cfg);
 /* The placement that layer `layer` actually uses: TG_POST or TG_PRE for
- * TG_MIX, the configured one otherwise. */
+ * TG_MIX, the configured one otherwise (TG_HYBRID stays TG_HYBRID). */
 tg_placement tg_layer_placement(const tg_config *cfg, int layer);
+/* The placement of sublayer s of layer `layer` alone: as tg_layer_placement,
+ * with TG_HYBRID resolved to TG_NONE (attention) and TG_POST (MLP). */
+tg_placement tg_sublayer_placement(const tg_config *cfg, int layer, int s);
 double tg_deepnorm_alpha(int n_layers);
 double tg_deepnorm_beta(int n_layers);
 const char *tg_placement_name(tg_placement p);  /* "pre", "post", ... */
@@ -62,10 +70,12 @@ const char *tg_placement_name(tg_placement p);  /* "pre", "post", ... */
  * and has no storage. */
 typedef struct tg_layer_weights {
     real *norm_g[TG_N_SUBLAYERS];  /* (C) the sublayer's norm: before F (pre, sandwich,
-                                      mix-pre), after the add (post, deepnorm, mix-post);
-                                      parallel: [TG_ATTN] is the block's shared norm */
+                                      mix-pre), after the add (post, deepnorm, mix-post,
+                                      hybrid's MLP); parallel: [TG_ATTN] is the block's
+                                      shared norm */
     real *norm_b[TG_N_SUBLAYERS];  /* (C) LayerNorm bias */
-    real *norm2_g[TG_N_SUBLAYERS]; /* (C) sandwich: the norm on F's output */
+    real *norm2_g[TG_N_SUBLAYERS]; /* (C) the norm on F's output ("out_norm"): sandwich's
+                                      second, reordered's only one */
     real *norm2_b[TG_N_SUBLAYERS]; /* (C) */
     real *wqkv;                    /* (C, 3C) q | k | v projections */
     real *bqkv;                    /* (3C) */
@@ -108,7 +118,7 @@ typedef struct tg_sublayer_acts {
     real *norm_rstd;   /* (N) */
     real *sum;         /* (N, C) post/deepnorm: alpha*x + F(x), the norm's input */
     real *branch;      /* (N, C) F's output */
-    real *norm2_out;   /* (N, C) sandwich: Norm2(F(...)), what is added */
+    real *norm2_out;   /* (N, C) sandwich, reordered: Norm2(F(...)), what is added */
     real *norm2_mean;  /* (N) */
     real *norm2_rstd;  /* (N) */
 } tg_sublayer_acts;
