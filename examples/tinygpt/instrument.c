@@ -486,8 +486,9 @@ void tg_hook_same(tg_instr *h, int dir, int layer, int sublayer, tg_site site, c
                   tg_site from_site, const char *file, int line)
 {
     if (!h || !h->recording || !site_in_layout(h, site)) return;
-    /* a source that --record stream leaves out is not there to copy */
-    if (h->read_every_site ||
+    /* a source that --record stream, or a file of schema 1 or 2, leaves
+     * out is not there to copy */
+    if (h->read_every_site || !site_in_layout(h, from_site) ||
         (h->record == TG_RECORD_STREAM && !stream_keeps(dir, from_sublayer, from_site))) {
         tg_hook_tensor(h, dir, layer, sublayer, site, x, rows, cols, file, line);
         return;
