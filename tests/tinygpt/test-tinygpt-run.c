@@ -593,11 +593,11 @@ END_TEST
 START_TEST(record_full_observes_every_site)
 {
     static const char *const placement[] = { "pre", "post", "sandwich", "deepnorm", "mix:1",
-                                             "parallel", "none" };
+                                             "parallel", "none", "reordered", "hybrid" };
     static const resdiag_placement declared[] = {
         RESDIAG_PLACEMENT_PRE, RESDIAG_PLACEMENT_POST, RESDIAG_PLACEMENT_SANDWICH,
         RESDIAG_PLACEMENT_DEEPNORM, RESDIAG_PLACEMENT_MIXED, RESDIAG_PLACEMENT_PARALLEL,
-        RESDIAG_PLACEMENT_NONE };
+        RESDIAG_PLACEMENT_NONE, RESDIAG_PLACEMENT_REORDERED, RESDIAG_PLACEMENT_PER_SUBLAYER };
     const char *final = _i % 2 ? "off" : "on";
     int p = _i / 2;
     ck_assert_int_eq(run("out1", "err1", "--placement", placement[p], "--final-norm", final,
@@ -616,16 +616,22 @@ START_TEST(record_full_observes_every_site)
             found = strcmp(info->meta[2 * i + 1], placement[p]) == 0;
     ck_assert_msg(found, "meta tinygpt.placement");
 
-    int has_norm = p != 6;
     for (int l = 0; l < 2; l++)
         for (int s = 0; s < 2; s++) {
             int stream_out = !(p == 5 && s == ATTN);  /* parallel: on the mlp only */
+            /* none, reordered and hybrid's attention have no norm before F
+             * or after the add; sandwich and reordered one on F's output */
+            int has_norm = p != 6 && p != 7 && !(p == 8 && s == ATTN);
+            int has_out_norm = p == 2 || p == 7;
             for (int dir = 0; dir < 2; dir++) {
                 ck_assert_int_eq(observed0(rd, dir, l, s, RESDIAG_STREAM_IN), 1);
+                ck_assert_int_eq(observed0(rd, dir, l, s, RESDIAG_BRANCH_IN), 1);
                 ck_assert_int_eq(observed0(rd, dir, l, s, RESDIAG_BRANCH_OUT), 1);
                 ck_assert_int_eq(observed0(rd, dir, l, s, RESDIAG_STREAM_OUT), stream_out);
                 ck_assert_int_eq(observed0(rd, dir, l, s, RESDIAG_NORM_IN), has_norm);
                 ck_assert_int_eq(observed0(rd, dir, l, s, RESDIAG_NORM_OUT), has_norm);
+                ck_assert_int_eq(observed0(rd, dir, l, s, RESDIAG_OUT_NORM_IN), has_out_norm);
+                ck_assert_int_eq(observed0(rd, dir, l, s, RESDIAG_OUT_NORM_OUT), has_out_norm);
             }
             double u[RESDIAG_N_UPDATE_FIELDS];
             ck_assert_int_eq(resdiag_reader_update(rd, 0, l, s, u), RESDIAG_OK);
@@ -801,8 +807,16 @@ static const char *source_line(const char *path, int n)
     return line;
 }
 
-/* The hooks' file:line is in model.c, on the line right after the kernel
- * call whose tensor they observe. */
+/* Whether a line of model.c is a hook call (one of the group after a kernel). */
+static int is_hook_line(const char *line)
+{
+    while (*line == ' ') line++;
+    return strncmp(line, "FWD(", 4) == 0 || strncmp(line, "SAME(", 5) == 0 ||
+           strncmp(line, "HOOK_", 5) == 0;
+}
+
+/* The hooks' file:line is in model.c, in the group of hook lines right
+ * after the kernel call whose tensor they observe. */
 static void check_callsite(resdiag_reader *rd, int layer, int sub, resdiag_site site,
                            const char *op)
 {
@@ -813,7 +827,9 @@ static void check_callsite(resdiag_reader *rd, int layer, int sub, resdiag_site 
     int line = atoi(colon + 1);
     ck_assert_int_gt(line, 1);
     if (model_c) {
-        const char *prev = source_line(model_c, line - 1);
+        int k = line - 1;
+        while (k > 1 && is_hook_line(source_line(model_c, k))) k--;
+        const char *prev = source_line(model_c, k);
         ck_assert_msg(strstr(prev, op) != NULL, "%s: line %d follows '%s', not %s", cs, line,
                       prev, op);
     }
@@ -830,6 +846,8 @@ START_TEST(hooks_point_at_the_model_code)
     check_callsite(rd, 0, ATTN, RESDIAG_BRANCH_OUT, "branch_forward(m, l, s, a->branch, x)");
     check_callsite(rd, 1, MLP, RESDIAG_NORM_IN, "norm_forward(m, a->norm_out,");
     check_callsite(rd, 1, MLP, RESDIAG_BRANCH_OUT, "branch_forward(m, l, s, a->branch, a->norm_out)");
+    check_callsite(rd, 0, MLP, RESDIAG_BRANCH_IN, "branch_forward(m, l, s, a->branch, x)");
+    check_callsite(rd, 1, ATTN, RESDIAG_BRANCH_IN, "branch_forward(m, l, s, a->branch, a->norm_out)");
     check_callsite(rd, 1, MLP, RESDIAG_STREAM_OUT, "residual_forward(y, x, a->branch");
     check_callsite(rd, -1, 0, RESDIAG_EMBED_OUT, "encoder_forward(");
     resdiag_reader_destroy(rd);
@@ -851,7 +869,7 @@ START_TEST(bad_flags_exit_2)
         { "--record-every", "0", NULL }, { "stray", NULL, NULL },
         { "--threads", "0", NULL },      { "--out=", NULL, NULL },
         { "--step-times=", NULL, NULL }, { "--hook-threads", "17", NULL },
-        { "--hook-threads", "-1", NULL }, { "--file-schema", "3", NULL },
+        { "--hook-threads", "-1", NULL }, { "--file-schema", "4", NULL },
         { "--file-schema", "-1", NULL }, { "--compression", "10", NULL },
         { "--compression", "-1", NULL }, { "--hook-team", "yes", NULL },
     };
@@ -904,7 +922,7 @@ static Suite *run_suite(void)
     tcase_add_checked_fixture(tr, make_tmpdir, remove_tmpdir);
     tcase_add_test(tr, record_off_writes_nothing);
     tcase_add_test(tr, record_stream_keeps_only_layer_outputs);
-    tcase_add_loop_test(tr, record_full_observes_every_site, 0, 14);
+    tcase_add_loop_test(tr, record_full_observes_every_site, 0, 18);
     tcase_add_test(tr, hooks_point_at_the_model_code);
     tcase_add_test(tr, bad_flags_exit_2);
     tcase_add_test(tr, step_times_follow_the_recorded_steps);

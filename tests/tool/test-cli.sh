@@ -214,7 +214,7 @@ tgbad=$(cat <<'EOF'
 --s 3|unknown option '--s'
 stray|unexpected argument 'stray'
 --placement=mix:0|--placement mix:K
---file-schema=3|--file-schema: expected an integer in [0, 2], got '3'
+--file-schema=4|--file-schema: expected an integer in [0, 3], got '4'
 --compression 10|--compression: expected an integer in [0, 9], got '10'
 EOF
 )
