@@ -8,16 +8,31 @@
 # must exit 1 in both record modes. Full records of clean pre-norm and
 # post-norm models at initialization are decisive evidence: "confidence
 # high"; a sandwich is told from the relations at gpt2 init, RMSNorm too.
+# reordered (x + Norm(F(x))) and hybrid (attention without a norm, MLP
+# post-norm) are recorded full only: full records decide them as
+# "reordered" and "per_sublayer" (--expect reordered, --expect
+# per-sublayer), and full records of every placement are checked against
+# those two expectations as well.
 # Usage: test-verdict.sh RESDIAG TINYGPT   (VERDICT_TABLE=1 prints the table)
 set -u
 tool=$1
 tinygpt=$2
 . "$(dirname "$0")/../helpers/tool-test-lib.sh"
 
-placements="pre post sandwich deepnorm mix parallel none"
+placements="pre post sandwich deepnorm mix parallel none reordered hybrid"
 expects="pre-norm post-norm sandwich deepnorm mixed parallel none"
+full_expects="$expects reordered per-sublayer"
 right() { # placement -> the expectation that names it
-    case $1 in pre) echo pre-norm ;; post) echo post-norm ;; mix) echo mixed ;; *) echo "$1" ;; esac
+    case $1 in
+      pre) echo pre-norm ;; post) echo post-norm ;; mix) echo mixed ;; hybrid) echo per-sublayer ;;
+      *) echo "$1" ;;
+    esac
+}
+records() { # placement -> the record modes it is run with
+    case $1 in reordered | hybrid) echo full ;; *) echo full stream ;; esac
+}
+expects_of() { # record mode -> the expectations checked
+    [ "$1" = full ] && echo "$full_expects" || echo "$expects"
 }
 
 # Stream-only records show whether each layer renormalizes the stream and
@@ -55,7 +70,7 @@ jobs=()
 for p in $placements; do
   for n in layernorm rmsnorm; do
     for L in 2 6 12; do
-      for rec in full stream; do
+      for rec in $(records "$p"); do
         arg=$p
         [ "$p" = mix ] && arg="mix:$((L / 2))"
         jobs+=("$arg $n $L $rec $dir/${p}_${n}_${L}_${rec}.h5")
@@ -72,11 +87,11 @@ table=""
 for p in $placements; do
   for n in layernorm rmsnorm; do
     for L in 2 6 12; do
-      for rec in full stream; do
+      for rec in $(records "$p"); do
         f=$dir/${p}_${n}_${L}_${rec}.h5
         if [ ! -s "$f" ]; then fail "no run file for $p $n L=$L $rec"; cat "$f.err"; continue; fi
         row="$(printf '%-9s %-9s %2s %-6s' "$p" "$n" "$L" "$rec")"
-        for e in $expects; do
+        for e in $(expects_of "$rec"); do
           "$tool" check --expect "$e" "$f" >"$dir/out" 2>"$dir/err"
           rc=$?
           row="$row $rc"
@@ -99,7 +114,8 @@ for p in $placements; do
             *) fail "$p $n L=$L $rec: check --expect $e exited $rc (expected $ok): $(cat "$dir/out" "$dir/err")" ;;
           esac
           # Never pre-norm for a post-norm model, whatever the evidence.
-          if [ "$e" = pre-norm ] && { [ "$p" = post ] || [ "$p" = deepnorm ] || [ "$p" = mix ]; }; then
+          if [ "$e" = pre-norm ] &&
+             { [ "$p" = post ] || [ "$p" = deepnorm ] || [ "$p" = mix ] || [ "$p" = hybrid ]; }; then
             [ "$rc" -eq 1 ] && pass || fail "$p $n L=$L $rec: --expect pre-norm exited $rc, not 1"
           fi
         done
@@ -110,7 +126,7 @@ for p in $placements; do
 done
 # Full records decide exactly: every right expectation holds there.
 [ "${VERDICT_TABLE:-0}" = 1 ] && {
-  printf '%-9s %-9s %2s %-6s %s\n' placement norm L record "pre post sand deep mix par none"
+  printf '%-9s %-9s %2s %-6s %s\n' placement norm L record "pre post sand deep mix par none reo per"
   printf '%s' "$table"
 }
 tool_test_finish
