@@ -1,6 +1,7 @@
 /*
- * test-placement-matrix.c - the placement verdict on every family of
- * doc/ARCHITECTURE.md's table, on synthetic Transformers computed here and
+ * test-placement-matrix.c - the placement verdict on every placement
+ * family (doc/ARCHITECTURE.md, "Hook sites" and "Evidence for the
+ * placement verdict"), on synthetic Transformers computed here and
  * recorded through the public API: L = 2, 6 and 12 layers of two
  * sublayers (attn, mlp), d_model 64, 32 tokens, LayerNorm and RMSNorm of
  * unit gain, a branch at initialization (a few % of the stream) and
@@ -366,9 +367,7 @@ static void parallel_block(rec *c, int l, const float *x, float *y, float (*w)[2
 static float (*g_w)[2][D * D]; /* (MAX_L * S) branch weights */
 
 /* Writes the run of case mc to path (one step), keeping what it recorded
- * in cap (NULL: nothing kept). Returns the mean over the layers of the
- * largest token-norm spread (std / mean) of a stream_out, for the cases
- * whose expectation rests on it. */
+ * in cap (NULL: nothing kept). */
 static void write_run(const mcase *mc, const char *path, capture *cap)
 {
     static const char *const names[S] = { "attn", "mlp" };
@@ -577,6 +576,9 @@ START_TEST(verdict_of_each_family)
         check(a, RESDIAG_PLACEMENT_NONE, why, sizeof why);
         ck_assert_msg(strstr(why, "later step") != NULL, "%s: %s", mc->name, why);
     }
+    if (mc->final_norm) /* its output differs from its input: a norm's */
+        ck_assert_msg(resdiag_analysis_final_norm(a) == 1, "%s: final norm %d, want present",
+                      mc->name, resdiag_analysis_final_norm(a));
     if (mc->want == RESDIAG_VERDICT_MIXED && v == RESDIAG_VERDICT_MIXED)
         ck_assert_int_eq(resdiag_analysis_mix_layers(a), mc->mix_layers);
     if (mc->want == RESDIAG_VERDICT_DEEPNORM && v == RESDIAG_VERDICT_DEEPNORM) {
@@ -898,6 +900,13 @@ START_TEST(relation_errors_match_an_independent_computation)
                         ck_assert_msg(e_nx > 0.2 && sub->e_nx > 0.2, "%s: %g %g", mc.name, e_nx,
                                       sub->e_nx);
                     (void)e_add;
+                    /* stream_out was recorded as norm_out's tensor: that relation
+                     * holds by construction, counted nowhere, its measure kept (0:
+                     * the very same sketch) */
+                    ck_assert_msg((sub->constructed >> RD_REL_YN & 1u) && isnan(sub->e_yn) &&
+                                      sub->e_constructed[RD_REL_YN] == 0,
+                                  "%s: stream_out = norm_out not by construction (%#x, %g)",
+                                  mc.name, sub->constructed, sub->e_yn);
                 }
             }
         resdiag_analysis_destroy(a);
