@@ -54,6 +54,9 @@ static resdiag_placement parse_placement(const char *s)
         { "sandwich", RESDIAG_PLACEMENT_SANDWICH }, { "peri-ln", RESDIAG_PLACEMENT_SANDWICH },
         { "deepnorm", RESDIAG_PLACEMENT_DEEPNORM }, { "mixed", RESDIAG_PLACEMENT_MIXED },
         { "parallel", RESDIAG_PLACEMENT_PARALLEL }, { "none", RESDIAG_PLACEMENT_NONE },
+        { "reordered", RESDIAG_PLACEMENT_REORDERED },
+        { "per-sublayer", RESDIAG_PLACEMENT_PER_SUBLAYER },
+        { "per_sublayer", RESDIAG_PLACEMENT_PER_SUBLAYER },
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (strcmp(s, t[i].name) == 0)

@@ -51,10 +51,15 @@ static void set_table(rd_table *t, const char *name, const char *callsite_name,
     }
 }
 
-void rd_tables_init(rd_tables *lay, int n_layers, int n_sublayers, int n_layer_params,
-                    int n_model_params, int sketch_size)
+int rd_block_sites(int schema_version)
 {
-    const int64_t L = n_layers, S = n_sublayers, B = RESDIAG_N_BLOCK_SITES,
+    return schema_version >= 3 ? RESDIAG_N_BLOCK_SITES : RD_OLD_BLOCK_SITES;
+}
+
+void rd_tables_init(rd_tables *lay, int n_layers, int n_sublayers, int n_layer_params,
+                    int n_model_params, int sketch_size, int n_block_sites)
+{
+    const int64_t L = n_layers, S = n_sublayers, B = n_block_sites,
                   M = RESDIAG_N_MODEL_SITES, P = n_layer_params, Q = n_model_params,
                   F = RESDIAG_N_FIELDS, U = RESDIAG_N_UPDATE_FIELDS, K = sketch_size;
     memset(lay, 0, sizeof *lay);
@@ -63,6 +68,7 @@ void rd_tables_init(rd_tables *lay, int n_layers, int n_sublayers, int n_layer_p
     lay->n_layer_params = n_layer_params;
     lay->n_model_params = n_model_params;
     lay->sketch_size = sketch_size;
+    lay->n_block_sites = n_block_sites;
 
     rd_table *t = lay->tables;
     set_table(&t[RD_T_FWD_SITE], RD_DS_FWD_SITE_STATS, RD_DS_FWD_SITE_CALLSITE,
@@ -252,7 +258,7 @@ void rd_tables_summarize(const rd_tables *lay, const double *record, double *out
     double *xn = out + lay->summary[RD_S_STREAM_NORM].offset;
     double *ur = out + lay->summary[RD_S_UPDATE_RATIO].offset;
     for (int l = 0; l < L; l++) {
-        size_t slot = ((size_t)l * (size_t)S + (size_t)(S - 1)) * RESDIAG_N_BLOCK_SITES
+        size_t slot = ((size_t)l * (size_t)S + (size_t)(S - 1)) * (size_t)lay->n_block_sites
                       + RESDIAG_STREAM_OUT;
         xn[l] = record[rd_tables_offset(lay, RD_T_FWD_SITE, slot) + RESDIAG_FIELD_TOK_NORM_MEAN];
         for (int s = 0; s < S; s++)
@@ -274,6 +280,7 @@ void rd_tables_site_slot(const rd_tables *lay, resdiag_direction dir, int layer,
     }
     *table = sketch ? (fwd ? RD_T_FWD_SITE_SKETCH : RD_T_BWD_SITE_SKETCH)
                     : (fwd ? RD_T_FWD_SITE : RD_T_BWD_SITE);
-    *slot = ((size_t)layer * (size_t)lay->n_sublayers + (size_t)sublayer) * RESDIAG_N_BLOCK_SITES
+    *slot = ((size_t)layer * (size_t)lay->n_sublayers + (size_t)sublayer) *
+                (size_t)lay->n_block_sites
             + (size_t)site;
 }

@@ -4,7 +4,7 @@
  * in it). A record is one flat array of doubles made of "tables"; each table
  * becomes one HDF5 dataset whose first axis is the step.
  *
- * Dimension names: L = layers, S = sublayers, B = block sites (5),
+ * Dimension names: L = layers, S = sublayers, B = block sites (8; 5 before schema 3),
  * M = model sites (4), P = per-layer parameters, Q = model parameters,
  * F = RESDIAG_N_FIELDS, U = RESDIAG_N_UPDATE_FIELDS, K = sketch size.
  */
@@ -95,6 +95,7 @@ enum { RD_SUM_NAN = 0, RD_SUM_INF = 1, RD_SUM_RECORDS = 2, RD_SUM_NF_COLS = 3 };
 
 typedef struct rd_tables {
     int n_layers, n_sublayers, n_layer_params, n_model_params, sketch_size, n_metrics;
+    int n_block_sites;  /* B: 8 from schema 3, 5 in files of schema 1 and 2 */
     rd_table tables[RD_N_TABLES];
     size_t record_len;  /* doubles per step record */
     size_t n_slots;     /* stats slots (= callsite entries) over all STATS tables */
@@ -103,9 +104,14 @@ typedef struct rd_tables {
 } rd_tables;
 
 /* Fills *lay for these sizes. All sizes must already be validated (>= 0,
- * L and S >= 1). */
+ * L and S >= 1); n_block_sites is rd_block_sites(schema). */
 void rd_tables_init(rd_tables *lay, int n_layers, int n_sublayers, int n_layer_params,
-                    int n_model_params, int sketch_size);
+                    int n_model_params, int sketch_size, int n_block_sites);
+
+/* The block sites a file of this schema holds: RESDIAG_N_BLOCK_SITES from
+ * schema 3, the first RD_OLD_BLOCK_SITES (stream_in..stream_out) before. */
+#define RD_OLD_BLOCK_SITES 5
+int rd_block_sites(int schema_version);
 
 /* Gives *lay the metrics table for n_metrics metrics (0: none, the table
  * stays absent). It is the last table, so no other offset moves; call it

@@ -279,7 +279,7 @@ static resdiag_status merge_init(rd_merge *m, resdiag_reader *rd0)
     m->every = in0->record_rank_every;
     m->split = in0->split == RESDIAG_SPLIT_NONE ? RESDIAG_SPLIT_DATA : in0->split;
     rd_tables_init(&m->lay, in0->n_layers, in0->n_sublayers, in0->n_layer_params,
-                   in0->n_model_params, in0->sketch_size);
+                   in0->n_model_params, in0->sketch_size, rd_block_sites(in0->schema_version));
     rd_tables_set_metrics(&m->lay, in0->n_metrics);
     m->entries = calloc(1, sizeof *m->entries);
     if (!m->entries)

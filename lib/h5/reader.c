@@ -1071,7 +1071,7 @@ resdiag_status rd_reader_open_file(resdiag_reader **out, const char *path)
         goto fail;
     const resdiag_run_info *in = &rd->root.info;
     rd_tables_init(&rd->lay, in->n_layers, in->n_sublayers, in->n_layer_params,
-                   in->n_model_params, in->sketch_size);
+                   in->n_model_params, in->sketch_size, rd_block_sites(in->schema_version));
     rd_tables_set_metrics(&rd->lay, in->n_metrics);
     if ((st = open_datasets(rd)) != RESDIAG_OK || (st = read_chunk_shapes(rd)) != RESDIAG_OK
         || (st = count_steps(rd)) != RESDIAG_OK || (st = read_callsites(rd)) != RESDIAG_OK)
@@ -1147,6 +1147,13 @@ static resdiag_status check_step(const resdiag_reader *rd, int64_t step_index, c
 }
 
 /* Checks direction, site, layer and sublayer; block sites need the latter two. */
+/* A block site the file's schema has no room for (branch_in, out_norm_in,
+ * out_norm_out before schema 3): the getters say "not observed". */
+static int site_not_in_file(const resdiag_reader *rd, resdiag_site site)
+{
+    return rd_model_site_index(site) < 0 && (int)site >= rd->lay.n_block_sites;
+}
+
 static resdiag_status check_site(const resdiag_reader *rd, resdiag_direction dir, int layer,
                                  int sublayer, resdiag_site site, const char *fn)
 {
@@ -1157,6 +1164,7 @@ static resdiag_status check_site(const resdiag_reader *rd, resdiag_direction dir
         return RESDIAG_OK;
     if ((int)site < 0 || (int)site >= RESDIAG_N_BLOCK_SITES)
         return rd_h5_fail(RESDIAG_E_RANGE, "client bug: %s: site %d is not a site", fn, (int)site);
+    /* sites beyond the file's (branch_in.. in a file before schema 3): valid, never observed */
     if (layer < 0 || layer >= rd->root.info.n_layers)
         return rd_h5_fail(RESDIAG_E_RANGE, "client bug: %s: layer %d is outside 0..%d", fn, layer,
                           rd->root.info.n_layers - 1);
@@ -1388,6 +1396,10 @@ resdiag_status resdiag_reader_site(const resdiag_reader *rd, int64_t step_index,
     if ((st = check_site(rd, dir, layer, sublayer, site, fn)) != RESDIAG_OK
         || (st = check_step(rd, step_index, fn)) != RESDIAG_OK)
         return st;
+    if (site_not_in_file(rd, site)) {
+        fill_nan(out, RESDIAG_N_FIELDS);
+        return RESDIAG_OK;
+    }
     int table;
     size_t slot;
     rd_tables_site_slot(&rd->lay, dir, layer, sublayer, site, 0, &table, &slot);
@@ -1412,6 +1424,10 @@ resdiag_status resdiag_reader_sketch(const resdiag_reader *rd, int64_t step_inde
     if ((st = table_present(rd, table, fn)) != RESDIAG_OK
         || (st = check_step(rd, step_index, fn)) != RESDIAG_OK)
         return st;
+    if (site_not_in_file(rd, site)) {
+        fill_nan(out, (size_t)rd->root.info.sketch_size);
+        return RESDIAG_OK;
+    }
     return read_slot(rd, table, slot, step_index, 1, 0, (hsize_t)rd->root.info.sketch_size, out);
 }
 
@@ -1521,15 +1537,15 @@ resdiag_status resdiag_reader_alias(const resdiag_reader *rd, int64_t step_index
     if ((st = check_step(rd, step_index, fn)) != RESDIAG_OK)
         return st;
     int table = dir == RESDIAG_FORWARD ? RD_T_FWD_ALIAS : RD_T_BWD_ALIAS;
-    if (rd->table_ds[table] < 0)
-        return RESDIAG_OK; /* a file from before aliases: none declared */
+    if (rd->table_ds[table] < 0 || site_not_in_file(rd, site))
+        return RESDIAG_OK; /* a file from before aliases (or this site): none declared */
     size_t slot = (size_t)layer * (size_t)rd->root.info.n_sublayers + (size_t)sublayer;
     double v;
     if ((st = read_slot(rd, table, slot, step_index, 1, (hsize_t)site, 1, &v)) != RESDIAG_OK)
         return st;
     if (isnan(v))
         return RESDIAG_OK;
-    if (!(v >= 0 && v < RESDIAG_N_BLOCK_SITES) || v != floor(v) || (int)v == (int)site)
+    if (!(v >= 0 && v < rd->lay.n_block_sites) || v != floor(v) || (int)v == (int)site)
         return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: /%s holds %g at step index %lld, layer "
                           "%d, sublayer %d, site %s: not the index of another block site", rd->path,
                           rd->lay.tables[table].name, v, (long long)step_index, layer, sublayer,
@@ -1549,6 +1565,8 @@ const char *resdiag_reader_callsite(const resdiag_reader *rd, resdiag_direction 
     if (rd->merge)
         return rd_merge_callsite(rd->merge, dir, layer, sublayer, site);
     if (check_site(rd, dir, layer, sublayer, site, fn) != RESDIAG_OK)
+        return "";
+    if (site_not_in_file(rd, site))
         return "";
     int table;
     size_t slot;
@@ -1578,6 +1596,10 @@ resdiag_status resdiag_reader_series(const resdiag_reader *rd, resdiag_direction
                           rd->path, (long long)rd->root.info.n_steps, (long long)n);
     if (n == 0)
         return RESDIAG_OK;
+    if (site_not_in_file(rd, site)) {
+        fill_nan(out, (size_t)n);
+        return RESDIAG_OK;
+    }
     int table;
     size_t slot;
     rd_tables_site_slot(&rd->lay, dir, layer, sublayer, site, 0, &table, &slot);

@@ -13,6 +13,7 @@
 
 #include "common/utf8.h"
 #include "format/format.h"
+#include "format/tables.h"
 #include "h5/attributes.h"
 #include "h5/common.h"
 
@@ -44,7 +45,10 @@ static resdiag_status check_names(const char *path, const char *name, char **v, 
 }
 
 static const char *block_name_i(int i) { return rd_h5_block_name((resdiag_block_kind)i); }
-static const char *placement_name_i(int i) { return resdiag_placement_name((resdiag_placement)i); }
+static const char *placement_name_i(int i)
+{
+    return RD_PLACEMENT_DECLARABLE(i) ? resdiag_placement_name((resdiag_placement)i) : NULL;
+}
 static const char *norm_name_i(int i) { return resdiag_norm_kind_name((resdiag_norm_kind)i); }
 static const char *run_kind_name_i(int i) { return resdiag_run_kind_name((resdiag_run_kind)i); }
 
@@ -174,7 +178,7 @@ static resdiag_status read_shape(resdiag_run_info *in, hid_t f, const char *P)
         return st;
     in->block = (resdiag_block_kind)e;
     if ((st = rd_attr_get_enum(P, f, RD_ATTR_DECLARED_PLACEMENT, placement_name_i,
-                               RESDIAG_PLACEMENT_NONE + 1, &e)) != RESDIAG_OK)
+                               RD_PLACEMENT_END, &e)) != RESDIAG_OK)
         return st;
     in->declared_placement = (resdiag_placement)e;
     if ((st = rd_attr_get_enum(P, f, RD_ATTR_NORM_KIND, norm_name_i, RESDIAG_NORM_RMSNORM + 1,
@@ -248,8 +252,8 @@ static resdiag_status read_names(rd_root *r, hid_t f, const char *P)
     in->n_layer_params = (int)r->n_layer_params;
     in->n_model_params = (int)r->n_model_params;
 
-    static const struct { const char *name; size_t n; } labels[] = {
-        { RD_ATTR_SITE_NAMES, RESDIAG_N_BLOCK_SITES },
+    const struct { const char *name; size_t n; } labels[] = {
+        { RD_ATTR_SITE_NAMES, (size_t)rd_block_sites(in->schema_version) },
         { RD_ATTR_MODEL_SITE_NAMES, RESDIAG_N_MODEL_SITES },
         { RD_ATTR_FIELD_NAMES, RESDIAG_N_FIELDS },
         { RD_ATTR_FIELD_UNITS, RESDIAG_N_FIELDS },

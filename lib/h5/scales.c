@@ -126,8 +126,8 @@ static int create_names_scale(hid_t file, const char *name, const char *const *n
 
 /* The labels of the fixed axes, from the same functions as the writer's
  * label attributes. */
-static int create_fixed_name_scales(hid_t file, int with_summary, rd_h5_error *e,
-                                    const char **object)
+static int create_fixed_name_scales(hid_t file, int n_block_sites, int with_summary,
+                                    rd_h5_error *e, const char **object)
 {
     const char *sites[RESDIAG_N_BLOCK_SITES], *msites[RESDIAG_N_MODEL_SITES];
     const char *fields[RESDIAG_N_FIELDS], *updates[RESDIAG_N_UPDATE_FIELDS];
@@ -145,7 +145,7 @@ static int create_fixed_name_scales(hid_t file, int with_summary, rd_h5_error *e
     for (int i = 0; i < RD_SUM_OBS_COLS; i++)
         observed[i] = rd_summary_observed_label(i);
     if (!(*object = RD_SCALE_SITE, create_names_scale(file, RD_SCALE_SITE, sites,
-                                                      RESDIAG_N_BLOCK_SITES,
+                                                      (size_t)n_block_sites,
                                                       "block site of each index", e))
         || !(*object = RD_SCALE_MODEL_SITE,
              create_names_scale(file, RD_SCALE_MODEL_SITE, msites, RESDIAG_N_MODEL_SITES,
@@ -167,8 +167,8 @@ static int create_fixed_name_scales(hid_t file, int with_summary, rd_h5_error *e
                                   "statistics table of each index of /summary/observed", e));
 }
 
-int rd_scales_create(hid_t file, const resdiag_model *m, int sketch_size, int with_summary,
-                     rd_h5_error *e, const char **object)
+int rd_scales_create(hid_t file, const resdiag_model *m, int sketch_size, int n_block_sites,
+                     int with_summary, rd_h5_error *e, const char **object)
 {
     *object = RD_SCALE_LAYER;
     if (!create_index_scale(file, RD_SCALE_LAYER, m->n_layers,
@@ -201,7 +201,7 @@ int rd_scales_create(hid_t file, const resdiag_model *m, int sketch_size, int wi
         && !create_names_scale(file, RD_SCALE_METRIC, m->metric_names, m->n_metrics,
                                "trainer's metric of each index of /metrics/values", e))
         return 0;
-    return create_fixed_name_scales(file, with_summary, e, object);
+    return create_fixed_name_scales(file, n_block_sites, with_summary, e, object);
 }
 
 /* ------------------------------------------------------- room in a header */

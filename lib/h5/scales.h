@@ -15,11 +15,12 @@
 #include "resdiag.h"
 
 /* Creates the scale datasets that the run's axes need (format.h
- * RD_SCALE_*), with their values and attributes. with_summary: the
+ * RD_SCALE_*), with their values and attributes (the block-site axis of
+ * n_block_sites). with_summary: the
  * /summary axes too. 0 with HDF5's error in *e and the dataset in *object
  * when a call failed. */
-int rd_scales_create(hid_t file, const resdiag_model *m, int sketch_size, int with_summary,
-                     rd_h5_error *e, const char **object);
+int rd_scales_create(hid_t file, const resdiag_model *m, int sketch_size, int n_block_sites,
+                     int with_summary, rd_h5_error *e, const char **object);
 
 /* Keeps room in the object header of the growing dataset ds for the
  * scale attributes it will get: a placeholder attribute, sized for a

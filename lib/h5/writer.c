@@ -360,7 +360,7 @@ static int write_root_attrs(hid_t file, const rd_file_header *hdr, int schema, w
                         (size_t)(m->n_model_params > 0 ? m->n_model_params : 0), e)
            && attr_int(file, RD_ATTR_SKETCH_SIZE, hdr->sketch_size, e)
            && attr_u64(file, RD_ATTR_SKETCH_SEED, hdr->sketch_seed, e)
-           && attr_strs(file, RD_ATTR_SITE_NAMES, site_names, RESDIAG_N_BLOCK_SITES, e)
+           && attr_strs(file, RD_ATTR_SITE_NAMES, site_names, (size_t)hdr->tables->n_block_sites, e)
            && attr_strs(file, RD_ATTR_MODEL_SITE_NAMES, model_site_names, RESDIAG_N_MODEL_SITES, e)
            && attr_strs(file, RD_ATTR_FIELD_NAMES, field_names, RESDIAG_N_FIELDS, e)
            && attr_strs(file, RD_ATTR_FIELD_UNITS, field_units, RESDIAG_N_FIELDS, e)
@@ -463,7 +463,7 @@ static int axis_labels(hid_t ds, const char *axis, const rd_file_header *hdr,
         const char *n[RESDIAG_N_BLOCK_SITES];
         for (int i = 0; i < RESDIAG_N_BLOCK_SITES; i++)
             n[i] = resdiag_site_name((resdiag_site)i);
-        return attr_strs(ds, RD_ATTR_SITE_NAMES, n, RESDIAG_N_BLOCK_SITES, e);
+        return attr_strs(ds, RD_ATTR_SITE_NAMES, n, (size_t)hdr->tables->n_block_sites, e);
     }
     if (strcmp(axis, "model_site") == 0) {
         const char *n[RESDIAG_N_MODEL_SITES];
@@ -1035,7 +1035,8 @@ static int attach_callsite_scales(rd_writer *w, hid_t file, int i, werr *e)
  * headers were moved (a move would leave the references behind). */
 static int attach_scales(rd_writer *w, hid_t file, const rd_file_header *hdr, werr *e)
 {
-    if (!rd_scales_create(file, hdr->model, hdr->sketch_size, w->summary_ds[0] >= 0, &e->h5,
+    if (!rd_scales_create(file, hdr->model, hdr->sketch_size, hdr->tables->n_block_sites,
+                          w->summary_ds[0] >= 0, &e->h5,
                           &e->object))
         return 0;
     e->object = RD_STEPS_NAME;
@@ -1112,6 +1113,11 @@ resdiag_status rd_writer_create(rd_writer **out, const char *path, const rd_file
         return set_err(err, errlen, RESDIAG_E_INVALID,
                        "client bug: rd_writer_create: file_schema %d (1..%d) or compression %d "
                        "(0..9)", hdr->file_schema, RD_SCHEMA_VERSION, hdr->compression);
+    if (hdr->tables->n_block_sites !=
+        rd_block_sites(hdr->file_schema ? hdr->file_schema : RD_SCHEMA_VERSION))
+        return set_err(err, errlen, RESDIAG_E_INVALID,
+                       "client bug: rd_writer_create: tables of %d block sites for schema %d",
+                       hdr->tables->n_block_sites, hdr->file_schema);
     /* A role naming no parameter would make a file that readers refuse. */
     const resdiag_model *m = hdr->model;
     if (!role_names_one_of(m->head_param, m->model_param_names, m->n_model_params))

@@ -397,6 +397,15 @@ rd_sketch_params rd_hook_sketch(const resdiag *r, int64_t cols)
     return sp;
 }
 
+resdiag_status rd_hook_site_needs_schema3(resdiag *r, const char *fn, resdiag_site site,
+                                          const char *file, int line)
+{
+    /* the old layouts have room for stream_in..stream_out only */
+    return rd_client_bug(r, RESDIAG_E_INVALID, "%s: site %s needs a file of schema 3; this run "
+                         "writes schema %d (resdiag_options.file_schema) (%s:%d)", fn,
+                         resdiag_site_name(site), r->opt.file_schema, file, line);
+}
+
 resdiag_status rd_hook_check_observe(resdiag *r, const char *fn, resdiag_direction dir,
                                      int layer, int sublayer, resdiag_site site, rd_hook_data d,
                                      const char *file, int line)
@@ -408,6 +417,8 @@ resdiag_status rd_hook_check_observe(resdiag *r, const char *fn, resdiag_directi
         if ((unsigned)site >= RESDIAG_N_BLOCK_SITES)
             return rd_client_bug(r, RESDIAG_E_RANGE, "%s: unknown site %d (%s:%d)", fn,
                                  (int)site, file ? file : "?", line);
+        if ((int)site >= r->lay.n_block_sites)
+            return rd_hook_site_needs_schema3(r, fn, site, file ? file : "?", line);
         if (layer < 0 || layer >= r->model.n_layers)
             return rd_client_bug(r, RESDIAG_E_RANGE, "%s: layer %d out of range 0..%d (%s:%d)",
                                  fn, layer, r->model.n_layers - 1, file ? file : "?", line);
@@ -485,6 +496,9 @@ resdiag_status resdiag_observe_alias(resdiag *r, resdiag_direction dir, int laye
     if (site == same_as)
         return rd_client_bug(r, RESDIAG_E_INVALID, "%s: %s cannot be an alias of itself", fn,
                              resdiag_site_name(site));
+    if ((int)site >= r->lay.n_block_sites || (int)same_as >= r->lay.n_block_sites)
+        return rd_hook_site_needs_schema3(r, fn, (int)site >= r->lay.n_block_sites ? site : same_as,
+                                          "?", 0);
     if (layer < 0 || layer >= r->model.n_layers)
         return rd_client_bug(r, RESDIAG_E_RANGE, "%s: layer %d out of range 0..%d", fn, layer,
                              r->model.n_layers - 1);

@@ -46,6 +46,11 @@ rd_sketch_params rd_hook_sketch(const resdiag *r, int64_t cols);
 resdiag_status rd_hook_check_tensor(resdiag *r, const char *fn, const resdiag_tensor *t,
                                     const char *file, int line);
 
+/* A client bug (logged): block site `site` has no room in the file's
+ * layout (branch_in.. with file_schema 1 or 2). */
+resdiag_status rd_hook_site_needs_schema3(resdiag *r, const char *fn, resdiag_site site,
+                                          const char *file, int line);
+
 /* The arguments of resdiag_observe_at: direction, site, layer and
  * sublayer in range, the data well formed and of the model's width
  * (logits excepted). A client bug (logged) or OK. */

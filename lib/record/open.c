@@ -159,7 +159,8 @@ static resdiag_status alloc_buffers(resdiag *r, const open_ctx *c)
     const resdiag_model *m = &r->model;
     const resdiag_options *opt = &r->opt;
     rd_tables_init(&r->lay, m->n_layers, m->n_sublayers, m->n_layer_params, m->n_model_params,
-                   opt->sketch_size);
+                   opt->sketch_size,
+                   rd_block_sites(opt->file_schema == 0 ? RD_SCHEMA_VERSION : opt->file_schema));
     rd_tables_set_metrics(&r->lay, m->n_metrics);
     /* A batch larger than 4 GiB is a configuration mistake, not a plan. */
     if ((double)r->lay.record_len * (double)opt->flush_steps * sizeof(double) > 4294967296.0)

@@ -103,15 +103,15 @@ static void locate(const resdiag *r, site_ref *p)
 static int block_site_at(const resdiag *r, int64_t cs, site_ref *p)
 {
     const size_t per_dir = (size_t)r->model.n_layers * (size_t)r->model.n_sublayers *
-                           RESDIAG_N_BLOCK_SITES;
+                           (size_t)r->lay.n_block_sites;
     for (int d = 0; d < 2; d++) {
         size_t base = r->lay.tables[d ? RD_T_BWD_SITE : RD_T_FWD_SITE].slot_offset;
         if (cs < 0 || (size_t)cs < base || (size_t)cs >= base + per_dir)
             continue;
         size_t i = (size_t)cs - base;
         p->dir = (resdiag_direction)d;
-        p->site = (resdiag_site)(i % RESDIAG_N_BLOCK_SITES);
-        i /= RESDIAG_N_BLOCK_SITES;
+        p->site = (resdiag_site)(i % (size_t)r->lay.n_block_sites);
+        i /= (size_t)r->lay.n_block_sites;
         p->layer = (int)(i / (size_t)r->model.n_sublayers);
         p->sublayer = (int)(i % (size_t)r->model.n_sublayers);
         p->model = 0;
@@ -134,6 +134,8 @@ static resdiag_status check_site(resdiag *r, const char *fn, const char *end, si
     if ((unsigned)p->site >= RESDIAG_N_BLOCK_SITES)
         return rd_client_bug(r, RESDIAG_E_RANGE, "%s: unknown %s %d (%s:%d)", fn, end,
                              (int)p->site, f, line);
+    if ((int)p->site >= r->lay.n_block_sites)
+        return rd_hook_site_needs_schema3(r, fn, p->site, f, line);
     if (p->layer < 0 || p->layer >= r->model.n_layers)
         return rd_client_bug(r, RESDIAG_E_RANGE, "%s: %s layer %d out of range 0..%d (%s:%d)", fn,
                              end, p->layer, r->model.n_layers - 1, f, line);
@@ -210,7 +212,7 @@ static int alias_site(const resdiag *r, const site_ref *t, const site_ref *src, 
         return (int)o.site;
     if (!src->model && src->layer == t->layer && src->sublayer == t->sublayer)
         return (int)src->site;
-    for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++) {
+    for (int b = 0; b < r->lay.n_block_sites; b++) {
         site_ref q = { t->dir, t->layer, t->sublayer, 0, (resdiag_site)b, 0, 0, 0, 0 };
         if (q.site == t->site)
             continue;

@@ -22,6 +22,9 @@ const char *rd_verdict_human(resdiag_verdict v)
     case RESDIAG_VERDICT_NOT_RENORMALIZED:
         return "stream not renormalized (pre-norm, sandwich, parallel or no norm)";
     case RESDIAG_VERDICT_PRE_OR_SANDWICH: return "pre-norm or sandwich";
+    case RESDIAG_VERDICT_REORDERED: return "reordered norm (x + Norm(F(x)))";
+    case RESDIAG_VERDICT_PER_SUBLAYER: return "per-sublayer scheme";
+    case RESDIAG_VERDICT_ZERO_BRANCHES: return "zero-initialised branches";
     }
     return "?";
 }
@@ -45,9 +48,17 @@ void rd_energy_sentence(char *out, size_t cap, const rd_fit *e, int unicode)
         snprintf(out, cap, "%s = a + b k: too few layers observed", lhs);
 }
 
-const char *rd_final_norm_text(int final_norm)
+const char *rd_final_norm_text(const rd_analysis *a)
 {
-    return final_norm == 1 ? "present" : final_norm == 0 ? "absent" : "not observed";
+    return a->final_norm == 1    ? "present"
+           : a->final_norm == 0  ? "absent"
+           : a->final_norm_identity ? "cannot be told from an identity here"
+                                    : "not observed";
+}
+
+const char *rd_final_norm_key(const rd_analysis *a)
+{
+    return a->final_norm_identity ? "indistinguishable" : rd_final_norm_text(a);
 }
 
 const char *rd_head_name(const rd_analysis *a)

@@ -155,6 +155,10 @@ static void text_placement(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     if (a->verdict == RESDIAG_VERDICT_MIXED && a->mix_layers > 0)
         rd_strbuf_printf(b, ": post-norm in layers 0..%d, pre-norm in layers %d..%d", a->mix_layers - 1,
                   a->mix_layers, L - 1);
+    if (a->verdict == RESDIAG_VERDICT_PER_SUBLAYER)
+        rd_strbuf_printf(b, ": %s", E(a->pattern));
+    if (a->last_norm_is_final)
+        rd_strbuf_printf(b, ", the last sublayer's norm being the final norm");
     if (a->verdict != RESDIAG_VERDICT_CANNOT_TELL)
         rd_strbuf_printf(b, " (confidence %s)", resdiag_confidence_name(a->conf));
     rd_strbuf_printf(b, "\n");
@@ -169,7 +173,7 @@ static void text_placement(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     else
         text_signature(b, esc, a);
     rd_strbuf_printf(b, "  final norm: %s - %s\n",
-              rd_final_norm_text(a->final_norm),
+              rd_final_norm_text(a),
               E(a->final_norm_why));
     if (a->declared == RESDIAG_PLACEMENT_UNDECLARED) {
         rd_strbuf_printf(b, "  declared: nothing\n");
@@ -198,7 +202,7 @@ static void text_layers(sb *b, const rd_analysis *a)
                             "tensor", gp >= 0 ? "parameter, " : "");
     rd_strbuf_printf(b, "):\n");
     rd_strbuf_printf(b, "   k  layer  %10s %9s", "||x_k||", "rms");
-    for (int s = 0; s < S && s < 4; s++) {
+    for (int s = 0; s < S; s++) {
         char h[200];
         rd_strbuf_printf(b, " %9s", rd_table_head(h, sizeof h, "r_", a->sublayer_names[s], "", 9));
     }
@@ -217,7 +221,7 @@ static void text_layers(sb *b, const rd_analysis *a)
             rd_table_cell(b, " %10.4g", 10, a->xnorm[0]);
             rd_table_cell(b, " %9.4g", 9, a->xrms[0]);
             if (a->grad_step >= 0) { /* the embedding has no r and no layer parameters */
-                for (int s = 0; s < S && s < 4; s++)
+                for (int s = 0; s < S; s++)
                     rd_strbuf_printf(b, " %9s", "");
                 if (gp >= 0)
                     rd_strbuf_printf(b, " %16s", "");
@@ -230,7 +234,7 @@ static void text_layers(sb *b, const rd_analysis *a)
             rd_strbuf_printf(b, "  %2d  %5d ", k, l);
             rd_table_cell(b, " %10.4g", 10, a->xnorm[k]);
             rd_table_cell(b, " %9.4g", 9, a->xrms[k]);
-            for (int s = 0; s < S && s < 4; s++)
+            for (int s = 0; s < S; s++)
                 rd_table_cell(b, " %9.3g", 9, a->r[l * S + s]);
             if (gp >= 0)
                 rd_table_cell(b, " %16.4g", 16, a->grad[(size_t)l * P + gp]);
@@ -439,8 +443,6 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
     text_judged_step(&b, esc, a);
     rd_strbuf_printf(&b, "Observed: %s;", a->stream_only ? "stream only (less evidence)"
                                                   : "block sites");
-    static const char *const nm[RESDIAG_N_BLOCK_SITES] = { "stream_in", "norm_in", "norm_out",
-                                                           "branch_out", "stream_out" };
     for (int d = 0; d < 2; d++) {
         int any = 0;
         for (int s = 0; s < RESDIAG_N_BLOCK_SITES; s++)
@@ -452,7 +454,8 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
         rd_strbuf_printf(&b, " %s:", d ? "backward" : "forward");
         for (int s = 0; s < RESDIAG_N_BLOCK_SITES; s++)
             if (a->n_obs[d][s])
-                rd_strbuf_printf(&b, " %s %d/%d", nm[s], a->n_obs[d][s], L * S);
+                rd_strbuf_printf(&b, " %s %d/%d", resdiag_site_name((resdiag_site)s),
+                                 a->n_obs[d][s], L * S);
         rd_strbuf_printf(&b, ";");
     }
     rd_strbuf_printf(&b, " sketch %d\n", a->sketch_size);

@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "h5/writer.h"
+#include "format/format.h"
 #include "format/tables.h"
 #include "resdiag.h"
 
@@ -165,7 +166,7 @@ static void make_setup(setup *s, int chunk, schema_case sc)
     static const char *const METRICS[] = { "loss", "lr" };
     s->m.n_metrics = 2; /* the trainer's metrics are kept like every table */
     s->m.metric_names = METRICS;
-    rd_tables_init(&s->lay, 4, 2, 2, 1, 8);
+    rd_tables_init(&s->lay, 4, 2, 2, 1, 8, rd_block_sites(sc.schema ? sc.schema : RD_SCHEMA_VERSION));
     rd_tables_set_metrics(&s->lay, 2);
     s->hdr.model = &s->m;
     s->hdr.tables = &s->lay;

@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "format/format.h"
 #include "format/tables.h"
 #include "h5/writer.h"
 #include "resdiag.h"
@@ -75,7 +76,7 @@ static void make_run(run *r, int schema, int compression)
     r->m.layer_param_names = LP;
     r->m.n_model_params = Q;
     r->m.model_param_names = MP;
-    rd_tables_init(&r->lay, L, S, P, Q, K);
+    rd_tables_init(&r->lay, L, S, P, Q, K, rd_block_sites(schema ? schema : RD_SCHEMA_VERSION));
     r->hdr.model = &r->m;
     r->hdr.tables = &r->lay;
     r->hdr.sketch_size = K;

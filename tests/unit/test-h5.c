@@ -114,7 +114,7 @@ static void make_run(run *r, const spec *sp)
         m->meta = META;
         m->description = "tiny test model \xe2\x80\x94 3 layers";
     }
-    rd_tables_init(&r->lay, sp->L, sp->S, sp->P, sp->Q, sp->K);
+    rd_tables_init(&r->lay, sp->L, sp->S, sp->P, sp->Q, sp->K, rd_block_sites(1));
     r->hdr.model = &r->m;
     r->hdr.tables = &r->lay;
     r->hdr.sketch_size = sp->K;

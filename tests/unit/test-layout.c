@@ -14,7 +14,8 @@ START_TEST(layout_tables_tile_the_record_without_gaps)
     const int cases[][5] = { { 1, 1, 0, 0, 0 }, { 3, 2, 2, 1, 8 }, { 96, 2, 4, 2, 64 } };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         rd_tables lay;
-        rd_tables_init(&lay, cases[c][0], cases[c][1], cases[c][2], cases[c][3], cases[c][4]);
+        rd_tables_init(&lay, cases[c][0], cases[c][1], cases[c][2], cases[c][3], cases[c][4],
+                       c == 1 ? RD_OLD_BLOCK_SITES : RESDIAG_N_BLOCK_SITES);
         size_t off = 0, slots = 0;
         for (int t = 0; t < RD_N_TABLES; t++) {
             const rd_table *tb = &lay.tables[t];
@@ -46,7 +47,7 @@ START_TEST(layout_every_site_has_its_own_slot)
 {
     rd_tables lay;
     const int L = 4, S = 3, K = 5;
-    rd_tables_init(&lay, L, S, 1, 1, K);
+    rd_tables_init(&lay, L, S, 1, 1, K, RESDIAG_N_BLOCK_SITES);
     unsigned char *used = calloc(lay.record_len, 1);
     for (int sketch = 0; sketch < 2; sketch++)
         for (int dir = 0; dir < 2; dir++) {
@@ -89,7 +90,7 @@ END_TEST
 START_TEST(layout_summary_tiles_its_record)
 {
     rd_tables lay;
-    rd_tables_init(&lay, 5, 3, 2, 1, 4);
+    rd_tables_init(&lay, 5, 3, 2, 1, 4, RESDIAG_N_BLOCK_SITES);
     const size_t want[RD_N_SUMMARY] = { 3, 6, 5, 15 };
     size_t off = 0;
     for (int i = 0; i < RD_N_SUMMARY; i++) {
@@ -112,7 +113,7 @@ START_TEST(layout_summary_of_a_record)
 {
     enum { L = 2, S = 2, B = RESDIAG_N_BLOCK_SITES, F = RESDIAG_N_FIELDS };
     rd_tables lay;
-    rd_tables_init(&lay, L, S, 1, 1, 4);
+    rd_tables_init(&lay, L, S, 1, 1, 4, RESDIAG_N_BLOCK_SITES);
     double *rec = malloc(lay.record_len * sizeof *rec);
     double *out = malloc(lay.summary_len * sizeof *out);
     for (size_t k = 0; k < lay.record_len; k++)

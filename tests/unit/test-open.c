@@ -375,7 +375,7 @@ static void make_bad_run(bad_run *b, int overwrite)
     b->m = mlp_model(L, D);
     b->m.meta = bad_meta;
     b->m.n_meta = 1;
-    rd_tables_init(&b->lay, L, 1, 0, 0, 4);
+    rd_tables_init(&b->lay, L, 1, 0, 0, 4, RESDIAG_N_BLOCK_SITES);
     memset(&b->hdr, 0, sizeof b->hdr);
     b->hdr.model = &b->m;
     b->hdr.tables = &b->lay;
