@@ -173,7 +173,9 @@ static resdiag_verdict kind_verdict(sub_kind k)
 typedef enum expect_class {
     C_DECIDED,  /* the verdict, confidence high or medium: the check holds for it and
                    fails for every rival */
-    C_LOW,      /* the verdict with confidence low: every check cannot tell */
+    C_UNDECIDED,/* the verdict with confidence low, or cannot tell where a layer's
+                   relations sit between the floor and what decides: every check
+                   cannot tell */
     C_CANNOT,   /* cannot tell (confidence none): every check cannot tell */
     C_NOT_WRONG,/* the spec does not say whether the data decide: either C_DECIDED
                    or low/none, never another decided verdict */
@@ -490,9 +492,34 @@ static int decided(resdiag_confidence c)
 /* The verdict of the whole run, in words for a failure message. */
 static void describe(const resdiag_analysis *a, char *out, size_t len)
 {
-    snprintf(out, len, "verdict %s, confidence %s (%s; %s)",
+    snprintf(out, len, "verdict %s, confidence %s (%.600s; %.255s)",
              resdiag_verdict_name(resdiag_analysis_verdict(a)),
              resdiag_confidence_name(resdiag_analysis_confidence(a)), a->why, a->conf_why);
+}
+
+/* Whether sublayer (l, s) reads a stream that is a norm's output: a norm
+ * in front of its branch then changes (nearly) nothing. */
+static int reads_normalized(const mcase *mc, int l, int s)
+{
+    if (l == 0 && s == 0)
+        return mc->norm_embed;
+    sub_kind prev = s ? mc->kind[l][s - 1] : mc->kind[l - 1][S - 1];
+    return prev == K_POST || prev == K_DEEPNORM;
+}
+
+/* A sublayer whose evidence the spec lets fall short, so that it may be
+ * cannot tell while the run's verdict stands (never another verdict):
+ * - in bf16 at init, or over a stream that is (nearly) a norm output, the
+ *   rival relations can miss by more than they hold but by less than
+ *   decides (10x the floor 2^-7: the first layer's input norm changes a
+ *   Gaussian embedding by ~1/sqrt(2d) = 9% only);
+ * - a sandwich over a normalized stream: its input norm is an identity
+ *   there, and branch_in = stream_in holds to rounding as in reordered. */
+static int sub_may_be_undecided(const mcase *mc, int l, int s)
+{
+    if (mc->bf16 && (!mc->trained || (l == 0 && s == 0) || reads_normalized(mc, l, s)))
+        return 1;
+    return mc->kind[l][s] == K_SANDWICH && reads_normalized(mc, l, s);
 }
 
 static void assert_checks(const mcase *mc, const resdiag_analysis *a, int is_decided)
@@ -529,9 +556,10 @@ START_TEST(verdict_of_each_family)
                       mc->name, resdiag_verdict_name(mc->want), d);
         is_decided = 1;
         break;
-    case C_LOW:
-        ck_assert_msg(v == mc->want && conf == RESDIAG_CONFIDENCE_LOW,
-                      "%s: want %s with confidence low, got %s", mc->name,
+    case C_UNDECIDED:
+        ck_assert_msg((v == mc->want && conf == RESDIAG_CONFIDENCE_LOW) ||
+                          (v == RESDIAG_VERDICT_CANNOT_TELL && conf == RESDIAG_CONFIDENCE_NONE),
+                      "%s: want %s with confidence low, or cannot tell, got %s", mc->name,
                       resdiag_verdict_name(mc->want), d);
         break;
     case C_CANNOT:
@@ -596,6 +624,8 @@ START_TEST(verdict_of_each_family)
             resdiag_verdict sv = resdiag_analysis_sublayer(a, l, s, NULL);
             resdiag_verdict want = kind_verdict(mc->kind[l][s]);
             int ok;
+            if (sub_may_be_undecided(mc, l, s) && sv == RESDIAG_VERDICT_CANNOT_TELL)
+                continue;
             switch (mc->cls) {
             case C_NOT_WRONG:
                 ok = sv == want || sv == RESDIAG_VERDICT_CANNOT_TELL;
@@ -996,7 +1026,7 @@ static void family_case(enum family fam, int L, resdiag_norm_kind nk, int traine
         mc->final_norm = 1;
         mc->want = RESDIAG_VERDICT_POST;
         mc->place = RESDIAG_PLACEMENT_POST;
-        mc->text = "the last sublayer's norm is the final norm";
+        mc->text = "the last sublayer's norm";
         break;
     case FAM_MIXLN:
         mc->mix_layers = L > 2 ? 2 : 1;
@@ -1008,7 +1038,7 @@ static void family_case(enum family fam, int L, resdiag_norm_kind nk, int traine
         /* in bf16 at init the pre layers after a post layer read a stream
          * that is nearly a norm output: only the call order decides them */
         if (bf16 && !trained)
-            mc->cls = C_LOW;
+            mc->cls = C_UNDECIDED;
         break;
     case FAM_ZERO:
         fill(mc, K_ZERO);
@@ -1128,7 +1158,7 @@ static void build_cases(void)
         /* pre-norm over a normalized embedding at init in bf16: the
          * relations within the floor, stream_out no plain non-norm: the
          * call order alone */
-        kind_case("pre, normalized embedding", K_PRE, L, nk, 0, 1, RESDIAG_VERDICT_PRE, C_LOW,
+        kind_case("pre, normalized embedding", K_PRE, L, nk, 0, 1, RESDIAG_VERDICT_PRE, C_UNDECIDED,
                   NULL);
         cases[n_cases - 1].norm_embed = 1;
     }
