@@ -3,7 +3,7 @@
 # the evidence, on real tinygpt runs at initialization (step 0, gpt2 init):
 # clean pre-norm and post-norm models of several depths and widths, both
 # norms, are "confidence high" (at init the rival relations miss by 1e-3 to
-# 1, f32 rounding leaves 1e-7); a sandwich is decided from the relations
+# 1, f32 rounding leaves 1e-7); a sandwich is decided from its sites
 # (what is added is the output of the norm on the branch), also with
 # RMSNorm, whose output at init does not look normalized; evidence that is
 # really weaker (only the stream recorded) is "medium" and the report says
@@ -35,16 +35,18 @@ for p in pre post; do
 done
 
 # The sandwich at gpt2 init: the branch entering Norm2 is small next to its
-# epsilon; the relations still say that what is added is Norm2's output.
+# epsilon; the structure (out_norm_in, out_norm_out) still says that what is
+# added is Norm2's output.
 for n in layernorm rmsnorm; do
   f=$dir/sandwich_$n.h5
   tg --placement sandwich --norm $n --layers 6 --d-model 64 --init gpt2 --out "$f"
   expect_exit 0 "sandwich $n: check --expect sandwich" -- "$tool" check --expect sandwich "$f"
-  for e in pre-norm post-norm deepnorm mixed parallel none; do
+  for e in pre-norm post-norm deepnorm mixed parallel none reordered per-sublayer; do
     expect_exit 1 "sandwich $n: check --expect $e" -- "$tool" check --expect "$e" "$f"
   done
   "$tool" report "$f" >"$dir/report" 2>"$dir/err" || fail "sandwich $n: report"
-  expect_text "$dir/report" "branch_out = norm_out (error" "sandwich $n: the deciding relation"
+  expect_text "$dir/report" "branch_out is the output of a norm on the branch" \
+      "sandwich $n: the deciding relation"
 done
 
 # Weaker evidence: only the stream. "medium", and the report says why.
