@@ -285,6 +285,18 @@ class Run:
                                          _site(site), out), "sketch")
         return list(out[:self.info.sketch_size])
 
+    def alias(self, step_index, site, layer=0, sublayer=0, direction="forward"):
+        """The name of the block site whose tensor the recorder took for
+        `site` too at that step (one tensor recorded at two sites: their
+        relation holds by construction), or None."""
+        same_as = ctypes.c_int(-1)
+        step_index, layer, sublayer = _where(step_index, layer, sublayer)
+        _check(lib.resdiag_reader_alias(self._h(), step_index, _dir(direction), layer, sublayer,
+                                        _site(site), ctypes.byref(same_as)), "alias")
+        if same_as.value < 0:
+            return None
+        return lib.resdiag_site_name(same_as.value).decode()
+
     def param(self, step_index, layer, name):
         """{field: value} of a parameter gradient (layer = -1: model level), or None."""
         out = (ctypes.c_double * _lib.N_FIELDS)()

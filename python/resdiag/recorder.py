@@ -24,6 +24,7 @@ from . import _batch, _device, _kernel, _lib, _tensor, blocks as _blocks
 from ._lib import lib, ResdiagError
 
 S_STREAM_IN, S_NORM_IN, S_NORM_OUT, S_BRANCH_OUT, S_STREAM_OUT = 0, 1, 2, 3, 4
+S_BRANCH_IN, S_OUT_NORM_IN, S_OUT_NORM_OUT = 5, 6, 7
 S_EMBED_OUT, S_FINAL_NORM_IN, S_FINAL_NORM_OUT, S_LOGITS = 16, 17, 18, 19
 _log = logging.getLogger("resdiag")
 
@@ -45,11 +46,12 @@ PARAM_CALLSITE = b"param.grad"
 # Where models keep the norm between the last block and the head: nanoGPT
 # and minGPT (transformer.ln_f), Hugging Face Llama/Mistral (model.norm),
 # GPT-2 heads over a bare body (ln_f), Megatron and Phi (final_layernorm),
-# GPT-NeoX (final_layer_norm). What is found there is only hooked: an
-# Identity() is no norm, and the report decides that from the data.
+# GPT-NeoX (final_layer_norm), x-transformers (attn_layers.final_norm).
+# What is found there is only hooked: an Identity() is no norm, and the
+# report decides that from the data.
 FINAL_NORM_PATHS = ("transformer.ln_f", "ln_f", "model.norm", "norm", "final_layernorm",
                     "model.final_layernorm", "decoder.final_layernorm", "final_layer_norm",
-                    "gpt_neox.final_layer_norm")
+                    "gpt_neox.final_layer_norm", "attn_layers.final_norm")
 
 
 def _first_tensor(x):
@@ -74,15 +76,27 @@ def _norm_kind(norms):
     return kinds.pop() if len(kinds) == 1 else 0
 
 
+def _check_roles(mods, sub):
+    """The out_norm is a module of its own: a norm on the branch's output
+    cannot be the branch, its first module or the input norm."""
+    out = mods.get("out_norm")
+    for role in ("norm", "branch", "branch_in"):
+        if out is not None and mods.get(role) is out:
+            raise ValueError("resdiag.attach: out_norm of %s is its %s too (%s); out_norm is "
+                             "the norm applied to the branch's output before the add"
+                             % (sub.name, role, getattr(sub, role)))
+
+
 def _d_model(block, spec):
     for sub in spec.sublayers:
-        norm = _blocks.get(block, sub.norm) if sub.norm else None
-        shape = getattr(norm, "normalized_shape", None)
-        if shape:
-            return int(shape[-1])
-        w = getattr(norm, "weight", None)
-        if isinstance(w, torch.Tensor) and w.dim() == 1:
-            return int(w.shape[0])
+        for dotted in (sub.norm, sub.out_norm):
+            norm = _blocks.get(block, dotted) if dotted else None
+            shape = getattr(norm, "normalized_shape", None)
+            if shape:
+                return int(shape[-1])
+            w = getattr(norm, "weight", None)
+            if isinstance(w, torch.Tensor) and w.dim() == 1:
+                return int(w.shape[0])
     for attr in ("embed_dim", "d_model", "n_embd"):
         if isinstance(getattr(block, attr, None), int):
             return getattr(block, attr)
@@ -99,7 +113,8 @@ class Recorder:
     forward and backward of each training step, and ``rec.detach()`` at the
     end (removes every hook and closes the file)."""
 
-    def __init__(self, model, path, blocks=None, block=None, final_norm=None, head=None,
+    def __init__(self, model, path, blocks=None, block=None, layers=None, final_norm=None,
+                 head=None,
                  placement=None, norm_kind=None, d_model=None, backward=True,
                  record_every=1, record_first=0, record_last=None, record_init_only=False,
                  sketch_size=None, flush_steps=None, description=None, meta=None,
@@ -119,6 +134,17 @@ class Recorder:
                                    "with resdiag_submit_partials (%s has none)" % _lib.path)
             device_stats = "never"
         names = {id(m): n for n, m in model.named_modules()}
+        # Layers: groups of container entries stand for the blocks, and no
+        # module runs around a group (see _group_entry).
+        self._grouped = layers is not None
+        if self._grouped:
+            if not isinstance(layers, _blocks.Layers):
+                raise TypeError("resdiag.attach: layers= takes a resdiag.Layers, not %s"
+                                % type(layers).__name__)
+            if blocks is not None or block is not None:
+                raise ValueError("resdiag.attach: layers= maps the blocks itself; pass it "
+                                 "without blocks= and block=")
+            blocks, block = layers.groups(model), layers.block
         if blocks is None:
             blocks = _blocks.find_blocks(model)
             if not blocks:
@@ -137,26 +163,39 @@ class Recorder:
                                  "with one kind, e.g. model.decoder.layers" % type(b).__name__)
         self._parallel = specs[0].parallel
 
-        # Resolve each block's submodules and parameters once.
+        # Resolve each block's submodules and parameters once. A norm or
+        # out_norm whose path holds None in a block is absent there (the
+        # last layer of x-transformers' post-norm stack has no norm of its
+        # own); absent in every block, the path names nothing.
         self._layers = []
         norms = []
+        present = set()  # (sublayer, role) of the optional roles found in some block
         for b, s in zip(blocks, specs):
             subs = []
-            for sub in s.sublayers:
+            for si, sub in enumerate(s.sublayers):
                 mods = {}
-                for role in ("norm", "branch", "branch_in"):
+                for role in _blocks.ROLES:
                     dotted = getattr(sub, role)
                     if dotted is None:
                         continue
-                    m = _blocks.get(b, dotted)
+                    found, m = _blocks.resolve(b, dotted)
+                    if found and m is None and role in _blocks.OPTIONAL_ROLES:
+                        continue
                     if not isinstance(m, nn.Module):
                         raise ValueError("resdiag.attach: %s has no submodule %r (%s of %s)"
                                          % (type(b).__name__, dotted, role, sub.name))
                     mods[role] = m
-                if "norm" in mods:
-                    norms.append(mods["norm"])
+                    present.add((si, role))
+                _check_roles(mods, sub)
+                norms += [mods[r] for r in _blocks.OPTIONAL_ROLES if r in mods]
                 subs.append(mods)
             self._layers.append((b, subs))
+        for si, sub in enumerate(specs[0].sublayers):
+            for role in _blocks.OPTIONAL_ROLES:
+                if getattr(sub, role) is not None and (si, role) not in present:
+                    raise ValueError("resdiag.attach: %s=%r of %s is None in every block: "
+                                     "no such norm (leave %s out)"
+                                     % (role, getattr(sub, role), sub.name, role))
         # A parameter is recorded when every block has it.
         pnames = [n for n in specs[0].params
                   if all(isinstance(_blocks.get(b, s.params.get(n, "")), torch.Tensor)
@@ -209,6 +248,11 @@ class Recorder:
         else:
             _log.info("resdiag: no final norm and no head found: the report says "
                       "'not observed' (pass final_norm= and head=)")
+            if self._grouped:
+                warnings.warn("resdiag.attach: with layers=, the last layer's output is what "
+                              "the final norm or the head reads, and neither was found: the "
+                              "last sublayer's stream_out is not recorded (pass final_norm= or "
+                              "head=)", RuntimeWarning, stacklevel=3)
         head_w = getattr(head, "weight", None) if head is not None else None
         self._model_params = [head_w] if isinstance(head_w, torch.Tensor) else []
         recorded = {id(p) for ps in self._params for p in ps} | {id(p) for p in self._model_params}
@@ -359,6 +403,12 @@ class Recorder:
         self._flipped = {}  # id(hooked module) -> the module whose training flag it set
         self._entered = [0] * self.n_layers   # sublayers whose stream_in was seen
         self._seen_sub = [False] * self.n_layers
+        # Layers groups: the (sublayer, role) pre-hooks that ran in the
+        # layer's current pass (a repeat begins the next pass).
+        self._fired = [set() for _ in range(self.n_layers)]
+        # branch_in and out_norm_in/out are sites of schema 3: a file of an
+        # older schema has no place for them.
+        self._new_sites = o.file_schema not in (1, 2)
         # Mapped modules that have not run in a recorded step yet: {path:
         # what it stands for}; checked when the first recorded step that ran
         # any of them ends (see _check_ran).
@@ -381,25 +431,42 @@ class Recorder:
                     self._ran_hooks.append(mod.register_forward_pre_hook(
                         functools.partial(self._ran, path)))
             for l, (b, subs) in enumerate(self._layers):
-                self._cs[(l, "in")] = cs(b, "input")
-                self._cs[(l, "out")] = cs(b, "output")
-                reg(b.register_forward_pre_hook(functools.partial(self._block_in, l)))
-                reg(b.register_forward_hook(functools.partial(self._block_out, l)))
+                if not self._grouped:  # a group is never called: no hooks of its own
+                    self._cs[(l, "in")] = cs(b, "input")
+                    self._cs[(l, "out")] = cs(b, "output")
+                    reg(b.register_forward_pre_hook(functools.partial(self._block_in, l)))
+                    reg(b.register_forward_hook(functools.partial(self._block_out, l)))
                 for s, mods in enumerate(subs):
-                    for role in ("norm", "branch", "branch_in"):
+                    for role in _blocks.ROLES:
                         if role in mods:
                             mark(mods[role], "layer %d %s %s" % (l, sub_names[s], role))
+                    # Registered in the order the hooks run: norm, branch_in,
+                    # branch, out_norm (a module in two roles calls its
+                    # hooks of one kind in this order).
                     if "norm" in mods:
                         self._cs[(l, s, "norm_in")] = cs(mods["norm"], "input")
                         self._cs[(l, s, "norm_out")] = cs(mods["norm"], "output")
                         reg(mods["norm"].register_forward_pre_hook(
                             functools.partial(self._norm_in, l, s)))
                         reg(mods["norm"].register_forward_hook(functools.partial(self._norm_out, l, s)))
-                    self._cs[(l, s, "branch_out")] = cs(mods["branch"], "output")
                     self._cs[(l, s, "branch_in")] = cs(mods["branch_in"], "input")
-                    reg(mods["branch"].register_forward_hook(functools.partial(self._branch_out, l, s)))
                     reg(mods["branch_in"].register_forward_pre_hook(
                         functools.partial(self._branch_in, l, s)))
+                    out_norm = mods.get("out_norm")
+                    if out_norm is None:
+                        self._cs[(l, s, "branch_out")] = cs(mods["branch"], "output")
+                        reg(mods["branch"].register_forward_hook(
+                            functools.partial(self._branch_out, l, s)))
+                    else:
+                        # What is added is the out_norm's output: branch_out
+                        # comes from its hook, not from the branch's.
+                        self._cs[(l, s, "branch_out")] = cs(out_norm, "output")
+                        self._cs[(l, s, "out_norm_in")] = cs(out_norm, "input")
+                        self._cs[(l, s, "out_norm_out")] = self._cs[(l, s, "branch_out")]
+                        reg(out_norm.register_forward_pre_hook(
+                            functools.partial(self._out_norm_in, l, s)))
+                        reg(out_norm.register_forward_hook(
+                            functools.partial(self._out_norm_out, l, s)))
             if final_norm is not None:
                 mark(final_norm, "final norm")
                 self._cs["fn_in"] = cs(final_norm, "input")
@@ -833,10 +900,14 @@ class Recorder:
             self._warn_once(("bypass", l), "resdiag: block %d ran without calling its submodules "
                             "(a fused path?); only its input and output were recorded" % l)
 
-    def _sub_entry(self, l, s, x, cs):
+    def _sub_entry(self, l, s, x, cs, role):
         """Records x as the stream between sublayers s-1 and s, the first
-        time a hook of sublayer s >= 1 sees it. True when it did."""
+        time a pre-hook (of `role`) of sublayer s >= 1 sees it; in a
+        Layers group also the stream entering the layer (s = 0). True
+        when it did."""
         self._seen_sub[l] = True
+        if self._grouped:
+            return self._group_entry(l, s, x, cs, role)
         if s == 0 or self._parallel or self._entered[l] & (1 << s):
             return False
         self._entered[l] |= 1 << s
@@ -844,18 +915,52 @@ class Recorder:
         self._observe(x, l, s, S_STREAM_IN, cs)
         return True
 
+    def _group_entry(self, l, s, x, cs, role):
+        """_sub_entry in a Layers group, where no hook marks where a layer
+        begins: a pre-hook of sublayer 0 begins the layer's next pass (the
+        next forward) once the pass went past sublayer 0 or when it ran in
+        it already; the stream entering the layer is also the previous
+        layer's output (and the embedding's, for layer 0)."""
+        fired = self._fired[l]
+        if s == 0 and ((0, role) in fired or self._entered[l] & ~1):
+            fired.clear()
+            self._entered[l] = 0
+        fired.add((s, role))
+        if self._entered[l] & (1 << s):
+            return False
+        self._entered[l] |= 1 << s
+        if s > 0:
+            self._observe(x, l, s - 1, S_STREAM_OUT, cs)
+        elif l > 0:
+            self._observe(x, l - 1, len(self.sublayer_names) - 1, S_STREAM_OUT, cs)
+        self._observe(x, l, s, S_STREAM_IN, cs)
+        if s == 0 and l + self._layer0 == 0:
+            self._observe(x, _lib.MODEL_LEVEL, 0, S_EMBED_OUT, cs)
+        return True
+
+    def _last_layer_out(self, x, cs):
+        """The last group's output, in a Layers mapping: what the final
+        norm (or the head) reads."""
+        if self._grouped and self.n_layers:
+            self._observe(x, self.n_layers - 1, len(self.sublayer_names) - 1, S_STREAM_OUT, cs)
+
     def _norm_in(self, l, s, module, args):
         if not self._recording:
             return
         x = _first_tensor(args)
-        entered = self._sub_entry(l, s, x, self._cs[(l, s, "norm_in")])
+        entered = self._sub_entry(l, s, x, self._cs[(l, s, "norm_in")], "norm")
         self._observe(x, l, s, S_NORM_IN, self._cs[(l, s, "norm_in")])
-        if entered and x is not None:
+        if entered:
             # stream_in of this sublayer was taken from the norm's input: the
             # relation norm_in = stream_in holds by construction, no evidence.
             self._alias(l, s, S_STREAM_IN, S_NORM_IN, x)
 
     def _alias(self, l, s, site, same_as, t):
+        """Declares that the binding took one tensor for two sites of the
+        sublayer (not that the model passed one tensor to two hooks: that
+        is evidence)."""
+        if t is None or not t.is_floating_point():
+            return  # nothing was observed at either site
         l += self._layer0
         try:
             self._note(lib.resdiag_observe_alias(self._rd, _lib.FORWARD, l, s, site, same_as))
@@ -870,18 +975,47 @@ class Recorder:
             self._observe(_first_tensor(output), l, s, S_NORM_OUT, self._cs[(l, s, "norm_out")])
 
     def _branch_in(self, l, s, module, args):
-        if self._recording:
-            self._sub_entry(l, s, _first_tensor(args), self._cs[(l, s, "branch_in")])
+        if not self._recording:
+            return
+        x = _first_tensor(args)
+        cs = self._cs[(l, s, "branch_in")]
+        entered = self._sub_entry(l, s, x, cs, "branch_in")
+        if self._new_sites:
+            self._observe(x, l, s, S_BRANCH_IN, cs)
+            if entered:
+                # stream_in was taken from what the branch reads (post-norm,
+                # reordered, no norm): branch_in = stream_in by construction.
+                self._alias(l, s, S_STREAM_IN, S_BRANCH_IN, x)
 
     def _branch_out(self, l, s, module, args, output):
         if self._recording:
             self._seen_sub[l] = True
             self._observe(_first_tensor(output), l, s, S_BRANCH_OUT, self._cs[(l, s, "branch_out")])
 
+    def _out_norm_in(self, l, s, module, args):
+        if self._recording:
+            self._seen_sub[l] = True
+            if self._new_sites:
+                self._observe(_first_tensor(args), l, s, S_OUT_NORM_IN,
+                              self._cs[(l, s, "out_norm_in")])
+
+    def _out_norm_out(self, l, s, module, args, output):
+        if not self._recording:
+            return
+        self._seen_sub[l] = True
+        y = _first_tensor(output)
+        if self._new_sites:
+            self._observe(y, l, s, S_OUT_NORM_OUT, self._cs[(l, s, "out_norm_out")])
+        self._observe(y, l, s, S_BRANCH_OUT, self._cs[(l, s, "branch_out")])
+        if self._new_sites:
+            # branch_out is taken from the out_norm's output: one tensor
+            self._alias(l, s, S_BRANCH_OUT, S_OUT_NORM_OUT, y)
+
     def _final_in(self, module, args):
         if self._recording:
-            self._observe(_first_tensor(args), _lib.MODEL_LEVEL, 0, S_FINAL_NORM_IN,
-                          self._cs["fn_in"])
+            x = _first_tensor(args)
+            self._last_layer_out(x, self._cs["fn_in"])
+            self._observe(x, _lib.MODEL_LEVEL, 0, S_FINAL_NORM_IN, self._cs["fn_in"])
 
     def _final_out(self, module, args, output):
         if self._recording:
@@ -890,8 +1024,9 @@ class Recorder:
 
     def _head_in(self, module, args):
         if self._recording:
-            self._observe(_first_tensor(args), _lib.MODEL_LEVEL, 0, S_FINAL_NORM_OUT,
-                          self._cs["head_in"])
+            x = _first_tensor(args)
+            self._last_layer_out(x, self._cs["head_in"])
+            self._observe(x, _lib.MODEL_LEVEL, 0, S_FINAL_NORM_OUT, self._cs["head_in"])
 
     def _head_out(self, module, args, output):
         if self._recording:
@@ -933,7 +1068,8 @@ def attach(model, path, **kw):
     nn.TransformerDecoderLayer) or shape (a GPT-2-style block with ln_1,
     attn, ln_2, mlp), or given: ``blocks=[...]`` (in layer order) and
     ``block=resdiag.Block([...])`` to name the norm, the branch and the
-    parameters of any other block. Keywords: final_norm, head (module or
+    parameters of any other block, or ``layers=resdiag.Layers(...)`` for
+    a container with one entry per sublayer (x-transformers). Keywords: final_norm, head (module or
     dotted name), placement (declared; default undeclared: the verdict
     comes from the data either way), norm_kind, d_model, backward
     (default True), record_every, record_first, record_last,
