@@ -12,6 +12,7 @@ during the forward (removed at the step's end), parameter gradients from
 """
 import ctypes
 import functools
+import inspect
 import logging
 import os
 import warnings
@@ -61,6 +62,36 @@ def _first_tensor(x):
     while isinstance(x, (tuple, list)) and x:
         x = x[0]
     return x if isinstance(x, torch.Tensor) else None
+
+
+# Where torch passes a module's keyword arguments to its forward pre-hooks
+# (2.0 on), the input of a module called by keyword (Hugging Face calls
+# self_attn(hidden_states=...)) is taken from these names, in this order;
+# any other keyword call gives no tensor, and its site is not observed.
+_PRE_HOOK_KWARGS = "with_kwargs" in inspect.signature(nn.Module.register_forward_pre_hook).parameters
+INPUT_KEYWORDS = ("hidden_states", "x", "input", "query", "inputs_embeds")
+
+
+def _keyword_input(kwargs):
+    for name in INPUT_KEYWORDS:
+        t = _first_tensor(kwargs.get(name))
+        if t is not None:
+            return t
+    return None
+
+
+def _pre_hook(module, fn):
+    """Registers fn(module, args) as a forward pre-hook; a call that passes
+    the input by keyword (see INPUT_KEYWORDS) gives fn (input,) as args."""
+    if not _PRE_HOOK_KWARGS:
+        return module.register_forward_pre_hook(fn)
+
+    def hook(m, args, kwargs):
+        if kwargs and _first_tensor(args) is None:
+            args = (_keyword_input(kwargs),)
+        fn(m, args)  # returns None: the call's arguments stay as they are
+
+    return module.register_forward_pre_hook(hook, with_kwargs=True)
 
 
 def _norm_kind(norms):
@@ -434,7 +465,7 @@ class Recorder:
                 if not self._grouped:  # a group is never called: no hooks of its own
                     self._cs[(l, "in")] = cs(b, "input")
                     self._cs[(l, "out")] = cs(b, "output")
-                    reg(b.register_forward_pre_hook(functools.partial(self._block_in, l)))
+                    reg(_pre_hook(b, functools.partial(self._block_in, l)))
                     reg(b.register_forward_hook(functools.partial(self._block_out, l)))
                 for s, mods in enumerate(subs):
                     for role in _blocks.ROLES:
@@ -446,12 +477,10 @@ class Recorder:
                     if "norm" in mods:
                         self._cs[(l, s, "norm_in")] = cs(mods["norm"], "input")
                         self._cs[(l, s, "norm_out")] = cs(mods["norm"], "output")
-                        reg(mods["norm"].register_forward_pre_hook(
-                            functools.partial(self._norm_in, l, s)))
+                        reg(_pre_hook(mods["norm"], functools.partial(self._norm_in, l, s)))
                         reg(mods["norm"].register_forward_hook(functools.partial(self._norm_out, l, s)))
                     self._cs[(l, s, "branch_in")] = cs(mods["branch_in"], "input")
-                    reg(mods["branch_in"].register_forward_pre_hook(
-                        functools.partial(self._branch_in, l, s)))
+                    reg(_pre_hook(mods["branch_in"], functools.partial(self._branch_in, l, s)))
                     out_norm = mods.get("out_norm")
                     if out_norm is None:
                         self._cs[(l, s, "branch_out")] = cs(mods["branch"], "output")
@@ -463,15 +492,14 @@ class Recorder:
                         self._cs[(l, s, "branch_out")] = cs(out_norm, "output")
                         self._cs[(l, s, "out_norm_in")] = cs(out_norm, "input")
                         self._cs[(l, s, "out_norm_out")] = self._cs[(l, s, "branch_out")]
-                        reg(out_norm.register_forward_pre_hook(
-                            functools.partial(self._out_norm_in, l, s)))
+                        reg(_pre_hook(out_norm, functools.partial(self._out_norm_in, l, s)))
                         reg(out_norm.register_forward_hook(
                             functools.partial(self._out_norm_out, l, s)))
             if final_norm is not None:
                 mark(final_norm, "final norm")
                 self._cs["fn_in"] = cs(final_norm, "input")
                 self._cs["fn_out"] = cs(final_norm, "output")
-                reg(final_norm.register_forward_pre_hook(self._final_in))
+                reg(_pre_hook(final_norm, self._final_in))
                 reg(final_norm.register_forward_hook(self._final_out))
             if head is not None:
                 mark(head, "head")
@@ -482,7 +510,7 @@ class Recorder:
                     # output: equal to the last block's output, it shows
                     # from the data that there is no final norm.
                     self._cs["head_in"] = cs(head, "input")
-                    reg(head.register_forward_pre_hook(self._head_in))
+                    reg(_pre_hook(head, self._head_in))
             self._cs["param"] = PARAM_CALLSITE
             self._cs["manual"] = b"Recorder.observe"
             # torch 1.13 runs TransformerEncoderLayer (and TransformerEncoder)

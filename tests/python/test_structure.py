@@ -356,6 +356,39 @@ class Mappings(unittest.TestCase):
                 self.assertLess(rel(r.got[("forward", l, s, "branch_out")]["frob"], want),
                                 NORM_TOL)
 
+    def test_input_by_keyword(self):
+        # Hugging Face calls self_attn(hidden_states=...): torch 2.0 on gives
+        # the pre-hooks the keywords, and branch_in is that tensor; an older
+        # torch gives none, and branch_in is not observed (nothing fails).
+        class KeywordCall(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm, self.attn = nn.LayerNorm(D), structure_models.Attention(D)
+                self.seen = None
+
+            def forward(self, x):
+                self.seen = self.norm(x)
+                return x + self.attn(x=self.seen)
+
+        torch.manual_seed(8)
+        blocks = nn.ModuleList(KeywordCall() for _ in range(2))
+        model = nn.Sequential(*blocks, nn.Linear(D, V))
+        spec = resdiag.Block([resdiag.Sublayer("attn", norm="norm", branch="attn")])
+        with tmpdir() as tmp:
+            rec = resdiag.attach(model, tmp + "/run.h5", blocks=list(blocks), block=spec,
+                                 head=model[2])
+            with rec.step(0):
+                model(torch.randn(B, T, D)).sum().backward()
+            self.assertEqual(rec.errors, 0, rec.first_error)
+            rec.detach()
+            with resdiag.open(tmp + "/run.h5") as run:
+                for l, b in enumerate(blocks):
+                    got = run.site(0, "branch_in", l, 0)
+                    if resdiag.recorder._PRE_HOOK_KWARGS:
+                        self.assertLess(rel(got["frob"], reference(b.seen)["frob"]), NORM_TOL)
+                    else:
+                        self.assertIsNone(got)
+
     def test_presets_record_branch_in(self):
         # The presets' branch_in: what self_attn/linear1 (encoder layer) and
         # attn/mlp (GPT-2 block) read: the norm's output in pre-norm, the
