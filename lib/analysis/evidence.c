@@ -32,7 +32,7 @@
  * d = 768): above 0.3/sqrt(2 d) (capped at 1e-2) is "not normalized". In
  * between the signature does not decide by itself (verdict.c compares it
  * with the run's own normalized layers). */
-#define NORM_CV 3e-4
+#define NORM_CV RD_NORM_CV
 #define UNNORM_CV_CAP 1e-2
 
 double rd_vnorm(const double *v, int k)
