@@ -1176,12 +1176,14 @@ RESDIAG_API int resdiag_analysis_mix_layers(const resdiag_analysis *a);
 /* The DeepNorm alpha estimated from the sketches (mean over sublayers);
  * NaN unless the verdict is DEEPNORM. */
 RESDIAG_API double resdiag_analysis_alpha(const resdiag_analysis *a);
-/* 1 a final norm was observed, 0 observed to be absent (a full record
- * without final-norm sites), -1 cannot tell. */
+/* 1 a final norm was observed, 0 observed to be absent (what the head
+ * reads is the very tensor that entered), -1 cannot tell: no final-norm
+ * site, or an input already normalized that the norm changes only within
+ * rounding or its epsilon (a norm there cannot be told from an identity). */
 RESDIAG_API int resdiag_analysis_final_norm(const resdiag_analysis *a);
 /* 1 when only the stream (and the embedding) was observed: less evidence. */
 RESDIAG_API int resdiag_analysis_stream_only(const resdiag_analysis *a);
-/* Verdict of one sublayer (never MIXED, POST_FAMILY or NOT_RENORMALIZED;
+/* Verdict of one sublayer (never MIXED, PER_SUBLAYER, POST_FAMILY or NOT_RENORMALIZED;
  * CANNOT_TELL for stream-only runs) and, with DEEPNORM, its alpha
  * (alpha may be NULL). RESDIAG_VERDICT_CANNOT_TELL for out-of-range indices. */
 RESDIAG_API resdiag_verdict resdiag_analysis_sublayer(const resdiag_analysis *a, int layer,

@@ -283,7 +283,8 @@ int parse_cli_args(const char *cmd, int argc, char **argv, cli_args *o)
                 o->expect = RESDIAG_EXPECT_DECLARED;
             else if (!val || (o->expect = parse_placement(val)) == RESDIAG_PLACEMENT_UNDECLARED) {
                 fprintf(stderr, "resdiag check: --expect needs pre-norm, post-norm, sandwich, "
-                                "deepnorm, parallel, mixed, none or declared\n");
+                                "deepnorm, parallel, mixed, none, reordered, per-sublayer "
+                                "or declared\n");
                 return EXIT_BAD;
             }
             break;

@@ -13,6 +13,10 @@
 #include "analysis/fit.h"
 #include "resdiag.h"
 
+/* A per-token norm spread (std/mean) below this is a norm output's in f32
+ * (evidence.c says why); rd_signature widens it to a bf16 or f16 tensor's
+ * unit roundoff. */
+#define RD_NORM_CV 3e-4
 /* Normalization signature of a tensor (rd_signature). */
 enum { RD_SIG_UNKNOWN = 0, RD_SIG_NORMALIZED = 1, RD_SIG_NOT = 2, RD_SIG_UNCLEAR = 3 };
 

@@ -98,7 +98,9 @@ static void text_relations(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     rd_strbuf_printf(b, "  confidence: the rival placement's error over max(the winner's "
                  "error, the rounding floor): high from %gx, medium from %gx, below that "
                  "cannot tell; rounding floor 2 (u + 2^-53 sqrt(elements)), u = 2^-24 f32, "
-                 "2^-11 f16, 2^-8 bf16 (read from each tensor's largest |value|)\n",
+                 "2^-11 f16, 2^-8 bf16 (read from each tensor's largest |value|); "
+                 "low: decided by the hook order alone, or a signature; `resdiag check` "
+                 "passes or fails from medium up and exits 2 below\n",
                  RD_HIGH_SEP, RD_SEP);
     int n_constructed = 0;
     for (int i = 0; i < L * S; i++)
