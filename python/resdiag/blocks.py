@@ -165,6 +165,11 @@ class Group(nn.Module):
     def forward(self, *args):
         raise RuntimeError("resdiag: a Layers group is a mapping, not a module to call")
 
+    def what(self):
+        """How errors name the group."""
+        return "the layer of container entries %d..%d" % (
+            self.first_entry, self.first_entry + len(self._modules) - 1)
+
 
 # torch.nn.TransformerEncoderLayer: x + dropout1(self_attn(...)), then
 # x + dropout2(linear2(dropout(activation(linear1(...))))), norm1/norm2

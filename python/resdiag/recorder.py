@@ -213,8 +213,9 @@ class Recorder:
                     if found and m is None and role in _blocks.OPTIONAL_ROLES:
                         continue
                     if not isinstance(m, nn.Module):
+                        where = b.what() if isinstance(b, _blocks.Group) else type(b).__name__
                         raise ValueError("resdiag.attach: %s has no submodule %r (%s of %s)"
-                                         % (type(b).__name__, dotted, role, sub.name))
+                                         % (where, dotted, role, sub.name))
                     mods[role] = m
                     present.add((si, role))
                 _check_roles(mods, sub)
