@@ -68,7 +68,8 @@ def _first_tensor(x):
 # (2.0 on), the input of a module called by keyword (Hugging Face calls
 # self_attn(hidden_states=...)) is taken from these names, in this order;
 # any other keyword call gives no tensor, and its site is not observed.
-_PRE_HOOK_KWARGS = "with_kwargs" in inspect.signature(nn.Module.register_forward_pre_hook).parameters
+_PRE_HOOK_KWARGS = "with_kwargs" in inspect.signature(
+    nn.Module.register_forward_pre_hook).parameters
 INPUT_KEYWORDS = ("hidden_states", "x", "input", "query", "inputs_embeds")
 
 
