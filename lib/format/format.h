@@ -120,6 +120,11 @@ const char *rd_split_name(int split);
 /* The trainer's per-step metrics (resdiag_step_metric), optional. */
 #define RD_DS_METRICS "metrics/values"
 
+/* How each step ended (resdiag_step_abort), optional. */
+#define RD_STEP_STATUS_GROUP "step_status"
+#define RD_DS_STEP_ABORTED "step_status/aborted"
+#define RD_DS_ABORT_REASON "step_status/abort_reason"
+
 /* The per-step summary the writer derives from each record. */
 #define RD_SUMMARY_GROUP "summary"
 #define RD_DS_SUMMARY_NONFINITE "summary/nonfinite"
