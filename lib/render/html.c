@@ -244,7 +244,7 @@ static void aborted_card(svg_buf *b, const rd_analysis *a)
 {
     if (a->n_aborted <= 0)
         return;
-    svg_printf(b, "<section class="card unsure" id="aborted">\n");
+    svg_printf(b, "<section class=\"card unsure\" id=\"aborted\">\n");
     if (a->step_aborted) {
         svg_printf(b, "<p><strong>");
         tx(b, a->why);
