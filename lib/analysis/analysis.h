@@ -30,6 +30,7 @@ enum { RD_SIG_UNKNOWN = 0, RD_SIG_NORMALIZED = 1, RD_SIG_NOT = 2, RD_SIG_UNCLEAR
 /* The relations between the sites of a sublayer (bits of rd_sub.constructed). */
 enum {
     RD_REL_ADD = 0, RD_REL_NX, RD_REL_NSUM, RD_REL_DEEP, RD_REL_YN, RD_REL_PAR, RD_REL_FN,
+    RD_REL_BX, RD_REL_BN, RD_REL_FO, RD_REL_OID,
     RD_N_REL
 };
 
@@ -46,6 +47,10 @@ typedef struct rd_sub {
     double e_yn;      /* stream_out = norm_out */
     double e_par;     /* parallel: every sublayer's stream_in equal */
     double e_fn;      /* branch_out = norm_out: what is added is the norm's output */
+    double e_bx;      /* branch_in = stream_in: the branch reads the stream itself */
+    double e_bn;      /* branch_in = norm_out: the branch reads the norm's output */
+    double e_fo;      /* branch_out = out_norm_out: what is added is the output norm's */
+    double e_oid;     /* out_norm_out = out_norm_in: the output norm changes nothing */
     double fit_pre, fit_post; /* worst relation of each family */
     double fit_branch_norm;   /* worst of e_add, e_fn: a norm on the branch (sandwich) */
     double floor;     /* what rounding alone can give a true relation (rd_rounding_floor) */
@@ -56,9 +61,12 @@ typedef struct rd_sub {
      * e_constructed[] keeps what was measured, for the record. */
     unsigned constructed;
     double e_constructed[RD_N_REL];
-    int order;        /* hook order: 1 norm_in before branch_out, 2 after, 0 unknown */
+    int order;        /* hook order: 1 norm_in before the branch (branch_in, else
+                         branch_out), 2 after, 0 unknown */
+    int by_order;     /* the relations were within rounding: the hook order decided */
+    int norm_on_branch; /* the norm sites held a norm on the branch's output */
     unsigned missing; /* bit b: site b not observed, but the relations that fit need it */
-    char why[256];
+    char why[512];
 } rd_sub;
 
 /* The ranks of a job read as one (ranks.c; doc/RANKS.md): what each rank
@@ -139,18 +147,25 @@ struct resdiag_analysis {
 
     /* --- the verdict (verdict.c) */
     resdiag_verdict verdict;
+    char pattern[RESDIAG_MAX_SUBLAYERS * 40]; /* PER_SUBLAYER: "attn: none, mlp: post" */
+    int last_norm_is_final; /* POST: the last sublayer's own norm is the final norm */
+    int n_zero_branches;    /* sublayers whose branch adds exactly 0 at the step */
     resdiag_confidence conf;
     int mix_layers;
     double alpha;
     int n_undecided;
-    char why[256];
+    char why[768];
     char conf_why[256];          /* what makes the confidence less than high, or "" */
     /* the hooks that decided: layer, sublayer and call sites */
     int cs_layer, cs_sub, cs_layer2, cs_sub2;
     char *cs_norm_in, *cs_branch_out, *cs_stream_out, *cs_norm_in2;
 
     /* --- the final norm (final_norm.c) */
-    int final_norm;      /* 1 the head reads a norm's output, 0 it does not, -1 not observed */
+    int final_norm;      /* 1 the head reads a norm's output, 0 it does not, -1 not observed
+                            or not told from an identity (final_norm_identity) */
+    int final_norm_identity; /* the final norm's output equals its already normalized
+                                input within rounding: a norm or an identity, the
+                                data cannot tell */
     char final_norm_why[160];
 
     /* --- gradients (gradients.c) */

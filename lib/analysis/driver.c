@@ -95,9 +95,12 @@ static resdiag_status run_phases(const resdiag_reader *rd, rd_analysis *a, int w
         (st = rd_analysis_sublayers(rd, a)) ||
         (st = rd_analysis_depth(rd, a)))
         return st;
+    /* the final norm first: the verdict asks whether it reads the last
+     * sublayer's output (a post-norm model's last norm) */
+    if ((st = rd_analysis_final_norm(rd, a)))
+        return st;
     rd_analysis_decide(rd, a);
-    if ((st = rd_analysis_final_norm(rd, a)) ||
-        (st = rd_analysis_gradients(rd, a)))
+    if ((st = rd_analysis_gradients(rd, a)))
         return st;
     rd_analysis_param_order(rd, a);
     if (whole_run && ((st = rd_analysis_training(rd, a)) ||

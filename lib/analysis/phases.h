@@ -110,6 +110,9 @@ double rd_cv_of(const double *f);
 int rd_is_post_family(resdiag_verdict v);
 int rd_is_pre_family(resdiag_verdict v);
 resdiag_verdict rd_combine_verdicts(resdiag_verdict a, resdiag_verdict b);
+/* verdict.c: layer l's verdict from its sublayers': theirs when they
+ * agree, PER_SUBLAYER when they differ (INCONSISTENT when one does). */
+resdiag_verdict rd_layer_verdict(const rd_analysis *a, int l);
 
 /* warnings.c: appends a warning (up to RD_MAX_WARNINGS). */
 void rd_analysis_warn(rd_analysis *a, const char *fmt, ...)

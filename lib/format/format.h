@@ -15,6 +15,13 @@
  * the block sites branch_in, out_norm_in and out_norm_out (doc/FORMAT.md). */
 #define RD_SCHEMA_VERSION 3
 
+/* The values of resdiag_placement a model may declare: UNDECLARED..NONE,
+ * REORDERED and PER_SUBLAYER (8..11 are verdicts only). */
+#define RD_PLACEMENT_END (RESDIAG_PLACEMENT_PER_SUBLAYER + 1)
+#define RD_PLACEMENT_DECLARABLE(p)                                                          \
+    ((unsigned)(p) <= RESDIAG_PLACEMENT_NONE || (p) == RESDIAG_PLACEMENT_REORDERED ||      \
+     (p) == RESDIAG_PLACEMENT_PER_SUBLAYER)
+
 /* Attributes of the root group: what the run is (doc/FORMAT.md). */
 #define RD_ATTR_SCHEMA_VERSION "schema_version"
 #define RD_ATTR_RESDIAG_VERSION "resdiag_version"

@@ -192,7 +192,21 @@ static void verdict_card(svg_buf *b, const rd_analysis *a)
     if (a->verdict == RESDIAG_VERDICT_MIXED && a->mix_layers > 0)
         svg_printf(b, "<tr><th>layers</th><td>post-norm in 0..%d, pre-norm in %d..%d</td></tr>\n",
                    a->mix_layers - 1, a->mix_layers, a->n_layers - 1);
-    svg_printf(b, "<tr><th>final norm</th><td>%s: ", rd_final_norm_text(a->final_norm));
+    if (a->verdict == RESDIAG_VERDICT_PER_SUBLAYER) {
+        svg_printf(b, "<tr><th>sublayers</th><td>");
+        tx(b, a->pattern);
+        svg_printf(b, " (in every layer)</td></tr>\n");
+    }
+    if (a->last_norm_is_final)
+        svg_printf(b, "<tr><th>last sublayer</th><td>its norm is the final norm</td></tr>\n");
+    /* the rule of resdiag check, on the card: below medium it exits 2 */
+    int decides = a->verdict != RESDIAG_VERDICT_CANNOT_TELL &&
+                  a->verdict != RESDIAG_VERDICT_ZERO_BRANCHES &&
+                  a->conf >= RESDIAG_CONFIDENCE_MEDIUM;
+    svg_printf(b, "<tr><th>resdiag check</th><td id=\"check-decides\">%s</td></tr>\n",
+               decides ? "decides (confidence medium or high)"
+                       : "cannot tell: exits 2 (confidence below medium)");
+    svg_printf(b, "<tr><th>final norm</th><td>%s: ", rd_final_norm_text(a));
     tx(b, a->final_norm_why);
     svg_printf(b, "</td></tr>\n");
     svg_printf(b, "<tr><th>declared</th><td>");
@@ -489,7 +503,7 @@ char *resdiag_analysis_diff_html(const resdiag_analysis *a, const resdiag_analys
     snprintf(va, sizeof va, "%s (%s)", rd_verdict_human(a->verdict), resdiag_confidence_name(a->conf));
     snprintf(vb, sizeof vb, "%s (%s)", rd_verdict_human(b->verdict), resdiag_confidence_name(b->conf));
     diff_row(&o, "placement", va, vb);
-    diff_row(&o, "final norm", rd_final_norm_text(a->final_norm), rd_final_norm_text(b->final_norm));
+    diff_row(&o, "final norm", rd_final_norm_text(a), rd_final_norm_text(b));
     snprintf(va, sizeof va, "%d layers, d_model %d", a->n_layers, a->d_model);
     snprintf(vb, sizeof vb, "%d layers, d_model %d", b->n_layers, b->d_model);
     diff_row(&o, "model", va, vb);

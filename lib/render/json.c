@@ -163,11 +163,21 @@ static void json_placement(sb *b, const rd_analysis *a)
     rd_strbuf_printf(b, ", \"confidence_why\": ");
     js_str(b, a->verdict != RESDIAG_VERDICT_CANNOT_TELL && a->conf < RESDIAG_CONFIDENCE_HIGH
                    ? a->conf_why : "");
+    rd_strbuf_printf(b, ", \"pattern\": ");
+    js_str(b, a->verdict == RESDIAG_VERDICT_PER_SUBLAYER ? a->pattern : "");
+    rd_strbuf_printf(b, ", \"last_norm_is_final_norm\": %s, \"zero_branch_sublayers\": %d",
+                     a->last_norm_is_final ? "true" : "false", a->n_zero_branches);
+    rd_strbuf_printf(b, ", \"check_decides\": %s",
+                     a->verdict != RESDIAG_VERDICT_CANNOT_TELL &&
+                             a->verdict != RESDIAG_VERDICT_ZERO_BRANCHES &&
+                             a->conf >= RESDIAG_CONFIDENCE_MEDIUM
+                         ? "true"
+                         : "false");
     rd_strbuf_printf(b, ", \"mix_layers\": %d, \"alpha\": ", resdiag_analysis_mix_layers(a));
     js_num(b, resdiag_analysis_alpha(a));
     int agree = rd_declared_agrees(a);
     rd_strbuf_printf(b, ", \"final_norm\": \"%s\", \"final_norm_why\": ",
-              rd_final_norm_text(a->final_norm));
+              rd_final_norm_key(a));
     js_str(b, a->final_norm_why);
     rd_strbuf_printf(b, ", \"declared_agrees\": %s, \"undecided_layers\": %d, "
                   "\"call_order_agrees\": %d, \"call_order_disagrees\": %d, \"deciding_hooks\": {",
@@ -192,12 +202,14 @@ static void json_sublayer(sb *b, const rd_analysis *a, int l, int s)
     rd_strbuf_printf(b, ", \"verdict\": \"%s\", \"confidence\": \"%s\", \"alpha\": ",
               resdiag_verdict_name(r->v), resdiag_confidence_name(r->conf));
     js_num(b, r->alpha);
-    double e[RD_N_REL] = { r->e_add, r->e_nx, r->e_nsum, r->e_deep, r->e_yn, r->e_par,
-                           r->e_fn };
+    double e[RD_N_REL] = { r->e_add, r->e_nx,  r->e_nsum, r->e_deep, r->e_yn, r->e_par,
+                           r->e_fn,  r->e_bx, r->e_bn,   r->e_fo,   r->e_oid };
     static const char *const en[RD_N_REL] = { "add", "norm_reads_stream",
                                               "norm_reads_sum", "norm_reads_alpha_sum",
                                               "out_is_norm", "parallel_same_input",
-                                              "branch_is_norm_out" };
+                                              "branch_is_norm_out", "branch_reads_stream",
+                                              "branch_reads_norm_out", "branch_is_out_norm_out",
+                                              "out_norm_is_identity" };
     /* as measured; by_construction says which of them count for nothing */
     for (int i = 0; i < RD_N_REL; i++)
         if (r->constructed >> i & 1u)
@@ -218,8 +230,9 @@ static void json_sublayer(sb *b, const rd_analysis *a, int l, int s)
         rd_strbuf_printf(b, "%s\"%s\": ", i ? ", " : "", en[i]);
         js_num(b, e[i]);
     }
-    rd_strbuf_printf(b, "}, \"call_order\": \"%s\", \"why\": ",
-              r->order == 1 ? "norm_first" : r->order == 2 ? "branch_first" : "unknown");
+    rd_strbuf_printf(b, "}, \"call_order\": \"%s\", \"decided_by_call_order\": %s, \"why\": ",
+              r->order == 1 ? "norm_first" : r->order == 2 ? "branch_first" : "unknown",
+              r->by_order ? "true" : "false");
     js_str(b, r->why);
     rd_strbuf_printf(b, "}");
 }

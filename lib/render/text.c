@@ -98,7 +98,9 @@ static void text_relations(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     rd_strbuf_printf(b, "  confidence: the rival placement's error over max(the winner's "
                  "error, the rounding floor): high from %gx, medium from %gx, below that "
                  "cannot tell; rounding floor 2 (u + 2^-53 sqrt(elements)), u = 2^-24 f32, "
-                 "2^-11 f16, 2^-8 bf16 (read from each tensor's largest |value|)\n",
+                 "2^-11 f16, 2^-8 bf16 (read from each tensor's largest |value|); "
+                 "low: decided by the hook order alone, or a signature; `resdiag check` "
+                 "passes or fails from medium up and exits 2 below\n",
                  RD_HIGH_SEP, RD_SEP);
     int n_constructed = 0;
     for (int i = 0; i < L * S; i++)
@@ -155,6 +157,10 @@ static void text_placement(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     if (a->verdict == RESDIAG_VERDICT_MIXED && a->mix_layers > 0)
         rd_strbuf_printf(b, ": post-norm in layers 0..%d, pre-norm in layers %d..%d", a->mix_layers - 1,
                   a->mix_layers, L - 1);
+    if (a->verdict == RESDIAG_VERDICT_PER_SUBLAYER)
+        rd_strbuf_printf(b, ": %s", E(a->pattern));
+    if (a->last_norm_is_final)
+        rd_strbuf_printf(b, ", the last sublayer's norm being the final norm");
     if (a->verdict != RESDIAG_VERDICT_CANNOT_TELL)
         rd_strbuf_printf(b, " (confidence %s)", resdiag_confidence_name(a->conf));
     rd_strbuf_printf(b, "\n");
@@ -169,7 +175,7 @@ static void text_placement(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     else
         text_signature(b, esc, a);
     rd_strbuf_printf(b, "  final norm: %s - %s\n",
-              rd_final_norm_text(a->final_norm),
+              rd_final_norm_text(a),
               E(a->final_norm_why));
     if (a->declared == RESDIAG_PLACEMENT_UNDECLARED) {
         rd_strbuf_printf(b, "  declared: nothing\n");
@@ -198,7 +204,7 @@ static void text_layers(sb *b, const rd_analysis *a)
                             "tensor", gp >= 0 ? "parameter, " : "");
     rd_strbuf_printf(b, "):\n");
     rd_strbuf_printf(b, "   k  layer  %10s %9s", "||x_k||", "rms");
-    for (int s = 0; s < S && s < 4; s++) {
+    for (int s = 0; s < S; s++) {
         char h[200];
         rd_strbuf_printf(b, " %9s", rd_table_head(h, sizeof h, "r_", a->sublayer_names[s], "", 9));
     }
@@ -217,7 +223,7 @@ static void text_layers(sb *b, const rd_analysis *a)
             rd_table_cell(b, " %10.4g", 10, a->xnorm[0]);
             rd_table_cell(b, " %9.4g", 9, a->xrms[0]);
             if (a->grad_step >= 0) { /* the embedding has no r and no layer parameters */
-                for (int s = 0; s < S && s < 4; s++)
+                for (int s = 0; s < S; s++)
                     rd_strbuf_printf(b, " %9s", "");
                 if (gp >= 0)
                     rd_strbuf_printf(b, " %16s", "");
@@ -230,7 +236,7 @@ static void text_layers(sb *b, const rd_analysis *a)
             rd_strbuf_printf(b, "  %2d  %5d ", k, l);
             rd_table_cell(b, " %10.4g", 10, a->xnorm[k]);
             rd_table_cell(b, " %9.4g", 9, a->xrms[k]);
-            for (int s = 0; s < S && s < 4; s++)
+            for (int s = 0; s < S; s++)
                 rd_table_cell(b, " %9.3g", 9, a->r[l * S + s]);
             if (gp >= 0)
                 rd_table_cell(b, " %16.4g", 16, a->grad[(size_t)l * P + gp]);
