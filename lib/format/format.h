@@ -161,8 +161,8 @@ const char *rd_split_name(int split);
 #define RD_SCALE_STATS_TABLE "stats_table"         /* strings (with /summary) */
 #define RD_SCALE_SKETCH "sketch"           /* int32 bucket 0..K-1 (K > 0) */
 #define RD_SCALE_METRIC "metric"           /* strings: metric_names (with metrics) */
-#define RD_SCALE_STATUS "step_status/status" /* strings: "aborted" */
-#define RD_SCALE_BYTE "step_status/byte"     /* int32 0..RESDIAG_MAX_ABORT_REASON-1 */
+#define RD_SCALE_STATUS "status"             /* strings: "aborted" (with /step_status) */
+#define RD_SCALE_REASON_BYTE "reason_byte"   /* int32 0..RESDIAG_MAX_ABORT_REASON-1 */
 /* The label (H5DSset_label) of the first axis of every time series: it is
  * the record index; /steps, its scale, holds each record's step number. */
 #define RD_LABEL_RECORD "record"

@@ -60,7 +60,7 @@ static void set_step_status_tables(rd_table *t)
               "peer): its records are incomplete; 0: it ended normally; NaN: not written "
               "(reads as complete)",
               "flag", RD_KIND_FLAG, 1, (int64_t[]){ 1 });
-    set_table(&t[RD_T_ABORT_REASON], RD_DS_ABORT_REASON, NULL, "step,byte",
+    set_table(&t[RD_T_ABORT_REASON], RD_DS_ABORT_REASON, NULL, "step,reason_byte",
               "the reason given to resdiag_step_abort, UTF-8 bytes padded with NUL (all 0: "
               "none, or a complete step)",
               "byte", RD_KIND_TEXT, 1, (int64_t[]){ RESDIAG_MAX_ABORT_REASON });

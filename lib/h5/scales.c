@@ -49,7 +49,7 @@ static const axis_scale AXES[] = {
     { "sketch", RD_SCALE_SKETCH, "sketch" },
     { "metric", RD_SCALE_METRIC, "metric" },
     { "status", RD_SCALE_STATUS, "status" },
-    { "byte", RD_SCALE_BYTE, "byte" },
+    { "reason_byte", RD_SCALE_REASON_BYTE, "reason_byte" },
 };
 
 static const axis_scale *axis_scale_of(const char *axis)
@@ -169,16 +169,15 @@ static int create_fixed_name_scales(hid_t file, int n_block_sites, int with_summ
                                   "statistics table of each index of /summary/observed", e));
 }
 
-/* The axes of /step_status/aborted and abort_reason, in their group
- * (the writer has created it with them). */
+/* The axes of /step_status/aborted and abort_reason. */
 static int create_step_status_scales(hid_t file, rd_h5_error *e, const char **object)
 {
     static const char *const status[1] = { "aborted" };
     return (*object = RD_SCALE_STATUS,
             create_names_scale(file, RD_SCALE_STATUS, status, 1,
                                "the one column of /step_status/aborted", e))
-           && (*object = RD_SCALE_BYTE,
-               create_index_scale(file, RD_SCALE_BYTE, RESDIAG_MAX_ABORT_REASON,
+           && (*object = RD_SCALE_REASON_BYTE,
+               create_index_scale(file, RD_SCALE_REASON_BYTE, RESDIAG_MAX_ABORT_REASON,
                                   "byte of each index of /step_status/abort_reason", e));
 }
 

@@ -351,6 +351,7 @@ class Recorder:
         self._backward = backward
         self._training_run = m.run_kind == 0  # RESDIAG_RUN_TRAINING: see _eval_forward
         self._eval_noted = False
+        self._step_grad = True  # autograd was on when the step began: see _eval_forward
         self._in_step = False
         self._recording = False
         self._next_step = 0
@@ -460,6 +461,7 @@ class Recorder:
         self._next_step = step + 1
         self._in_step = True
         self._eval_noted = False
+        self._step_grad = torch.is_grad_enabled()
         self._recording = bool(lib.resdiag_step_is_recorded(self._rd))
 
     def end_step(self, abort_reason=None):
@@ -532,10 +534,12 @@ class Recorder:
 
     def _eval_forward(self):
         """True for a forward without autograd (torch.no_grad(),
-        torch.inference_mode()) inside a step of a training run: an
-        evaluation pass, which the hooks leave out so that the step's
-        statistics are those of its training forward; logged once a step."""
-        if not self._training_run or torch.is_grad_enabled():
+        torch.inference_mode()) inside a step of a training run that began
+        with autograd on: an evaluation pass, which the hooks leave out so
+        that the step's statistics are those of its training forward;
+        logged once a step. (A step begun under no_grad is a forward-only
+        step: all of it is recorded.)"""
+        if not self._training_run or not self._step_grad or torch.is_grad_enabled():
             return False
         if not self._eval_noted:
             self._eval_noted = True
