@@ -778,7 +778,7 @@ static resdiag_status load_layer(const resdiag_reader *rd, rd_analysis *a, int l
         if ((st = resdiag_reader_update(rd, si, l, s, u)))
             return st;
         a->r[l * S + s] = u[RESDIAG_UPDATE_RATIO_FROB];
-        if ((st = resdiag_reader_update(rd, a->n_steps - 1, l, s, u)))
+        if ((st = resdiag_reader_update(rd, a->last_index, l, s, u)))
             return st;
         a->r_last[l * S + s] = u[RESDIAG_UPDATE_RATIO_FROB];
     }

@@ -44,6 +44,7 @@ N_BLOCK_SITES = 8  # block sites are 0..7, the others model sites
 FIRST_SCHEMA3_SITE = 5
 MAX_SUBLAYERS = 16  # = RESDIAG_MAX_SUBLAYERS: sublayers per layer
 N_FIELDS = 18
+MAX_ABORT_REASON = 128  # = RESDIAG_MAX_ABORT_REASON, bytes with the NUL
 N_UPDATE_FIELDS = 2
 UPDATE_FIELDS = ("ratio_frob", "ratio_tok_mean")
 # resdiag_placement by value; 8..11 are verdicts only (None here).
@@ -302,6 +303,7 @@ _PROTOS = {
                           ctypes.POINTER(Options)]),
     "resdiag_step_begin": (_i, [_p, _i64]),
     "resdiag_step_end": (_i, [_p]),
+    "resdiag_step_abort": (_i, [_p, _c]),
     "resdiag_step_is_recorded": (_i, [_p]),
     "resdiag_step_metric": (_i, [_p, _c, _d]),
     "resdiag_set_enabled": (_i, [_p, _i]),
@@ -317,6 +319,8 @@ _PROTOS = {
     "resdiag_reader_info": (ctypes.POINTER(RunInfo), [_p]),
     "resdiag_reader_refresh": (_i, [_p]),
     "resdiag_reader_steps": (_i, [_p, _i64p, _i64]),
+    "resdiag_reader_step_aborted": (_i, [_p, _i64, _ip]),
+    "resdiag_reader_abort_reason": (_i, [_p, _i64, _c, ctypes.c_size_t]),
     "resdiag_reader_site": (_i, [_p, _i64, _i, _i, _i, _i, _dp, _ip]),
     "resdiag_reader_sketch": (_i, [_p, _i64, _i, _i, _i, _i, _dp]),
     "resdiag_reader_param": (_i, [_p, _i64, _i, _c, _dp, _ip]),

@@ -256,6 +256,20 @@ class Run:
         _check(lib.resdiag_reader_steps(self._h(), out, n), "steps")
         return list(out[:n])
 
+    def aborted(self, step_index):
+        """None when recorded step step_index ended normally; when the
+        trainer aborted it (resdiag_step_abort, ``with rec.step()`` left by
+        an exception), the reason given ("" for none)."""
+        ab = ctypes.c_int(0)
+        _check(lib.resdiag_reader_step_aborted(self._h(), int(step_index), ctypes.byref(ab)),
+               "aborted")
+        if not ab.value:
+            return None
+        buf = ctypes.create_string_buffer(_lib.MAX_ABORT_REASON)
+        _check(lib.resdiag_reader_abort_reason(self._r, int(step_index), buf, len(buf)),
+               "aborted")
+        return buf.value.decode("utf-8", "replace")
+
     def metric(self, name):
         """The trainer's metric `name` at every recorded step, in the order
         of steps(): the value it gave (NaN and +-Inf as given), None where it

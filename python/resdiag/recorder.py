@@ -426,6 +426,9 @@ class Recorder:
         self._hooked = None  # (tensor, [its sites]) of the last tensor hook registered
 
         self._backward = backward
+        self._training_run = m.run_kind == 0  # RESDIAG_RUN_TRAINING: see _eval_forward
+        self._eval_noted = False
+        self._step_grad = True  # autograd was on when the step began: see _eval_forward
         self._in_step = False
         self._recording = False
         self._next_step = 0
@@ -554,11 +557,15 @@ class Recorder:
             return
         self._next_step = step + 1
         self._in_step = True
+        self._eval_noted = False
+        self._step_grad = torch.is_grad_enabled()
         self._recording = bool(lib.resdiag_step_is_recorded(self._rd))
 
-    def end_step(self):
+    def end_step(self, abort_reason=None):
         """Records the parameter gradients (.grad as it is now: call this after
-        backward and before zero_grad) and ends the step."""
+        backward and before zero_grad) and ends the step; with abort_reason
+        (a str: why) ends it as aborted instead (resdiag_step_abort): the
+        hooks' records are written, flagged incomplete."""
         if not self._in_step:
             return
         if self._recording:
@@ -584,7 +591,10 @@ class Recorder:
         self._device_grads = []
         self._restore_all()
         self._in_step = self._recording = False
-        self._note(lib.resdiag_step_end(self._rd))
+        if abort_reason is None:
+            self._note(lib.resdiag_step_end(self._rd))
+        else:
+            self._note(lib.resdiag_step_abort(self._rd, _abort_reason(abort_reason)))
 
     class _Step:
         __slots__ = ("rec",)
@@ -595,12 +605,51 @@ class Recorder:
         def __enter__(self):
             return self.rec
 
-        def __exit__(self, *exc):
-            self.rec.end_step()
+        def __exit__(self, exc_type, exc, tb):
+            if exc_type is None:
+                self.rec.end_step()
+            else:
+                self.rec._abort_step(exc_type, exc)
+            return False  # the exception goes on
+
+    def _abort_step(self, exc_type, exc):
+        """Ends the step as aborted (resdiag_step_abort) for an exception
+        that left ``with rec.step()``: what the hooks recorded is written,
+        flagged incomplete; the parameter gradients are not read (the
+        backward may not have run or finished). Never raises: the trainer's
+        exception is the one that matters."""
+        if not self._in_step:
+            return
+        try:
+            if self._recording:
+                self._submit_kernel()
+                self._batch.submit(self._note)
+        except Exception as e:  # noqa: BLE001 - see _fail
+            self._fail(e)
+        self._recording = False  # end_step: clean up, then resdiag_step_abort
+        self.end_step(abort_reason="%s: %s" % (getattr(exc_type, "__name__", "exception"), exc))
+
+    def _eval_forward(self):
+        """True for a forward without autograd (torch.no_grad(),
+        torch.inference_mode()) inside a step of a training run that began
+        with autograd on: an evaluation pass, which the hooks leave out so
+        that the step's statistics are those of its training forward;
+        logged once a step. (A step begun under no_grad is a forward-only
+        step: all of it is recorded.)"""
+        if not self._training_run or not self._step_grad or torch.is_grad_enabled():
             return False
+        if not self._eval_noted:
+            self._eval_noted = True
+            _log.info("resdiag: step %d: a forward without autograd (torch.no_grad or "
+                      "inference_mode) inside a recorded training step was left out of the "
+                      "step's statistics (an evaluation forward)", self._next_step - 1)
+        return True
 
     def step(self, step=None):
-        """``with rec.step(n): loss = ...; loss.backward()`` brackets one step."""
+        """``with rec.step(n): loss = ...; loss.backward()`` brackets one step.
+        An exception that leaves the block ends the step as aborted
+        (resdiag_step_abort, with the exception's type and message) and
+        goes on."""
         self.begin_step(step)
         return Recorder._Step(self)
 
@@ -759,7 +808,7 @@ class Recorder:
         self._batch.add((direction, layer, sub, site, -1, 0), cs, p)
 
     def _observe(self, t, layer, sub, site, cs):
-        if t is None or not t.is_floating_point():
+        if t is None or not t.is_floating_point() or self._eval_forward():
             return
         if layer >= 0:
             layer += self._layer0
@@ -991,6 +1040,8 @@ class Recorder:
         is evidence)."""
         if t is None or not t.is_floating_point():
             return  # nothing was observed at either site
+        if self._eval_forward():
+            return
         l += self._layer0
         try:
             self._note(lib.resdiag_observe_alias(self._rd, _lib.FORWARD, l, s, site, same_as))
@@ -1078,6 +1129,15 @@ class Recorder:
         for target in self._flipped.values():
             target.training = False
         self._flipped = {}
+
+
+def _abort_reason(text):
+    """text (e.g. an exception's "Type: message") as resdiag_step_abort
+    takes it: UTF-8, control characters other than newline and tab as '?'
+    (the library cuts it to RESDIAG_MAX_ABORT_REASON - 1 bytes)."""
+    text = "".join(c if c in "\n\t" or not (ord(c) < 32 or 127 <= ord(c) < 160) else "?"
+                   for c in text[:_lib.MAX_ABORT_REASON])
+    return text.encode("utf-8", "replace")
 
 
 def _sketch_layout(rd, col0, n_cols, row0, n_rows):
