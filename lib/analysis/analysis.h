@@ -13,12 +13,17 @@
 #include "analysis/fit.h"
 #include "resdiag.h"
 
+/* A per-token norm spread (std/mean) below this is a norm output's in f32
+ * (evidence.c says why); rd_signature widens it to a bf16 or f16 tensor's
+ * unit roundoff. */
+#define RD_NORM_CV 3e-4
 /* Normalization signature of a tensor (rd_signature). */
 enum { RD_SIG_UNKNOWN = 0, RD_SIG_NORMALIZED = 1, RD_SIG_NOT = 2, RD_SIG_UNCLEAR = 3 };
 
 #define RD_MAX_WARNINGS 64
 #define RD_WARNING_LEN 200
 #define RD_MAX_RFIT RESDIAG_MAX_SUBLAYERS
+#define RD_ABORTED_LISTED 8   /* aborted steps the report names (the rest counted) */
 /* Strength of the evidence for a sublayer's verdict: the rival hypothesis's
  * error over max(the winner's, the rounding floor). From RD_SEP it is
  * decided (confidence medium), from RD_HIGH_SEP confidence high;
@@ -205,6 +210,17 @@ struct resdiag_analysis {
     int n_warnings;
     char warnings[RD_MAX_WARNINGS][RD_WARNING_LEN];
 
+    /* --- the steps ended with resdiag_step_abort (aborted.c): records
+     * incomplete, so never the first or last step, nor compared over the run */
+    unsigned char *aborted;      /* (n_steps) 1: aborted; NULL: none was */
+    int64_t n_aborted;
+    int64_t first_index, last_index; /* the first and last complete step (with every
+                                        step aborted: 0 and n_steps - 1) */
+    int64_t aborted_index[RD_ABORTED_LISTED]; /* the first min(n_aborted, LISTED) */
+    char aborted_reason[RD_ABORTED_LISTED][RESDIAG_MAX_ABORT_REASON]; /* "" none given */
+    int step_aborted;            /* the analysed step is one of them: not judged */
+    char step_abort_reason[RESDIAG_MAX_ABORT_REASON];
+
     /* --- the same analysis at the last recorded step, shown beside this
      * one (driver.c); NULL when this is the last step, or with
      * at_last_status when it failed */
@@ -212,6 +228,12 @@ struct resdiag_analysis {
     resdiag_status at_last_status;
 };
 typedef struct resdiag_analysis rd_analysis;
+
+/* 1 when recorded step si of the run was aborted (resdiag_step_abort). */
+static inline int rd_analysis_step_aborted(const rd_analysis *a, int64_t si)
+{
+    return a->aborted && si >= 0 && si < a->n_steps && a->aborted[si];
+}
 
 /* ------------------------------------------------ evidence.c, verdict.c */
 

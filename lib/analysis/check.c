@@ -86,6 +86,10 @@ static resdiag_check_result judge(const resdiag_analysis *a, const resdiag_check
         return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell at this step: every "
                    "branch adds exactly 0 (zero-initialised); judge a later step (--last)");
     case RESDIAG_VERDICT_INCONSISTENT:
+        if (a->conf < RESDIAG_CONFIDENCE_MEDIUM)
+            return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell: the relations fit no "
+                       "placement, but only by a little (confidence %s: %s)", conf,
+                       a->conf_why[0] ? a->conf_why : a->why);
         return say(why, len, RESDIAG_CHECK_FAILS, "not %s: the relations between the sites fit "
                    "no placement (%s)", want, a->why);
     default:

@@ -61,8 +61,11 @@ static int branch_is_normalized(const double *f, const double *x)
     /* Equal token norms are evidence of a norm only when the stream feeding
      * the sublayer does not have them itself: a stream dominated by one
      * massive column makes every token alike, and so every branch output. */
-    if (rd_signature(f, rd_unnorm_cv(cols)) == RD_SIG_NORMALIZED &&
-        rd_signature(x, rd_unnorm_cv(cols)) != RD_SIG_NORMALIZED)
+    /* The f32 threshold whatever the dtype: a bf16 attention output at
+     * init (uniform attention averages the values) spreads its token
+     * norms by as little as 2e-3, which bf16's rounding threshold would
+     * call a norm output. */
+    if (rd_cv_of(f) < RD_NORM_CV && rd_signature(x, rd_unnorm_cv(cols)) != RD_SIG_NORMALIZED)
         return 1;
     if (fabs(f[RESDIAG_FIELD_TOK_MEAN_MEAN]) < 1e-3 * rms &&
         f[RESDIAG_FIELD_TOK_MEAN_STD] < 1e-3 * rms)
@@ -516,9 +519,10 @@ static int decide_by_order(rd_sub *r, const rd_site_data *sd)
     r->strength = NAN;
     /* what the relations showed, behind why the order decided */
     char head[256];
-    int n = snprintf(head, sizeof head, "pre-type error %.2g and post-type error %.2g are both "
-                     "within the rounding floor %.2g: the hook order decides (norm_in called "
-                     "%s the branch)%s; ", fit_pre, fit_post, r->floor, pre ? "before" : "after",
+    int n = snprintf(head, sizeof head, "pre-type error %.2g and post-type error %.2g are too "
+                     "close to tell apart against the rounding floor %.2g: the hook order "
+                     "decides (norm_in called %s the branch)%s; ", fit_pre, fit_post, r->floor,
+                     pre ? "before" : "after",
                      support ? (pre ? ", and stream_out is not a norm output"
                                     : ", and stream_out is a norm output")
                              : "");
@@ -529,8 +533,8 @@ static int decide_by_order(rd_sub *r, const rd_site_data *sd)
     memmove(r->why + h, r->why, t);
     memcpy(r->why, head, h);
     r->why[h + t] = 0;
-    snprintf(r->conf_why, sizeof r->conf_why, "the relations differ by less than the rounding "
-             "floor %.2g; decided by the hook order%s", r->floor,
+    snprintf(r->conf_why, sizeof r->conf_why, "the relations differ by less than %gx the "
+             "rounding floor %.2g; decided by the hook order%s", SEP, r->floor,
              support ? " with stream_out's signature in support" : " alone");
     return 1;
 }
@@ -560,8 +564,10 @@ static void judge_families(rd_sub *r, const rd_site_data *sd)
         return;
     }
     if (!(best < HOLD)) {
+        /* between what holds and what plainly fails (a bf16 parallel block
+         * at init read as sequential) is no decision: low */
         r->v = RESDIAG_VERDICT_INCONSISTENT;
-        r->conf = best > FAIL ? RESDIAG_CONFIDENCE_HIGH : RESDIAG_CONFIDENCE_MEDIUM;
+        r->conf = best > FAIL ? RESDIAG_CONFIDENCE_HIGH : RESDIAG_CONFIDENCE_LOW;
         if (r->conf != RESDIAG_CONFIDENCE_HIGH)
             snprintf(r->conf_why, sizeof r->conf_why, "the best relations miss by %.2g, "
                      "between what holds (%g) and what plainly fails (%g)", best, HOLD, FAIL);
@@ -569,8 +575,7 @@ static void judge_families(rd_sub *r, const rd_site_data *sd)
                  "relations (error %.2g) hold", r->fit_pre, r->fit_post);
         return;
     }
-    if (!isnan(other) && !(other > SEP * fmax(best, r->floor)) && other < HOLD &&
-        decide_by_order(r, sd))
+    if (!isnan(other) && !(other > SEP * fmax(best, r->floor)) && decide_by_order(r, sd))
         return;
     if (isnan(other) || !(other > SEP * fmax(best, r->floor))) {
         if (isnan(other) && r->constructed)
@@ -691,6 +696,23 @@ static int classify_parallel(rd_analysis *a, int l, rd_site_data (*sd)[RESDIAG_N
     double floor_ = rd_rounding_floor(stv, nst, a->schema_version, S + 2);
     /* the sequential rival: stream_in would differ by the branches before */
     double best = y->obs ? fmax(e_same, e_sum) : e_same;
+    if (e_same < HOLD && !(branch > SEP * fmax(e_same, floor_)) && (!y->obs || e_sum < HOLD)) {
+        /* Every sublayer reads the same stream within rounding, the branches
+         * too small to tell parallel from sequential; recorded as a
+         * parallel block (no stream_out before the last sublayer), the
+         * sequential reading has nothing more to say. */
+        int seq_recorded = 0;
+        for (int s = 0; s < S - 1; s++)
+            seq_recorded |= sd[s][RESDIAG_STREAM_OUT].obs;
+        if (!seq_recorded) {
+            for (int s = 0; s < S; s++)
+                snprintf(a->sub[l * S + s].why, sizeof a->sub[l * S + s].why, "every sublayer "
+                         "reads the same stream_in (error %.1e), but the branches (%.2g of the "
+                         "stream) are too small against the rounding floor %.2g to tell a "
+                         "parallel block from a sequential one", e_same, branch, floor_);
+            return 1;
+        }
+    }
     if (!(e_same < HOLD) || !(branch > SEP * fmax(e_same, floor_)) ||
         (y->obs && !(e_sum < HOLD)))
         return 0;
@@ -756,7 +778,7 @@ static resdiag_status load_layer(const resdiag_reader *rd, rd_analysis *a, int l
         if ((st = resdiag_reader_update(rd, si, l, s, u)))
             return st;
         a->r[l * S + s] = u[RESDIAG_UPDATE_RATIO_FROB];
-        if ((st = resdiag_reader_update(rd, a->n_steps - 1, l, s, u)))
+        if ((st = resdiag_reader_update(rd, a->last_index, l, s, u)))
             return st;
         a->r_last[l * S + s] = u[RESDIAG_UPDATE_RATIO_FROB];
     }

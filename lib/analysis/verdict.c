@@ -139,12 +139,22 @@ static void decide_one_family(rd_analysis *a, resdiag_verdict first)
 static int last_norm_is_final(const rd_analysis *a)
 {
     int n = a->n_layers * a->n_sublayers;
-    if (n < 2 || a->final_norm != 1 || a->sub[n - 1].v != RESDIAG_VERDICT_NONE)
+    /* a final norm observed as a norm step of its own (at init it may
+     * change an almost normalized stream by less than rounding) */
+    if (n < 2 || !(a->final_norm == 1 || a->final_norm_identity) ||
+        a->sub[n - 1].v != RESDIAG_VERDICT_NONE)
         return 0;
-    for (int i = 0; i < n - 1; i++)
-        if (a->sub[i].v != RESDIAG_VERDICT_POST)
+    int n_post = 0;
+    for (int i = 0; i < n - 1; i++) {
+        resdiag_verdict v = a->sub[i].v;
+        /* an undecided or zero sublayer says nothing against it (its layer
+         * was decided by the others) */
+        if (v != RESDIAG_VERDICT_POST && v != RESDIAG_VERDICT_CANNOT_TELL &&
+            v != RESDIAG_VERDICT_ZERO_BRANCHES)
             return 0;
-    return 1;
+        n_post += v == RESDIAG_VERDICT_POST;
+    }
+    return n_post > 0;
 }
 
 /* The same placement at each sublayer position in every layer, the

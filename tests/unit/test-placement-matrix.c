@@ -604,9 +604,14 @@ START_TEST(verdict_of_each_family)
         check(a, RESDIAG_PLACEMENT_NONE, why, sizeof why);
         ck_assert_msg(strstr(why, "later step") != NULL, "%s: %s", mc->name, why);
     }
-    if (mc->final_norm) /* its output differs from its input: a norm's */
-        ck_assert_msg(resdiag_analysis_final_norm(a) == 1, "%s: final norm %d, want present",
-                      mc->name, resdiag_analysis_final_norm(a));
+    /* its output differs from its input: a norm's; in bf16 at init the
+     * input (a norm output plus a branch of a few %) changes by less than
+     * bf16's rounding floor, which the report says instead */
+    if (mc->final_norm)
+        ck_assert_msg(resdiag_analysis_final_norm(a) == 1 ||
+                          (mc->bf16 && !mc->trained && a->final_norm_identity),
+                      "%s: final norm %d (identity %d), want present", mc->name,
+                      resdiag_analysis_final_norm(a), a->final_norm_identity);
     if (mc->want == RESDIAG_VERDICT_MIXED && v == RESDIAG_VERDICT_MIXED)
         ck_assert_int_eq(resdiag_analysis_mix_layers(a), mc->mix_layers);
     if (mc->want == RESDIAG_VERDICT_DEEPNORM && v == RESDIAG_VERDICT_DEEPNORM) {
