@@ -34,7 +34,8 @@ import re
 import sys
 
 NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?"
-SITES = ["stream_in", "norm_in", "norm_out", "branch_out", "stream_out"]  # include/resdiag.h
+SITES = ["stream_in", "norm_in", "norm_out", "branch_out", "stream_out",  # include/resdiag.h
+         "branch_in", "out_norm_in", "out_norm_out"]  # schema 3 adds the last three
 MODEL_SITES = ["embed_out", "final_norm_in", "final_norm_out", "logits"]
 FIELD_ROWS, FIELD_FROB, FIELD_TOK_NORM_MEAN, FIELD_TOK_NORM_STD = 0, 2, 3, 4
 
@@ -199,18 +200,43 @@ class Run:
 
     def relations(self, layer, sub):
         """The relation errors of one sublayer, by the words the report uses."""
-        x, ni, no, f, y = (vector(self.h5["/forward/site_sketch"], self.record, layer, sub, b)
-                           for b in range(len(SITES)))
+        sk = self.h5["/forward/site_sketch"]
+        n_sites = sk[0][-2]  # 8 from schema 3, 5 before
+        x, ni, no, f, y = (vector(sk, self.record, layer, sub, b) for b in range(5))
         alpha = sum(u * (v - w) for u, v, w in zip(x, ni, f)) / sum(u * u for u in x)
         e_add, e_nx = rel([y, x, f], [1, -1, -1]), rel([ni, x], [1, -1])
         e_nsum, e_deep = rel([ni, x, f], [1, -1, -1]), rel([ni, x, f], [1, -alpha, -1])
         e_yn = rel([y, no], [1, -1])
+        pre, post = [e_add, e_nx], [e_deep, e_yn]
+        bi = vector(sk, self.record, layer, sub, 5) if n_sites > 5 else None
+        if bi is not None and all(v == v for v in bi):
+            # what the branch reads: the stream (post-type) or the norm's
+            # output (pre-type); a copy of either holds by construction
+            one = self.same_tensor(layer, sub)
+            if one(5) != one(0):
+                post.append(rel([bi, x], [1, -1]))
+            if one(5) != one(2):
+                pre.append(rel([bi, no], [1, -1]))
         return {"stream_out = stream_in + branch_out": e_add,
                 "norm reads stream_in": e_nx,
                 "norm reads stream_in + branch_out": e_nsum,
                 "stream_out = norm_out": e_yn,
-                "post-type off by": max(e_deep, e_yn),
-                "pre-type off by": max(e_add, e_nx)}
+                "post-type off by": max(post),
+                "pre-type off by": max(pre)}
+
+    def same_tensor(self, layer, sub):
+        """site -> the smallest site recorded from the same tensor (by the
+        file's /forward/site_alias, chains and both directions followed)."""
+        al = self.h5.get("/forward/site_alias")
+        n = al[0][-1] if al else 0
+        row = vector(al, self.record, layer, sub) if al else []
+        group = list(range(8))  # a site and its source are one group, either way
+        for b in range(n):
+            o = row[b]
+            if o == o and o >= 0:
+                lo, hi = sorted((group[b], group[int(o)]))
+                group = [lo if g == hi else g for g in group]
+        return lambda b: group[b]
 
     def final_norm_difference(self, ref):
         sk = self.h5["/forward/model_sketch"]

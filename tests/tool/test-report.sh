@@ -47,6 +47,9 @@ for name in pre post post-stream mix; do
     counts=() # schema 2 keeps the integer fields apart
     h5dump -H -d /forward/site_counts "$dir/$name.h5" >/dev/null 2>&1 \
         && counts=(-d /forward/site_counts)
+    # which sites are copies of others: their relations count for nothing
+    h5dump -H -d /forward/site_alias "$dir/$name.h5" >/dev/null 2>&1 \
+        && counts+=(-d /forward/site_alias)
     h5dump -y -w 0 -m %.17g -d /forward/site_sketch -d /forward/site_stats "${counts[@]}" \
         -d /backward/site_stats \
         -d /forward/model_sketch "$dir/$name.h5" >"$dir/$name.h5dump" || fail "h5dump $name"
