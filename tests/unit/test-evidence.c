@@ -440,14 +440,17 @@ static double error_tol(double e, int m)
 
 /* Writes L layers of n_sub sublayers (a parallel block when n_sub = 2),
  * each layer's stream the last one's stream_out, the hooks in pre-norm
- * order or (post_order) with branch_out before the norm. */
+ * order or (post_order) with branch_out before the norm. Only the five
+ * sites stream_in..stream_out are observed (branch_in, out_norm_in and
+ * out_norm_out never are, whatever scale gives them). */
 static void write_multiples(const char *p, int n_sub, const site_scales *scale, int post_order)
 {
     static const char *const names[2] = { "attn", "mlp" };
-    static const resdiag_site pre_seq[RESDIAG_N_BLOCK_SITES] = {
+    enum { N_SEQ = 5 };
+    static const resdiag_site pre_seq[N_SEQ] = {
         RESDIAG_STREAM_IN, RESDIAG_NORM_IN, RESDIAG_NORM_OUT, RESDIAG_BRANCH_OUT,
         RESDIAG_STREAM_OUT };
-    static const resdiag_site post_seq[RESDIAG_N_BLOCK_SITES] = {
+    static const resdiag_site post_seq[N_SEQ] = {
         RESDIAG_STREAM_IN, RESDIAG_BRANCH_OUT, RESDIAG_NORM_IN, RESDIAG_NORM_OUT,
         RESDIAG_STREAM_OUT };
     resdiag_model m;
@@ -468,7 +471,7 @@ static void write_multiples(const char *p, int n_sub, const site_scales *scale, 
     double g = 1;
     for (int l = 0; l < L; l++) {
         for (int s = 0; s < n_sub; s++)
-            for (int k = 0; k < RESDIAG_N_BLOCK_SITES; k++) {
+            for (int k = 0; k < N_SEQ; k++) {
                 resdiag_site b = post_order ? post_seq[k] : pre_seq[k];
                 if (isnan(scale[s][b]))
                     continue;
