@@ -303,6 +303,8 @@ typedef enum resdiag_run_kind {
 #define RESDIAG_MAX_NAME 64      /* bytes of a sublayer/parameter name, with the NUL */
 #define RESDIAG_MAX_SKETCH 64
 #define RESDIAG_MAX_METRICS 32
+#define RESDIAG_MAX_ABORT_REASON 128 /* bytes of a stored resdiag_step_abort reason,
+                                        with the NUL */
 #define RESDIAG_MAX_HOOK_THREADS 16 /* resdiag_options.hook_threads */
 
 /* How a job of several processes (ranks) divides the model's work, so
@@ -510,6 +512,23 @@ RESDIAG_API resdiag_status resdiag_step_begin(resdiag *r, int64_t step);
 /* Ends the step begun last; buffers its record and writes the buffer when
  * the flush rule says so. */
 RESDIAG_API resdiag_status resdiag_step_end(resdiag *r);
+/* Ends the step begun last as ABORTED: the trainer could not complete it
+ * (an exception inside the step, a lost data-parallel peer in backward).
+ * It ends the step as resdiag_step_end does (the same flush rule, signal
+ * handling and return values), and a recorded step keeps every record its
+ * hooks made, flagged aborted in the file (doc/FORMAT.md, /step_status):
+ * the analysis never takes such a step for a complete one (the first and
+ * last step skip it; asked for by index it is shown, not judged). reason
+ * may be NULL; it is stored as given up to RESDIAG_MAX_ABORT_REASON - 1
+ * bytes (cut before a character that would not fit whole) and logged
+ * (RESDIAG_LOG_INFO). Like the free text of resdiag_model (description)
+ * it may hold newlines and tabs; a reason that is not valid UTF-8 or holds
+ * another control character still ends the step, stored with '?' for each
+ * bad byte, and returns RESDIAG_E_INVALID (a client bug, logged). Outside
+ * a step (no step_begin, or after step_end) it is RESDIAG_E_STATE, logged,
+ * as step_end's is; after close too. NULL or disabled handle: OK. Threads:
+ * as resdiag_step_end. */
+RESDIAG_API resdiag_status resdiag_step_abort(resdiag *r, const char *reason);
 /* Gives the value of the declared metric `name` (resdiag_model.metric_names)
  * for the step begun last: call it between resdiag_step_begin and
  * resdiag_step_end, e.g. with the loss of the forward pass. A recorded step
@@ -1008,6 +1027,22 @@ RESDIAG_API resdiag_status resdiag_reader_refresh(resdiag_reader *rd);
 /* The trainer's step numbers of the recorded steps: out (n_steps). */
 RESDIAG_API resdiag_status resdiag_reader_steps(const resdiag_reader *rd, int64_t *out,
                                                 int64_t n);
+/* Whether recorded step step_index (0 .. n_steps-1) ended aborted
+ * (resdiag_step_abort): *aborted 1, else 0 (also for every step of a file
+ * written before step status existed). For a job's merged ranks, 1 when
+ * any rank that recorded the step aborted it. RESDIAG_E_NULL,
+ * RESDIAG_E_NOT_FOUND for a step index out of range. */
+RESDIAG_API resdiag_status resdiag_reader_step_aborted(const resdiag_reader *rd,
+                                                       int64_t step_index, int *aborted);
+/* The reason given to resdiag_step_abort at recorded step step_index into
+ * out (out_len >= 1 bytes, NUL-terminated, cut to fit): "" for a complete
+ * step or an abort without reason. The bytes are the file's, unchecked:
+ * escape them (resdiag_escape_text) before showing them. Merged ranks: the
+ * lowest aborting rank's. Errors as resdiag_reader_step_aborted, and
+ * RESDIAG_E_INVALID for out_len 0. */
+RESDIAG_API resdiag_status resdiag_reader_abort_reason(const resdiag_reader *rd,
+                                                       int64_t step_index, char *out,
+                                                       size_t out_len);
 
 /* Statistics of one observed tensor at recorded step index `step_index`
  * (0 .. n_steps-1, not the trainer's step number). Block sites take layer
@@ -1176,12 +1211,14 @@ RESDIAG_API int resdiag_analysis_mix_layers(const resdiag_analysis *a);
 /* The DeepNorm alpha estimated from the sketches (mean over sublayers);
  * NaN unless the verdict is DEEPNORM. */
 RESDIAG_API double resdiag_analysis_alpha(const resdiag_analysis *a);
-/* 1 a final norm was observed, 0 observed to be absent (a full record
- * without final-norm sites), -1 cannot tell. */
+/* 1 a final norm was observed, 0 observed to be absent (what the head
+ * reads is the very tensor that entered), -1 cannot tell: no final-norm
+ * site, or an input already normalized that the norm changes only within
+ * rounding or its epsilon (a norm there cannot be told from an identity). */
 RESDIAG_API int resdiag_analysis_final_norm(const resdiag_analysis *a);
 /* 1 when only the stream (and the embedding) was observed: less evidence. */
 RESDIAG_API int resdiag_analysis_stream_only(const resdiag_analysis *a);
-/* Verdict of one sublayer (never MIXED, POST_FAMILY or NOT_RENORMALIZED;
+/* Verdict of one sublayer (never MIXED, PER_SUBLAYER, POST_FAMILY or NOT_RENORMALIZED;
  * CANNOT_TELL for stream-only runs) and, with DEEPNORM, its alpha
  * (alpha may be NULL). RESDIAG_VERDICT_CANNOT_TELL for out-of-range indices. */
 RESDIAG_API resdiag_verdict resdiag_analysis_sublayer(const resdiag_analysis *a, int layer,

@@ -54,6 +54,9 @@ static resdiag_placement parse_placement(const char *s)
         { "sandwich", RESDIAG_PLACEMENT_SANDWICH }, { "peri-ln", RESDIAG_PLACEMENT_SANDWICH },
         { "deepnorm", RESDIAG_PLACEMENT_DEEPNORM }, { "mixed", RESDIAG_PLACEMENT_MIXED },
         { "parallel", RESDIAG_PLACEMENT_PARALLEL }, { "none", RESDIAG_PLACEMENT_NONE },
+        { "reordered", RESDIAG_PLACEMENT_REORDERED },
+        { "per-sublayer", RESDIAG_PLACEMENT_PER_SUBLAYER },
+        { "per_sublayer", RESDIAG_PLACEMENT_PER_SUBLAYER },
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (strcmp(s, t[i].name) == 0)
@@ -280,7 +283,8 @@ int parse_cli_args(const char *cmd, int argc, char **argv, cli_args *o)
                 o->expect = RESDIAG_EXPECT_DECLARED;
             else if (!val || (o->expect = parse_placement(val)) == RESDIAG_PLACEMENT_UNDECLARED) {
                 fprintf(stderr, "resdiag check: --expect needs pre-norm, post-norm, sandwich, "
-                                "deepnorm, parallel, mixed, none or declared\n");
+                                "deepnorm, parallel, mixed, none, reordered, per-sublayer "
+                                "or declared\n");
                 return EXIT_BAD;
             }
             break;

@@ -13,12 +13,17 @@
 #include "analysis/fit.h"
 #include "resdiag.h"
 
+/* A per-token norm spread (std/mean) below this is a norm output's in f32
+ * (evidence.c says why); rd_signature widens it to a bf16 or f16 tensor's
+ * unit roundoff. */
+#define RD_NORM_CV 3e-4
 /* Normalization signature of a tensor (rd_signature). */
 enum { RD_SIG_UNKNOWN = 0, RD_SIG_NORMALIZED = 1, RD_SIG_NOT = 2, RD_SIG_UNCLEAR = 3 };
 
 #define RD_MAX_WARNINGS 64
 #define RD_WARNING_LEN 200
 #define RD_MAX_RFIT RESDIAG_MAX_SUBLAYERS
+#define RD_ABORTED_LISTED 8   /* aborted steps the report names (the rest counted) */
 /* Strength of the evidence for a sublayer's verdict: the rival hypothesis's
  * error over max(the winner's, the rounding floor). From RD_SEP it is
  * decided (confidence medium), from RD_HIGH_SEP confidence high;
@@ -29,6 +34,7 @@ enum { RD_SIG_UNKNOWN = 0, RD_SIG_NORMALIZED = 1, RD_SIG_NOT = 2, RD_SIG_UNCLEAR
 /* The relations between the sites of a sublayer (bits of rd_sub.constructed). */
 enum {
     RD_REL_ADD = 0, RD_REL_NX, RD_REL_NSUM, RD_REL_DEEP, RD_REL_YN, RD_REL_PAR, RD_REL_FN,
+    RD_REL_BX, RD_REL_BN, RD_REL_FO, RD_REL_OID,
     RD_N_REL
 };
 
@@ -45,6 +51,10 @@ typedef struct rd_sub {
     double e_yn;      /* stream_out = norm_out */
     double e_par;     /* parallel: every sublayer's stream_in equal */
     double e_fn;      /* branch_out = norm_out: what is added is the norm's output */
+    double e_bx;      /* branch_in = stream_in: the branch reads the stream itself */
+    double e_bn;      /* branch_in = norm_out: the branch reads the norm's output */
+    double e_fo;      /* branch_out = out_norm_out: what is added is the output norm's */
+    double e_oid;     /* out_norm_out = out_norm_in: the output norm changes nothing */
     double fit_pre, fit_post; /* worst relation of each family */
     double fit_branch_norm;   /* worst of e_add, e_fn: a norm on the branch (sandwich) */
     double floor;     /* what rounding alone can give a true relation (rd_rounding_floor) */
@@ -55,9 +65,12 @@ typedef struct rd_sub {
      * e_constructed[] keeps what was measured, for the record. */
     unsigned constructed;
     double e_constructed[RD_N_REL];
-    int order;        /* hook order: 1 norm_in before branch_out, 2 after, 0 unknown */
+    int order;        /* hook order: 1 norm_in before the branch (branch_in, else
+                         branch_out), 2 after, 0 unknown */
+    int by_order;     /* the relations were within rounding: the hook order decided */
+    int norm_on_branch; /* the norm sites held a norm on the branch's output */
     unsigned missing; /* bit b: site b not observed, but the relations that fit need it */
-    char why[256];
+    char why[512];
 } rd_sub;
 
 /* The ranks of a job read as one (ranks.c; doc/RANKS.md): what each rank
@@ -138,18 +151,25 @@ struct resdiag_analysis {
 
     /* --- the verdict (verdict.c) */
     resdiag_verdict verdict;
+    char pattern[RESDIAG_MAX_SUBLAYERS * 40]; /* PER_SUBLAYER: "attn: none, mlp: post" */
+    int last_norm_is_final; /* POST: the last sublayer's own norm is the final norm */
+    int n_zero_branches;    /* sublayers whose branch adds exactly 0 at the step */
     resdiag_confidence conf;
     int mix_layers;
     double alpha;
     int n_undecided;
-    char why[256];
+    char why[768];
     char conf_why[256];          /* what makes the confidence less than high, or "" */
     /* the hooks that decided: layer, sublayer and call sites */
     int cs_layer, cs_sub, cs_layer2, cs_sub2;
     char *cs_norm_in, *cs_branch_out, *cs_stream_out, *cs_norm_in2;
 
     /* --- the final norm (final_norm.c) */
-    int final_norm;      /* 1 the head reads a norm's output, 0 it does not, -1 not observed */
+    int final_norm;      /* 1 the head reads a norm's output, 0 it does not, -1 not observed
+                            or not told from an identity (final_norm_identity) */
+    int final_norm_identity; /* the final norm's output equals its already normalized
+                                input within rounding: a norm or an identity, the
+                                data cannot tell */
     char final_norm_why[160];
 
     /* --- gradients (gradients.c) */
@@ -190,6 +210,17 @@ struct resdiag_analysis {
     int n_warnings;
     char warnings[RD_MAX_WARNINGS][RD_WARNING_LEN];
 
+    /* --- the steps ended with resdiag_step_abort (aborted.c): records
+     * incomplete, so never the first or last step, nor compared over the run */
+    unsigned char *aborted;      /* (n_steps) 1: aborted; NULL: none was */
+    int64_t n_aborted;
+    int64_t first_index, last_index; /* the first and last complete step (with every
+                                        step aborted: 0 and n_steps - 1) */
+    int64_t aborted_index[RD_ABORTED_LISTED]; /* the first min(n_aborted, LISTED) */
+    char aborted_reason[RD_ABORTED_LISTED][RESDIAG_MAX_ABORT_REASON]; /* "" none given */
+    int step_aborted;            /* the analysed step is one of them: not judged */
+    char step_abort_reason[RESDIAG_MAX_ABORT_REASON];
+
     /* --- the same analysis at the last recorded step, shown beside this
      * one (driver.c); NULL when this is the last step, or with
      * at_last_status when it failed */
@@ -197,6 +228,12 @@ struct resdiag_analysis {
     resdiag_status at_last_status;
 };
 typedef struct resdiag_analysis rd_analysis;
+
+/* 1 when recorded step si of the run was aborted (resdiag_step_abort). */
+static inline int rd_analysis_step_aborted(const rd_analysis *a, int64_t si)
+{
+    return a->aborted && si >= 0 && si < a->n_steps && a->aborted[si];
+}
 
 /* ------------------------------------------------ evidence.c, verdict.c */
 

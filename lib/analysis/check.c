@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "analysis/analysis.h"
+#include "format/format.h"
 #include "common/escape.h"
 #include "common/log.h"
 #include "common/sized_struct.h"
@@ -76,21 +77,38 @@ static resdiag_check_result judge(const resdiag_analysis *a, const resdiag_check
     case RESDIAG_VERDICT_PRE_OR_SANDWICH:
         if (e == RESDIAG_VERDICT_PRE || e == RESDIAG_VERDICT_SANDWICH)
             return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell pre-norm from sandwich: "
-                       "the relations are pre-type, but whether branch_out is an RMSNorm output "
-                       "(its input small next to epsilon) cannot be told");
+                       "the relations are pre-type and branch_out looks like a norm output, "
+                       "but no norm on the branch's output was recorded (out_norm_in, "
+                       "out_norm_out would decide)");
         return say(why, len, RESDIAG_CHECK_FAILS, "not %s: observed pre-norm or sandwich "
                    "(confidence %s)", want, conf);
+    case RESDIAG_VERDICT_ZERO_BRANCHES:
+        return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell at this step: every "
+                   "branch adds exactly 0 (zero-initialised); judge a later step (--last)");
     case RESDIAG_VERDICT_INCONSISTENT:
+        if (a->conf < RESDIAG_CONFIDENCE_MEDIUM)
+            return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell: the relations fit no "
+                       "placement, but only by a little (confidence %s: %s)", conf,
+                       a->conf_why[0] ? a->conf_why : a->why);
         return say(why, len, RESDIAG_CHECK_FAILS, "not %s: the relations between the sites fit "
                    "no placement (%s)", want, a->why);
     default:
         break;
     }
+    /* Below medium the report's own legend says "cannot tell": a gate must
+     * not pass or fail on it. */
+    if (a->conf < RESDIAG_CONFIDENCE_MEDIUM)
+        return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell: the data say %s with "
+                   "confidence %s (%s); check decides from medium up", resdiag_verdict_name(v),
+                   conf, a->conf_why[0] ? a->conf_why : a->why);
     if (v != e) {
         if (v == RESDIAG_VERDICT_MIXED && a->mix_layers > 0)
             return say(why, len, RESDIAG_CHECK_FAILS, "not %s: observed mixed, post-norm in "
                        "layers 0..%d and pre-norm after (confidence %s)", want,
                        a->mix_layers - 1, conf);
+        if (v == RESDIAG_VERDICT_PER_SUBLAYER)
+            return say(why, len, RESDIAG_CHECK_FAILS, "not %s: observed a per-sublayer scheme, "
+                       "%s (confidence %s)", want, a->pattern, conf);
         return say(why, len, RESDIAG_CHECK_FAILS, "not %s: observed %s (confidence %s)", want,
                    resdiag_verdict_name(v), conf);
     }
@@ -107,6 +125,9 @@ static resdiag_check_result judge(const resdiag_analysis *a, const resdiag_check
             return say(why, len, RESDIAG_CHECK_FAILS, "%s holds, but the stream grows %.3gx over "
                        "depth (more than %g)", want, a->growth, c->max_growth);
     }
+    if (v == RESDIAG_VERDICT_PER_SUBLAYER)
+        return say(why, len, RESDIAG_CHECK_HOLDS, "holds: per-sublayer scheme, %s (confidence %s)",
+                   a->pattern, conf);
     if (v == RESDIAG_VERDICT_DEEPNORM)
         return say(why, len, RESDIAG_CHECK_HOLDS, "holds: deepnorm, alpha = %.4g (confidence %s)",
                    a->alpha, conf);
@@ -139,8 +160,8 @@ resdiag_check_result resdiag_analysis_check(const resdiag_analysis *a,
     }
     int from_declared = o.expect == RESDIAG_EXPECT_DECLARED;
     if (!a || !c ||
-        (!from_declared && (o.expect <= RESDIAG_PLACEMENT_UNDECLARED ||
-                            o.expect > RESDIAG_PLACEMENT_NONE)))
+        (!from_declared && (o.expect == RESDIAG_PLACEMENT_UNDECLARED ||
+                            !RD_PLACEMENT_DECLARABLE(o.expect))))
         return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "client bug: no analysis or no valid "
                    "expected placement");
     if (from_declared) {

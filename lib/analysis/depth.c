@@ -135,8 +135,10 @@ static resdiag_status training_point(const resdiag_reader *rd, rd_analysis *a, i
     return RESDIAG_OK;
 }
 
+/* The first and the last complete step: an aborted step's records are
+ * incomplete, so comparing it would show what the abort cut off. */
 resdiag_status rd_analysis_training(const resdiag_reader *rd, rd_analysis *a)
 {
-    resdiag_status st = training_point(rd, a, 0, 0);
-    return st ? st : training_point(rd, a, a->n_steps - 1, 1);
+    resdiag_status st = training_point(rd, a, a->first_index, 0);
+    return st ? st : training_point(rd, a, a->last_index, 1);
 }

@@ -44,6 +44,7 @@ void resdiag_analysis_destroy(resdiag_analysis *a)
     free(a->sgrad);
     free(a->steps);
     free(a->r_last);
+    free(a->aborted);
     if (a->sublayer_names)
         for (int s = 0; s < a->n_sublayers; s++)
             free(a->sublayer_names[s]);
@@ -71,11 +72,13 @@ void resdiag_analysis_destroy(resdiag_analysis *a)
     free(a);
 }
 
-/* The recorded step that o asks for, or -1 when there is none such. */
-static int64_t step_index(const resdiag_run_info *in, const resdiag_analyze_options *o)
+/* The recorded step that o asks for, or -1 when there is none such: the
+ * first or last complete one (aborted: the flags), or the index given. */
+static int64_t step_index(const resdiag_run_info *in, const resdiag_analyze_options *o,
+                          const unsigned char *aborted)
 {
-    int64_t si = o->step_index == RESDIAG_STEP_FIRST  ? 0
-                 : o->step_index == RESDIAG_STEP_LAST ? in->n_steps - 1
+    int64_t si = o->step_index == RESDIAG_STEP_FIRST  ? rd_complete_step(aborted, in->n_steps, 0)
+                 : o->step_index == RESDIAG_STEP_LAST ? rd_complete_step(aborted, in->n_steps, 1)
                                                       : o->step_index;
     return si >= 0 && si < in->n_steps ? si : -1;
 }
@@ -92,9 +95,12 @@ static resdiag_status run_phases(const resdiag_reader *rd, rd_analysis *a, int w
         (st = rd_analysis_sublayers(rd, a)) ||
         (st = rd_analysis_depth(rd, a)))
         return st;
+    /* the final norm first: the verdict asks whether it reads the last
+     * sublayer's output (a post-norm model's last norm) */
+    if ((st = rd_analysis_final_norm(rd, a)))
+        return st;
     rd_analysis_decide(rd, a);
-    if ((st = rd_analysis_final_norm(rd, a)) ||
-        (st = rd_analysis_gradients(rd, a)))
+    if ((st = rd_analysis_gradients(rd, a)))
         return st;
     rd_analysis_param_order(rd, a);
     if (whole_run && ((st = rd_analysis_training(rd, a)) ||
@@ -102,6 +108,7 @@ static resdiag_status run_phases(const resdiag_reader *rd, rd_analysis *a, int w
                       (st = rd_analysis_metrics(rd, a)) ||
                       (st = rd_analysis_ranks(rd, a))))
         return st;
+    rd_analysis_abort_verdict(a);
     rd_analysis_warnings(a);
     return RESDIAG_OK;
 }
@@ -109,7 +116,7 @@ static resdiag_status run_phases(const resdiag_reader *rd, rd_analysis *a, int w
 static resdiag_status analyze(const resdiag_reader *rd, const resdiag_analyze_options *opt,
                               resdiag_analysis **out, int whole_run);
 
-/* What training made of the run: the last step, analysed the same way
+/* What training made of the run: the last complete step, analysed the same way
  * into a->at_last. Its failure does not fail a's (at_last_status says
  * why), unless the file is damaged or unreadable there: a bad file fails
  * the analysis, the reader's line (the dataset, the step, what is wrong)
@@ -118,7 +125,7 @@ static resdiag_status analyze_last(const resdiag_reader *rd, const resdiag_analy
                                    rd_analysis *a)
 {
     resdiag_analyze_options lo = *o;
-    lo.step_index = a->n_steps - 1;
+    lo.step_index = a->last_index;
     resdiag_status st = analyze(rd, &lo, &a->at_last, 0);
     a->at_last_status = st;
     return st == RESDIAG_E_FORMAT || st == RESDIAG_E_IO || st == RESDIAG_E_NOMEM ? st
@@ -148,25 +155,38 @@ static resdiag_status analyze(const resdiag_reader *rd, const resdiag_analyze_op
                "stopped before its first step ended, or is still in it)");
         return RESDIAG_E_NOT_FOUND;
     }
-    int64_t si = step_index(in, &o);
+    unsigned char *aborted = NULL;
+    resdiag_status st = rd_aborted_flags(rd, in->n_steps, &aborted);
+    if (st) {
+        rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "%s: cannot read which steps were aborted: %s",
+               fn, resdiag_strerror(st));
+        return st;
+    }
+    int64_t si = step_index(in, &o, aborted);
     if (si < 0) {
+        free(aborted);
         rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "%s: step index %lld is not among the %lld "
                "recorded steps", fn, (long long)o.step_index, (long long)in->n_steps);
         return RESDIAG_E_NOT_FOUND;
     }
 
     rd_analysis *a = NULL;
-    resdiag_status st = rd_analysis_load(rd, &o, si, &a);
+    st = rd_analysis_load(rd, &o, si, &a);
+    if (st)
+        free(aborted);
+    else
+        st = rd_analysis_aborted(rd, a, aborted);
     if (!st && (st = run_phases(rd, a, whole_run))) {
         resdiag_analysis_destroy(a);
         a = NULL;
     }
     if (st) {
+        resdiag_analysis_destroy(a);
         rd_log(NULL, NULL, RESDIAG_LOG_ERROR, "%s: cannot analyse the run: %s", fn,
                resdiag_strerror(st));
         return st;
     }
-    if (whole_run && si != a->n_steps - 1 && (st = analyze_last(rd, &o, a)) != RESDIAG_OK) {
+    if (whole_run && si != a->last_index && (st = analyze_last(rd, &o, a)) != RESDIAG_OK) {
         resdiag_analysis_destroy(a);
         return st;
     }

@@ -13,6 +13,11 @@
  * changes even an already normalized input by its epsilon (1e-5 relative
  * for LayerNorm's default), far above this. */
 #define SAME_TENSOR 1e-9
+/* A difference below this (or the rounding floor) between a norm's output
+ * and an input that is already normalized is what a unit-gain norm does to
+ * it (its epsilon): no evidence of a norm. A real final norm of a raw
+ * (pre-norm) stream changes it by O(1). */
+#define IDENTITY_TOL 1e-4
 
 static int same_tensor(const rd_site_data *p, const rd_site_data *q, int k, double *err)
 {
@@ -97,6 +102,17 @@ resdiag_status rd_analysis_final_norm(const resdiag_reader *rd, rd_analysis *a)
         snprintf(a->final_norm_why, sizeof a->final_norm_why,
                  "what the head reads (final_norm_out) is %s unchanged (difference %.1e)",
                  ref_name, e);
+    } else if (e < fmax(IDENTITY_TOL, rd_rounding_floor((const double *[]){ out.st, ref->st }, 2,
+                                                         a->schema_version, 2)) &&
+               rd_signature(ref->st, rd_unnorm_cv((int)ref->st[RESDIAG_FIELD_COLS])) ==
+                   RD_SIG_NORMALIZED) {
+        /* a unit-gain norm of a normalized input is an identity within its
+         * epsilon: present or absent, the data cannot tell */
+        a->final_norm = -1;
+        a->final_norm_identity = 1;
+        snprintf(a->final_norm_why, sizeof a->final_norm_why,
+                 "final_norm_out differs from %s by only %.2g, and that input is already "
+                 "normalized: a norm there cannot be told from an identity", ref_name, e);
     } else {
         int sig = rd_signature(out.st, rd_unnorm_cv((int)out.st[RESDIAG_FIELD_COLS]));
         a->final_norm = 1;

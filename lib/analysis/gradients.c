@@ -79,7 +79,8 @@ static resdiag_status has_backward(const resdiag_reader *rd, const rd_analysis *
 
 /* a->grad_step: the analysed step if it has backward data, else the first
  * recorded step that has (the summary, where there is one, and the stored
- * chunks skip the steps without any). */
+ * chunks skip the steps without any); never an aborted step, whose
+ * backward may have stopped halfway. */
 static resdiag_status find_grad_step(const resdiag_reader *rd, rd_analysis *a)
 {
     int64_t n = a->n_steps;
@@ -92,6 +93,8 @@ static resdiag_status find_grad_step(const resdiag_reader *rd, rd_analysis *a)
     for (int64_t g = -1, next; g < n && a->grad_step < 0 && !st; g++) {
         int64_t gs = g < 0 ? a->step_index : g;
         int any = 0;
+        if (rd_analysis_step_aborted(a, gs))
+            continue;
         if (g >= 0 && bwd && !bwd[g])
             continue;
         if (g >= 0 && !rd_analysis_step_stored(rd, bcur, 2, g, &next)) {

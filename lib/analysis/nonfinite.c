@@ -66,7 +66,7 @@ static resdiag_status scan_step(const resdiag_reader *rd, rd_analysis *a, int64_
             a->nf_nan = nn > 0 ? nn : 0;
             a->nf_inf = ni > 0 ? ni : 0;
             a->nf_param = -1;
-            int S = a->n_sublayers, B = RESDIAG_N_BLOCK_SITES;
+            int S = a->n_sublayers, B = d < 2 ? (int)dims[3] : 1; /* the file's sites */
             if (d < 2) {
                 a->nf_layer = (int)(r / ((size_t)S * B));
                 a->nf_sub = (int)(r / B % (size_t)S);

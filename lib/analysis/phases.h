@@ -33,6 +33,17 @@ typedef struct rd_site_data {
  * failure). */
 resdiag_status rd_analysis_load(const resdiag_reader *rd, const resdiag_analyze_options *o,
                                 int64_t si, rd_analysis **out);
+/* aborted.c: *flags (n) 1 for each aborted step, NULL when no step was
+ * (or the file predates step status); what a step selection then takes:
+ * the first (last = 0) or last complete step, or 0 / n - 1 when none is.
+ * rd_analysis_aborted hands flags to a (freed with it) and reads the
+ * reasons; rd_analysis_abort_verdict makes an aborted judged step's
+ * verdict CANNOT_TELL, saying why. */
+resdiag_status rd_aborted_flags(const resdiag_reader *rd, int64_t n, unsigned char **flags);
+int64_t rd_complete_step(const unsigned char *flags, int64_t n, int last);
+resdiag_status rd_analysis_aborted(const resdiag_reader *rd, rd_analysis *a,
+                                   unsigned char *flags);
+void rd_analysis_abort_verdict(rd_analysis *a);
 /* load.c: which sites were observed at the step, in either direction. */
 resdiag_status rd_analysis_observe(const resdiag_reader *rd, rd_analysis *a);
 /* placement.c: each sublayer's sites and relative updates, and where its
@@ -99,6 +110,9 @@ double rd_cv_of(const double *f);
 int rd_is_post_family(resdiag_verdict v);
 int rd_is_pre_family(resdiag_verdict v);
 resdiag_verdict rd_combine_verdicts(resdiag_verdict a, resdiag_verdict b);
+/* verdict.c: layer l's verdict from its sublayers': theirs when they
+ * agree, PER_SUBLAYER when they differ (INCONSISTENT when one does). */
+resdiag_verdict rd_layer_verdict(const rd_analysis *a, int l);
 
 /* warnings.c: appends a warning (up to RD_MAX_WARNINGS). */
 void rd_analysis_warn(rd_analysis *a, const char *fmt, ...)

@@ -1,9 +1,10 @@
 /*
- * placement.c - where a sublayer's norm sits, from the relations between
+ * placement.c - where a sublayer's norms sit, from the relations between
  * the sketches of its sites (sketches are linear, so sk(x + f) = sk(x) +
- * sk(f) up to rounding) and the signature of its branch output: pre-norm,
- * post-norm, deepnorm (with alpha), sandwich, a parallel block, no norm,
- * inconsistent or cannot tell, with the confidence and the reason. The
+ * sk(f) up to rounding) and the order of its hook calls: pre-norm,
+ * post-norm, deepnorm (with alpha), sandwich, reordered, a parallel block,
+ * no norm, zero branches, inconsistent or cannot tell, with the confidence
+ * and the reason. A signature (equal token norms) only supports; the
  * declared placement is never used to decide.
  */
 #include <math.h>
@@ -41,11 +42,16 @@
  * worse than the fitted alpha. */
 #define ALPHA_MIN_DIFF 0.05
 
-/* Sandwich: the branch output is itself a norm output. Strictly equal token
- * norms; or LayerNorm's zero token means (exact for any input, unlike the
- * RMS, which epsilon pulls below 1 for the tiny branch outputs at init);
- * or, weaker, every token's RMS in [0.3, 1] like a gain-1 norm output whose
- * input is small next to epsilon. Returns 0 no, 2 strong, 1 weak. */
+/* An output identical to its input within this is no norm: a real one
+ * changes a raw branch output by O(1); below it the input was already
+ * normalized, and a norm there is an identity (bf16: the rounding floor
+ * is larger and is used instead). */
+#define IDENTITY_TOL 1e-4
+
+/* The signature of a norm output on the branch (supporting evidence only:
+ * it never decides a sandwich): strictly equal token norms that the stream
+ * feeding the sublayer does not have, or LayerNorm's zero token means.
+ * Returns 1 when branch_out looks like a norm output. */
 static int branch_is_normalized(const double *f, const double *x)
 {
     double rms = f[RESDIAG_FIELD_TOK_RMS_MEAN];
@@ -55,14 +61,14 @@ static int branch_is_normalized(const double *f, const double *x)
     /* Equal token norms are evidence of a norm only when the stream feeding
      * the sublayer does not have them itself: a stream dominated by one
      * massive column makes every token alike, and so every branch output. */
-    if (rd_signature(f, rd_unnorm_cv(cols)) == RD_SIG_NORMALIZED &&
-        rd_signature(x, rd_unnorm_cv(cols)) != RD_SIG_NORMALIZED)
-        return 2;
+    /* The f32 threshold whatever the dtype: a bf16 attention output at
+     * init (uniform attention averages the values) spreads its token
+     * norms by as little as 2e-3, which bf16's rounding threshold would
+     * call a norm output. */
+    if (rd_cv_of(f) < RD_NORM_CV && rd_signature(x, rd_unnorm_cv(cols)) != RD_SIG_NORMALIZED)
+        return 1;
     if (fabs(f[RESDIAG_FIELD_TOK_MEAN_MEAN]) < 1e-3 * rms &&
         f[RESDIAG_FIELD_TOK_MEAN_STD] < 1e-3 * rms)
-        return 2;
-    double hi = f[RESDIAG_FIELD_TOK_NORM_MAX] / sqrt((double)cols);
-    if (rms >= 0.3 && hi <= 1.001)
         return 1;
     return 0;
 }
@@ -100,6 +106,41 @@ static const char *err_text(char *buf, size_t n, const rd_sub *r, int rel, doubl
     return buf;
 }
 
+/* Relation rel holds: by construction (two records of one tensor), or
+ * measured within HOLD. */
+static int holds(const rd_sub *r, int rel, double e)
+{
+    return (r->constructed >> rel & 1u) || e < HOLD;
+}
+
+/* The largest of the measured values (NaN ones left out; 0 when none is). */
+static double worst(const double *v, int n)
+{
+    double m = 0;
+    for (int i = 0; i < n; i++)
+        if (v[i] > m)
+            m = v[i];
+    return m;
+}
+
+/* The smallest of the measured values; NaN when none is. */
+static double nearest(const double *v, int n)
+{
+    double m = NAN;
+    for (int i = 0; i < n; i++)
+        if (!isnan(v[i]) && !(v[i] >= m))
+            m = v[i];
+    return m;
+}
+
+/* Marks site b as the one that would decide, naming it in r->why. */
+static void needs_site(rd_sub *r, int b, const char *what)
+{
+    r->missing |= 1u << b;
+    snprintf(r->why, sizeof r->why, "%s not observed; cannot tell: %s",
+             resdiag_site_name((resdiag_site)b), what);
+}
+
 /* Sets the confidence of a decided sublayer from the strength of its
  * evidence, and says why when it is not high. */
 static void set_confidence(rd_sub *r, double best, double rival, const char *winner,
@@ -133,9 +174,13 @@ static void set_aside_constructed(rd_sub *r, const rd_site_data *sd)
         { RD_REL_DEEP, { RESDIAG_NORM_IN, RESDIAG_STREAM_IN, RESDIAG_BRANCH_OUT } },
         { RD_REL_YN, { RESDIAG_STREAM_OUT, RESDIAG_NORM_OUT, -1 } },
         { RD_REL_FN, { RESDIAG_BRANCH_OUT, RESDIAG_NORM_OUT, -1 } },
+        { RD_REL_BX, { RESDIAG_BRANCH_IN, RESDIAG_STREAM_IN, -1 } },
+        { RD_REL_BN, { RESDIAG_BRANCH_IN, RESDIAG_NORM_OUT, -1 } },
+        { RD_REL_FO, { RESDIAG_BRANCH_OUT, RESDIAG_OUT_NORM_OUT, -1 } },
+        { RD_REL_OID, { RESDIAG_OUT_NORM_OUT, RESDIAG_OUT_NORM_IN, -1 } },
     };
     double *e[RD_N_REL] = { &r->e_add, &r->e_nx, &r->e_nsum, &r->e_deep, &r->e_yn,
-                            &r->e_par, &r->e_fn };
+                            &r->e_par, &r->e_fn, &r->e_bx, &r->e_bn, &r->e_fo, &r->e_oid };
     int root[RESDIAG_N_BLOCK_SITES];
     site_roots(sd, root);
     for (size_t i = 0; i < sizeof terms / sizeof *terms; i++) {
@@ -193,9 +238,23 @@ static void measure_relations(rd_sub *r, rd_site_data *sd, int k, int schema_ver
         const double c[2] = { 1, -1 };
         r->e_fn = rd_rel_combo(v, c, 2, k);
     }
+    rd_site_data *bi = &sd[RESDIAG_BRANCH_IN], *oi = &sd[RESDIAG_OUT_NORM_IN],
+                 *oo = &sd[RESDIAG_OUT_NORM_OUT];
+    const double c2[2] = { 1, -1 };
+    if (bi->obs && x->obs)
+        r->e_bx = rd_rel_combo((const double *[]){ bi->sk, x->sk }, c2, 2, k);
+    if (bi->obs && no->obs)
+        r->e_bn = rd_rel_combo((const double *[]){ bi->sk, no->sk }, c2, 2, k);
+    if (f->obs && oo->obs)
+        r->e_fo = rd_rel_combo((const double *[]){ f->sk, oo->sk }, c2, 2, k);
+    if (oi->obs && oo->obs)
+        r->e_oid = rd_rel_combo((const double *[]){ oo->sk, oi->sk }, c2, 2, k);
     set_aside_constructed(r, sd);
-    if (ni->obs && f->obs) {
-        double qn = ni->st[RESDIAG_FIELD_CALL_SEQ], qf = f->st[RESDIAG_FIELD_CALL_SEQ];
+    /* The norm called before the branch reads (or, without branch_in,
+     * before its output) is a norm in front of the branch. */
+    rd_site_data *b = bi->obs ? bi : f;
+    if (ni->obs && b->obs) {
+        double qn = ni->st[RESDIAG_FIELD_CALL_SEQ], qf = b->st[RESDIAG_FIELD_CALL_SEQ];
         r->order = qn < qf ? 1 : qf < qn ? 2 : 0;
     }
 }
@@ -209,6 +268,12 @@ static void judge_without_norm(rd_sub *r)
                    "construction (two of its tensors are one)"
                  : "no norm sites, and stream_in, branch_out and stream_out not all "
                    "observed");
+        return;
+    }
+    if (r->e_add < HOLD && !isnan(r->e_bx) && !(r->e_bx < HOLD)) {
+        snprintf(r->why, sizeof r->why, "no norm sites, but branch_in differs from stream_in "
+                 "(error %.2g): the branch reads something the sites do not show (a norm? "
+                 "record norm_in and norm_out)", r->e_bx);
         return;
     }
     if (r->e_add < HOLD) {
@@ -229,29 +294,120 @@ static void judge_without_norm(rd_sub *r)
     }
 }
 
-/* What is added is the output of a norm that does not read the stream: a
- * norm on the branch, decided by relations whatever the output's signature
- * (at init its input can be small next to the norm's epsilon). Rivals:
- * post-type, and pre-type when the norm's input was observed (it would
- * read the stream). */
-static void judge_norm_on_branch(rd_sub *r)
+/* A norm on the branch's output was found (in the out_norm sites, or in
+ * the norm sites of an older recording); what the branch reads tells a
+ * reordered norm (the stream itself) from a sandwich (the output of a norm
+ * of it). bx_err/bx_made: branch_in = stream_in, measured or by
+ * construction; best/rival: the winner's error and its nearest rival's. */
+static void name_norm_on_branch(rd_sub *r, const rd_site_data *sd, int input_norm_seen,
+                                double best, double rival, const char *rival_name,
+                                const char *norm_text)
 {
     char t1[40];
-    double best = r->fit_branch_norm;
-    double rival = isnan(r->e_nx) ? r->fit_post : fmin(r->fit_pre, r->fit_post);
+    if (!sd[RESDIAG_BRANCH_IN].obs && !input_norm_seen) {
+        needs_site(r, RESDIAG_BRANCH_IN, "a norm sits on the branch's output, and whether the "
+                   "branch reads stream_in (reordered) or a norm of it (sandwich) is what "
+                   "branch_in shows");
+        return;
+    }
     if (isnan(rival) || !(rival > SEP * fmax(best, r->floor))) {
-        snprintf(r->why, sizeof r->why, "branch_out is the norm's output (error %.2g), but "
-                 "the other placements' relations (error %.2g) are too close to tell",
-                 r->e_fn, rival);
+        snprintf(r->why, sizeof r->why, "%s, but its rivals' relations (error %.2g) are too "
+                 "close to tell", norm_text, rival);
+        return;
+    }
+    if (!input_norm_seen && holds(r, RD_REL_BX, r->e_bx)) {
+        r->v = RESDIAG_VERDICT_REORDERED;
+        set_confidence(r, best, rival, "reordered", rival_name);
+        snprintf(r->why, sizeof r->why, "%s; the branch reads stream_in (%s): x + Norm(F(x)), "
+                 "no norm in front of the branch", norm_text,
+                 err_text(t1, sizeof t1, r, RD_REL_BX, r->e_bx, "error %.1e"));
         return;
     }
     r->v = RESDIAG_VERDICT_SANDWICH;
-    set_confidence(r, best, rival, "sandwich", r->fit_post <= rival ? "post-type"
-                                                                     : "pre-type");
-    snprintf(r->why, sizeof r->why, "stream_out = stream_in + branch_out (error %.1e), "
-             "branch_out = norm_out (error %.1e): the norm sits on the branch; the norm "
-             "does not read the stream (%s); post-type off by %.2g", r->e_add, r->e_fn,
-             err_text(t1, sizeof t1, r, RD_REL_NX, r->e_nx, "error %.2g"), r->fit_post);
+    set_confidence(r, best, rival, "sandwich", rival_name);
+    if (input_norm_seen) {
+        snprintf(r->why, sizeof r->why, "%s; norm_in = stream_in (%s) and the branch reads the "
+                 "norm's output: x + Norm2(F(Norm1(x)))", norm_text,
+                 err_text(t1, sizeof t1, r, RD_REL_NX, r->e_nx, "error %.1e"));
+        return;
+    }
+    /* the branch reads neither the stream nor an observed norm */
+    if (r->conf > RESDIAG_CONFIDENCE_MEDIUM)
+        r->conf = RESDIAG_CONFIDENCE_MEDIUM;
+    snprintf(r->conf_why, sizeof r->conf_why, "the norm in front of the branch is not in the "
+             "sites: branch_in differs from stream_in (error %.2g)", r->e_bx);
+    snprintf(r->why, sizeof r->why, "%s; the branch does not read stream_in (error %.2g): "
+             "a sandwich whose input norm is not recorded", norm_text, r->e_bx);
+}
+
+/* The norm sites hold a norm that does not read the stream and whose output
+ * is what is added (an older recording of the norm on the branch output). */
+static void judge_norm_on_branch(rd_sub *r, const rd_site_data *sd)
+{
+    char text[200];
+    snprintf(text, sizeof text, "stream_out = stream_in + branch_out (error %.1e), branch_out "
+             "= norm_out (error %.1e): a norm on the branch's output", r->e_add, r->e_fn);
+    /* rivals: post-type, and pre-type when the norm's input was observed */
+    double rival = isnan(r->e_nx) ? r->fit_post : fmin(r->fit_pre, r->fit_post);
+    r->norm_on_branch = 1;
+    name_norm_on_branch(r, sd, 0, r->fit_branch_norm, rival,
+                        r->fit_post <= rival ? "post-type" : "pre-type", text);
+}
+
+/* The out_norm sites were observed: a norm on the branch's output unless
+ * it changes nothing. input_norm: the norm sites were observed too. */
+static int judge_out_norm(const rd_analysis *a, rd_sub *r, const rd_site_data *sd)
+{
+    (void)a;
+    const rd_site_data *oi = &sd[RESDIAG_OUT_NORM_IN], *oo = &sd[RESDIAG_OUT_NORM_OUT];
+    int input_norm = sd[RESDIAG_NORM_IN].obs || sd[RESDIAG_NORM_OUT].obs;
+    if (!oi->obs || !oo->obs) {
+        needs_site(r, oi->obs ? RESDIAG_OUT_NORM_OUT : RESDIAG_OUT_NORM_IN,
+                   "the norm on the branch's output needs both its input and its output");
+        return 1;
+    }
+    /* by construction, or within rounding: the "norm" is an identity */
+    if ((r->constructed >> RD_REL_OID & 1u) || r->e_oid < fmax(r->floor, IDENTITY_TOL))
+        return 0;
+    if (!holds(r, RD_REL_FO, r->e_fo)) {
+        r->v = RESDIAG_VERDICT_INCONSISTENT;
+        r->conf = r->e_fo > FAIL ? RESDIAG_CONFIDENCE_HIGH : RESDIAG_CONFIDENCE_MEDIUM;
+        snprintf(r->why, sizeof r->why, "out_norm_out is not what is added (branch_out; error "
+                 "%.2g)", r->e_fo);
+        return 1;
+    }
+    if (!holds(r, RD_REL_ADD, r->e_add)) {
+        if (input_norm)
+            return 0; /* the norm sites may say post-norm: the families decide */
+        r->v = RESDIAG_VERDICT_INCONSISTENT;
+        r->conf = r->e_add > FAIL ? RESDIAG_CONFIDENCE_HIGH : RESDIAG_CONFIDENCE_MEDIUM;
+        snprintf(r->why, sizeof r->why, "a norm on the branch's output, but stream_out != "
+                 "stream_in + branch_out (error %.2g)", r->e_add);
+        return 1;
+    }
+    if (input_norm && !holds(r, RD_REL_NX, r->e_nx))
+        return 0;
+    if (input_norm && !isnan(r->e_bn) && !(r->e_bn < HOLD)) {
+        snprintf(r->why, sizeof r->why, "norms in front of and behind the branch, but the "
+                 "branch does not read the first one's output (error %.2g)", r->e_bn);
+        return 1;
+    }
+    char text[240], t1[40];
+    snprintf(text, sizeof text, "stream_out = stream_in + branch_out (%s), branch_out is the "
+             "output of a norm on the branch (it changes its input by %.2g)",
+             err_text(t1, sizeof t1, r, RD_REL_ADD, r->e_add, "error %.1e"), r->e_oid);
+    /* The winner: its measured relations. Rivals: no norm on the output
+     * (e_oid), and what the branch reads: a norm of the stream against the
+     * stream itself (e_bx for a sandwich, e_bn cannot be for reordered). */
+    double won[] = { r->e_add, r->e_fo,
+                     input_norm ? r->e_nx : holds(r, RD_REL_BX, r->e_bx) ? r->e_bx : NAN,
+                     input_norm ? r->e_bn : NAN };
+    double best = worst(won, 4);
+    double rv[] = { r->e_oid, input_norm ? r->e_bx : NAN };
+    double rival = nearest(rv, 2);
+    const char *rival_name = rival == r->e_oid ? "no-norm-on-the-output" : "reordered";
+    name_norm_on_branch(r, sd, input_norm, best, rival, rival_name, text);
+    return 1;
 }
 
 /* The family that fits must have every one of its relations computed: one
@@ -288,26 +444,20 @@ static int family_unmeasured(rd_sub *r, const rd_site_data *sd, int pre)
     return 1;
 }
 
-/* The pre-type relations won: pre-norm, or a sandwich when branch_out is
- * itself a norm output. */
-static void name_pre_type(const rd_analysis *a, rd_sub *r, const rd_site_data *sd)
+/* The pre-type relations won: pre-norm. No norm on the branch's output
+ * was observed (judge_out_norm would have named it); when branch_out
+ * nevertheless looks like a norm output, the verdict says that the sites
+ * that would decide were not recorded, and never "sandwich". */
+static void name_pre_type(rd_sub *r, const rd_site_data *sd)
 {
     char t1[40], t2[40];
     int nb = branch_is_normalized(sd[RESDIAG_BRANCH_OUT].st, sd[RESDIAG_STREAM_IN].st);
-    /* The weak signature (token RMS in [0.3, 1]) fits an RMSNorm output
-     * whose input is small next to epsilon (a sandwich at gpt2 init) as
-     * well as a plain branch of that size (pre-norm, Glorot init): it
-     * does not decide. A LayerNorm output would show zero token means
-     * whatever its input, so with a declared LayerNorm it means "pre". */
-    if (nb == 1 && a->norm_kind == RESDIAG_NORM_LAYERNORM)
-        nb = 0;
-    if (nb == 2) {
-        r->v = RESDIAG_VERDICT_SANDWICH;
-    } else if (nb == 1) {
+    if (nb) {
         r->v = RESDIAG_VERDICT_PRE_OR_SANDWICH;
         r->conf = RESDIAG_CONFIDENCE_LOW;
-        snprintf(r->conf_why, sizeof r->conf_why, "branch_out may be an RMSNorm output: the "
-                 "norm after the branch, if any, is not in the norm sites");
+        r->missing |= 1u << RESDIAG_OUT_NORM_IN | 1u << RESDIAG_OUT_NORM_OUT;
+        snprintf(r->conf_why, sizeof r->conf_why, "branch_out looks like a norm output, and "
+                 "out_norm_in/out_norm_out, which would show a norm there, were not recorded");
     } else {
         r->v = RESDIAG_VERDICT_PRE;
     }
@@ -315,10 +465,9 @@ static void name_pre_type(const rd_analysis *a, rd_sub *r, const rd_site_data *s
              "norm reads stream_in (%s); post-type off by %.2g%s",
              err_text(t1, sizeof t1, r, RD_REL_ADD, r->e_add, "error %.1e"),
              err_text(t2, sizeof t2, r, RD_REL_NX, r->e_nx, "error %.1e"),
-             r->fit_post, nb == 2   ? "; branch_out is a norm output"
-                          : nb == 1 ? "; branch_out may be an RMSNorm output (token RMS in "
-                                      "[0.3, 1]): pre-norm or sandwich"
-                                    : "");
+             r->fit_post, nb ? "; branch_out has equal token norms, like a norm output "
+                               "(a signature: supports, does not decide)"
+                             : "");
 }
 
 /* The post-type relations won: post-norm, or deepnorm when the norm reads
@@ -340,9 +489,59 @@ static void name_post_type(rd_sub *r)
                  err_text(t2, sizeof t2, r, RD_REL_YN, r->e_yn, "error %.1e"), r->fit_pre);
 }
 
+/* Both families' relations hold within the rounding floor (a branch below
+ * bf16's rounding at initialization): the order of the hook calls says
+ * where the norm is (in front of the branch, or after it), and the stream
+ * leaving the sublayer supports it when its signature agrees (a norm
+ * output after a post-norm sublayer, not after a pre-norm one). Medium
+ * with that support, low on the order alone; never against the signature.
+ * Returns 1 when it decided. */
+static int decide_by_order(rd_sub *r, const rd_site_data *sd)
+{
+    if (!r->order)
+        return 0;
+    int pre = r->order == 1;
+    const double *y = sd[RESDIAG_STREAM_OUT].st;
+    int sig = sd[RESDIAG_STREAM_OUT].obs ? rd_signature(y, rd_unnorm_cv((int)y[RESDIAG_FIELD_COLS]))
+                                         : RD_SIG_UNKNOWN;
+    int support = pre ? sig == RD_SIG_NOT : sig == RD_SIG_NORMALIZED;
+    int against = pre ? sig == RD_SIG_NORMALIZED : sig == RD_SIG_NOT;
+    if (against)
+        return 0;
+    double fit_pre = r->fit_pre, fit_post = r->fit_post;
+    if (pre)
+        name_pre_type(r, sd);
+    else
+        name_post_type(r);
+    r->by_order = 1;
+    if (r->v != RESDIAG_VERDICT_PRE_OR_SANDWICH)
+        r->conf = support ? RESDIAG_CONFIDENCE_MEDIUM : RESDIAG_CONFIDENCE_LOW;
+    r->strength = NAN;
+    /* what the relations showed, behind why the order decided */
+    char head[256];
+    int n = snprintf(head, sizeof head, "pre-type error %.2g and post-type error %.2g are too "
+                     "close to tell apart against the rounding floor %.2g: the hook order "
+                     "decides (norm_in called %s the branch)%s; ", fit_pre, fit_post, r->floor,
+                     pre ? "before" : "after",
+                     support ? (pre ? ", and stream_out is not a norm output"
+                                    : ", and stream_out is a norm output")
+                             : "");
+    size_t h = n > 0 && (size_t)n < sizeof head ? (size_t)n : strlen(head);
+    size_t t = strlen(r->why);
+    if (h + t >= sizeof r->why)
+        t = sizeof r->why - 1 - h;
+    memmove(r->why + h, r->why, t);
+    memcpy(r->why, head, h);
+    r->why[h + t] = 0;
+    snprintf(r->conf_why, sizeof r->conf_why, "the relations differ by less than %gx the "
+             "rounding floor %.2g; decided by the hook order%s", SEP, r->floor,
+             support ? " with stream_out's signature in support" : " alone");
+    return 1;
+}
+
 /* Pre-type against post-type relations: the family that fits, when it
  * fits and its rival clearly does not. */
-static void judge_families(const rd_analysis *a, rd_sub *r, const rd_site_data *sd)
+static void judge_families(rd_sub *r, const rd_site_data *sd)
 {
     if (isnan(r->fit_pre) && isnan(r->fit_post)) {
         snprintf(r->why, sizeof r->why, "%s", r->constructed
@@ -365,8 +564,10 @@ static void judge_families(const rd_analysis *a, rd_sub *r, const rd_site_data *
         return;
     }
     if (!(best < HOLD)) {
+        /* between what holds and what plainly fails (a bf16 parallel block
+         * at init read as sequential) is no decision: low */
         r->v = RESDIAG_VERDICT_INCONSISTENT;
-        r->conf = best > FAIL ? RESDIAG_CONFIDENCE_HIGH : RESDIAG_CONFIDENCE_MEDIUM;
+        r->conf = best > FAIL ? RESDIAG_CONFIDENCE_HIGH : RESDIAG_CONFIDENCE_LOW;
         if (r->conf != RESDIAG_CONFIDENCE_HIGH)
             snprintf(r->conf_why, sizeof r->conf_why, "the best relations miss by %.2g, "
                      "between what holds (%g) and what plainly fails (%g)", best, HOLD, FAIL);
@@ -374,6 +575,8 @@ static void judge_families(const rd_analysis *a, rd_sub *r, const rd_site_data *
                  "relations (error %.2g) hold", r->fit_pre, r->fit_post);
         return;
     }
+    if (!isnan(other) && !(other > SEP * fmax(best, r->floor)) && decide_by_order(r, sd))
+        return;
     if (isnan(other) || !(other > SEP * fmax(best, r->floor))) {
         if (isnan(other) && r->constructed)
             snprintf(r->why, sizeof r->why, "%s-type error %.2g, and no %s-type relation "
@@ -388,17 +591,16 @@ static void judge_families(const rd_analysis *a, rd_sub *r, const rd_site_data *
     set_confidence(r, best, other, pre ? "pre-type" : "post-type", pre ? "post-type"
                                                                        : "pre-type");
     if (pre)
-        name_pre_type(a, r, sd);
+        name_pre_type(r, sd);
     else
         name_post_type(r);
 }
 
 /* A sublayer of a sequential block: pre-type (stream_out = stream_in +
  * branch_out and the norm reads the stream), post-type (the norm reads
- * alpha*stream_in + branch_out and its output is the stream), or a norm on
- * the branch (a sandwich recorded with the norm after the branch in the
- * norm sites: stream_out = stream_in + branch_out and branch_out is the
- * norm's output). */
+ * alpha*stream_in + branch_out and its output is the stream), a norm on the
+ * branch's output (sandwich or reordered, by what the branch reads), no
+ * norm, or a branch that adds exactly 0. */
 static void classify_sequential(const rd_analysis *a, rd_sub *r, rd_site_data *sd, int k)
 {
     for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
@@ -407,18 +609,33 @@ static void classify_sequential(const rd_analysis *a, rd_sub *r, rd_site_data *s
                      resdiag_site_name((resdiag_site)b));
             return;
         }
+    const rd_site_data *f = &sd[RESDIAG_BRANCH_OUT];
+    if (f->obs && f->st[RESDIAG_FIELD_ROWS] > 0 && f->st[RESDIAG_FIELD_FROB] == 0 &&
+        f->st[RESDIAG_FIELD_ABSMAX] == 0) {
+        r->v = RESDIAG_VERDICT_ZERO_BRANCHES;
+        r->conf = RESDIAG_CONFIDENCE_HIGH;
+        snprintf(r->why, sizeof r->why, "branch_out is exactly 0: the branch adds nothing at "
+                 "this step (zero-initialised, as ReZero or SkipInit); where the norms sit "
+                 "shows once it moves");
+        return;
+    }
     measure_relations(r, sd, k, a->schema_version);
-    if (!sd[RESDIAG_NORM_IN].obs && !sd[RESDIAG_NORM_OUT].obs) {
+    int input_norm = sd[RESDIAG_NORM_IN].obs || sd[RESDIAG_NORM_OUT].obs;
+    int output_norm = sd[RESDIAG_OUT_NORM_IN].obs || sd[RESDIAG_OUT_NORM_OUT].obs;
+    double pre_rel[] = { r->e_add, r->e_nx, r->e_bn }, post_rel[] = { r->e_deep, r->e_yn, r->e_bx };
+    r->fit_pre = isnan(r->e_add) && isnan(r->e_nx) ? NAN : worst(pre_rel, 3);
+    r->fit_post = isnan(r->e_deep) && isnan(r->e_yn) ? NAN : worst(post_rel, 3);
+    r->fit_branch_norm = isnan(r->e_fn) || isnan(r->e_add) ? NAN : fmax(r->e_add, r->e_fn);
+    if (output_norm && judge_out_norm(a, r, sd))
+        return;
+    if (!input_norm) {
         judge_without_norm(r);
         return;
     }
-    r->fit_pre = fmax(r->e_add, r->e_nx);
-    r->fit_post = fmax(r->e_deep, r->e_yn);
-    r->fit_branch_norm = isnan(r->e_fn) || isnan(r->e_add) ? NAN : fmax(r->e_add, r->e_fn);
     if (r->fit_branch_norm < HOLD && !(r->e_nx < HOLD))
-        judge_norm_on_branch(r);
+        judge_norm_on_branch(r, sd);
     else
-        judge_families(a, r, sd);
+        judge_families(r, sd);
 }
 
 /* A parallel block: every sublayer reads the same stream_in, and the last
@@ -479,6 +696,23 @@ static int classify_parallel(rd_analysis *a, int l, rd_site_data (*sd)[RESDIAG_N
     double floor_ = rd_rounding_floor(stv, nst, a->schema_version, S + 2);
     /* the sequential rival: stream_in would differ by the branches before */
     double best = y->obs ? fmax(e_same, e_sum) : e_same;
+    if (e_same < HOLD && !(branch > SEP * fmax(e_same, floor_)) && (!y->obs || e_sum < HOLD)) {
+        /* Every sublayer reads the same stream within rounding, the branches
+         * too small to tell parallel from sequential; recorded as a
+         * parallel block (no stream_out before the last sublayer), the
+         * sequential reading has nothing more to say. */
+        int seq_recorded = 0;
+        for (int s = 0; s < S - 1; s++)
+            seq_recorded |= sd[s][RESDIAG_STREAM_OUT].obs;
+        if (!seq_recorded) {
+            for (int s = 0; s < S; s++)
+                snprintf(a->sub[l * S + s].why, sizeof a->sub[l * S + s].why, "every sublayer "
+                         "reads the same stream_in (error %.1e), but the branches (%.2g of the "
+                         "stream) are too small against the rounding floor %.2g to tell a "
+                         "parallel block from a sequential one", e_same, branch, floor_);
+            return 1;
+        }
+    }
     if (!(e_same < HOLD) || !(branch > SEP * fmax(e_same, floor_)) ||
         (y->obs && !(e_sum < HOLD)))
         return 0;
@@ -544,7 +778,7 @@ static resdiag_status load_layer(const resdiag_reader *rd, rd_analysis *a, int l
         if ((st = resdiag_reader_update(rd, si, l, s, u)))
             return st;
         a->r[l * S + s] = u[RESDIAG_UPDATE_RATIO_FROB];
-        if ((st = resdiag_reader_update(rd, a->n_steps - 1, l, s, u)))
+        if ((st = resdiag_reader_update(rd, a->last_index, l, s, u)))
             return st;
         a->r_last[l * S + s] = u[RESDIAG_UPDATE_RATIO_FROB];
     }
@@ -559,17 +793,19 @@ static void classify_layer(rd_analysis *a, int l, rd_site_data (*sd)[RESDIAG_N_B
     if (!classify_parallel(a, l, sd, K))
         for (int s = 0; s < S; s++)
             classify_sequential(a, &a->sub[l * S + s], sd[s], K);
-    resdiag_verdict lv = RESDIAG_VERDICT_CANNOT_TELL;
-    for (int s = 0; s < S; s++)
-        lv = rd_combine_verdicts(lv, a->sub[l * S + s].v);
-    a->layer_v[l] = lv;
+    a->layer_v[l] = rd_layer_verdict(a, l);
     for (int s = 0; s < S; s++) {
         rd_sub *r = &a->sub[l * S + s];
-        if (r->order == 1 && rd_is_pre_family(r->v))
+        /* the order is evidence where a norm is in front of or after the
+         * branch; one that decided is not tallied against itself */
+        int front = r->v == RESDIAG_VERDICT_PRE || r->v == RESDIAG_VERDICT_PRE_OR_SANDWICH ||
+                    r->v == RESDIAG_VERDICT_PARALLEL ||
+                    (r->v == RESDIAG_VERDICT_SANDWICH && !r->norm_on_branch);
+        if (!r->order || r->by_order || !(front || rd_is_post_family(r->v)))
+            continue;
+        if ((r->order == 1) == front)
             a->order_agree++;
-        else if (r->order == 2 && rd_is_post_family(r->v))
-            a->order_agree++;
-        else if (r->order && r->v != RESDIAG_VERDICT_CANNOT_TELL)
+        else
             a->order_disagree++;
     }
 }

@@ -184,7 +184,7 @@ static void gradient_lines(const resdiag_reader *rd, const rd_analysis *a, rd_ra
         && k->split != RESDIAG_SPLIT_NONE)
         return;
     const resdiag_run_info *in = resdiag_reader_info(rd);
-    int64_t steps[2] = { a->step, a->steps[a->n_steps - 1] };
+    int64_t steps[2] = { a->step, a->steps[a->last_index] }; /* the last complete one */
     int64_t *at = calloc((size_t)k->n_rows + 1, sizeof *at);
     for (int s = 0; at && s < (steps[1] != steps[0] ? 2 : 1); s++) {
         for (int i = 0; i < k->n_rows; i++) {

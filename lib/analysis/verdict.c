@@ -7,6 +7,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "analysis/phases.h"
 
@@ -25,13 +26,13 @@ int rd_is_pre_family(resdiag_verdict v)
 }
 
 /* Combines two verdicts of one family where PRE_OR_SANDWICH stands for
- * either of PRE and SANDWICH: the more specific one wins; PRE with SANDWICH
- * is no placement. */
+ * either of PRE and SANDWICH: the more specific one wins; a branch that
+ * adds 0 says nothing against either; other pairs are no one placement. */
 resdiag_verdict rd_combine_verdicts(resdiag_verdict a, resdiag_verdict b)
 {
-    if (a == RESDIAG_VERDICT_CANNOT_TELL)
-        return b;
-    if (b == RESDIAG_VERDICT_CANNOT_TELL || a == b)
+    if (a == RESDIAG_VERDICT_CANNOT_TELL || a == RESDIAG_VERDICT_ZERO_BRANCHES)
+        return b == RESDIAG_VERDICT_CANNOT_TELL ? a : b;
+    if (b == RESDIAG_VERDICT_CANNOT_TELL || b == RESDIAG_VERDICT_ZERO_BRANCHES || a == b)
         return a;
     if (a == RESDIAG_VERDICT_PRE_OR_SANDWICH &&
         (b == RESDIAG_VERDICT_PRE || b == RESDIAG_VERDICT_SANDWICH))
@@ -39,12 +40,32 @@ resdiag_verdict rd_combine_verdicts(resdiag_verdict a, resdiag_verdict b)
     if (b == RESDIAG_VERDICT_PRE_OR_SANDWICH &&
         (a == RESDIAG_VERDICT_PRE || a == RESDIAG_VERDICT_SANDWICH))
         return a == RESDIAG_VERDICT_SANDWICH ? a : b;
-    /* The relations agree (pre-type); only the branch's signature differs,
-     * which training (gains, biases) can blur: not a contradiction. */
-    if ((a == RESDIAG_VERDICT_PRE && b == RESDIAG_VERDICT_SANDWICH) ||
-        (a == RESDIAG_VERDICT_SANDWICH && b == RESDIAG_VERDICT_PRE))
-        return RESDIAG_VERDICT_PRE_OR_SANDWICH;
     return RESDIAG_VERDICT_INCONSISTENT;
+}
+
+resdiag_verdict rd_layer_verdict(const rd_analysis *a, int l)
+{
+    int S = a->n_sublayers;
+    resdiag_verdict lv = RESDIAG_VERDICT_CANNOT_TELL;
+    int differ = 0;
+    for (int s = 0; s < S; s++) {
+        resdiag_verdict v = a->sub[l * S + s].v;
+        if (v == RESDIAG_VERDICT_INCONSISTENT)
+            return v;
+        resdiag_verdict c = rd_combine_verdicts(lv, v);
+        if (c == RESDIAG_VERDICT_INCONSISTENT)
+            differ = 1;
+        else
+            lv = c;
+    }
+    if (!differ)
+        return lv;
+    /* sublayers of different placements: the model verdict looks for the
+     * same pattern in every layer; an undecided one leaves it open */
+    for (int s = 0; s < S; s++)
+        if (a->sub[l * S + s].v == RESDIAG_VERDICT_CANNOT_TELL)
+            return RESDIAG_VERDICT_CANNOT_TELL;
+    return RESDIAG_VERDICT_PER_SUBLAYER;
 }
 
 /* --------------------------------------------------- from the relations */
@@ -76,39 +97,29 @@ static void weakest_sublayer(rd_analysis *a, resdiag_confidence *conf)
     }
 }
 
-/* Every decided layer agrees on `first`: the sandwich and pre-or-sandwich
- * verdicts say how many sublayers showed the norm on the branch; deepnorm
- * gets the mean alpha. */
+/* Every decided layer agrees on `first`: pre-or-sandwich says how many
+ * sublayers looked like a norm output; deepnorm gets the mean alpha. */
 static void decide_one_family(rd_analysis *a, resdiag_verdict first)
 {
     int n = a->n_layers * a->n_sublayers;
     a->verdict = first;
-    if (first == RESDIAG_VERDICT_SANDWICH) {
+    if (first == RESDIAG_VERDICT_PRE_OR_SANDWICH) {
         int nsw = 0;
         for (int i = 0; i < n; i++)
-            nsw += a->sub[i].v == RESDIAG_VERDICT_SANDWICH;
-        if (nsw < n) {
-            a->conf = RESDIAG_CONFIDENCE_LOW;
-            snprintf(a->why, sizeof a->why, "pre-type relations in every layer; branch_out "
-                     "is a norm output in %d of %d sublayers (trained gains blur the "
-                     "signature)", nsw, n);
-            snprintf(a->conf_why, sizeof a->conf_why, "pre-norm or sandwich: branch_out "
-                     "looks like a norm output in only %d of %d sublayers", nsw, n);
-        }
-    }
-    if (first == RESDIAG_VERDICT_PRE_OR_SANDWICH) {
-        int nsw = 0, npre = 0;
-        for (int i = 0; i < n; i++) {
-            nsw += a->sub[i].v == RESDIAG_VERDICT_SANDWICH;
-            npre += a->sub[i].v == RESDIAG_VERDICT_PRE;
-        }
+            nsw += a->sub[i].v == RESDIAG_VERDICT_PRE_OR_SANDWICH;
         a->conf = RESDIAG_CONFIDENCE_LOW;
-        snprintf(a->why, sizeof a->why, "pre-type relations in every layer; branch_out is "
-                 "clearly a norm output in %d sublayer(s), clearly not in %d, undecided in "
-                 "%d", nsw, npre, n - nsw - npre);
-        snprintf(a->conf_why, sizeof a->conf_why, "pre-norm or sandwich: whether "
-                 "branch_out is a norm output is told by its signature alone, which does "
-                 "not decide here");
+        snprintf(a->why, sizeof a->why, "pre-type relations in every layer; branch_out looks "
+                 "like a norm output in %d of %d sublayers, but no norm on the branch's output "
+                 "was observed", nsw, n);
+        snprintf(a->conf_why, sizeof a->conf_why, "pre-norm or sandwich: record out_norm_in "
+                 "and out_norm_out (the input and output of a norm after the branch) to "
+                 "decide; a signature alone does not");
+    }
+    if (first == RESDIAG_VERDICT_ZERO_BRANCHES) {
+        a->conf = RESDIAG_CONFIDENCE_HIGH;
+        snprintf(a->why, sizeof a->why, "every branch adds exactly 0 at this step "
+                 "(zero-initialised, as ReZero or SkipInit): where the norms sit shows once "
+                 "the branches move; judge a later step (--last)");
     }
     if (first == RESDIAG_VERDICT_DEEPNORM) {
         double s = 0;
@@ -122,33 +133,99 @@ static void decide_one_family(rd_analysis *a, resdiag_verdict first)
     }
 }
 
+/* Post-norm everywhere but in the model's very last sublayer, which has no
+ * norm of its own while a final norm reads its output: the final norm is
+ * that sublayer's post-norm (x-transformers with pre_norm=False). */
+static int last_norm_is_final(const rd_analysis *a)
+{
+    int n = a->n_layers * a->n_sublayers;
+    /* a final norm observed as a norm step of its own (at init it may
+     * change an almost normalized stream by less than rounding) */
+    if (n < 2 || !(a->final_norm == 1 || a->final_norm_identity) ||
+        a->sub[n - 1].v != RESDIAG_VERDICT_NONE)
+        return 0;
+    int n_post = 0;
+    for (int i = 0; i < n - 1; i++) {
+        resdiag_verdict v = a->sub[i].v;
+        /* an undecided or zero sublayer says nothing against it (its layer
+         * was decided by the others) */
+        if (v != RESDIAG_VERDICT_POST && v != RESDIAG_VERDICT_CANNOT_TELL &&
+            v != RESDIAG_VERDICT_ZERO_BRANCHES)
+            return 0;
+        n_post += v == RESDIAG_VERDICT_POST;
+    }
+    return n_post > 0;
+}
+
+/* The same placement at each sublayer position in every layer, the
+ * positions differing: PER_SUBLAYER with its pattern. 0 when some
+ * position disagrees across the layers. */
+static int per_sublayer_pattern(rd_analysis *a)
+{
+    int L = a->n_layers, S = a->n_sublayers;
+    size_t u = 0;
+    a->pattern[0] = 0;
+    for (int s = 0; s < S; s++) {
+        resdiag_verdict p = RESDIAG_VERDICT_CANNOT_TELL;
+        for (int l = 0; l < L; l++) {
+            p = rd_combine_verdicts(p, a->sub[l * S + s].v);
+            if (p == RESDIAG_VERDICT_INCONSISTENT)
+                return 0;
+        }
+        int w = snprintf(a->pattern + u, sizeof a->pattern - u, "%s%s: %s", s ? ", " : "",
+                         a->sublayer_names[s], resdiag_verdict_name(p));
+        if (w > 0 && (size_t)w < sizeof a->pattern - u)
+            u += (size_t)w;
+    }
+    return 1;
+}
+
 /* Model verdict from the per-layer verdicts of a full record. */
 static void decide_from_layers(rd_analysis *a)
 {
-    int L = a->n_layers;
-    int n_dec = 0, n_post = 0, n_pre = 0, n_inc = 0;
+    int L = a->n_layers, S = a->n_sublayers;
+    int n_dec = 0, n_post = 0, n_pre = 0, n_inc = 0, n_per = 0, n_zero = 0;
     resdiag_verdict first = RESDIAG_VERDICT_CANNOT_TELL;
     int same = 1;
     resdiag_confidence conf = RESDIAG_CONFIDENCE_HIGH;
+    for (int i = 0; i < L * S; i++)
+        a->n_zero_branches += a->sub[i].v == RESDIAG_VERDICT_ZERO_BRANCHES;
     for (int l = 0; l < L; l++) {
         resdiag_verdict v = a->layer_v[l];
         if (v == RESDIAG_VERDICT_CANNOT_TELL)
             continue;
-        if (n_dec++ == 0)
-            first = v;
-        else if (rd_combine_verdicts(first, v) != RESDIAG_VERDICT_INCONSISTENT)
-            first = rd_combine_verdicts(first, v);
-        else
-            same = 0;
+        n_dec++;
         n_inc += v == RESDIAG_VERDICT_INCONSISTENT;
+        n_per += v == RESDIAG_VERDICT_PER_SUBLAYER;
+        n_zero += v == RESDIAG_VERDICT_ZERO_BRANCHES;
         n_post += rd_is_post_family(v);
         n_pre += rd_is_pre_family(v);
+        resdiag_verdict c = rd_combine_verdicts(first, v);
+        if (c == RESDIAG_VERDICT_INCONSISTENT)
+            same = 0;
+        else
+            first = c;
     }
     weakest_sublayer(a, &conf);
     a->n_undecided = L - n_dec;
     if (n_dec == 0) {
         a->verdict = RESDIAG_VERDICT_CANNOT_TELL;
-        snprintf(a->why, sizeof a->why, "no layer's relations decide between the placements");
+        unsigned missing = 0;
+        for (int i = 0; i < L * S; i++)
+            missing |= a->sub[i].missing;
+        char names[160] = "";
+        for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
+            if (missing >> b & 1u) {
+                size_t u = strlen(names);
+                snprintf(names + u, sizeof names - u, "%s%s", u ? ", " : "",
+                         resdiag_site_name((resdiag_site)b));
+            }
+        if (names[0])
+            snprintf(a->why, sizeof a->why, "no layer's relations decide between the "
+                     "placements; the site(s) that would: %s (not recorded)", names);
+        else
+            snprintf(a->why, sizeof a->why, "no layer's relations decide between the "
+                     "placements");
         return;
     }
     if (n_inc) {
@@ -165,11 +242,35 @@ static void decide_from_layers(rd_analysis *a)
         return;
     }
     a->conf = conf;
-    if (same) {
-        decide_one_family(a, first);
+    if (last_norm_is_final(a)) {
+        a->verdict = RESDIAG_VERDICT_POST;
+        a->last_norm_is_final = 1;
+        snprintf(a->why, sizeof a->why, "post-type relations in every sublayer but the last, "
+                 "whose norm is the final norm (it has none of its own, and the final norm "
+                 "reads its output)");
         return;
     }
-    if (n_post && n_pre) {
+    if (n_per || (!same && n_post == 0 && n_pre == 0)) {
+        if (per_sublayer_pattern(a)) {
+            a->verdict = RESDIAG_VERDICT_PER_SUBLAYER;
+            snprintf(a->why, sizeof a->why, "each sublayer has its own placement, the same "
+                     "in every layer: %s", a->pattern);
+            return;
+        }
+        a->verdict = RESDIAG_VERDICT_INCONSISTENT;
+        snprintf(a->why, sizeof a->why, "the layers' sublayers differ, and not in one "
+                 "pattern repeated in every layer");
+        return;
+    }
+    if (same) {
+        decide_one_family(a, first);
+        if (n_zero && first != RESDIAG_VERDICT_ZERO_BRANCHES)
+            snprintf(a->why, sizeof a->why, "%d layer(s) decided; in %d sublayer(s) the "
+                     "branch adds exactly 0 (no evidence there)", n_dec - n_zero,
+                     a->n_zero_branches);
+        return;
+    }
+    if (n_post && n_pre && n_post + n_pre + n_zero == n_dec) {
         a->verdict = RESDIAG_VERDICT_MIXED;
         int k = 0;
         while (k < L && rd_is_post_family(a->layer_v[k]))
@@ -181,7 +282,7 @@ static void decide_from_layers(rd_analysis *a)
         return;
     }
     a->verdict = RESDIAG_VERDICT_INCONSISTENT;
-    snprintf(a->why, sizeof a->why, "layers disagree within one family");
+    snprintf(a->why, sizeof a->why, "layers disagree, with no pattern");
 }
 
 /* --------------------------------------------------- from the signature */
@@ -250,7 +351,8 @@ int rd_declared_agrees(const rd_analysis *a)
 {
     resdiag_verdict v = a->verdict;
     resdiag_placement d = a->declared;
-    if (d == RESDIAG_PLACEMENT_UNDECLARED || v == RESDIAG_VERDICT_CANNOT_TELL)
+    if (d == RESDIAG_PLACEMENT_UNDECLARED || v == RESDIAG_VERDICT_CANNOT_TELL ||
+        v == RESDIAG_VERDICT_ZERO_BRANCHES)
         return -1;
     if (v == RESDIAG_VERDICT_POST_FAMILY)
         return d == RESDIAG_PLACEMENT_POST || d == RESDIAG_PLACEMENT_DEEPNORM ? -1 : 0;

@@ -10,6 +10,9 @@
 
 #include "analysis/phases.h"
 
+/* stream_in..stream_out */
+#define RD_OLD_CORE_SITES 5
+
 /* Relative update below this is "negligible", above DOMINANT "dominant". */
 #define NEGLIGIBLE 1e-3
 #define DOMINANT 1.0
@@ -30,14 +33,17 @@ static void warn_missing_sites(rd_analysis *a)
 {
     int L = a->n_layers, S = a->n_sublayers;
     int n_missing = 0, first_missing = -1;
+    /* the sites every sublayer has; a missing optional one (branch_in,
+     * out_norm_*) is named by the verdict that needed it */
+    const unsigned core = (1u << RD_OLD_CORE_SITES) - 1;
     for (int i = 0; i < L * S; i++)
-        if (a->sub[i].missing && n_missing++ == 0)
+        if ((a->sub[i].missing & core) && n_missing++ == 0)
             first_missing = i;
     if (!n_missing)
         return;
     char names[128] = "";
     for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
-        if (a->sub[first_missing].missing & (1u << b)) {
+        if (a->sub[first_missing].missing & core & (1u << b)) {
             size_t u = strlen(names);
             snprintf(names + u, sizeof names - u, "%s%s", u ? ", " : "",
                      resdiag_site_name((resdiag_site)b));

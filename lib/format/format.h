@@ -15,6 +15,13 @@
  * the block sites branch_in, out_norm_in and out_norm_out (doc/FORMAT.md). */
 #define RD_SCHEMA_VERSION 3
 
+/* The values of resdiag_placement a model may declare: UNDECLARED..NONE,
+ * REORDERED and PER_SUBLAYER (8..11 are verdicts only). */
+#define RD_PLACEMENT_END (RESDIAG_PLACEMENT_PER_SUBLAYER + 1)
+#define RD_PLACEMENT_DECLARABLE(p)                                                          \
+    ((unsigned)(p) <= RESDIAG_PLACEMENT_NONE || (p) == RESDIAG_PLACEMENT_REORDERED ||      \
+     (p) == RESDIAG_PLACEMENT_PER_SUBLAYER)
+
 /* Attributes of the root group: what the run is (doc/FORMAT.md). */
 #define RD_ATTR_SCHEMA_VERSION "schema_version"
 #define RD_ATTR_RESDIAG_VERSION "resdiag_version"
@@ -120,6 +127,11 @@ const char *rd_split_name(int split);
 /* The trainer's per-step metrics (resdiag_step_metric), optional. */
 #define RD_DS_METRICS "metrics/values"
 
+/* How each step ended (resdiag_step_abort), optional. */
+#define RD_STEP_STATUS_GROUP "step_status"
+#define RD_DS_STEP_ABORTED "step_status/aborted"
+#define RD_DS_ABORT_REASON "step_status/abort_reason"
+
 /* The per-step summary the writer derives from each record. */
 #define RD_SUMMARY_GROUP "summary"
 #define RD_DS_SUMMARY_NONFINITE "summary/nonfinite"
@@ -149,6 +161,8 @@ const char *rd_split_name(int split);
 #define RD_SCALE_STATS_TABLE "stats_table"         /* strings (with /summary) */
 #define RD_SCALE_SKETCH "sketch"           /* int32 bucket 0..K-1 (K > 0) */
 #define RD_SCALE_METRIC "metric"           /* strings: metric_names (with metrics) */
+#define RD_SCALE_STATUS "status"             /* strings: "aborted" (with /step_status) */
+#define RD_SCALE_REASON_BYTE "reason_byte"   /* int32 0..RESDIAG_MAX_ABORT_REASON-1 */
 /* The label (H5DSset_label) of the first axis of every time series: it is
  * the record index; /steps, its scale, holds each record's step number. */
 #define RD_LABEL_RECORD "record"

@@ -51,6 +51,21 @@ static void set_table(rd_table *t, const char *name, const char *callsite_name,
     }
 }
 
+/* The step status tables (resdiag_step_abort): a flag per step, and the
+ * bytes of the reason, which stay NaN (never stored) in a complete step. */
+static void set_step_status_tables(rd_table *t)
+{
+    set_table(&t[RD_T_STEP_ABORTED], RD_DS_STEP_ABORTED, NULL, "step,status",
+              "1: the trainer ended the step with resdiag_step_abort (an exception, a lost "
+              "peer): its records are incomplete; 0: it ended normally; NaN: not written "
+              "(reads as complete)",
+              "flag", RD_KIND_FLAG, 1, (int64_t[]){ 1 });
+    set_table(&t[RD_T_ABORT_REASON], RD_DS_ABORT_REASON, NULL, "step,reason_byte",
+              "the reason given to resdiag_step_abort, UTF-8 bytes padded with NUL (all 0: "
+              "none, or a complete step)",
+              "byte", RD_KIND_TEXT, 1, (int64_t[]){ RESDIAG_MAX_ABORT_REASON });
+}
+
 int rd_block_sites(int schema_version)
 {
     return schema_version >= 3 ? RESDIAG_N_BLOCK_SITES : RD_OLD_BLOCK_SITES;
@@ -135,6 +150,7 @@ void rd_tables_init(rd_tables *lay, int n_layers, int n_sublayers, int n_layer_p
               "the trainer's own value of each metric at the step (resdiag_step_metric), "
               "e.g. its loss; NaN: not given at that step",
               "trainer-defined (see metric_names)", RD_KIND_METRIC, 1, (int64_t[]){ 0 });
+    set_step_status_tables(t);
 
     static const char *const calls_names[] = {
         RD_DS_FWD_SITE_CALLS, RD_DS_BWD_SITE_CALLS, RD_DS_FWD_MODEL_CALLS,
@@ -283,4 +299,34 @@ void rd_tables_site_slot(const rd_tables *lay, resdiag_direction dir, int layer,
     *slot = ((size_t)layer * (size_t)lay->n_sublayers + (size_t)sublayer) *
                 (size_t)lay->n_block_sites
             + (size_t)site;
+}
+
+void rd_tables_set_aborted(const rd_tables *lay, double *record, const char *reason)
+{
+    record[lay->tables[RD_T_STEP_ABORTED].offset] = 1;
+    double *bytes = record + lay->tables[RD_T_ABORT_REASON].offset;
+    size_t n = reason ? strlen(reason) : 0;
+    if (n > RESDIAG_MAX_ABORT_REASON - 1)
+        n = RESDIAG_MAX_ABORT_REASON - 1;
+    for (size_t i = 0; i < RESDIAG_MAX_ABORT_REASON; i++)
+        bytes[i] = i < n ? (double)(unsigned char)reason[i] : 0;
+}
+
+void rd_tables_set_complete(const rd_tables *lay, double *record)
+{
+    double *flag = record + lay->tables[RD_T_STEP_ABORTED].offset;
+    if (!(*flag == 1))
+        *flag = 0;
+}
+
+void rd_tables_abort_reason(const double *bytes, char *out, size_t out_len)
+{
+    size_t n = 0;
+    for (; n + 1 < out_len && n < RESDIAG_MAX_ABORT_REASON; n++) {
+        double v = bytes[n];
+        if (!(v >= 1 && v <= 255))
+            break;
+        out[n] = (char)(unsigned char)v;
+    }
+    out[n] = '\0';
 }

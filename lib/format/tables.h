@@ -41,6 +41,11 @@ enum rd_table_id {
     RD_T_BWD_ALIAS,          /* backward/site_alias   (L, S, B), optional in a file */
     RD_T_METRICS,            /* metrics/values        (N): the trainer's metrics, optional;
                                 absent (count 0) when the model declares none */
+    /* How each step ended (resdiag_step_abort), optional in a file: files
+     * written before them read as every step complete. */
+    RD_T_STEP_ABORTED,       /* step_status/aborted      (1): 1 aborted, 0 complete */
+    RD_T_ABORT_REASON,       /* step_status/abort_reason (R): the reason's UTF-8 bytes,
+                                NUL-padded (R = RESDIAG_MAX_ABORT_REASON) */
     RD_N_TABLES
 };
 
@@ -50,13 +55,16 @@ enum rd_table_kind {
     RD_KIND_UPDATE = 2,  /* last axis = update fields */
     RD_KIND_CALLS = 3,   /* one count per slot of a STATS table; optional in a file */
     RD_KIND_ALIAS = 4,   /* last axis = sites: which site's tensor each one is (NaN: its own) */
-    RD_KIND_METRIC = 5   /* last axis = the declared metrics (NaN: not given at the step) */
+    RD_KIND_METRIC = 5,  /* last axis = the declared metrics (NaN: not given at the step) */
+    RD_KIND_FLAG = 6,    /* one 0/1 value per step (NaN: not written) */
+    RD_KIND_TEXT = 7     /* last axis = the bytes of a string, NUL-padded (NaN: 0) */
 };
 /* A table of this id may be missing from a file (written before it was
  * added): the reader reads it as all NaN. */
 #define RD_TABLE_OPTIONAL(id) \
     (((id) >= RD_T_FWD_SITE_CALLS && (id) <= RD_T_MODEL_PARAM_CALLS) || (id) == RD_T_FWD_ALIAS \
-     || (id) == RD_T_BWD_ALIAS || (id) == RD_T_METRICS)
+     || (id) == RD_T_BWD_ALIAS || (id) == RD_T_METRICS || (id) == RD_T_STEP_ABORTED           \
+     || (id) == RD_T_ABORT_REASON)
 
 #define RD_MAX_RANK 4        /* axes after the step axis */
 #define RD_CALLSITE_LEN 128  /* bytes of a "file:line" string, with the NUL */
@@ -114,8 +122,8 @@ void rd_tables_init(rd_tables *lay, int n_layers, int n_sublayers, int n_layer_p
 int rd_block_sites(int schema_version);
 
 /* Gives *lay the metrics table for n_metrics metrics (0: none, the table
- * stays absent). It is the last table, so no other offset moves; call it
- * once, right after rd_tables_init. */
+ * stays absent). Its values go at the end of the record, so no other
+ * offset moves; call it once, right after rd_tables_init. */
 void rd_tables_set_metrics(rd_tables *lay, int n_metrics);
 
 /* Index of a model site (RESDIAG_EMBED_OUT..RESDIAG_LOGITS) in 0..M-1, or -1. */
@@ -161,5 +169,16 @@ const char *rd_summary_observed_label(int col);
 /* Label of an update field ("ratio_frob", ...), for attributes; field
  * labels and site labels are resdiag_field_name and resdiag_site_name. */
 const char *rd_update_label(int field);
+
+/* The step status of a record (RD_T_STEP_ABORTED, RD_T_ABORT_REASON):
+ * rd_tables_set_aborted marks the record aborted with reason (NULL: none;
+ * at most RESDIAG_MAX_ABORT_REASON - 1 bytes are kept, the caller cuts it);
+ * rd_tables_set_complete marks it complete unless it is marked aborted. */
+void rd_tables_set_aborted(const rd_tables *lay, double *record, const char *reason);
+void rd_tables_set_complete(const rd_tables *lay, double *record);
+/* The reason bytes of a record's table (RESDIAG_MAX_ABORT_REASON values, as
+ * read back) as a string into out (out_len >= 1): up to the first NUL,
+ * a value that is no byte 1..255 ends it too. */
+void rd_tables_abort_reason(const double *bytes, char *out, size_t out_len);
 
 #endif

@@ -14,6 +14,7 @@ hid_t rd_ftype_file(rd_ftype ft)
     case RD_FT_COUNT: return H5T_STD_I64LE;
     case RD_FT_CALLS: return H5T_STD_I32LE;
     case RD_FT_ALIAS: return H5T_STD_I8LE;
+    case RD_FT_BYTE: return H5T_STD_U8LE;
     case RD_FT_F64: break;
     }
     return H5T_IEEE_F64LE;
@@ -26,6 +27,7 @@ hid_t rd_ftype_memory(rd_ftype ft)
     case RD_FT_COUNT: return H5T_NATIVE_INT64;
     case RD_FT_CALLS: return H5T_NATIVE_INT32;
     case RD_FT_ALIAS: return H5T_NATIVE_INT8;
+    case RD_FT_BYTE: return H5T_NATIVE_UINT8;
     case RD_FT_F64: break;
     }
     return H5T_NATIVE_DOUBLE;
@@ -36,7 +38,7 @@ size_t rd_ftype_size(rd_ftype ft)
     switch (ft) {
     case RD_FT_F32: return 4;
     case RD_FT_CALLS: return 4;
-    case RD_FT_ALIAS: return 1;
+    case RD_FT_ALIAS: case RD_FT_BYTE: return 1;
     case RD_FT_COUNT: case RD_FT_F64: break;
     }
     return 8;
@@ -49,11 +51,13 @@ const void *rd_ftype_fill(rd_ftype ft)
     static const int64_t count = -1;
     static const int32_t calls = 0;
     static const int8_t alias = -1;
+    static const uint8_t byte = 0;
     switch (ft) {
     case RD_FT_F32: return &f32;
     case RD_FT_COUNT: return &count;
     case RD_FT_CALLS: return &calls;
     case RD_FT_ALIAS: return &alias;
+    case RD_FT_BYTE: return &byte;
     case RD_FT_F64: break;
     }
     return &f64;
@@ -61,12 +65,13 @@ const void *rd_ftype_fill(rd_ftype ft)
 
 int rd_ftype_is_int(rd_ftype ft)
 {
-    return ft == RD_FT_COUNT || ft == RD_FT_CALLS || ft == RD_FT_ALIAS;
+    return ft == RD_FT_COUNT || ft == RD_FT_CALLS || ft == RD_FT_ALIAS || ft == RD_FT_BYTE;
 }
 
 const char *rd_ftype_name(rd_ftype ft)
 {
-    static const char *const names[] = { "float64", "float32", "int64", "int32", "int8" };
+    static const char *const names[] = { "float64", "float32", "int64", "int32", "int8",
+                                           "uint8" };
     return (unsigned)ft < sizeof names / sizeof names[0] ? names[ft] : "?";
 }
 
@@ -102,6 +107,9 @@ long rd_ftype_pack(rd_ftype ft, const double *src, const int *map, size_t n, voi
         case RD_FT_ALIAS:
             ((int8_t *)dst)[k] = isnan(v) ? -1 : (int8_t)integer_in(v, 0, INT8_MAX, &ok);
             break;
+        case RD_FT_BYTE:
+            ((uint8_t *)dst)[k] = isnan(v) ? 0 : (uint8_t)integer_in(v, 0, UINT8_MAX, &ok);
+            break;
         }
         if (!ok)
             return (long)k;
@@ -114,7 +122,7 @@ void rd_ftype_unpack_int(rd_ftype ft, const void *src, size_t n, double *dst)
     for (size_t k = 0; k < n; k++) {
         int64_t v;
         memcpy(&v, (const char *)src + k * sizeof v, sizeof v); /* (dst may be src) */
-        int none = ft == RD_FT_ALIAS ? v == -1 : ft == RD_FT_CALLS ? v <= 0
+        int none = ft == RD_FT_BYTE ? 0 : ft == RD_FT_ALIAS ? v == -1 : ft == RD_FT_CALLS ? v <= 0
                    : v < 0 || v > (int64_t)1 << 53; /* past 2^53: no double holds it */
         dst[k] = none ? NAN : (double)v;
     }
@@ -133,7 +141,8 @@ rd_ftype rd_table_ftype(int table, const rd_table *t, int schema)
     switch (t->kind) {
     case RD_KIND_STATS: case RD_KIND_SKETCH: case RD_KIND_UPDATE: return RD_FT_F32;
     case RD_KIND_CALLS: return RD_FT_CALLS;
-    case RD_KIND_ALIAS: return RD_FT_ALIAS;
+    case RD_KIND_ALIAS: case RD_KIND_FLAG: return RD_FT_ALIAS;
+    case RD_KIND_TEXT: return RD_FT_BYTE;
     case RD_KIND_METRIC: break; /* the trainer's own numbers, as given */
     }
     return RD_FT_F64;

@@ -20,7 +20,8 @@ typedef enum rd_ftype {
     RD_FT_F32,     /* float32: rounded to nearest; NaN stays NaN */
     RD_FT_COUNT,   /* int64: an integer >= 0; -1 = NaN */
     RD_FT_CALLS,   /* int32: an integer 1..INT32_MAX; 0 = NaN */
-    RD_FT_ALIAS    /* int8: an integer 0..127; -1 = NaN */
+    RD_FT_ALIAS,   /* int8: an integer 0..127; -1 = NaN (aliases, the step status flag) */
+    RD_FT_BYTE     /* uint8: an integer 0..255 (the bytes of a string); NaN = 0 */
 } rd_ftype;
 
 /* The type in the file (little-endian, as resdiag writes it). */
@@ -45,7 +46,9 @@ long rd_ftype_pack(rd_ftype ft, const double *src, const int *map, size_t n, voi
  * sentinel of ft (any negative for RD_FT_COUNT and RD_FT_CALLS, and 0 for
  * the latter, since neither holds such values, and a count above 2^53,
  * which no double holds exactly; -1 for RD_FT_ALIAS, whose
- * other values the reader checks) becomes NaN. dst may be src's memory. */
+ * other values the reader checks) becomes NaN; RD_FT_BYTE has no sentinel
+ * (its readers take what is no byte 1..255 for the end). dst may be src's
+ * memory. */
 void rd_ftype_unpack_int(rd_ftype ft, const void *src, size_t n, double *dst);
 
 /* The type of table t (id `table`)'s dataset in a file of that schema (1 or 2): of a

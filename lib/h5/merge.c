@@ -331,6 +331,25 @@ resdiag_status rd_merge_metric(const rd_merge *m, int metric, int64_t first, int
     return RESDIAG_OK;
 }
 
+resdiag_status rd_merge_step_status(const rd_merge *m, int64_t si, int *aborted, char *out,
+                                    size_t out_len)
+{
+    *aborted = 0;
+    resdiag_status st = check_si(m, si, out ? "resdiag_reader_abort_reason"
+                                            : "resdiag_reader_step_aborted");
+    for (int i = 0; st == RESDIAG_OK && i < m->n_merged && !*aborted; i++) {
+        int64_t rsi = rd_merge_rank_index(m->merged[i], m->steps[si]);
+        if (rsi < 0)
+            continue;
+        st = out ? resdiag_reader_abort_reason(m->merged[i]->rd, rsi, out, out_len) : RESDIAG_OK;
+        if (st == RESDIAG_OK)
+            st = resdiag_reader_step_aborted(m->merged[i]->rd, rsi, aborted);
+    }
+    if (out && !*aborted)
+        out[0] = '\0';
+    return st;
+}
+
 resdiag_status rd_merge_alias(const rd_merge *m, int64_t si, resdiag_direction dir, int layer,
                               int sublayer, resdiag_site site, int *same_as)
 {
@@ -505,6 +524,25 @@ static resdiag_status merge_update_step(const rd_merge *m, int64_t si, double *d
     return RESDIAG_OK;
 }
 
+/* One merged step of the step status tables (the flag: 1 when any rank
+ * aborted; the reason: that rank's), as rd_merge_step_status says. */
+static resdiag_status merge_status_step(const rd_merge *m, int t, int64_t si, double *dst)
+{
+    char reason[RESDIAG_MAX_ABORT_REASON];
+    int aborted = 0;
+    resdiag_status st = rd_merge_step_status(m, si, &aborted, reason, sizeof reason);
+    if (st != RESDIAG_OK)
+        return st;
+    if (t == RD_T_STEP_ABORTED) {
+        dst[0] = aborted;
+        return RESDIAG_OK;
+    }
+    size_t n = strlen(reason);
+    for (size_t i = 0; i < RESDIAG_MAX_ABORT_REASON; i++)
+        dst[i] = i < n ? (double)(unsigned char)reason[i] : 0;
+    return RESDIAG_OK;
+}
+
 static resdiag_status merge_read_steps(const rd_merge *m, const char *name, int t, int64_t first,
                                        int64_t count, size_t per, double *out)
 {
@@ -521,6 +559,8 @@ static resdiag_status merge_read_steps(const rd_merge *m, const char *name, int 
             st = merge_stats_step(m, t, first + i, per, &b, dst);
         else if (t == RD_T_UPDATE)
             st = merge_update_step(m, first + i, dst);
+        else if (t == RD_T_STEP_ABORTED || t == RD_T_ABORT_REASON)
+            st = merge_status_step(m, t, first + i, dst);
         else
             st = merge_first_step(m, name, first + i, per, b.row, dst);
     }

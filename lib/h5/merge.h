@@ -76,6 +76,11 @@ resdiag_status rd_merge_update(const rd_merge *m, int64_t si, int layer, int sub
                                double *out);
 resdiag_status rd_merge_metric(const rd_merge *m, int metric, int64_t first, int64_t n,
                                double *out);
+/* The step status of merged step si: aborted when a rank that recorded it
+ * aborted it; the reason (out, out_len; out may be NULL) the lowest such
+ * rank's. */
+resdiag_status rd_merge_step_status(const rd_merge *m, int64_t si, int *aborted, char *out,
+                                    size_t out_len);
 resdiag_status rd_merge_alias(const rd_merge *m, int64_t si, resdiag_direction dir, int layer,
                               int sublayer, resdiag_site site, int *same_as);
 const char *rd_merge_callsite(const rd_merge *m, resdiag_direction dir, int layer,

@@ -1517,6 +1517,59 @@ resdiag_status resdiag_reader_metric(const resdiag_reader *rd, int metric, int64
                       count, 1, &mn, out);
 }
 
+/* The step status of step index si: *aborted, and its reason into out
+ * (out_len >= 1) unless out is NULL. A file without the tables: complete. */
+static resdiag_status read_step_status(const resdiag_reader *rd, int64_t si, int *aborted,
+                                       char *out, size_t out_len)
+{
+    double flag = NAN, bytes[RESDIAG_MAX_ABORT_REASON];
+    *aborted = 0;
+    if (out)
+        out[0] = '\0';
+    resdiag_status st = RESDIAG_OK;
+    if (rd->table_ds[RD_T_STEP_ABORTED] >= 0)
+        st = read_slot(rd, RD_T_STEP_ABORTED, 0, si, 1, 0, 1, &flag);
+    if (st != RESDIAG_OK || !(flag == 1))
+        return st;
+    *aborted = 1;
+    if (!out || rd->table_ds[RD_T_ABORT_REASON] < 0)
+        return RESDIAG_OK;
+    st = read_slot(rd, RD_T_ABORT_REASON, 0, si, 1, 0, RESDIAG_MAX_ABORT_REASON, bytes);
+    if (st == RESDIAG_OK)
+        rd_tables_abort_reason(bytes, out, out_len);
+    return st;
+}
+
+resdiag_status resdiag_reader_step_aborted(const resdiag_reader *rd, int64_t step_index,
+                                           int *aborted)
+{
+    static const char fn[] = "resdiag_reader_step_aborted";
+    if (aborted)
+        *aborted = 0;
+    if (!rd || !aborted)
+        return rd_h5_fail(RESDIAG_E_NULL, "client bug: %s: NULL argument", fn);
+    if (rd->merge)
+        return rd_merge_step_status(rd->merge, step_index, aborted, NULL, 0);
+    resdiag_status st = check_step(rd, step_index, fn);
+    return st != RESDIAG_OK ? st : read_step_status(rd, step_index, aborted, NULL, 0);
+}
+
+resdiag_status resdiag_reader_abort_reason(const resdiag_reader *rd, int64_t step_index,
+                                           char *out, size_t out_len)
+{
+    static const char fn[] = "resdiag_reader_abort_reason";
+    if (!rd || !out)
+        return rd_h5_fail(RESDIAG_E_NULL, "client bug: %s: NULL argument", fn);
+    if (out_len == 0)
+        return rd_h5_fail(RESDIAG_E_INVALID, "client bug: %s: out_len 0", fn);
+    out[0] = '\0';
+    int aborted = 0;
+    if (rd->merge)
+        return rd_merge_step_status(rd->merge, step_index, &aborted, out, out_len);
+    resdiag_status st = check_step(rd, step_index, fn);
+    return st != RESDIAG_OK ? st : read_step_status(rd, step_index, &aborted, out, out_len);
+}
+
 resdiag_status resdiag_reader_alias(const resdiag_reader *rd, int64_t step_index,
                                     resdiag_direction dir, int layer, int sublayer,
                                     resdiag_site site, int *same_as)

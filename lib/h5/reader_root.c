@@ -45,7 +45,10 @@ static resdiag_status check_names(const char *path, const char *name, char **v, 
 }
 
 static const char *block_name_i(int i) { return rd_h5_block_name((resdiag_block_kind)i); }
-static const char *placement_name_i(int i) { return resdiag_placement_name((resdiag_placement)i); }
+static const char *placement_name_i(int i)
+{
+    return RD_PLACEMENT_DECLARABLE(i) ? resdiag_placement_name((resdiag_placement)i) : NULL;
+}
 static const char *norm_name_i(int i) { return resdiag_norm_kind_name((resdiag_norm_kind)i); }
 static const char *run_kind_name_i(int i) { return resdiag_run_kind_name((resdiag_run_kind)i); }
 
@@ -175,7 +178,7 @@ static resdiag_status read_shape(resdiag_run_info *in, hid_t f, const char *P)
         return st;
     in->block = (resdiag_block_kind)e;
     if ((st = rd_attr_get_enum(P, f, RD_ATTR_DECLARED_PLACEMENT, placement_name_i,
-                               RESDIAG_PLACEMENT_NONE + 1, &e)) != RESDIAG_OK)
+                               RD_PLACEMENT_END, &e)) != RESDIAG_OK)
         return st;
     in->declared_placement = (resdiag_placement)e;
     if ((st = rd_attr_get_enum(P, f, RD_ATTR_NORM_KIND, norm_name_i, RESDIAG_NORM_RMSNORM + 1,

@@ -48,6 +48,8 @@ static const axis_scale AXES[] = {
     { "stats_table", RD_SCALE_STATS_TABLE, "stats_table" },
     { "sketch", RD_SCALE_SKETCH, "sketch" },
     { "metric", RD_SCALE_METRIC, "metric" },
+    { "status", RD_SCALE_STATUS, "status" },
+    { "reason_byte", RD_SCALE_REASON_BYTE, "reason_byte" },
 };
 
 static const axis_scale *axis_scale_of(const char *axis)
@@ -167,6 +169,18 @@ static int create_fixed_name_scales(hid_t file, int n_block_sites, int with_summ
                                   "statistics table of each index of /summary/observed", e));
 }
 
+/* The axes of /step_status/aborted and abort_reason. */
+static int create_step_status_scales(hid_t file, rd_h5_error *e, const char **object)
+{
+    static const char *const status[1] = { "aborted" };
+    return (*object = RD_SCALE_STATUS,
+            create_names_scale(file, RD_SCALE_STATUS, status, 1,
+                               "the one column of /step_status/aborted", e))
+           && (*object = RD_SCALE_REASON_BYTE,
+               create_index_scale(file, RD_SCALE_REASON_BYTE, RESDIAG_MAX_ABORT_REASON,
+                                  "byte of each index of /step_status/abort_reason", e));
+}
+
 int rd_scales_create(hid_t file, const resdiag_model *m, int sketch_size, int n_block_sites,
                      int with_summary, rd_h5_error *e, const char **object)
 {
@@ -201,7 +215,8 @@ int rd_scales_create(hid_t file, const resdiag_model *m, int sketch_size, int n_
         && !create_names_scale(file, RD_SCALE_METRIC, m->metric_names, m->n_metrics,
                                "trainer's metric of each index of /metrics/values", e))
         return 0;
-    return create_fixed_name_scales(file, n_block_sites, with_summary, e, object);
+    return create_fixed_name_scales(file, n_block_sites, with_summary, e, object)
+           && create_step_status_scales(file, e, object);
 }
 
 /* ------------------------------------------------------- room in a header */

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/utf8.h"
 #include "record/handle.h"
 #include "record/signals.h"
 #include "record/team.h"
@@ -150,6 +151,7 @@ resdiag_status resdiag_step_end(resdiag *r)
     r->in_step = 0;
     if (!r->recording)
         return take_signal(r) ? RESDIAG_E_INTERRUPTED : r->sticky;
+    rd_tables_set_complete(&r->lay, r->cur); /* unless resdiag_step_abort marked it */
     r->recording = 0;
     r->cur = NULL;
     /* A team short of parts records nothing for its site; the step is written. */
@@ -167,6 +169,57 @@ resdiag_status resdiag_step_end(resdiag *r)
         return st ? st : teams;
     }
     return teams;
+}
+
+/* The reason as stored: cut to RESDIAG_MAX_ABORT_REASON - 1 bytes before a
+ * character that would not fit whole; bad bytes as '?'. RESDIAG_OK, or
+ * RESDIAG_E_INVALID (logged) when the reason is not UTF-8 free text. */
+static resdiag_status abort_reason(resdiag *r, const char *reason, char *out)
+{
+    out[0] = '\0';
+    if (!reason)
+        return RESDIAG_OK;
+    size_t at = 0, n = strlen(reason);
+    rd_text_problem p = rd_utf8_check(reason, 1, &at);
+    if (n > RESDIAG_MAX_ABORT_REASON - 1) {
+        n = RESDIAG_MAX_ABORT_REASON - 1;
+        while (n > 0 && ((unsigned char)reason[n] & 0xC0) == 0x80)
+            n--; /* reason[n], the first byte left out, continues a character */
+    }
+    memcpy(out, reason, n);
+    out[n] = '\0';
+    if (p == RD_TEXT_OK)
+        return RESDIAG_OK;
+    rd_utf8_scrub(out);
+    return rd_client_bug(r, RESDIAG_E_INVALID,
+                         "resdiag_step_abort(step %lld): the reason %s at byte %zu; the step is "
+                         "ended as aborted, the reason stored with '?' for each bad byte",
+                         (long long)r->step,
+                         p == RD_TEXT_NOT_UTF8 ? "is not valid UTF-8"
+                                               : "holds a control character",
+                         at);
+}
+
+resdiag_status resdiag_step_abort(resdiag *r, const char *reason)
+{
+    if (!r || r->rank_idle)
+        return RESDIAG_OK;
+    if (r->state != RUN_OPEN)
+        return rd_client_bug(r, RESDIAG_E_STATE, "resdiag_step_abort after resdiag_close");
+    if (!r->in_step)
+        return rd_client_bug(r, RESDIAG_E_STATE,
+                             "resdiag_step_abort without resdiag_step_begin: no step is open to "
+                             "abort (the last one has ended)");
+    char text[RESDIAG_MAX_ABORT_REASON];
+    resdiag_status bad = abort_reason(r, reason, text);
+    if (r->recording)
+        rd_tables_set_aborted(&r->lay, r->cur, text);
+    rd_run_log(r, RESDIAG_LOG_INFO, "step %lld aborted%s%s%s: %s", (long long)r->step,
+               text[0] ? " (" : "", text, text[0] ? ")" : "",
+               r->recording ? "its records are written, flagged incomplete"
+                            : "it was not recorded");
+    resdiag_status st = resdiag_step_end(r);
+    return st ? st : bad;
 }
 
 int resdiag_step_is_recorded(const resdiag *r)

@@ -177,7 +177,7 @@ resdiag_status rd_check_model(const open_ctx *c, const resdiag_model *m)
     if ((unsigned)m->block > RESDIAG_BLOCK_PARALLEL)
         return rd_open_fail(c, RESDIAG_E_INVALID, "client bug: resdiag_open: unknown block kind %d",
                             (int)m->block);
-    if ((unsigned)m->declared_placement > RESDIAG_PLACEMENT_NONE)
+    if (!RD_PLACEMENT_DECLARABLE(m->declared_placement))
         return rd_open_fail(c, RESDIAG_E_INVALID,
                             "client bug: resdiag_open: unknown declared placement %d",
                             (int)m->declared_placement);

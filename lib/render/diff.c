@@ -94,9 +94,9 @@ static int diff_ranked(sb *o, rd_esc_ring *esc, const rd_analysis *a, const rd_a
     if (a->verdict != b->verdict || a->mix_layers != b->mix_layers)
         rd_strbuf_printf(o, "  placement: A %s, B %s\n", rd_verdict_human(a->verdict),
                          rd_verdict_human(b->verdict)), n++;
-    if (a->final_norm != b->final_norm) {
-        rd_strbuf_printf(o, "  final norm: A %s, B %s\n", rd_final_norm_text(a->final_norm),
-                         rd_final_norm_text(b->final_norm));
+    if (a->final_norm != b->final_norm || a->final_norm_identity != b->final_norm_identity) {
+        rd_strbuf_printf(o, "  final norm: A %s, B %s\n", rd_final_norm_text(a),
+                         rd_final_norm_text(b));
         n++;
     }
     diff_item *it = calloc((size_t)(L + 1) * (S + 3) + 4, sizeof *it);

@@ -112,7 +112,7 @@ static void run_line(svg_buf *b, const rd_analysis *a)
                rd_is_training(a) ? "" : resdiag_run_kind_name(a->run_kind),
                rd_is_training(a) ? "" : " run; ", (long long)a->n_steps, (long long)a->steps[0],
                (long long)a->steps[a->n_steps - 1], (long long)a->step,
-               a->step_index != 0 ? ""
+               a->step_index != 0 || a->step_aborted ? ""
                : rd_is_training(a)    ? " (the first: initialization)"
                                    : " (the first recorded)");
     if (a->description && a->description[0]) {
@@ -192,7 +192,21 @@ static void verdict_card(svg_buf *b, const rd_analysis *a)
     if (a->verdict == RESDIAG_VERDICT_MIXED && a->mix_layers > 0)
         svg_printf(b, "<tr><th>layers</th><td>post-norm in 0..%d, pre-norm in %d..%d</td></tr>\n",
                    a->mix_layers - 1, a->mix_layers, a->n_layers - 1);
-    svg_printf(b, "<tr><th>final norm</th><td>%s: ", rd_final_norm_text(a->final_norm));
+    if (a->verdict == RESDIAG_VERDICT_PER_SUBLAYER) {
+        svg_printf(b, "<tr><th>sublayers</th><td>");
+        tx(b, a->pattern);
+        svg_printf(b, " (in every layer)</td></tr>\n");
+    }
+    if (a->last_norm_is_final)
+        svg_printf(b, "<tr><th>last sublayer</th><td>its norm is the final norm</td></tr>\n");
+    /* the rule of resdiag check, on the card: below medium it exits 2 */
+    int decides = a->verdict != RESDIAG_VERDICT_CANNOT_TELL &&
+                  a->verdict != RESDIAG_VERDICT_ZERO_BRANCHES &&
+                  a->conf >= RESDIAG_CONFIDENCE_MEDIUM;
+    svg_printf(b, "<tr><th>resdiag check</th><td id=\"check-decides\">%s</td></tr>\n",
+               decides ? "decides (confidence medium or high)"
+                       : "cannot tell: exits 2 (confidence below medium)");
+    svg_printf(b, "<tr><th>final norm</th><td>%s: ", rd_final_norm_text(a));
     tx(b, a->final_norm_why);
     svg_printf(b, "</td></tr>\n");
     svg_printf(b, "<tr><th>declared</th><td>");
@@ -238,6 +252,35 @@ static void verdict_card(svg_buf *b, const rd_analysis *a)
     svg_printf(b, "</section>\n");
 }
 
+/* The steps ended with resdiag_step_abort: the judged one first (shown,
+ * not judged), then how many and the first few. */
+static void aborted_card(svg_buf *b, const rd_analysis *a)
+{
+    if (a->n_aborted <= 0)
+        return;
+    svg_printf(b, "<section class=\"card unsure\" id=\"aborted\">\n");
+    if (a->step_aborted) {
+        svg_printf(b, "<p><strong>");
+        tx(b, a->why);
+        svg_printf(b, ".</strong></p>\n");
+    }
+    svg_printf(b, "<p>%lld step(s) aborted (resdiag_step_abort): their records are incomplete, "
+                  "so the first and last step and the comparisons over the run skip them:",
+               (long long)a->n_aborted);
+    int n = a->n_aborted < RD_ABORTED_LISTED ? (int)a->n_aborted : RD_ABORTED_LISTED;
+    for (int i = 0; i < n; i++) {
+        svg_printf(b, "%s step %lld", i ? "," : "", (long long)a->steps[a->aborted_index[i]]);
+        if (a->aborted_reason[i][0]) {
+            svg_printf(b, " (");
+            tx(b, a->aborted_reason[i]);
+            svg_printf(b, ")");
+        }
+    }
+    if (a->n_aborted > n)
+        svg_printf(b, ", and %lld more", (long long)(a->n_aborted - n));
+    svg_printf(b, ".</p>\n</section>\n");
+}
+
 static void nonfinite_card(svg_buf *b, const rd_analysis *a)
 {
     if (!a->nf_found)
@@ -268,9 +311,12 @@ static void nonfinite_card(svg_buf *b, const rd_analysis *a)
         svg_printf(b, " %s, %s", resdiag_site_name((resdiag_site)a->nf_site), dir);
     }
     svg_printf(b, " (%.0f NaN, %.0f Inf there); %lld of %lld steps affected, %.0f NaN and %.0f "
-                  "Inf in all. The heat maps mark this step with a red line.</p>\n</section>\n",
+                  "Inf in all. The heat maps mark this step with a red line.%s</p>\n</section>\n",
                a->nf_nan, a->nf_inf, (long long)a->nf_steps, (long long)a->n_steps, a->nan_total,
-               a->inf_total);
+               a->inf_total,
+               rd_analysis_step_aborted(a, a->nf_step_index)
+                   ? " The trainer aborted that step (resdiag_step_abort)."
+                   : "");
 }
 
 static void fit_caption(svg_buf *b, const rd_fit *f, const char *what)
@@ -335,8 +381,8 @@ static void training_table(svg_buf *b, const rd_analysis *a)
 {
     svg_printf(b, "<h2>Over %s</h2>\n<table><tr><th></th><th>step %lld</th><th>step %lld"
                   "</th></tr>\n",
-               rd_is_training(a) ? "training" : "the recorded steps", (long long)a->steps[0],
-               (long long)a->steps[a->n_steps - 1]);
+               rd_is_training(a) ? "training" : "the recorded steps",
+               (long long)a->steps[a->first_index], (long long)a->steps[a->last_index]);
     svg_printf(b, "<tr><td>stream growth ‖x_L‖/‖x_1‖</td><td class=\"num\">%s</td>"
                   "<td class=\"num\">%s</td></tr>\n",
                num(a->tr_growth[0]), num(a->tr_growth[1]));
@@ -401,6 +447,7 @@ char *resdiag_analysis_to_html(const resdiag_analysis *a, const resdiag_html_opt
     svg_printf(&b, "</p>\n");
     run_line(&b, a);
     verdict_card(&b, a);
+    aborted_card(&b, a);
     nonfinite_card(&b, a);
     rd_ranks_html(&b, a);
     const rd_analysis *one[1] = { a };
@@ -456,7 +503,7 @@ char *resdiag_analysis_diff_html(const resdiag_analysis *a, const resdiag_analys
     snprintf(va, sizeof va, "%s (%s)", rd_verdict_human(a->verdict), resdiag_confidence_name(a->conf));
     snprintf(vb, sizeof vb, "%s (%s)", rd_verdict_human(b->verdict), resdiag_confidence_name(b->conf));
     diff_row(&o, "placement", va, vb);
-    diff_row(&o, "final norm", rd_final_norm_text(a->final_norm), rd_final_norm_text(b->final_norm));
+    diff_row(&o, "final norm", rd_final_norm_text(a), rd_final_norm_text(b));
     snprintf(va, sizeof va, "%d layers, d_model %d", a->n_layers, a->d_model);
     snprintf(vb, sizeof vb, "%d layers, d_model %d", b->n_layers, b->d_model);
     diff_row(&o, "model", va, vb);

@@ -84,22 +84,41 @@ static void json_run(sb *b, const rd_analysis *a)
               resdiag_run_kind_name(a->run_kind));
 }
 
+/* the steps ended with resdiag_step_abort: how many, the first few */
+static void json_aborted(sb *b, const rd_analysis *a)
+{
+    rd_strbuf_printf(b, "  \"n_aborted_steps\": %lld, \"aborted_steps\": [",
+                     (long long)a->n_aborted);
+    int n = a->n_aborted < RD_ABORTED_LISTED ? (int)a->n_aborted : RD_ABORTED_LISTED;
+    for (int i = 0; i < n; i++) {
+        rd_strbuf_printf(b, "%s{\"step\": %lld, \"index\": %lld, \"reason\": ", i ? ", " : "",
+                         (long long)a->steps[a->aborted_index[i]], (long long)a->aborted_index[i]);
+        if (a->aborted_reason[i][0])
+            js_str(b, a->aborted_reason[i]);
+        else
+            rd_strbuf_printf(b, "null");
+        rd_strbuf_printf(b, "}");
+    }
+    rd_strbuf_printf(b, "],\n");
+}
+
 /* the recorded steps, and the last one's verdict beside the judged one */
 static void json_steps(sb *b, const rd_analysis *a)
 {
     int S = a->n_sublayers;
     rd_strbuf_printf(b, "  \"steps\": {\"recorded\": %lld, \"first\": %lld, \"last\": %lld, "
-                  "\"analysed\": %lld, \"analysed_index\": %lld},\n",
+                  "\"analysed\": %lld, \"analysed_index\": %lld, \"analysed_aborted\": %s},\n",
               (long long)a->n_steps, (long long)a->steps[0], (long long)a->steps[a->n_steps - 1],
-              (long long)a->step, (long long)a->step_index);
-    /* the last recorded step's verdict beside the judged one: null when the
+              (long long)a->step, (long long)a->step_index, a->step_aborted ? "true" : "false");
+    json_aborted(b, a);
+    /* the last complete step's verdict beside the judged one: null when the
      * judged step is the last */
-    if (a->step_index == a->n_steps - 1) {
+    if (a->step_index == a->last_index) {
         rd_strbuf_printf(b, "  \"last_step\": null,\n");
     } else {
         const rd_analysis *z = a->at_last;
         rd_strbuf_printf(b, "  \"last_step\": {\"step\": %lld, \"index\": %lld, \"error\": ",
-                  (long long)a->steps[a->n_steps - 1], (long long)(a->n_steps - 1));
+                  (long long)a->steps[a->last_index], (long long)a->last_index);
         if (z)
             rd_strbuf_printf(b, "null, \"verdict\": \"%s\", \"confidence\": \"%s\", "
                           "\"mix_layers\": %d, \"growth\": ", resdiag_verdict_name(z->verdict),
@@ -144,11 +163,21 @@ static void json_placement(sb *b, const rd_analysis *a)
     rd_strbuf_printf(b, ", \"confidence_why\": ");
     js_str(b, a->verdict != RESDIAG_VERDICT_CANNOT_TELL && a->conf < RESDIAG_CONFIDENCE_HIGH
                    ? a->conf_why : "");
+    rd_strbuf_printf(b, ", \"pattern\": ");
+    js_str(b, a->verdict == RESDIAG_VERDICT_PER_SUBLAYER ? a->pattern : "");
+    rd_strbuf_printf(b, ", \"last_norm_is_final_norm\": %s, \"zero_branch_sublayers\": %d",
+                     a->last_norm_is_final ? "true" : "false", a->n_zero_branches);
+    rd_strbuf_printf(b, ", \"check_decides\": %s",
+                     a->verdict != RESDIAG_VERDICT_CANNOT_TELL &&
+                             a->verdict != RESDIAG_VERDICT_ZERO_BRANCHES &&
+                             a->conf >= RESDIAG_CONFIDENCE_MEDIUM
+                         ? "true"
+                         : "false");
     rd_strbuf_printf(b, ", \"mix_layers\": %d, \"alpha\": ", resdiag_analysis_mix_layers(a));
     js_num(b, resdiag_analysis_alpha(a));
     int agree = rd_declared_agrees(a);
     rd_strbuf_printf(b, ", \"final_norm\": \"%s\", \"final_norm_why\": ",
-              rd_final_norm_text(a->final_norm));
+              rd_final_norm_key(a));
     js_str(b, a->final_norm_why);
     rd_strbuf_printf(b, ", \"declared_agrees\": %s, \"undecided_layers\": %d, "
                   "\"call_order_agrees\": %d, \"call_order_disagrees\": %d, \"deciding_hooks\": {",
@@ -173,12 +202,14 @@ static void json_sublayer(sb *b, const rd_analysis *a, int l, int s)
     rd_strbuf_printf(b, ", \"verdict\": \"%s\", \"confidence\": \"%s\", \"alpha\": ",
               resdiag_verdict_name(r->v), resdiag_confidence_name(r->conf));
     js_num(b, r->alpha);
-    double e[RD_N_REL] = { r->e_add, r->e_nx, r->e_nsum, r->e_deep, r->e_yn, r->e_par,
-                           r->e_fn };
+    double e[RD_N_REL] = { r->e_add, r->e_nx,  r->e_nsum, r->e_deep, r->e_yn, r->e_par,
+                           r->e_fn,  r->e_bx, r->e_bn,   r->e_fo,   r->e_oid };
     static const char *const en[RD_N_REL] = { "add", "norm_reads_stream",
                                               "norm_reads_sum", "norm_reads_alpha_sum",
                                               "out_is_norm", "parallel_same_input",
-                                              "branch_is_norm_out" };
+                                              "branch_is_norm_out", "branch_reads_stream",
+                                              "branch_reads_norm_out", "branch_is_out_norm_out",
+                                              "out_norm_is_identity" };
     /* as measured; by_construction says which of them count for nothing */
     for (int i = 0; i < RD_N_REL; i++)
         if (r->constructed >> i & 1u)
@@ -199,8 +230,9 @@ static void json_sublayer(sb *b, const rd_analysis *a, int l, int s)
         rd_strbuf_printf(b, "%s\"%s\": ", i ? ", " : "", en[i]);
         js_num(b, e[i]);
     }
-    rd_strbuf_printf(b, "}, \"call_order\": \"%s\", \"why\": ",
-              r->order == 1 ? "norm_first" : r->order == 2 ? "branch_first" : "unknown");
+    rd_strbuf_printf(b, "}, \"call_order\": \"%s\", \"decided_by_call_order\": %s, \"why\": ",
+              r->order == 1 ? "norm_first" : r->order == 2 ? "branch_first" : "unknown",
+              r->by_order ? "true" : "false");
     js_str(b, r->why);
     rd_strbuf_printf(b, "}");
 }
@@ -320,18 +352,19 @@ static void json_nonfinite(sb *b, const rd_analysis *a)
         else
             js_str(b, a->nf_model_param);
         rd_strbuf_printf(b, ", \"direction\": \"%s\", \"nan\": %.0f, \"inf\": %.0f, \"steps_affected\": "
-                      "%lld, \"nan_total\": %.0f, \"inf_total\": %.0f}",
+                      "%lld, \"nan_total\": %.0f, \"inf_total\": %.0f, \"step_aborted\": %s}",
                   a->nf_dir == RESDIAG_FORWARD ? "forward" : "backward", a->nf_nan, a->nf_inf,
-                  (long long)a->nf_steps, a->nan_total, a->inf_total);
+                  (long long)a->nf_steps, a->nan_total, a->inf_total,
+                  rd_analysis_step_aborted(a, a->nf_step_index) ? "true" : "false");
     }
 }
 
-/* the first and the last recorded step side by side */
+/* the first and the last complete step side by side */
 static void json_training(sb *b, const rd_analysis *a)
 {
     int S = a->n_sublayers;
     rd_strbuf_printf(b, ",\n  \"training\": {\"first_step\": %lld, \"last_step\": %lld, \"growth\": [",
-              (long long)a->steps[0], (long long)a->steps[a->n_steps - 1]);
+              (long long)a->steps[a->first_index], (long long)a->steps[a->last_index]);
     js_num(b, a->tr_growth[0]);
     rd_strbuf_printf(b, ", ");
     js_num(b, a->tr_growth[1]);

@@ -48,9 +48,17 @@ void rd_energy_sentence(char *out, size_t cap, const rd_fit *e, int unicode)
         snprintf(out, cap, "%s = a + b k: too few layers observed", lhs);
 }
 
-const char *rd_final_norm_text(int final_norm)
+const char *rd_final_norm_text(const rd_analysis *a)
 {
-    return final_norm == 1 ? "present" : final_norm == 0 ? "absent" : "not observed";
+    return a->final_norm == 1    ? "present"
+           : a->final_norm == 0  ? "absent"
+           : a->final_norm_identity ? "cannot be told from an identity here"
+                                    : "not observed";
+}
+
+const char *rd_final_norm_key(const rd_analysis *a)
+{
+    return a->final_norm_identity ? "indistinguishable" : rd_final_norm_text(a);
 }
 
 const char *rd_head_name(const rd_analysis *a)

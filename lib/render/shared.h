@@ -25,8 +25,11 @@ const char *rd_verdict_short(resdiag_verdict v);
  * unicode = 1 the HTML page's notation "‖x_k‖² = ...". */
 void rd_energy_sentence(char *out, size_t cap, const rd_fit *e, int unicode);
 
-/* "present", "absent" or "not observed" for a->final_norm (1, 0, -1). */
-const char *rd_final_norm_text(int final_norm);
+/* "present", "absent", "not observed" or "cannot be told from an identity
+ * here" for a->final_norm. */
+const char *rd_final_norm_text(const rd_analysis *a);
+/* The JSON value: present, absent, "not observed" or indistinguishable. */
+const char *rd_final_norm_key(const rd_analysis *a);
 
 /* The name the head's gradient is shown under: the head parameter's
  * declared name, or NULL when the head gradient is that of the logits. */

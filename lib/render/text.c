@@ -98,7 +98,9 @@ static void text_relations(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     rd_strbuf_printf(b, "  confidence: the rival placement's error over max(the winner's "
                  "error, the rounding floor): high from %gx, medium from %gx, below that "
                  "cannot tell; rounding floor 2 (u + 2^-53 sqrt(elements)), u = 2^-24 f32, "
-                 "2^-11 f16, 2^-8 bf16 (read from each tensor's largest |value|)\n",
+                 "2^-11 f16, 2^-8 bf16 (read from each tensor's largest |value|); "
+                 "low: decided by the hook order alone, or a signature; `resdiag check` "
+                 "passes or fails from medium up and exits 2 below\n",
                  RD_HIGH_SEP, RD_SEP);
     int n_constructed = 0;
     for (int i = 0; i < L * S; i++)
@@ -155,6 +157,10 @@ static void text_placement(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     if (a->verdict == RESDIAG_VERDICT_MIXED && a->mix_layers > 0)
         rd_strbuf_printf(b, ": post-norm in layers 0..%d, pre-norm in layers %d..%d", a->mix_layers - 1,
                   a->mix_layers, L - 1);
+    if (a->verdict == RESDIAG_VERDICT_PER_SUBLAYER)
+        rd_strbuf_printf(b, ": %s", E(a->pattern));
+    if (a->last_norm_is_final)
+        rd_strbuf_printf(b, ", the last sublayer's norm being the final norm");
     if (a->verdict != RESDIAG_VERDICT_CANNOT_TELL)
         rd_strbuf_printf(b, " (confidence %s)", resdiag_confidence_name(a->conf));
     rd_strbuf_printf(b, "\n");
@@ -169,7 +175,7 @@ static void text_placement(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     else
         text_signature(b, esc, a);
     rd_strbuf_printf(b, "  final norm: %s - %s\n",
-              rd_final_norm_text(a->final_norm),
+              rd_final_norm_text(a),
               E(a->final_norm_why));
     if (a->declared == RESDIAG_PLACEMENT_UNDECLARED) {
         rd_strbuf_printf(b, "  declared: nothing\n");
@@ -198,7 +204,7 @@ static void text_layers(sb *b, const rd_analysis *a)
                             "tensor", gp >= 0 ? "parameter, " : "");
     rd_strbuf_printf(b, "):\n");
     rd_strbuf_printf(b, "   k  layer  %10s %9s", "||x_k||", "rms");
-    for (int s = 0; s < S && s < 4; s++) {
+    for (int s = 0; s < S; s++) {
         char h[200];
         rd_strbuf_printf(b, " %9s", rd_table_head(h, sizeof h, "r_", a->sublayer_names[s], "", 9));
     }
@@ -217,7 +223,7 @@ static void text_layers(sb *b, const rd_analysis *a)
             rd_table_cell(b, " %10.4g", 10, a->xnorm[0]);
             rd_table_cell(b, " %9.4g", 9, a->xrms[0]);
             if (a->grad_step >= 0) { /* the embedding has no r and no layer parameters */
-                for (int s = 0; s < S && s < 4; s++)
+                for (int s = 0; s < S; s++)
                     rd_strbuf_printf(b, " %9s", "");
                 if (gp >= 0)
                     rd_strbuf_printf(b, " %16s", "");
@@ -230,7 +236,7 @@ static void text_layers(sb *b, const rd_analysis *a)
             rd_strbuf_printf(b, "  %2d  %5d ", k, l);
             rd_table_cell(b, " %10.4g", 10, a->xnorm[k]);
             rd_table_cell(b, " %9.4g", 9, a->xrms[k]);
-            for (int s = 0; s < S && s < 4; s++)
+            for (int s = 0; s < S; s++)
                 rd_table_cell(b, " %9.3g", 9, a->r[l * S + s]);
             if (gp >= 0)
                 rd_table_cell(b, " %16.4g", 16, a->grad[(size_t)l * P + gp]);
@@ -349,6 +355,36 @@ static void text_nonfinite(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     rd_strbuf_printf(b, " (%.0f NaN, %.0f Inf there); %lld of %lld steps affected, %.0f NaN and %.0f Inf "
                  "in all\n", a->nf_nan, a->nf_inf, (long long)a->nf_steps, (long long)a->n_steps,
               a->nan_total, a->inf_total);
+    if (rd_analysis_step_aborted(a, a->nf_step_index))
+        rd_strbuf_printf(b, "  step %lld was aborted: the trainer ended it with "
+                            "resdiag_step_abort, maybe over this value\n", (long long)a->nf_step);
+}
+
+/* An aborted judged step: said before anything else. */
+static void text_aborted_note(sb *b, rd_esc_ring *esc, const rd_analysis *a)
+{
+    if (a->step_aborted)
+        rd_strbuf_printf(b, "NOTE: %s\n", E(a->why));
+}
+
+/* How many steps were aborted, and the first few with their reasons. */
+static void text_aborted_steps(sb *b, rd_esc_ring *esc, const rd_analysis *a)
+{
+    if (a->n_aborted <= 0)
+        return;
+    rd_strbuf_printf(b, "  aborted: %lld step(s) ended with resdiag_step_abort (records "
+                        "incomplete; the first and last step and the comparisons over the run "
+                        "skip them):", (long long)a->n_aborted);
+    int n = a->n_aborted < RD_ABORTED_LISTED ? (int)a->n_aborted : RD_ABORTED_LISTED;
+    for (int i = 0; i < n; i++) {
+        rd_strbuf_printf(b, "%s step %lld", i ? "," : "",
+                         (long long)a->steps[a->aborted_index[i]]);
+        if (a->aborted_reason[i][0])
+            rd_strbuf_printf(b, " (%s)", E(a->aborted_reason[i]));
+    }
+    if (a->n_aborted > n)
+        rd_strbuf_printf(b, ", and %lld more", (long long)(a->n_aborted - n));
+    rd_strbuf_printf(b, "\n");
 }
 
 /* Which step the verdict judges and why, then the last recorded step's
@@ -357,20 +393,26 @@ static void text_nonfinite(sb *b, rd_esc_ring *esc, const rd_analysis *a)
 static void text_judged_step(sb *b, rd_esc_ring *esc, const rd_analysis *a)
 {
     const char *other = a->n_steps > 1 ? "; --step N or --last judges another" : "";
-    if (a->step_index == 0 && rd_is_training(a))
-        rd_strbuf_printf(b, "  judged at step %lld, the first recorded: at initialization the "
+    const char *complete = a->first_index > 0 ? " complete" : "";
+    if (a->step_aborted)
+        rd_strbuf_printf(b, "  judged at step %lld, as chosen: it was aborted, so it is shown, "
+                            "not judged\n", (long long)a->step);
+    else if (a->step_index == a->first_index && rd_is_training(a))
+        rd_strbuf_printf(b, "  judged at step %lld, the first%s recorded: at initialization the "
                      "branch updates are smallest against the stream, so the relations between "
-                     "sites are cleanest%s\n", (long long)a->step, other);
-    else if (a->step_index == 0)
-        rd_strbuf_printf(b, "  judged at step %lld, the first recorded (the default)%s\n",
-                         (long long)a->step, other);
+                     "sites are cleanest%s\n", (long long)a->step, complete, other);
+    else if (a->step_index == a->first_index)
+        rd_strbuf_printf(b, "  judged at step %lld, the first%s recorded (the default)%s\n",
+                         (long long)a->step, complete, other);
     else
         rd_strbuf_printf(b, "  judged at step %lld, as chosen; the default is the first recorded "
                      "step\n", (long long)a->step);
-    if (a->step_index == a->n_steps - 1)
+    if (a->step_index == a->last_index)
         return;
     const rd_analysis *z = a->at_last;
-    rd_strbuf_printf(b, "  at the last recorded step %lld: ", (long long)a->steps[a->n_steps - 1]);
+    rd_strbuf_printf(b, "  at the last%s recorded step %lld: ",
+                     a->last_index < a->n_steps - 1 ? " complete" : "",
+                     (long long)a->steps[a->last_index]);
     if (!z) {
         rd_strbuf_printf(b, "cannot analyse it: %s\n", resdiag_strerror(a->at_last_status));
         return;
@@ -418,6 +460,7 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
     sb b = { 0 };
     rd_esc_ring ring = { 0 }, *esc = &ring;
     int L = a->n_layers, S = a->n_sublayers;
+    text_aborted_note(&b, esc, a);
     text_contradiction(&b, a);
     rd_strbuf_printf(&b, "Run: %d layers, d_model %d, %s block of", L, a->d_model,
               a->block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential");
@@ -433,9 +476,10 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
     rd_strbuf_printf(&b, "Steps: %lld recorded (%lld .. %lld); analysed step %lld (record %lld)%s\n",
               (long long)a->n_steps, (long long)a->steps[0], (long long)a->steps[a->n_steps - 1],
               (long long)a->step, (long long)a->step_index + 1,
-              a->step_index != 0 ? ""
+              a->step_index != 0 || a->step_aborted ? ""
               : rd_is_training(a)    ? ", the first: initialization"
                                   : ", the first recorded");
+    text_aborted_steps(&b, esc, a);
     text_judged_step(&b, esc, a);
     rd_strbuf_printf(&b, "Observed: %s;", a->stream_only ? "stream only (less evidence)"
                                                   : "block sites");
@@ -462,10 +506,10 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
     text_nonfinite(&b, esc, a);
     rd_ranks_text(&b, esc, a);
     if (a->n_steps > 1) {
-        rd_strbuf_printf(&b, "\nOver %s (step %lld -> %lld, %lld recorded):\n",
+        rd_strbuf_printf(&b, "\nOver %s (step %lld -> %lld, %lld recorded%s):\n",
                   rd_is_training(a) ? "training" : "the recorded steps",
-                  (long long)a->steps[0], (long long)a->steps[a->n_steps - 1],
-                  (long long)a->n_steps);
+                  (long long)a->steps[a->first_index], (long long)a->steps[a->last_index],
+                  (long long)a->n_steps, a->n_aborted ? "; the first and last complete" : "");
         rd_strbuf_printf(&b, "  stream growth ||x_L||/||x_1||: %.4g -> %.4g\n", a->tr_growth[0],
                   a->tr_growth[1]);
         for (int s = 0; s < S && s < RESDIAG_MAX_SUBLAYERS; s++)

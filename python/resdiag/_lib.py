@@ -36,13 +36,20 @@ STEP_FIRST, STEP_LAST = -1, -2
 # Sites: values of resdiag_site.
 SITES = {
     "stream_in": 0, "norm_in": 1, "norm_out": 2, "branch_out": 3, "stream_out": 4,
+    "branch_in": 5, "out_norm_in": 6, "out_norm_out": 7,
     "embed_out": 16, "final_norm_in": 17, "final_norm_out": 18, "logits": 19,
 }
-N_BLOCK_SITES = 5  # block sites are 0..4, the others model sites
+N_BLOCK_SITES = 8  # block sites are 0..7, the others model sites
+# Sites 5..7 came with schema 3: a file of schema 1 or 2 holds only 0..4.
+FIRST_SCHEMA3_SITE = 5
+MAX_SUBLAYERS = 16  # = RESDIAG_MAX_SUBLAYERS: sublayers per layer
 N_FIELDS = 18
+MAX_ABORT_REASON = 128  # = RESDIAG_MAX_ABORT_REASON, bytes with the NUL
 N_UPDATE_FIELDS = 2
 UPDATE_FIELDS = ("ratio_frob", "ratio_tok_mean")
-PLACEMENTS = ("undeclared", "pre", "post", "sandwich", "deepnorm", "mixed", "parallel", "none")
+# resdiag_placement by value; 8..11 are verdicts only (None here).
+PLACEMENTS = ("undeclared", "pre", "post", "sandwich", "deepnorm", "mixed", "parallel", "none",
+              None, None, None, None, "reordered", "per_sublayer")
 NORM_KINDS = ("undeclared", "layernorm", "rmsnorm")
 RUN_KINDS = ("training", "evaluation", "inference")  # = resdiag_run_kind
 SPLITS = ("none", "data", "sequence", "tensor", "pipeline")  # = resdiag_split
@@ -51,7 +58,8 @@ EXPECT_DECLARED = 100  # = RESDIAG_EXPECT_DECLARED, CheckOptions.expect
 # Other spellings of PLACEMENTS, as `resdiag check --expect` and tinygpt
 # --placement take them.
 _PLACEMENT_ALIASES = {"pre-norm": "pre", "prenorm": "pre", "post-norm": "post",
-                      "postnorm": "post", "peri-ln": "sandwich", "mix": "mixed"}
+                      "postnorm": "post", "peri-ln": "sandwich", "mix": "mixed",
+                      "per-sublayer": "per_sublayer"}
 
 
 def placement(name):
@@ -65,7 +73,8 @@ def placement(name):
     if base in PLACEMENTS and (not sep or (base == "mixed" and k.isdigit() and int(k) > 0)):
         return PLACEMENTS.index(base), int(k) if sep else 0
     raise ValueError("resdiag: unknown placement %r; one of %s, %s, or mixed:K"
-                     % (name, ", ".join(PLACEMENTS[1:]), ", ".join(sorted(_PLACEMENT_ALIASES))))
+                     % (name, ", ".join(p for p in PLACEMENTS[1:] if p),
+                        ", ".join(sorted(_PLACEMENT_ALIASES))))
 
 
 class ResdiagError(RuntimeError):
@@ -294,6 +303,7 @@ _PROTOS = {
                           ctypes.POINTER(Options)]),
     "resdiag_step_begin": (_i, [_p, _i64]),
     "resdiag_step_end": (_i, [_p]),
+    "resdiag_step_abort": (_i, [_p, _c]),
     "resdiag_step_is_recorded": (_i, [_p]),
     "resdiag_step_metric": (_i, [_p, _c, _d]),
     "resdiag_set_enabled": (_i, [_p, _i]),
@@ -309,11 +319,14 @@ _PROTOS = {
     "resdiag_reader_info": (ctypes.POINTER(RunInfo), [_p]),
     "resdiag_reader_refresh": (_i, [_p]),
     "resdiag_reader_steps": (_i, [_p, _i64p, _i64]),
+    "resdiag_reader_step_aborted": (_i, [_p, _i64, _ip]),
+    "resdiag_reader_abort_reason": (_i, [_p, _i64, _c, ctypes.c_size_t]),
     "resdiag_reader_site": (_i, [_p, _i64, _i, _i, _i, _i, _dp, _ip]),
     "resdiag_reader_sketch": (_i, [_p, _i64, _i, _i, _i, _i, _dp]),
     "resdiag_reader_param": (_i, [_p, _i64, _i, _c, _dp, _ip]),
     "resdiag_reader_update": (_i, [_p, _i64, _i, _i, _dp]),
     "resdiag_reader_callsite": (_c, [_p, _i, _i, _i, _i]),
+    "resdiag_reader_alias": (_i, [_p, _i64, _i, _i, _i, _i, _ip]),
     "resdiag_reader_series": (_i, [_p, _i, _i, _i, _i, _i, _dp, _i64]),
     "resdiag_reader_metric": (_i, [_p, _i, _i64, _i64, _dp]),
     "resdiag_metric_given": (_i, [_d]),

@@ -256,6 +256,20 @@ class Run:
         _check(lib.resdiag_reader_steps(self._h(), out, n), "steps")
         return list(out[:n])
 
+    def aborted(self, step_index):
+        """None when recorded step step_index ended normally; when the
+        trainer aborted it (resdiag_step_abort, ``with rec.step()`` left by
+        an exception), the reason given ("" for none)."""
+        ab = ctypes.c_int(0)
+        _check(lib.resdiag_reader_step_aborted(self._h(), int(step_index), ctypes.byref(ab)),
+               "aborted")
+        if not ab.value:
+            return None
+        buf = ctypes.create_string_buffer(_lib.MAX_ABORT_REASON)
+        _check(lib.resdiag_reader_abort_reason(self._r, int(step_index), buf, len(buf)),
+               "aborted")
+        return buf.value.decode("utf-8", "replace")
+
     def metric(self, name):
         """The trainer's metric `name` at every recorded step, in the order
         of steps(): the value it gave (NaN and +-Inf as given), None where it
@@ -284,6 +298,18 @@ class Run:
         _check(lib.resdiag_reader_sketch(self._h(), step_index, _dir(direction), layer, sublayer,
                                          _site(site), out), "sketch")
         return list(out[:self.info.sketch_size])
+
+    def alias(self, step_index, site, layer=0, sublayer=0, direction="forward"):
+        """The name of the block site whose tensor the recorder took for
+        `site` too at that step (one tensor recorded at two sites: their
+        relation holds by construction), or None."""
+        same_as = ctypes.c_int(-1)
+        step_index, layer, sublayer = _where(step_index, layer, sublayer)
+        _check(lib.resdiag_reader_alias(self._h(), step_index, _dir(direction), layer, sublayer,
+                                        _site(site), ctypes.byref(same_as)), "alias")
+        if same_as.value < 0:
+            return None
+        return lib.resdiag_site_name(same_as.value).decode()
 
     def param(self, step_index, layer, name):
         """{field: value} of a parameter gradient (layer = -1: model level), or None."""

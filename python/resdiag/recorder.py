@@ -12,6 +12,7 @@ during the forward (removed at the step's end), parameter gradients from
 """
 import ctypes
 import functools
+import inspect
 import logging
 import os
 import warnings
@@ -24,6 +25,7 @@ from . import _batch, _device, _kernel, _lib, _tensor, blocks as _blocks
 from ._lib import lib, ResdiagError
 
 S_STREAM_IN, S_NORM_IN, S_NORM_OUT, S_BRANCH_OUT, S_STREAM_OUT = 0, 1, 2, 3, 4
+S_BRANCH_IN, S_OUT_NORM_IN, S_OUT_NORM_OUT = 5, 6, 7
 S_EMBED_OUT, S_FINAL_NORM_IN, S_FINAL_NORM_OUT, S_LOGITS = 16, 17, 18, 19
 _log = logging.getLogger("resdiag")
 
@@ -45,11 +47,12 @@ PARAM_CALLSITE = b"param.grad"
 # Where models keep the norm between the last block and the head: nanoGPT
 # and minGPT (transformer.ln_f), Hugging Face Llama/Mistral (model.norm),
 # GPT-2 heads over a bare body (ln_f), Megatron and Phi (final_layernorm),
-# GPT-NeoX (final_layer_norm). What is found there is only hooked: an
-# Identity() is no norm, and the report decides that from the data.
+# GPT-NeoX (final_layer_norm), x-transformers (attn_layers.final_norm).
+# What is found there is only hooked: an Identity() is no norm, and the
+# report decides that from the data.
 FINAL_NORM_PATHS = ("transformer.ln_f", "ln_f", "model.norm", "norm", "final_layernorm",
                     "model.final_layernorm", "decoder.final_layernorm", "final_layer_norm",
-                    "gpt_neox.final_layer_norm")
+                    "gpt_neox.final_layer_norm", "attn_layers.final_norm")
 
 
 def _first_tensor(x):
@@ -59,6 +62,37 @@ def _first_tensor(x):
     while isinstance(x, (tuple, list)) and x:
         x = x[0]
     return x if isinstance(x, torch.Tensor) else None
+
+
+# Where torch passes a module's keyword arguments to its forward pre-hooks
+# (2.0 on), the input of a module called by keyword (Hugging Face calls
+# self_attn(hidden_states=...)) is taken from these names, in this order;
+# any other keyword call gives no tensor, and its site is not observed.
+_PRE_HOOK_KWARGS = "with_kwargs" in inspect.signature(
+    nn.Module.register_forward_pre_hook).parameters
+INPUT_KEYWORDS = ("hidden_states", "x", "input", "query", "inputs_embeds")
+
+
+def _keyword_input(kwargs):
+    for name in INPUT_KEYWORDS:
+        t = _first_tensor(kwargs.get(name))
+        if t is not None:
+            return t
+    return None
+
+
+def _pre_hook(module, fn):
+    """Registers fn(module, args) as a forward pre-hook; a call that passes
+    the input by keyword (see INPUT_KEYWORDS) gives fn (input,) as args."""
+    if not _PRE_HOOK_KWARGS:
+        return module.register_forward_pre_hook(fn)
+
+    def hook(m, args, kwargs):
+        if kwargs and _first_tensor(args) is None:
+            args = (_keyword_input(kwargs),)
+        fn(m, args)  # returns None: the call's arguments stay as they are
+
+    return module.register_forward_pre_hook(hook, with_kwargs=True)
 
 
 def _norm_kind(norms):
@@ -74,15 +108,27 @@ def _norm_kind(norms):
     return kinds.pop() if len(kinds) == 1 else 0
 
 
+def _check_roles(mods, sub):
+    """The out_norm is a module of its own: a norm on the branch's output
+    cannot be the branch, its first module or the input norm."""
+    out = mods.get("out_norm")
+    for role in ("norm", "branch", "branch_in"):
+        if out is not None and mods.get(role) is out:
+            raise ValueError("resdiag.attach: out_norm of %s is its %s too (%s); out_norm is "
+                             "the norm applied to the branch's output before the add"
+                             % (sub.name, role, getattr(sub, role)))
+
+
 def _d_model(block, spec):
     for sub in spec.sublayers:
-        norm = _blocks.get(block, sub.norm) if sub.norm else None
-        shape = getattr(norm, "normalized_shape", None)
-        if shape:
-            return int(shape[-1])
-        w = getattr(norm, "weight", None)
-        if isinstance(w, torch.Tensor) and w.dim() == 1:
-            return int(w.shape[0])
+        for dotted in (sub.norm, sub.out_norm):
+            norm = _blocks.get(block, dotted) if dotted else None
+            shape = getattr(norm, "normalized_shape", None)
+            if shape:
+                return int(shape[-1])
+            w = getattr(norm, "weight", None)
+            if isinstance(w, torch.Tensor) and w.dim() == 1:
+                return int(w.shape[0])
     for attr in ("embed_dim", "d_model", "n_embd"):
         if isinstance(getattr(block, attr, None), int):
             return getattr(block, attr)
@@ -99,7 +145,8 @@ class Recorder:
     forward and backward of each training step, and ``rec.detach()`` at the
     end (removes every hook and closes the file)."""
 
-    def __init__(self, model, path, blocks=None, block=None, final_norm=None, head=None,
+    def __init__(self, model, path, blocks=None, block=None, layers=None, final_norm=None,
+                 head=None,
                  placement=None, norm_kind=None, d_model=None, backward=True,
                  record_every=1, record_first=0, record_last=None, record_init_only=False,
                  sketch_size=None, flush_steps=None, description=None, meta=None,
@@ -119,6 +166,17 @@ class Recorder:
                                    "with resdiag_submit_partials (%s has none)" % _lib.path)
             device_stats = "never"
         names = {id(m): n for n, m in model.named_modules()}
+        # Layers: groups of container entries stand for the blocks, and no
+        # module runs around a group (see _group_entry).
+        self._grouped = layers is not None
+        if self._grouped:
+            if not isinstance(layers, _blocks.Layers):
+                raise TypeError("resdiag.attach: layers= takes a resdiag.Layers, not %s"
+                                % type(layers).__name__)
+            if blocks is not None or block is not None:
+                raise ValueError("resdiag.attach: layers= maps the blocks itself; pass it "
+                                 "without blocks= and block=")
+            blocks, block = layers.groups(model), layers.block
         if blocks is None:
             blocks = _blocks.find_blocks(model)
             if not blocks:
@@ -137,26 +195,40 @@ class Recorder:
                                  "with one kind, e.g. model.decoder.layers" % type(b).__name__)
         self._parallel = specs[0].parallel
 
-        # Resolve each block's submodules and parameters once.
+        # Resolve each block's submodules and parameters once. A norm or
+        # out_norm whose path holds None in a block is absent there (the
+        # last layer of x-transformers' post-norm stack has no norm of its
+        # own); absent in every block, the path names nothing.
         self._layers = []
         norms = []
+        present = set()  # (sublayer, role) of the optional roles found in some block
         for b, s in zip(blocks, specs):
             subs = []
-            for sub in s.sublayers:
+            for si, sub in enumerate(s.sublayers):
                 mods = {}
-                for role in ("norm", "branch", "branch_in"):
+                for role in _blocks.ROLES:
                     dotted = getattr(sub, role)
                     if dotted is None:
                         continue
-                    m = _blocks.get(b, dotted)
+                    found, m = _blocks.resolve(b, dotted)
+                    if found and m is None and role in _blocks.OPTIONAL_ROLES:
+                        continue
                     if not isinstance(m, nn.Module):
+                        where = b.what() if isinstance(b, _blocks.Group) else type(b).__name__
                         raise ValueError("resdiag.attach: %s has no submodule %r (%s of %s)"
-                                         % (type(b).__name__, dotted, role, sub.name))
+                                         % (where, dotted, role, sub.name))
                     mods[role] = m
-                if "norm" in mods:
-                    norms.append(mods["norm"])
+                    present.add((si, role))
+                _check_roles(mods, sub)
+                norms += [mods[r] for r in _blocks.OPTIONAL_ROLES if r in mods]
                 subs.append(mods)
             self._layers.append((b, subs))
+        for si, sub in enumerate(specs[0].sublayers):
+            for role in _blocks.OPTIONAL_ROLES:
+                if getattr(sub, role) is not None and (si, role) not in present:
+                    raise ValueError("resdiag.attach: %s=%r of %s is None in every block: "
+                                     "no such norm (leave %s out)"
+                                     % (role, getattr(sub, role), sub.name, role))
         # A parameter is recorded when every block has it.
         pnames = [n for n in specs[0].params
                   if all(isinstance(_blocks.get(b, s.params.get(n, "")), torch.Tensor)
@@ -209,6 +281,11 @@ class Recorder:
         else:
             _log.info("resdiag: no final norm and no head found: the report says "
                       "'not observed' (pass final_norm= and head=)")
+            if self._grouped:
+                warnings.warn("resdiag.attach: with layers=, the last layer's output is what "
+                              "the final norm or the head reads, and neither was found: the "
+                              "last sublayer's stream_out is not recorded (pass final_norm= or "
+                              "head=)", RuntimeWarning, stacklevel=3)
         head_w = getattr(head, "weight", None) if head is not None else None
         self._model_params = [head_w] if isinstance(head_w, torch.Tensor) else []
         recorded = {id(p) for ps in self._params for p in ps} | {id(p) for p in self._model_params}
@@ -349,6 +426,9 @@ class Recorder:
         self._hooked = None  # (tensor, [its sites]) of the last tensor hook registered
 
         self._backward = backward
+        self._training_run = m.run_kind == 0  # RESDIAG_RUN_TRAINING: see _eval_forward
+        self._eval_noted = False
+        self._step_grad = True  # autograd was on when the step began: see _eval_forward
         self._in_step = False
         self._recording = False
         self._next_step = 0
@@ -359,6 +439,12 @@ class Recorder:
         self._flipped = {}  # id(hooked module) -> the module whose training flag it set
         self._entered = [0] * self.n_layers   # sublayers whose stream_in was seen
         self._seen_sub = [False] * self.n_layers
+        # Layers groups: the (sublayer, role) pre-hooks that ran in the
+        # layer's current pass (a repeat begins the next pass).
+        self._fired = [set() for _ in range(self.n_layers)]
+        # branch_in and out_norm_in/out are sites of schema 3: a file of an
+        # older schema has no place for them.
+        self._new_sites = o.file_schema not in (1, 2)
         # Mapped modules that have not run in a recorded step yet: {path:
         # what it stands for}; checked when the first recorded step that ran
         # any of them ends (see _check_ran).
@@ -381,30 +467,44 @@ class Recorder:
                     self._ran_hooks.append(mod.register_forward_pre_hook(
                         functools.partial(self._ran, path)))
             for l, (b, subs) in enumerate(self._layers):
-                self._cs[(l, "in")] = cs(b, "input")
-                self._cs[(l, "out")] = cs(b, "output")
-                reg(b.register_forward_pre_hook(functools.partial(self._block_in, l)))
-                reg(b.register_forward_hook(functools.partial(self._block_out, l)))
+                if not self._grouped:  # a group is never called: no hooks of its own
+                    self._cs[(l, "in")] = cs(b, "input")
+                    self._cs[(l, "out")] = cs(b, "output")
+                    reg(_pre_hook(b, functools.partial(self._block_in, l)))
+                    reg(b.register_forward_hook(functools.partial(self._block_out, l)))
                 for s, mods in enumerate(subs):
-                    for role in ("norm", "branch", "branch_in"):
+                    for role in _blocks.ROLES:
                         if role in mods:
                             mark(mods[role], "layer %d %s %s" % (l, sub_names[s], role))
+                    # Registered in the order the hooks run: norm, branch_in,
+                    # branch, out_norm (a module in two roles calls its
+                    # hooks of one kind in this order).
                     if "norm" in mods:
                         self._cs[(l, s, "norm_in")] = cs(mods["norm"], "input")
                         self._cs[(l, s, "norm_out")] = cs(mods["norm"], "output")
-                        reg(mods["norm"].register_forward_pre_hook(
-                            functools.partial(self._norm_in, l, s)))
+                        reg(_pre_hook(mods["norm"], functools.partial(self._norm_in, l, s)))
                         reg(mods["norm"].register_forward_hook(functools.partial(self._norm_out, l, s)))
-                    self._cs[(l, s, "branch_out")] = cs(mods["branch"], "output")
                     self._cs[(l, s, "branch_in")] = cs(mods["branch_in"], "input")
-                    reg(mods["branch"].register_forward_hook(functools.partial(self._branch_out, l, s)))
-                    reg(mods["branch_in"].register_forward_pre_hook(
-                        functools.partial(self._branch_in, l, s)))
+                    reg(_pre_hook(mods["branch_in"], functools.partial(self._branch_in, l, s)))
+                    out_norm = mods.get("out_norm")
+                    if out_norm is None:
+                        self._cs[(l, s, "branch_out")] = cs(mods["branch"], "output")
+                        reg(mods["branch"].register_forward_hook(
+                            functools.partial(self._branch_out, l, s)))
+                    else:
+                        # What is added is the out_norm's output: branch_out
+                        # comes from its hook, not from the branch's.
+                        self._cs[(l, s, "branch_out")] = cs(out_norm, "output")
+                        self._cs[(l, s, "out_norm_in")] = cs(out_norm, "input")
+                        self._cs[(l, s, "out_norm_out")] = self._cs[(l, s, "branch_out")]
+                        reg(_pre_hook(out_norm, functools.partial(self._out_norm_in, l, s)))
+                        reg(out_norm.register_forward_hook(
+                            functools.partial(self._out_norm_out, l, s)))
             if final_norm is not None:
                 mark(final_norm, "final norm")
                 self._cs["fn_in"] = cs(final_norm, "input")
                 self._cs["fn_out"] = cs(final_norm, "output")
-                reg(final_norm.register_forward_pre_hook(self._final_in))
+                reg(_pre_hook(final_norm, self._final_in))
                 reg(final_norm.register_forward_hook(self._final_out))
             if head is not None:
                 mark(head, "head")
@@ -415,7 +515,7 @@ class Recorder:
                     # output: equal to the last block's output, it shows
                     # from the data that there is no final norm.
                     self._cs["head_in"] = cs(head, "input")
-                    reg(head.register_forward_pre_hook(self._head_in))
+                    reg(_pre_hook(head, self._head_in))
             self._cs["param"] = PARAM_CALLSITE
             self._cs["manual"] = b"Recorder.observe"
             # torch 1.13 runs TransformerEncoderLayer (and TransformerEncoder)
@@ -457,11 +557,15 @@ class Recorder:
             return
         self._next_step = step + 1
         self._in_step = True
+        self._eval_noted = False
+        self._step_grad = torch.is_grad_enabled()
         self._recording = bool(lib.resdiag_step_is_recorded(self._rd))
 
-    def end_step(self):
+    def end_step(self, abort_reason=None):
         """Records the parameter gradients (.grad as it is now: call this after
-        backward and before zero_grad) and ends the step."""
+        backward and before zero_grad) and ends the step; with abort_reason
+        (a str: why) ends it as aborted instead (resdiag_step_abort): the
+        hooks' records are written, flagged incomplete."""
         if not self._in_step:
             return
         if self._recording:
@@ -487,7 +591,10 @@ class Recorder:
         self._device_grads = []
         self._restore_all()
         self._in_step = self._recording = False
-        self._note(lib.resdiag_step_end(self._rd))
+        if abort_reason is None:
+            self._note(lib.resdiag_step_end(self._rd))
+        else:
+            self._note(lib.resdiag_step_abort(self._rd, _abort_reason(abort_reason)))
 
     class _Step:
         __slots__ = ("rec",)
@@ -498,12 +605,51 @@ class Recorder:
         def __enter__(self):
             return self.rec
 
-        def __exit__(self, *exc):
-            self.rec.end_step()
+        def __exit__(self, exc_type, exc, tb):
+            if exc_type is None:
+                self.rec.end_step()
+            else:
+                self.rec._abort_step(exc_type, exc)
+            return False  # the exception goes on
+
+    def _abort_step(self, exc_type, exc):
+        """Ends the step as aborted (resdiag_step_abort) for an exception
+        that left ``with rec.step()``: what the hooks recorded is written,
+        flagged incomplete; the parameter gradients are not read (the
+        backward may not have run or finished). Never raises: the trainer's
+        exception is the one that matters."""
+        if not self._in_step:
+            return
+        try:
+            if self._recording:
+                self._submit_kernel()
+                self._batch.submit(self._note)
+        except Exception as e:  # noqa: BLE001 - see _fail
+            self._fail(e)
+        self._recording = False  # end_step: clean up, then resdiag_step_abort
+        self.end_step(abort_reason="%s: %s" % (getattr(exc_type, "__name__", "exception"), exc))
+
+    def _eval_forward(self):
+        """True for a forward without autograd (torch.no_grad(),
+        torch.inference_mode()) inside a step of a training run that began
+        with autograd on: an evaluation pass, which the hooks leave out so
+        that the step's statistics are those of its training forward;
+        logged once a step. (A step begun under no_grad is a forward-only
+        step: all of it is recorded.)"""
+        if not self._training_run or not self._step_grad or torch.is_grad_enabled():
             return False
+        if not self._eval_noted:
+            self._eval_noted = True
+            _log.info("resdiag: step %d: a forward without autograd (torch.no_grad or "
+                      "inference_mode) inside a recorded training step was left out of the "
+                      "step's statistics (an evaluation forward)", self._next_step - 1)
+        return True
 
     def step(self, step=None):
-        """``with rec.step(n): loss = ...; loss.backward()`` brackets one step."""
+        """``with rec.step(n): loss = ...; loss.backward()`` brackets one step.
+        An exception that leaves the block ends the step as aborted
+        (resdiag_step_abort, with the exception's type and message) and
+        goes on."""
         self.begin_step(step)
         return Recorder._Step(self)
 
@@ -662,7 +808,7 @@ class Recorder:
         self._batch.add((direction, layer, sub, site, -1, 0), cs, p)
 
     def _observe(self, t, layer, sub, site, cs):
-        if t is None or not t.is_floating_point():
+        if t is None or not t.is_floating_point() or self._eval_forward():
             return
         if layer >= 0:
             layer += self._layer0
@@ -833,10 +979,14 @@ class Recorder:
             self._warn_once(("bypass", l), "resdiag: block %d ran without calling its submodules "
                             "(a fused path?); only its input and output were recorded" % l)
 
-    def _sub_entry(self, l, s, x, cs):
+    def _sub_entry(self, l, s, x, cs, role):
         """Records x as the stream between sublayers s-1 and s, the first
-        time a hook of sublayer s >= 1 sees it. True when it did."""
+        time a pre-hook (of `role`) of sublayer s >= 1 sees it; in a
+        Layers group also the stream entering the layer (s = 0). True
+        when it did."""
         self._seen_sub[l] = True
+        if self._grouped:
+            return self._group_entry(l, s, x, cs, role)
         if s == 0 or self._parallel or self._entered[l] & (1 << s):
             return False
         self._entered[l] |= 1 << s
@@ -844,18 +994,54 @@ class Recorder:
         self._observe(x, l, s, S_STREAM_IN, cs)
         return True
 
+    def _group_entry(self, l, s, x, cs, role):
+        """_sub_entry in a Layers group, where no hook marks where a layer
+        begins: a pre-hook of sublayer 0 begins the layer's next pass (the
+        next forward) once the pass went past sublayer 0 or when it ran in
+        it already; the stream entering the layer is also the previous
+        layer's output (and the embedding's, for layer 0)."""
+        fired = self._fired[l]
+        if s == 0 and ((0, role) in fired or self._entered[l] & ~1):
+            fired.clear()
+            self._entered[l] = 0
+        fired.add((s, role))
+        if self._entered[l] & (1 << s):
+            return False
+        self._entered[l] |= 1 << s
+        if s > 0:
+            self._observe(x, l, s - 1, S_STREAM_OUT, cs)
+        elif l > 0:
+            self._observe(x, l - 1, len(self.sublayer_names) - 1, S_STREAM_OUT, cs)
+        self._observe(x, l, s, S_STREAM_IN, cs)
+        if s == 0 and l + self._layer0 == 0:
+            self._observe(x, _lib.MODEL_LEVEL, 0, S_EMBED_OUT, cs)
+        return True
+
+    def _last_layer_out(self, x, cs):
+        """The last group's output, in a Layers mapping: what the final
+        norm (or the head) reads."""
+        if self._grouped and self.n_layers:
+            self._observe(x, self.n_layers - 1, len(self.sublayer_names) - 1, S_STREAM_OUT, cs)
+
     def _norm_in(self, l, s, module, args):
         if not self._recording:
             return
         x = _first_tensor(args)
-        entered = self._sub_entry(l, s, x, self._cs[(l, s, "norm_in")])
+        entered = self._sub_entry(l, s, x, self._cs[(l, s, "norm_in")], "norm")
         self._observe(x, l, s, S_NORM_IN, self._cs[(l, s, "norm_in")])
-        if entered and x is not None:
+        if entered:
             # stream_in of this sublayer was taken from the norm's input: the
             # relation norm_in = stream_in holds by construction, no evidence.
             self._alias(l, s, S_STREAM_IN, S_NORM_IN, x)
 
     def _alias(self, l, s, site, same_as, t):
+        """Declares that the binding took one tensor for two sites of the
+        sublayer (not that the model passed one tensor to two hooks: that
+        is evidence)."""
+        if t is None or not t.is_floating_point():
+            return  # nothing was observed at either site
+        if self._eval_forward():
+            return
         l += self._layer0
         try:
             self._note(lib.resdiag_observe_alias(self._rd, _lib.FORWARD, l, s, site, same_as))
@@ -870,18 +1056,47 @@ class Recorder:
             self._observe(_first_tensor(output), l, s, S_NORM_OUT, self._cs[(l, s, "norm_out")])
 
     def _branch_in(self, l, s, module, args):
-        if self._recording:
-            self._sub_entry(l, s, _first_tensor(args), self._cs[(l, s, "branch_in")])
+        if not self._recording:
+            return
+        x = _first_tensor(args)
+        cs = self._cs[(l, s, "branch_in")]
+        entered = self._sub_entry(l, s, x, cs, "branch_in")
+        if self._new_sites:
+            self._observe(x, l, s, S_BRANCH_IN, cs)
+            if entered:
+                # stream_in was taken from what the branch reads (post-norm,
+                # reordered, no norm): branch_in = stream_in by construction.
+                self._alias(l, s, S_STREAM_IN, S_BRANCH_IN, x)
 
     def _branch_out(self, l, s, module, args, output):
         if self._recording:
             self._seen_sub[l] = True
             self._observe(_first_tensor(output), l, s, S_BRANCH_OUT, self._cs[(l, s, "branch_out")])
 
+    def _out_norm_in(self, l, s, module, args):
+        if self._recording:
+            self._seen_sub[l] = True
+            if self._new_sites:
+                self._observe(_first_tensor(args), l, s, S_OUT_NORM_IN,
+                              self._cs[(l, s, "out_norm_in")])
+
+    def _out_norm_out(self, l, s, module, args, output):
+        if not self._recording:
+            return
+        self._seen_sub[l] = True
+        y = _first_tensor(output)
+        if self._new_sites:
+            self._observe(y, l, s, S_OUT_NORM_OUT, self._cs[(l, s, "out_norm_out")])
+        self._observe(y, l, s, S_BRANCH_OUT, self._cs[(l, s, "branch_out")])
+        if self._new_sites:
+            # branch_out is taken from the out_norm's output: one tensor
+            self._alias(l, s, S_BRANCH_OUT, S_OUT_NORM_OUT, y)
+
     def _final_in(self, module, args):
         if self._recording:
-            self._observe(_first_tensor(args), _lib.MODEL_LEVEL, 0, S_FINAL_NORM_IN,
-                          self._cs["fn_in"])
+            x = _first_tensor(args)
+            self._last_layer_out(x, self._cs["fn_in"])
+            self._observe(x, _lib.MODEL_LEVEL, 0, S_FINAL_NORM_IN, self._cs["fn_in"])
 
     def _final_out(self, module, args, output):
         if self._recording:
@@ -890,8 +1105,9 @@ class Recorder:
 
     def _head_in(self, module, args):
         if self._recording:
-            self._observe(_first_tensor(args), _lib.MODEL_LEVEL, 0, S_FINAL_NORM_OUT,
-                          self._cs["head_in"])
+            x = _first_tensor(args)
+            self._last_layer_out(x, self._cs["head_in"])
+            self._observe(x, _lib.MODEL_LEVEL, 0, S_FINAL_NORM_OUT, self._cs["head_in"])
 
     def _head_out(self, module, args, output):
         if self._recording:
@@ -915,6 +1131,15 @@ class Recorder:
         self._flipped = {}
 
 
+def _abort_reason(text):
+    """text (e.g. an exception's "Type: message") as resdiag_step_abort
+    takes it: UTF-8, control characters other than newline and tab as '?'
+    (the library cuts it to RESDIAG_MAX_ABORT_REASON - 1 bytes)."""
+    text = "".join(c if c in "\n\t" or not (ord(c) < 32 or 127 <= ord(c) < 160) else "?"
+                   for c in text[:_lib.MAX_ABORT_REASON])
+    return text.encode("utf-8", "replace")
+
+
 def _sketch_layout(rd, col0, n_cols, row0, n_rows):
     """resdiag_sketch_layout of run rd as lists (bucket, col_sign, row_sign)."""
     bucket = (ctypes.c_int32 * max(1, n_cols))()
@@ -933,7 +1158,8 @@ def attach(model, path, **kw):
     nn.TransformerDecoderLayer) or shape (a GPT-2-style block with ln_1,
     attn, ln_2, mlp), or given: ``blocks=[...]`` (in layer order) and
     ``block=resdiag.Block([...])`` to name the norm, the branch and the
-    parameters of any other block. Keywords: final_norm, head (module or
+    parameters of any other block, or ``layers=resdiag.Layers(...)`` for
+    a container with one entry per sublayer (x-transformers). Keywords: final_norm, head (module or
     dotted name), placement (declared; default undeclared: the verdict
     comes from the data either way), norm_kind, d_model, backward
     (default True), record_every, record_first, record_last,

@@ -30,12 +30,12 @@ half_kib() {
     echo $(( $(stat -c %s "$dir/whole-$1.h5") / 2048 ))
 }
 # SCHEMA LEVEL KIB (bash's ulimit -f counts KiB). Schema 1: 64, 1000: below
-# creation; 1500: the first batch fits, not the second; 2400: early; 4000:
+# creation; 1600: the first batch fits, not the second; 2400: early; 4000:
 # about an eighth. (They follow the writer's estimate of what a phase may
 # allocate: more datasets, more margin.)
 cases="1 0 64
 1 0 1000
-1 0 1500
+1 0 1600
 1 0 2400
 1 0 4000
 2 1 64

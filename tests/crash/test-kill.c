@@ -97,6 +97,10 @@ static double expect_value(const rd_tables *lay, int64_t i, size_t off, int *flo
             return (double)(1 + (i * 7 + (int64_t)e) % 100000);
         case RD_KIND_ALIAS: /* int8, -1 = its own tensor */
             return (double)((i + (int64_t)e) % 100);
+        case RD_KIND_FLAG: /* int8: 0 complete, 1 aborted */
+            return (double)((i + (int64_t)e) % 2);
+        case RD_KIND_TEXT: /* uint8 bytes */
+            return (double)(1 + (i * 3 + (int64_t)e) % 255);
         case RD_KIND_SKETCH: /* the model sites' sketches stay float64 */
             *float32 = t != RD_T_FWD_MODEL_SKETCH && t != RD_T_BWD_MODEL_SKETCH;
             break;

@@ -212,7 +212,8 @@ START_TEST(the_report_names_the_first_nan_and_the_steps_before_are_untouched)
     snprintf(want, sizeof want,
              "\"nonfinite\": {\"step\": %d, \"layer\": %d, \"sublayer\": \"mlp\", \"site\": "
              "\"branch_out\", \"param\": null, \"direction\": \"forward\", \"nan\": %.0f, "
-             "\"inf\": 0, \"steps_affected\": %d, \"nan_total\": %.0f, \"inf_total\": %.0f}",
+             "\"inf\": 0, \"steps_affected\": %d, \"nan_total\": %.0f, \"inf_total\": %.0f, "
+             "\"step_aborted\": false}",
              K, BAD_LAYER, g_first_nan, g_steps_affected, g_nan_total, g_inf_total);
     char *json = tool_report(storm, 1);
     ck_assert_msg(json != NULL, "resdiag report --json did not exit 0");

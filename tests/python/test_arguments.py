@@ -114,7 +114,7 @@ class ReaderIntegers(unittest.TestCase):
                     run.callsite("stream_in", **kw)
                 self.assertEqual(cm.exception.status, site_err.exception.status)
             with self.assertRaises(resdiag.ResdiagError):
-                run.callsite(7)  # no site has the number 7
+                run.callsite(12)  # no site has the number 12
             # a block site in the model, and a model site (layer not read)
             self.assertIn("input", run.callsite("stream_in", layer=1))
             self.assertIsInstance(run.callsite("logits", layer=99), str)

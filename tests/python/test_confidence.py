@@ -52,10 +52,13 @@ class EncoderConfidence(unittest.TestCase):
                                 # taken from its norm's input, so norm_in =
                                 # stream_in holds by construction (declared by
                                 # the binding), and so do the relations with
-                                # both terms; the first's are two hooks.
-                                want = ["norm_reads_stream", "norm_reads_sum",
-                                        "norm_reads_alpha_sum"] if (norm_first == "true"
-                                                                    and s == 1) else []
+                                # both terms; post-norm: it is taken from what
+                                # the branch reads, so branch_in = stream_in;
+                                # the first sublayer's are two hooks.
+                                want = [] if s == 0 else (
+                                    ["norm_reads_stream", "norm_reads_sum",
+                                     "norm_reads_alpha_sum"] if norm_first == "true"
+                                    else ["branch_reads_stream"])
                                 self.assertEqual(sub["by_construction"], want)
 
 

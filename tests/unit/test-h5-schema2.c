@@ -138,6 +138,10 @@ static double value(const rd_tables *lay, int64_t i, size_t off)
         return (rel + u) % 4 == 0 ? NAN : (double)(1 + (rel + u) % 9);
     case RD_KIND_ALIAS: /* another site of the same sublayer, or its own */
         return (rel + u) % 6 == 1 ? (double)((rel % nb + 1) % nb) : NAN;
+    case RD_KIND_FLAG: /* aborted, complete, or not written */
+        return (rel + u) % 3 == 2 ? NAN : (double)((rel + u) % 3);
+    case RD_KIND_TEXT: /* bytes, and NaN, which is stored as 0 */
+        return (rel + u) % 5 == 0 ? NAN : (double)(1 + (rel * 7 + u) % 255);
     default:
         break;
     }
@@ -154,6 +158,8 @@ static double stored(const rd_tables *lay, int64_t i, size_t off)
     int f32 = (tb->kind == RD_KIND_STATS && !is_count_field((int)((off - tb->offset) % F)))
               || t == RD_T_FWD_SITE_SKETCH || t == RD_T_BWD_SITE_SKETCH
               || tb->kind == RD_KIND_UPDATE;
+    if (tb->kind == RD_KIND_TEXT && isnan(v))
+        return 0;
     return f32 ? (double)(float)v : v;
 }
 

@@ -1071,6 +1071,8 @@ static const char *const AXIS_SCALE[][3] = {
     { "nonfinite_field", "/nonfinite_field", "nonfinite_field" },
     { "stats_table", "/stats_table", "stats_table" },
     { "sketch", "/sketch", "sketch" },
+    { "status", "/status", "status" },
+    { "reason_byte", "/reason_byte", "reason_byte" },
 };
 
 static herr_t scale_name_cb(hid_t did, unsigned dim, hid_t dsid, void *data)
