@@ -353,7 +353,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             int dir = pick_int(&in, 0, 1), layer = pick_int(&in, 0, L - 1);
             int sub = pick_int(&in, 0, S - 1);
             unsigned sk = u8(&in);
-            int site = sk < 200 ? (int)(sk % 5) : sk < 250 ? 16 + (int)(sk % 4) : (int)sk - 240;
+            /* a block site (the run is schema 3: all 8), a model site, or none (10..15) */
+            int site = sk < 200 ? (int)(sk % RESDIAG_N_BLOCK_SITES)
+                                : sk < 250 ? 16 + (int)(sk % 4) : (int)sk - 240;
             int valid;
             resdiag_tensor t = make_tensor(&in, D, &valid);
             st = resdiag_observe_at(r, (resdiag_direction)dir, layer, sub, (resdiag_site)site, t,
@@ -362,8 +364,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 break;
             int model_site = site >= 16 && site <= 19;
             int good = recording && valid && dir >= 0 && dir <= 1 &&
-                       (model_site || (site >= 0 && site < 5 && layer >= 0 && layer < L &&
-                                       sub >= 0 && sub < S)) &&
+                       (model_site || (site >= 0 && site < RESDIAG_N_BLOCK_SITES &&
+                                       layer >= 0 && layer < L && sub >= 0 && sub < S)) &&
                        (site == RESDIAG_LOGITS || t.cols == D ||
                         (m.shard_cols > 0 && t.cols == m.shard_cols));
             /* a later call of the step merges, with the same width, unless

@@ -2,7 +2,8 @@
 # make-seeds.sh - seed corpora for the libFuzzer harnesses (doc/FUZZING.md):
 #   OUT/reader: valid run files of every kind the project writes (examples/
 #               minimal, tinygpt runs of several placements and record modes,
-#               of schema 1 and of schema 2 at deflate levels 0, 1 and 9,
+#               of schema 1, of schema 2 and of schema 3 (the default, 8
+#               block sites) at deflate levels 0, 1 and 9,
 #               make-bad-runs, mutate-runs' bases) and the kept bug inputs;
 #   OUT/api:    the kept API-call inputs (tests/fuzz/corpus/api).
 # Usage: tests/fuzz/make-seeds.sh BUILD_DIR OUT_DIR   (BUILD_DIR: any build
@@ -22,9 +23,12 @@ for p in pre post sandwich deepnorm mix:1 parallel none; do
     "$build/examples/tinygpt/tinygpt" "${tiny[@]}" --placement "$p" \
         --out "$r/tinygpt-${p/:/}.h5" --overwrite >/dev/null
 done
-# the other layouts: schema 1, schema 2 without compression and at level 9
-"$build/examples/tinygpt/tinygpt" "${tiny[@]}" --file-schema 1 \
-    --out "$r/tinygpt-schema1.h5" --overwrite >/dev/null
+# the other layouts: schemas 1 and 2 (5 block sites), schema 3 without
+# compression and at level 9
+for schema in 1 2; do
+    "$build/examples/tinygpt/tinygpt" "${tiny[@]}" --file-schema "$schema" \
+        --out "$r/tinygpt-schema$schema.h5" --overwrite >/dev/null
+done
 for level in 0 9; do
     "$build/examples/tinygpt/tinygpt" "${tiny[@]}" --compression "$level" \
         --out "$r/tinygpt-deflate$level.h5" --overwrite >/dev/null

@@ -35,9 +35,10 @@
  *   scales-elink.h5      the /layer scale an external link into
  *                        secret-target.h5
  *
- * Schema 2 (base.h5 is one: float32 statistics, int64 counts; of L = 5
- * layers, so that its block-site tables are large enough to be deflated,
- * through shuffle then deflate):
+ * Schemas 2 and 3 (base.h5 is schema 3, the default, which stores as schema
+ * 2 does: float32 statistics, int64 counts; of L = 5 layers, so that its
+ * block-site tables are large enough to be deflated, through shuffle then
+ * deflate; 8 block sites):
  *   s2-filter-blosc.h5   /forward/site_stats through shuffle then filter 32001
  *                        (Blosc's id; here an identity only this program has)
  *   s2-filter-order.h5   /forward/site_counts through deflate then shuffle
@@ -48,8 +49,8 @@
  *   s2-counts-negative.h5 a row count of -5 (the only negative count is -1)
  *   s2-counts-huge.h5    a row count of 2^62 (no double holds it exactly)
  *   s2-calls-negative.h5 a call count of -3 in /forward/site_calls (int32)
- *   s2-alias-range.h5    an alias of 100 in /forward/site_alias (int8; 5 sites)
- *   s2-version-3.h5      schema_version 3
+ *   s2-alias-range.h5    an alias of 100 in /forward/site_alias (int8; 8 sites)
+ *   s2-version-4.h5      schema_version 4 (newer than any this library reads)
  *   s2-bomb-chunk.h5     /forward/site_sketch in one chunk of 2^k steps that
  *                        deflates to a few hundred KB and inflates to 256 MiB
  *                        (the file holds 3 steps)
@@ -754,9 +755,9 @@ static void make_schema2(void)
     make_int_value("s2-counts-huge.h5", "forward/site_counts", 0, (int64_t)1 << 62);
     make_int_value("s2-calls-negative.h5", "forward/site_calls", 0, -3);
     make_int_value("s2-alias-range.h5", "forward/site_alias", 0, 100);
-    hid_t f = open_copy("s2-version-3.h5");
+    hid_t f = open_copy("s2-version-4.h5");
     hid_t a = H5Aopen(f, "schema_version", H5P_DEFAULT);
-    int v = 3;
+    int v = 4;
     if (a < 0 || H5Awrite(a, H5T_NATIVE_INT, &v) < 0)
         die("schema_version");
     H5Aclose(a);

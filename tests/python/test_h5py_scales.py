@@ -6,16 +6,18 @@ step, read back with h5py alone. Each time series' first axis is labelled
 (layer indices, sublayer, site, field names), equal to the label
 attributes that older readers use.
 
-The run is recorded twice, as schema 2 (the default) and as schema 1, and
-each is checked; the scale of an axis has the axis' length. Schema 2 also
-has its pinned layout (doc/FORMAT.md): the dtype of every kind of dataset,
+The run is recorded twice, as schema 3 (the default) and as schema 1, and
+each is checked; the scale of an axis has the axis' length (the site axis:
+8 block sites in schema 3, 5 in schema 1). Schema 3 also has schema 2's
+pinned layout (doc/FORMAT.md): the dtype of every kind of dataset,
 each statistics table split into its float32 fields and its int64 counts,
 each with a field_names attribute labelling its last axis, every chunked
 dataset filtered by exactly shuffle then deflate (level 1), the model
 sites' sketches kept float64 (the final norm is told from a difference
 below float32's resolution); and its values
-are schema 1's (the same run, --threads 1): float32-rounded where float32,
-equal where integers, with the sentinels where schema 1 has NaN.
+are schema 1's (the same run, --threads 1) on the sites both hold:
+float32-rounded where float32, equal where integers, with the sentinels
+where schema 1 has NaN.
 
     test_h5py_scales.py TINYGPT"""
 import os
@@ -39,7 +41,7 @@ def record(path, *flags):
 
 
 class H5pyScales(unittest.TestCase):
-    FLAGS = ()  # the default: schema 2
+    FLAGS = ()  # the default: schema 3
 
     @classmethod
     def setUpClass(cls):
@@ -111,8 +113,23 @@ def dataset_names(f):
     return out
 
 
+def site_axis(d):
+    """The index of d's "site" axis, or None."""
+    axes = d.attrs["axes"].split(",") if "axes" in d.attrs else []
+    return axes.index("site") if "site" in axes else None
+
+
+def old_sites(f, name, n):
+    """Dataset name of f on its first n block sites (all of it without a
+    site axis)."""
+    d = f[name]
+    k = site_axis(d)
+    return d[:] if k is None else np.take(d[:], np.arange(n), axis=k)
+
+
 class H5pySchema2(H5pyScales):
-    """The default file: schema 2, compression 1."""
+    """The default file: schema 3 (schema 2's layout with 8 block sites),
+    compression 1."""
 
     @classmethod
     def setUpClass(cls):
@@ -127,8 +144,23 @@ class H5pySchema2(H5pyScales):
         super().tearDownClass()
 
     def test_schema_versions(self):
-        self.assertEqual(int(self.f.attrs["schema_version"]), 2)
+        self.assertEqual(int(self.f.attrs["schema_version"]), 3)
         self.assertEqual(int(self.s1.attrs["schema_version"]), 1)
+
+    def test_site_axes_hold_the_schemas_sites(self):
+        """8 block sites on every site axis of schema 3, 5 in schema 1; the
+        /site scale and site_names alike."""
+        names = ["stream_in", "norm_in", "norm_out", "branch_out", "stream_out",
+                 "branch_in", "out_norm_in", "out_norm_out"]
+        for f, n in ((self.f, 8), (self.s1, 5)):
+            self.assertEqual([s if isinstance(s, str) else s.decode()
+                              for s in f.attrs["site_names"]], names[:n])
+            self.assertEqual([s.decode() for s in f["site"][:]], names[:n])
+            seen = [name for name in dataset_names(f) if site_axis(f[name]) is not None]
+            self.assertIn("forward/site_stats", seen)
+            self.assertIn("backward/site_alias", seen)
+            for name in seen:
+                self.assertEqual(f[name].shape[site_axis(f[name])], n, name)
 
     def test_the_pinned_dtypes(self):
         f = self.f
@@ -216,26 +248,28 @@ class H5pySchema2(H5pyScales):
             if name not in f:
                 continue
             old = s1[name][:]
-            np.testing.assert_array_equal(f[name][:], old[..., real_idx].astype(np.float32),
-                                          name)
+            np.testing.assert_array_equal(old_sites(f, name, 5),
+                                          old[..., real_idx].astype(np.float32), name)
             counts = old[..., count_idx]
             want = np.where(np.isnan(counts), -1, counts).astype(np.int64)
-            np.testing.assert_array_equal(f[name.replace("_stats", "_counts")][:], want, name)
+            np.testing.assert_array_equal(old_sites(f, name.replace("_stats", "_counts"), 5),
+                                          want, name)
         for name in dataset_names(s1):
             leaf = name.rsplit("/", 1)[-1]
             old = s1[name][:]
+            new = old_sites(f, name, 5) if name in f else None
             if leaf == "model_sketch":
-                np.testing.assert_array_equal(f[name][:], old, name)
+                np.testing.assert_array_equal(new, old, name)
             elif leaf.endswith("_sketch") or name == "forward/update":
-                np.testing.assert_array_equal(f[name][:], old.astype(np.float32), name)
+                np.testing.assert_array_equal(new, old.astype(np.float32), name)
             elif leaf.endswith("_calls"):
                 want = np.where(np.isnan(old), 0, old).astype(np.int32)
-                np.testing.assert_array_equal(f[name][:], want, name)
+                np.testing.assert_array_equal(new, want, name)
             elif leaf.endswith("_alias"):
                 want = np.where(np.isnan(old), -1, old).astype(np.int8)
-                np.testing.assert_array_equal(f[name][:], want, name)
+                np.testing.assert_array_equal(new, want, name)
             elif name in ("steps", "metrics/values"):
-                np.testing.assert_array_equal(f[name][:], old, name)
+                np.testing.assert_array_equal(new, old, name)
 
 
 class H5pySchema1(H5pyScales):

@@ -33,7 +33,7 @@ expect_verdict 1 "check --expect pre on the post run" -- \
     "$tool" check --expect pre "$dir/post.h5"
 expect_exit 2 "check --expect with a bad name" -- \
     "$tool" check --expect declarde "$dir/post.h5"
-expect_text "$dir/err" "none or declared" "the usage line names declared"
+expect_text "$dir/err" "none, reordered, per-sublayer or declared" "the usage line names declared"
 
 # text: report exits 0, the WARNING is the first line after the title
 expect_exit 0 "report of post declared pre" -- "$tool" report "$dir/post-as-pre.h5"

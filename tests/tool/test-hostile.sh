@@ -97,7 +97,7 @@ hostile s2-filter-extra.h5 "/forward/site_sketch"
 hostile s2-type-string.h5 "/forward/site_stats"
 hostile s2-type-compound.h5 "/forward/site_counts"
 hostile s2-type-double-counts.h5 "/forward/site_counts"
-hostile s2-version-3.h5 "has schema version 3"
+hostile s2-version-4.h5 "has schema version 4"
 # deflate streams followed by bytes of no stream: refused when read
 hostile s2-chunk-trailing.h5 "after the end of its deflate stream"
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# test-schemas.sh - one trainer run recorded as schema 1 and as schema 2 (the
-# default: float32 statistics, deflate level 1) gives the same analysis:
+# test-schemas.sh - one trainer run recorded as schema 1 and as schema 2
+# (float32 statistics, deflate level 1, as the default schema 3 stores them;
+# both of 5 block sites) gives the same analysis:
 # for tinygpt pre, post and sandwich (4 layers, 3 steps, --threads 1, so
 # both runs compute the same numbers):
 #  - `report` text: the same lines with every number masked (verdicts,

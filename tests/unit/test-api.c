@@ -154,7 +154,10 @@ START_TEST(strerror_names_every_status_distinctly)
                              resdiag_strerror((resdiag_status)b));
     }
     ck_assert_str_eq(resdiag_strerror((resdiag_status)999), "unknown status");
-    ck_assert_str_eq(resdiag_site_name((resdiag_site)7), "?");
+    ck_assert_str_eq(resdiag_site_name(RESDIAG_BRANCH_IN), "branch_in");
+    ck_assert_str_eq(resdiag_site_name(RESDIAG_OUT_NORM_IN), "out_norm_in");
+    ck_assert_str_eq(resdiag_site_name(RESDIAG_OUT_NORM_OUT), "out_norm_out");
+    ck_assert_str_eq(resdiag_site_name((resdiag_site)8), "?");
     ck_assert_str_eq(resdiag_site_name(RESDIAG_LOGITS), "logits");
     ck_assert_str_eq(resdiag_field_name(RESDIAG_FIELD_FROB), "frob");
     ck_assert_str_eq(resdiag_field_name((resdiag_field)RESDIAG_N_FIELDS), "?");
@@ -381,7 +384,7 @@ static const bad_hook bad_hooks[] = {
     { RESDIAG_E_RANGE, RESDIAG_FORWARD, L, 0, RESDIAG_STREAM_IN, 0, T, D, 0, 0, "layer 3" },
     { RESDIAG_E_RANGE, RESDIAG_BACKWARD, 0, S, RESDIAG_STREAM_IN, 0, T, D, 0, 0, "sublayer 2" },
     { RESDIAG_E_RANGE, RESDIAG_FORWARD, 0, -1, RESDIAG_NORM_OUT, 0, T, D, 0, 0, "sublayer -1" },
-    { RESDIAG_E_RANGE, RESDIAG_FORWARD, 0, 0, 5, 0, T, D, 0, 0, "unknown site 5" },
+    { RESDIAG_E_RANGE, RESDIAG_FORWARD, 0, 0, 8, 0, T, D, 0, 0, "unknown site 8" },
     { RESDIAG_E_RANGE, RESDIAG_FORWARD, 0, 0, 99, 0, T, D, 0, 0, "unknown site 99" },
     { RESDIAG_E_RANGE, RESDIAG_FORWARD, 0, 0, -2, 0, T, D, 0, 0, "unknown site -2" },
     { RESDIAG_E_INVALID, (resdiag_direction)2, 0, 0, RESDIAG_STREAM_IN, 0, T, D, 0, 0, "direction" },
@@ -393,6 +396,11 @@ static const bad_hook bad_hooks[] = {
     { RESDIAG_E_SHAPE, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, 0, INT64_MAX / 4, D, 0, 0, "too large" },
     { RESDIAG_E_NULL, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, 0, T, D, 0, 1, "data is NULL" },
     { RESDIAG_E_DTYPE, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, 9, T, D, 0, 0, "dtype 9" },
+    /* open_run writes schema 1: no room for the sites of schema 3 */
+    { RESDIAG_E_INVALID, RESDIAG_FORWARD, 0, 0, RESDIAG_BRANCH_IN, 0, T, D, 0, 0,
+      "site branch_in needs a file of schema 3; this run writes schema 1" },
+    { RESDIAG_E_INVALID, RESDIAG_BACKWARD, 0, 0, RESDIAG_OUT_NORM_OUT, 0, T, D, 0, 0,
+      "site out_norm_out needs a file of schema 3" },
 };
 
 START_TEST(hooks_reject_bad_calls_and_the_run_goes_on)
@@ -435,6 +443,97 @@ START_TEST(hooks_reject_bad_calls_and_the_run_goes_on)
         ck_assert_int_eq(observed, 0);
     }
     resdiag_reader_destroy(rd);
+}
+END_TEST
+
+/* branch_in, out_norm_in and out_norm_out need a file of schema 3 (the
+ * default): with file_schema 1 or 2 (the old 5-site layout) every hook on
+ * them is a client bug naming the schema (RESDIAG_E_INVALID), the run goes
+ * on and the file reads them as never observed; in schema 3 the same calls
+ * record. */
+START_TEST(sites_of_schema_3_need_a_file_of_schema_3)
+{
+    static const int schemas[] = { 1, 2, 3, 0 };
+    static const resdiag_site new_sites[] = { RESDIAG_BRANCH_IN, RESDIAG_OUT_NORM_IN,
+                                              RESDIAG_OUT_NORM_OUT };
+    float x[T * D];
+    fill(x, T * D, 11);
+    for (size_t c = 0; c < sizeof schemas / sizeof schemas[0]; c++) {
+        const int schema = schemas[c], old = schema == 1 || schema == 2;
+        resdiag_options o;
+        resdiag_options_init(&o);
+        o.file_schema = schema;
+        resdiag_model m = test_model();
+        resdiag *r = NULL;
+        unlink(path_a); /* the file of the schema before */
+        ck_assert_int_eq(resdiag_open(&r, path_a, &m, &o), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
+        ck_assert_int_eq(RESDIAG_FWD(r, 1, 0, RESDIAG_BRANCH_OUT, resdiag_f32(x, T, D)),
+                         RESDIAG_OK);
+        char says[128];
+        snprintf(says, sizeof says, "needs a file of schema 3; this run writes schema %d",
+                 schema);
+        const resdiag_status want = old ? RESDIAG_E_INVALID : RESDIAG_OK;
+        for (int dir = 0; dir < 2; dir++)
+            for (size_t k = 0; k < 3; k++) {
+                log_count = 0;
+                log_last[0] = 0;
+                ck_assert_int_eq(resdiag_observe_at(r, (resdiag_direction)dir, 0, 1,
+                                                    new_sites[k], resdiag_f32(x, T, D),
+                                                    "trainer.c", 40), want);
+                ck_assert_int_eq(log_count, old);
+                if (old)
+                    ck_assert_msg(strstr(log_last, "client bug: ") == log_last
+                                  && strstr(log_last, resdiag_site_name(new_sites[k]))
+                                  && strstr(log_last, says)
+                                  && strstr(log_last, "(trainer.c:40)"),
+                                  "schema %d: %s", schema, log_last);
+            }
+        /* an alias or a copy with one of them at either end */
+        log_count = 0;
+        ck_assert_int_eq(resdiag_observe_alias(r, RESDIAG_FORWARD, 1, 0, RESDIAG_OUT_NORM_OUT,
+                                               RESDIAG_BRANCH_OUT), want);
+        ck_assert_int_eq(resdiag_observe_alias(r, RESDIAG_FORWARD, 1, 0, RESDIAG_NORM_OUT,
+                                               RESDIAG_BRANCH_IN), want);
+        ck_assert_int_eq(resdiag_observe_same_as(r, RESDIAG_FORWARD, 1, 0, RESDIAG_BRANCH_IN, 1,
+                                                 0, RESDIAG_BRANCH_OUT, "trainer.c", 41),
+                         want);
+        ck_assert_int_eq(log_count, old ? 3 : 0);
+        if (old)
+            ck_assert_msg(strstr(log_last, "branch_in") && strstr(log_last, says), "%s",
+                          log_last);
+        ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+        resdiag_destroy(r);
+
+        resdiag_reader *rd = reopen(path_a);
+        ck_assert_int_eq(resdiag_reader_info(rd)->schema_version, schema ? schema : 3);
+        double f[RESDIAG_N_FIELDS];
+        int observed = -1;
+        ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 1, 0, RESDIAG_BRANCH_OUT, f,
+                                             &observed), RESDIAG_OK);
+        ck_assert_int_eq(observed, 1);
+        for (int dir = 0; dir < 2; dir++)
+            for (size_t k = 0; k < 3; k++) {
+                ck_assert_int_eq(resdiag_reader_site(rd, 0, (resdiag_direction)dir, 0, 1,
+                                                     new_sites[k], f, &observed), RESDIAG_OK);
+                ck_assert_int_eq(observed, !old);
+                if (!old)
+                    ck_assert_double_eq_tol(f[RESDIAG_FIELD_FROB], (double)ref_frob(x, T, D),
+                                            FROB_TOL(ref_frob(x, T, D)));
+            }
+        int as = -2;
+        ck_assert_int_eq(resdiag_reader_alias(rd, 0, RESDIAG_FORWARD, 1, 0, RESDIAG_NORM_OUT,
+                                              &as), RESDIAG_OK);
+        ck_assert_int_eq(as, old ? -1 : RESDIAG_BRANCH_IN);
+        ck_assert_int_eq(resdiag_reader_alias(rd, 0, RESDIAG_FORWARD, 1, 0, RESDIAG_OUT_NORM_OUT,
+                                              &as), RESDIAG_OK);
+        ck_assert_int_eq(as, old ? -1 : RESDIAG_BRANCH_OUT);
+        ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 1, 0, RESDIAG_BRANCH_IN, f,
+                                             &observed), RESDIAG_OK);
+        ck_assert_int_eq(observed, !old); /* the copy */
+        resdiag_reader_destroy(rd);
+    }
 }
 END_TEST
 
@@ -753,7 +852,8 @@ START_TEST(client_bugs_from_hooks_name_the_callers_file_and_line)
         { RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,
           resdiag_tensor_make(x, RESDIAG_DTYPE_F32, T, D, D - 1), RESDIAG_E_SHAPE },
         { RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(NULL, T, D), RESDIAG_E_NULL },
-        { RESDIAG_FORWARD, 0, 0, (resdiag_site)7, resdiag_f32(x, T, D), RESDIAG_E_RANGE },
+        { RESDIAG_FORWARD, 0, 0, (resdiag_site)8, resdiag_f32(x, T, D), RESDIAG_E_RANGE },
+        { RESDIAG_FORWARD, 0, 0, RESDIAG_OUT_NORM_IN, resdiag_f32(x, T, D), RESDIAG_E_INVALID },
         { (resdiag_direction)5, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, D),
           RESDIAG_E_INVALID },
         { RESDIAG_FORWARD, 9, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, D), RESDIAG_E_RANGE },
@@ -1307,7 +1407,7 @@ START_TEST(model_description_and_metadata_reach_the_file)
 
     resdiag_reader *rd = reopen(path_a);
     const resdiag_run_info *i = resdiag_reader_info(rd);
-    ck_assert_int_eq(i->schema_version, 2); /* the newest, by default */
+    ck_assert_int_eq(i->schema_version, 3); /* the newest, by default */
     ck_assert_str_eq(i->resdiag_version, RESDIAG_VERSION_STRING);
     ck_assert_int_eq(i->block, RESDIAG_BLOCK_PARALLEL);
     ck_assert_int_eq(i->declared_placement, RESDIAG_PLACEMENT_MIXED);
@@ -2149,6 +2249,7 @@ static Suite *api_suite(void)
     tcase_add_test(tc, calls_out_of_order_are_refused);
     tcase_add_test(tc, hooks_outside_a_step_are_a_quiet_no_op);
     tcase_add_test(tc, client_bugs_from_hooks_name_the_callers_file_and_line);
+    tcase_add_test(tc, sites_of_schema_3_need_a_file_of_schema_3);
     tcase_add_test(tc, client_bug_messages_are_rate_limited);
     tcase_add_test(tc, record_every_and_range_select_steps);
     tcase_add_test(tc, record_init_only_keeps_the_first_step);

@@ -192,6 +192,8 @@ static void write_run(const char *path, enum kind kind, double scale, int alias)
             norm(no, x, 0, 1e-5);
             branch(ni, no, scale);      /* what the norm on the branch reads */
             norm(f, ni, 1, 1e-5);       /* its output is what is added */
+            if (g_schema == 0 || g_schema >= 3) /* what the branch reads: a norm of x */
+                fwd(r, l, RESDIAG_BRANCH_IN, no);
             fwd(r, l, RESDIAG_NORM_IN, ni);
             fwd(r, l, RESDIAG_NORM_OUT, f);
             fwd(r, l, RESDIAG_BRANCH_OUT, f);
@@ -314,14 +316,32 @@ END_TEST
 
 /* Norm sites on the branch's norm, an RMSNorm reading a branch of RMS
  * 1e-3 (epsilon 1e-5 dominates): its output's token norms spread like a
- * plain branch's, yet what is added is a norm's output. */
+ * plain branch's, yet what is added is a norm's output; branch_in (a norm
+ * of stream_in, itself not recorded) tells it from reordered. In a file of
+ * schema 2, which has no room for branch_in, the sublayer cannot tell,
+ * naming branch_in. */
 START_TEST(sandwich_from_the_norm_on_the_branch)
 {
+    g_schema = 2;
+    write_run(path("old.h5"), BRANCH_NORM, 1e-3, 0);
+    g_schema = 0;
+    resdiag_analysis *old = analyse(path("old.h5"));
+    ck_assert_int_eq(resdiag_analysis_verdict(old), RESDIAG_VERDICT_CANNOT_TELL);
+    for (int l = 0; l < L; l++)
+        ck_assert_msg(old->sub[l].v == RESDIAG_VERDICT_CANNOT_TELL
+                      && strstr(old->sub[l].why, "branch_in"), "layer %d: %s: %s", l,
+                      resdiag_verdict_name(old->sub[l].v), old->sub[l].why);
+    resdiag_analysis_destroy(old);
+
     write_run(path("run.h5"), BRANCH_NORM, 1e-3, 0);
     resdiag_analysis *a = analyse(path("run.h5"));
     ck_assert_msg(resdiag_analysis_verdict(a) == RESDIAG_VERDICT_SANDWICH, "%s: %s",
                   resdiag_verdict_name(resdiag_analysis_verdict(a)), a->sub[0].why);
-    ck_assert_int_eq(resdiag_analysis_confidence(a), RESDIAG_CONFIDENCE_HIGH);
+    /* medium: branch_in differs from stream_in, but the norm it comes from
+     * is not in the sites (they hold the one on the branch) */
+    ck_assert_int_eq(resdiag_analysis_confidence(a), RESDIAG_CONFIDENCE_MEDIUM);
+    ck_assert_msg(strstr(a->conf_why, "the norm in front of the branch is not in the sites"),
+                  "%s", a->conf_why);
     for (int l = 0; l < L; l++) {
         const rd_sub *r = &a->sub[l];
         ck_assert_int_eq(r->v, RESDIAG_VERDICT_SANDWICH);
@@ -440,14 +460,17 @@ static double error_tol(double e, int m)
 
 /* Writes L layers of n_sub sublayers (a parallel block when n_sub = 2),
  * each layer's stream the last one's stream_out, the hooks in pre-norm
- * order or (post_order) with branch_out before the norm. */
+ * order or (post_order) with branch_out before the norm. Only the five
+ * sites stream_in..stream_out are observed (branch_in, out_norm_in and
+ * out_norm_out never are, whatever scale gives them). */
 static void write_multiples(const char *p, int n_sub, const site_scales *scale, int post_order)
 {
     static const char *const names[2] = { "attn", "mlp" };
-    static const resdiag_site pre_seq[RESDIAG_N_BLOCK_SITES] = {
+    enum { N_SEQ = 5 };
+    static const resdiag_site pre_seq[N_SEQ] = {
         RESDIAG_STREAM_IN, RESDIAG_NORM_IN, RESDIAG_NORM_OUT, RESDIAG_BRANCH_OUT,
         RESDIAG_STREAM_OUT };
-    static const resdiag_site post_seq[RESDIAG_N_BLOCK_SITES] = {
+    static const resdiag_site post_seq[N_SEQ] = {
         RESDIAG_STREAM_IN, RESDIAG_BRANCH_OUT, RESDIAG_NORM_IN, RESDIAG_NORM_OUT,
         RESDIAG_STREAM_OUT };
     resdiag_model m;
@@ -468,7 +491,7 @@ static void write_multiples(const char *p, int n_sub, const site_scales *scale, 
     double g = 1;
     for (int l = 0; l < L; l++) {
         for (int s = 0; s < n_sub; s++)
-            for (int k = 0; k < RESDIAG_N_BLOCK_SITES; k++) {
+            for (int k = 0; k < N_SEQ; k++) {
                 resdiag_site b = post_order ? post_seq[k] : pre_seq[k];
                 if (isnan(scale[s][b]))
                     continue;
@@ -526,7 +549,9 @@ static const resdiag_confidence sep_confidence[4] = {
 
 /* Pre-norm whose norm_in is 1/(1 - w) stream_in (pre-type relations off by
  * w = 1e-3) and whose norm_out is 1/(1 - t w) stream_out (post-type ones
- * off by t w): t on either side of SEP and of HIGH_SEP. */
+ * off by t w): t on either side of SEP and of HIGH_SEP. Below SEP the
+ * relations are too close to tell and the hook order decides (norm_in
+ * before the branch), medium with stream_out, no norm output, in support. */
 START_TEST(pre_type_on_either_side_of_sep_and_high_sep)
 {
     const double w = 1e-3, rival = sep_sides[_i] * w, b = BRANCH;
@@ -540,8 +565,12 @@ START_TEST(pre_type_on_either_side_of_sep_and_high_sep)
     ck_assert_double_eq_tol(multiples_error(2, c2, yn), rival, 1e-15);
     write_multiples(path("run.h5"), 1, sc, 0);
     resdiag_analysis *a = analyse(path("run.h5"));
-    expect_verdicts(a, 1, _i ? RESDIAG_VERDICT_PRE : RESDIAG_VERDICT_CANNOT_TELL,
-                    sep_confidence[_i]);
+    expect_verdicts(a, 1, RESDIAG_VERDICT_PRE,
+                    _i ? sep_confidence[_i] : RESDIAG_CONFIDENCE_MEDIUM);
+    for (int l = 0; l < L; l++)
+        ck_assert_msg(!_i == (strstr(a->sub[l].conf_why, "decided by the hook order with "
+                                     "stream_out's signature in support") != NULL),
+                      "layer %d: %s", l, a->sub[l].conf_why);
     for (int l = 0; l < L; l++) {
         const rd_sub *r = &a->sub[l];
         ck_assert_double_le(r->e_add, error_tol(0, 3));
@@ -596,13 +625,14 @@ END_TEST
 
 /* The best relations off by w on either side of HOLD (below it they hold:
  * pre-norm, medium with the rival off by 0.5, 17 times w) and of FAIL
- * (inconsistent, with confidence high only above it). */
+ * (inconsistent: low between the two, which is no decision; high above
+ * FAIL). */
 START_TEST(best_relations_on_either_side_of_hold_and_fail)
 {
     static const struct { double w; resdiag_verdict v; resdiag_confidence conf; } c[4] = {
         { BELOW * HOLD, RESDIAG_VERDICT_PRE, RESDIAG_CONFIDENCE_MEDIUM },
-        { ABOVE * HOLD, RESDIAG_VERDICT_INCONSISTENT, RESDIAG_CONFIDENCE_MEDIUM },
-        { BELOW * FAIL, RESDIAG_VERDICT_INCONSISTENT, RESDIAG_CONFIDENCE_MEDIUM },
+        { ABOVE * HOLD, RESDIAG_VERDICT_INCONSISTENT, RESDIAG_CONFIDENCE_LOW },
+        { BELOW * FAIL, RESDIAG_VERDICT_INCONSISTENT, RESDIAG_CONFIDENCE_LOW },
         { ABOVE * FAIL, RESDIAG_VERDICT_INCONSISTENT, RESDIAG_CONFIDENCE_HIGH } };
     const double w = c[_i].w, rival = 0.5, b = BRANCH;
     site_scales sc[1] = { { [RESDIAG_STREAM_IN] = 1, [RESDIAG_NORM_IN] = 1 / (1 - w),

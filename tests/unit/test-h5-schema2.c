@@ -5,6 +5,8 @@
  * calls and aliases exact, NaN and the sentinels, slots never observed),
  * the layout in the file read with the HDF5 API (types, fill values,
  * field_names, filters), schema 1 still written on request, the options,
+ * the site axes of each schema (8 block sites from schema 3, 5 before; the
+ * sites an older file has no room for read as never observed),
  * and the files the reader refuses: a filter resdiag does not write, a
  * filtered dataset claiming more than its bytes can hold, a type that is
  * not the schema's, a newer schema.
@@ -33,7 +35,14 @@
 #include "resdiag.h"
 
 #define F RESDIAG_N_FIELDS
-#define B RESDIAG_N_BLOCK_SITES
+/* Block sites of a schema's layout, written out here rather than taken from
+ * the library: 5 (stream_in..stream_out) in schemas 1 and 2, 8 from 3. */
+static int sites_of(int schema)
+{
+    return schema >= 3 ? RESDIAG_N_BLOCK_SITES : RD_OLD_BLOCK_SITES;
+}
+/* The runs built through the writer here are schema 2 unless one says. */
+#define B RD_OLD_BLOCK_SITES
 enum { L = 3, S = 2, P = 2, Q = 1, K = 8, STEPS = 11 };
 
 static const char *const SUB[S] = { "attn", "mlp" };
@@ -76,7 +85,7 @@ static void make_run(run *r, int schema, int compression)
     r->m.layer_param_names = LP;
     r->m.n_model_params = Q;
     r->m.model_param_names = MP;
-    rd_tables_init(&r->lay, L, S, P, Q, K, rd_block_sites(schema ? schema : RD_SCHEMA_VERSION));
+    rd_tables_init(&r->lay, L, S, P, Q, K, sites_of(schema ? schema : RD_SCHEMA_VERSION));
     r->hdr.model = &r->m;
     r->hdr.tables = &r->lay;
     r->hdr.sketch_size = K;
@@ -108,7 +117,7 @@ static double value(const rd_tables *lay, int64_t i, size_t off)
 {
     int t = table_of(lay, off);
     const rd_table *tb = &lay->tables[t];
-    size_t rel = off - tb->offset, u = (size_t)i;
+    size_t rel = off - tb->offset, u = (size_t)i, nb = (size_t)lay->n_block_sites;
     switch (tb->kind) {
     case RD_KIND_STATS: {
         size_t row = rel / F;
@@ -128,7 +137,7 @@ static double value(const rd_tables *lay, int64_t i, size_t off)
     case RD_KIND_CALLS:
         return (rel + u) % 4 == 0 ? NAN : (double)(1 + (rel + u) % 9);
     case RD_KIND_ALIAS: /* another site of the same sublayer, or its own */
-        return (rel + u) % 6 == 1 ? (double)((rel % B + 1) % B) : NAN;
+        return (rel + u) % 6 == 1 ? (double)((rel % nb + 1) % nb) : NAN;
     case RD_KIND_FLAG: /* aborted, complete, or not written */
         return (rel + u) % 3 == 2 ? NAN : (double)((rel + u) % 3);
     case RD_KIND_TEXT: /* bytes, and NaN, which is stored as 0 */
@@ -241,13 +250,14 @@ static void check_tables(const resdiag_reader *rd, const rd_tables *lay, int64_t
 /* The public per-slot calls agree with the tables. */
 static void check_calls(const resdiag_reader *rd, const rd_tables *lay, int64_t n)
 {
+    const int nb = lay->n_block_sites;
     for (int64_t i = 0; i < n; i++)
         for (int l = 0; l < L; l++)
             for (int s = 0; s < S; s++)
-                for (int b = 0; b < B; b++) {
+                for (int b = 0; b < nb; b++) {
                     double f[F], sk[K];
                     int obs = -1;
-                    size_t slot = ((size_t)l * S + (size_t)s) * B + (size_t)b;
+                    size_t slot = ((size_t)l * S + (size_t)s) * (size_t)nb + (size_t)b;
                     size_t at = lay->tables[RD_T_BWD_SITE].offset + slot * F;
                     ck_assert_int_eq(resdiag_reader_site(rd, i, RESDIAG_BACKWARD, l, s,
                                                          (resdiag_site)b, f, &obs), RESDIAG_OK);
@@ -271,7 +281,8 @@ static void check_calls(const resdiag_reader *rd, const rd_tables *lay, int64_t 
                                            RESDIAG_FIELD_INF_COUNT, ser, n), RESDIAG_OK);
     for (int64_t i = 0; i < n; i++) {
         size_t at = lay->tables[RD_T_FWD_SITE].offset
-                    + (((size_t)1 * S + 1) * B + RESDIAG_NORM_OUT) * F + RESDIAG_FIELD_INF_COUNT;
+                    + (((size_t)1 * S + 1) * (size_t)nb + RESDIAG_NORM_OUT) * F
+                    + RESDIAG_FIELD_INF_COUNT;
         ck_assert(same(ser[i], stored(lay, i, at)));
     }
     free(ser);
@@ -361,23 +372,26 @@ static int root_schema(hid_t f)
     return v;
 }
 
-static void check_layout(const char *p, int level)
+static void check_layout(const char *p, int level, int schema)
 {
+    const hsize_t nb = (hsize_t)sites_of(schema);
     hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
     ck_assert_int_ge(f, 0);
-    ck_assert_int_eq(root_schema(f), 2);
-    /* L x S x B x 12 float32 = 1440 bytes a step: deflated; L x S x B x K
-     * float32 = 960: plain */
+    ck_assert_int_eq(root_schema(f), schema);
+    /* L x S x B x 12 float32 = 1440 bytes a step (2304 with 8 sites):
+     * deflated; L x S x B x K float32 = 960: plain, 1536 with 8 sites:
+     * deflated */
     ck_assert_int_eq(check_dataset(f, "forward/site_stats", H5T_FLOAT, 4, RD_N_REAL_FIELDS, NAN,
                                    level), level > 0);
     ck_assert_int_eq(check_dataset(f, "forward/site_counts", H5T_INTEGER, 8, RD_N_COUNT_FIELDS,
                                    -1, level), level > 0);
     check_dataset(f, "backward/param_counts", H5T_INTEGER, 8, RD_N_COUNT_FIELDS, -1, level);
-    ck_assert_int_eq(check_dataset(f, "backward/site_sketch", H5T_FLOAT, 4, K, NAN, level), 0);
+    ck_assert_int_eq(check_dataset(f, "backward/site_sketch", H5T_FLOAT, 4, K, NAN, level),
+                     level > 0 && nb == 8);
     check_dataset(f, "forward/model_sketch", H5T_FLOAT, 8, K, NAN, level);
     check_dataset(f, "forward/update", H5T_FLOAT, 4, RESDIAG_N_UPDATE_FIELDS, NAN, level);
-    check_dataset(f, "forward/site_calls", H5T_INTEGER, 4, B, 0, level);
-    check_dataset(f, "backward/site_alias", H5T_INTEGER, 1, B, -1, level);
+    check_dataset(f, "forward/site_calls", H5T_INTEGER, 4, nb, 0, level);
+    check_dataset(f, "backward/site_alias", H5T_INTEGER, 1, nb, -1, level);
     check_dataset(f, "summary/stream_norm", H5T_FLOAT, 4, L, NAN, 0);
     check_dataset(f, "summary/nonfinite", H5T_FLOAT, 8, 3, NAN, 0);
     /* the labels of each part's field axis */
@@ -400,15 +414,17 @@ static void check_layout(const char *p, int level)
     H5Fclose(f);
 }
 
-static void round_trip(int level)
+static void round_trip(int level, int schema)
 {
     run r;
-    make_run(&r, 2, level);
-    const char *p = path(level ? "deflate.h5" : "plain.h5");
+    make_run(&r, schema, level);
+    char name[64];
+    snprintf(name, sizeof name, "%s-%d.h5", level ? "deflate" : "plain", schema);
+    const char *p = path(name);
     write_steps(p, &r, STEPS, 0);
-    check_layout(p, level);
+    check_layout(p, level, schema);
     resdiag_reader *rd = open_ok(p);
-    ck_assert_int_eq(resdiag_reader_info(rd)->schema_version, 2);
+    ck_assert_int_eq(resdiag_reader_info(rd)->schema_version, schema);
     ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, STEPS);
     check_tables(rd, &r.lay, STEPS);
     check_calls(rd, &r.lay, STEPS);
@@ -419,19 +435,28 @@ static void round_trip(int level)
     int rank = 0;
     ck_assert_int_eq(resdiag_reader_dims(rd, "forward/site_stats", dims, 8, &rank), RESDIAG_OK);
     ck_assert_int_eq(rank, 5);
+    ck_assert_int_eq(dims[3], sites_of(schema));
     ck_assert_int_eq(dims[4], F);
     resdiag_reader_destroy(rd);
 }
 
 START_TEST(values_round_trip_uncompressed)
 {
-    round_trip(0);
+    round_trip(0, 2);
 }
 END_TEST
 
 START_TEST(values_round_trip_deflated)
 {
-    round_trip(1);
+    round_trip(1, 2);
+}
+END_TEST
+
+/* Schema 3: the same values, with the 8 block sites of its layout. */
+START_TEST(values_round_trip_in_schema_3)
+{
+    round_trip(0, 3);
+    round_trip(1, 3);
 }
 END_TEST
 
@@ -475,14 +500,14 @@ static resdiag_status open_with(const char *p, const resdiag_options *o)
     return RESDIAG_OK;
 }
 
-START_TEST(options_are_checked_and_default_to_schema_2_deflate_1)
+START_TEST(options_are_checked_and_default_to_schema_3_deflate_1)
 {
     resdiag_options o;
     resdiag_options_init(&o);
     ck_assert_int_eq(o.file_schema, 0);
     ck_assert_int_eq(o.compression, 1);
     static const struct { int schema, level; const char *says; } bad[] = {
-        { 3, 1, "file_schema is 3" }, { -1, 1, "file_schema is -1" },
+        { 4, 1, "file_schema is 4" }, { -1, 1, "file_schema is -1" },
         { 0, 10, "compression is 10" }, { 2, -1, "compression is -1" } };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         resdiag_options_init(&o);
@@ -500,7 +525,7 @@ START_TEST(options_are_checked_and_default_to_schema_2_deflate_1)
     o.compression = 99;
     ck_assert_int_eq(open_with(path("old-caller.h5"), &o), RESDIAG_OK);
     hid_t f = H5Fopen(path("old-caller.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
-    ck_assert_int_eq(root_schema(f), 2);
+    ck_assert_int_eq(root_schema(f), 3);
     check_dataset(f, "forward/site_stats", H5T_FLOAT, 4, RD_N_REAL_FIELDS, NAN, 1);
     H5Fclose(f);
     /* compression 4 */
@@ -523,7 +548,7 @@ START_TEST(schema_1_on_request)
     o.compression = 9;
     ck_assert_int_eq(open_with(path("one.h5"), &o), RESDIAG_OK);
     resdiag_options_init(&o);
-    ck_assert_int_eq(open_with(path("two.h5"), &o), RESDIAG_OK);
+    ck_assert_int_eq(open_with(path("default.h5"), &o), RESDIAG_OK);
     hid_t f = H5Fopen(path("one.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
     ck_assert_int_eq(root_schema(f), 1);
     check_dataset(f, "forward/site_stats", H5T_FLOAT, 8, F, NAN, 0);
@@ -532,7 +557,7 @@ START_TEST(schema_1_on_request)
     check_dataset(f, "summary/stream_norm", H5T_FLOAT, 8, 2, NAN, 0);
     ck_assert_int_eq(H5Lexists(f, "forward/site_counts", H5P_DEFAULT), 0);
     H5Fclose(f);
-    resdiag_reader *r1 = open_ok(path("one.h5")), *r2 = open_ok(path("two.h5"));
+    resdiag_reader *r1 = open_ok(path("one.h5")), *r2 = open_ok(path("default.h5"));
     ck_assert_int_eq(resdiag_reader_info(r1)->schema_version, 1);
     double a[F], b[F];
     int oa = 0, ob = 0;
@@ -543,9 +568,244 @@ START_TEST(schema_1_on_request)
     ck_assert(oa && ob);
     for (int k = 0; k < F; k++)
         ck_assert_msg(same(b[k], is_count_field(k) ? a[k] : (double)(float)a[k]),
-                      "field %d: schema 1 %.17g, schema 2 %.17g", k, a[k], b[k]);
+                      "field %d: schema 1 %.17g, schema 3 %.17g", k, a[k], b[k]);
     resdiag_reader_destroy(r1);
     resdiag_reader_destroy(r2);
+}
+END_TEST
+
+/* ------------------------------------------ the site axis of each schema */
+
+/* A run of 2 layers x 1 sublayer through resdiag_open with file_schema
+ * `schema`, 2 steps: every block site the schema has room for observed
+ * forward and backward (a tensor of its own each), norm_out an alias of
+ * stream_out. */
+static void record_every_site(const char *p, int schema)
+{
+    resdiag_model m;
+    resdiag_model_init(&m);
+    m.n_layers = 2;
+    m.d_model = 8;
+    m.n_sublayers = 1;
+    m.sublayer_names = SUB;
+    resdiag_options o;
+    resdiag_options_init(&o);
+    o.file_schema = schema;
+    resdiag *r = NULL;
+    ck_assert_int_eq(resdiag_open(&r, p, &m, &o), RESDIAG_OK);
+    float x[4 * 8];
+    for (int step = 0; step < 2; step++) {
+        ck_assert_int_eq(resdiag_step_begin(r, step), RESDIAG_OK);
+        for (int dir = 0; dir < 2; dir++)
+            for (int l = 0; l < 2; l++)
+                for (int b = 0; b < sites_of(schema ? schema : 3); b++) {
+                    for (int k = 0; k < 32; k++)
+                        x[k] = (float)(k + 40 * b + 400 * l + 4000 * dir + 9000 * step) / 7.0f;
+                    ck_assert_int_eq(resdiag_observe_at(r, (resdiag_direction)dir, l, 0,
+                                                        (resdiag_site)b, resdiag_f32(x, 4, 8),
+                                                        "t.c", 10 + b), RESDIAG_OK);
+                }
+        ck_assert_int_eq(resdiag_observe_alias(r, RESDIAG_FORWARD, 1, 0, RESDIAG_NORM_OUT,
+                                               RESDIAG_STREAM_OUT), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
+    }
+    ck_assert_int_eq(resdiag_close(r), RESDIAG_OK);
+    resdiag_destroy(r);
+}
+
+/* The index of axis "site" in a comma-separated axes list, or -1. */
+static int site_axis(const char *axes)
+{
+    int k = 0;
+    for (const char *a = axes; a; k++) {
+        const char *end = strchr(a, ',');
+        size_t len = end ? (size_t)(end - a) : strlen(a);
+        if (len == 4 && strncmp(a, "site", 4) == 0)
+            return k;
+        a = end ? end + 1 : NULL;
+    }
+    return -1;
+}
+
+typedef struct site_axes {
+    hsize_t want;  /* entries each site axis must have */
+    char seen[32][64];
+    int n_seen;
+} site_axes;
+
+/* H5Ovisit callback: every dataset with an "axes" attribute naming "site"
+ * has `want` entries on that axis and, where it labels it, that many
+ * site_names, the sites' names in index order. */
+static herr_t check_site_axis(hid_t obj, const char *name, const H5O_info_t *info, void *data)
+{
+    site_axes *sa = data;
+    if (info->type != H5O_TYPE_DATASET || H5Aexists_by_name(obj, name, "axes", H5P_DEFAULT) <= 0)
+        return 0;
+    hid_t ds = H5Dopen2(obj, name, H5P_DEFAULT);
+    hid_t a = H5Aopen(ds, "axes", H5P_DEFAULT), t = H5Aget_type(a);
+    char axes[256] = "";
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    if (H5Tis_variable_str(t) > 0) {
+        char *v = NULL;
+        H5Tset_size(mt, H5T_VARIABLE);
+        ck_assert_int_ge(H5Aread(a, mt, &v), 0);
+        snprintf(axes, sizeof axes, "%s", v);
+        H5free_memory(v);
+    } else {
+        H5Tset_size(mt, sizeof axes - 1);
+        ck_assert_int_ge(H5Aread(a, mt, axes), 0);
+    }
+    H5Tclose(mt);
+    H5Tclose(t);
+    H5Aclose(a);
+    int k = site_axis(axes);
+    if (k >= 0) {
+        hid_t sp = H5Dget_space(ds);
+        hsize_t dims[8];
+        int nd = H5Sget_simple_extent_dims(sp, dims, NULL);
+        ck_assert_msg(k < nd && dims[k] == sa->want, "/%s (%s): site axis of %llu, want %llu",
+                      name, axes, (unsigned long long)(k < nd ? dims[k] : 0),
+                      (unsigned long long)sa->want);
+        H5Sclose(sp);
+        if (H5Aexists(ds, "site_names") > 0) {
+            const char *names[RESDIAG_N_BLOCK_SITES];
+            for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
+                names[b] = resdiag_site_name((resdiag_site)b);
+            ck_assert_int_eq(n_strings(ds, "site_names", names, (int)sa->want), (int)sa->want);
+        }
+        if (sa->n_seen < 32)
+            snprintf(sa->seen[sa->n_seen++], sizeof sa->seen[0], "%s", name);
+    }
+    H5Dclose(ds);
+    return 0;
+}
+
+static int was_seen(const site_axes *sa, const char *name)
+{
+    for (int k = 0; k < sa->n_seen; k++)
+        if (strcmp(sa->seen[k], name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Every site axis of a file: 8 entries in schema 3 (the default), 5 in
+ * schemas 1 and 2; the /site scale and the root's site_names alike. */
+START_TEST(site_axes_hold_the_schemas_block_sites)
+{
+    static const int schemas[] = { 0, 3, 2, 1 };
+    const char *names[RESDIAG_N_BLOCK_SITES];
+    for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
+        names[b] = resdiag_site_name((resdiag_site)b);
+    ck_assert_str_eq(names[5], "branch_in");
+    ck_assert_str_eq(names[7], "out_norm_out");
+    for (size_t c = 0; c < sizeof schemas / sizeof schemas[0]; c++) {
+        int schema = schemas[c], file_schema = schema ? schema : 3;
+        int want = file_schema >= 3 ? 8 : 5;
+        char name[64];
+        snprintf(name, sizeof name, "axes-%d.h5", schema);
+        const char *p = path(name);
+        record_every_site(p, schema);
+        hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
+        ck_assert_int_ge(f, 0);
+        ck_assert_int_eq(root_schema(f), file_schema);
+        ck_assert_int_eq(n_strings(f, "site_names", names, want), want);
+        hid_t sc = H5Dopen2(f, "/site", H5P_DEFAULT);
+        ck_assert_int_ge(sc, 0);
+        hid_t sp = H5Dget_space(sc);
+        ck_assert_int_eq(H5Sget_simple_extent_npoints(sp), want);
+        H5Sclose(sp);
+        H5Dclose(sc);
+        site_axes sa = { (hsize_t)want, { { 0 } }, 0 };
+        ck_assert_int_ge(H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_INC, check_site_axis, &sa,
+                                   H5O_INFO_BASIC), 0);
+        /* the tables with a site axis: none may go unchecked */
+        static const char *const tables[] = { "site_stats", "site_sketch", "site_calls",
+                                              "site_alias", "site_callsite", "site_counts" };
+        for (int dir = 0; dir < 2; dir++)
+            for (int t = 0; t < 6; t++) {
+                if (t == 5 && file_schema == 1)
+                    continue; /* schema 1 has no counts datasets */
+                char ds[64];
+                snprintf(ds, sizeof ds, "%s/%s", dir ? "backward" : "forward", tables[t]);
+                ck_assert_msg(was_seen(&sa, ds), "schema %d: /%s has no site axis", file_schema,
+                              ds);
+            }
+        H5Fclose(f);
+        resdiag_reader *rd = open_ok(p);
+        int64_t dims[8];
+        int rank = 0;
+        ck_assert_int_eq(resdiag_reader_dims(rd, "backward/site_stats", dims, 8, &rank),
+                         RESDIAG_OK);
+        ck_assert_int_eq(rank, 5);
+        ck_assert_int_eq(dims[3], want);
+        resdiag_reader_destroy(rd);
+    }
+}
+END_TEST
+
+/* The reader of a schema 2 file: its sites 0..4 as recorded, the sites it
+ * has no room for (branch_in, out_norm_in, out_norm_out) valid and never
+ * observed: NaN statistics and sketch, no call site, no alias. In a
+ * schema 3 file the same sites read as recorded. */
+START_TEST(a_schema_2_file_reads_its_missing_sites_as_not_observed)
+{
+    const char *p2 = path("sites-2.h5"), *p3 = path("sites-3.h5");
+    record_every_site(p2, 2);
+    record_every_site(p3, 3);
+    resdiag_reader *r2 = open_ok(p2), *r3 = open_ok(p3);
+    ck_assert_int_eq(resdiag_reader_info(r2)->schema_version, 2);
+    ck_assert_int_eq(resdiag_reader_info(r3)->schema_version, 3);
+    const int sk_size = resdiag_reader_info(r2)->sketch_size;
+    ck_assert_int_gt(sk_size, 0);
+    double f[F], *sk = malloc((size_t)sk_size * sizeof *sk), ser[2];
+    for (int64_t i = 0; i < 2; i++)
+        for (int dir = 0; dir < 2; dir++)
+            for (int l = 0; l < 2; l++)
+                for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++) {
+                    const resdiag_site site = (resdiag_site)b;
+                    char want_cs[32];
+                    snprintf(want_cs, sizeof want_cs, "t.c:%d", 10 + b);
+                    for (int v = 0; v < 2; v++) {
+                        const resdiag_reader *rd = v ? r3 : r2;
+                        int in_file = v || b < RD_OLD_BLOCK_SITES, obs = -1, as = -2;
+                        ck_assert_int_eq(resdiag_reader_site(rd, i, dir, l, 0, site, f, &obs),
+                                         RESDIAG_OK);
+                        ck_assert_int_eq(obs, in_file);
+                        /* 4 rows of 8 values, each observed once */
+                        ck_assert_msg(in_file ? f[RESDIAG_FIELD_ROWS] == 4 : isnan(f[0]),
+                                      "schema %d step %lld dir %d layer %d %s: rows %g",
+                                      v ? 3 : 2, (long long)i, dir, l, resdiag_site_name(site),
+                                      f[RESDIAG_FIELD_ROWS]);
+                        for (int k = 0; k < F && !in_file; k++)
+                            ck_assert(isnan(f[k]));
+                        ck_assert_int_eq(resdiag_reader_sketch(rd, i, dir, l, 0, site, sk),
+                                         RESDIAG_OK);
+                        int finite = 0;
+                        for (int k = 0; k < sk_size; k++)
+                            finite += !isnan(sk[k]);
+                        ck_assert_int_eq(finite, in_file ? sk_size : 0);
+                        ck_assert_str_eq(resdiag_reader_callsite(rd, dir, l, 0, site),
+                                         in_file ? want_cs : "");
+                        ck_assert_int_eq(resdiag_reader_alias(rd, i, dir, l, 0, site, &as),
+                                         RESDIAG_OK);
+                        int alias = dir == 0 && l == 1 && b == RESDIAG_NORM_OUT;
+                        ck_assert_int_eq(as, alias ? RESDIAG_STREAM_OUT : -1);
+                        ck_assert_int_eq(resdiag_reader_series(rd, dir, l, 0, site,
+                                                               RESDIAG_FIELD_ROWS, ser, 2),
+                                         RESDIAG_OK);
+                        ck_assert(in_file ? ser[0] == 4 && ser[1] == 4
+                                          : isnan(ser[0]) && isnan(ser[1]));
+                    }
+                }
+    /* past the last site: a client bug in either */
+    int obs = 0;
+    ck_assert_int_eq(resdiag_reader_site(r2, 0, 0, 0, 0, (resdiag_site)RESDIAG_N_BLOCK_SITES, f,
+                                         &obs), RESDIAG_E_RANGE);
+    ck_assert_int_eq(resdiag_reader_site(r3, 0, 0, 0, 0, (resdiag_site)RESDIAG_N_BLOCK_SITES, f,
+                                         &obs), RESDIAG_E_RANGE);
+    free(sk);
+    resdiag_reader_destroy(r2);
+    resdiag_reader_destroy(r3);
 }
 END_TEST
 
@@ -900,14 +1160,14 @@ END_TEST
 
 START_TEST(a_newer_schema_is_refused_with_e_version)
 {
-    const char *p = fresh("three.h5");
+    const char *p = fresh("four.h5");
     hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
     hid_t a = H5Aopen(f, "schema_version", H5P_DEFAULT);
-    int v = 3;
+    int v = 4;
     ck_assert_int_ge(H5Awrite(a, H5T_NATIVE_INT, &v), 0);
     H5Aclose(a);
     H5Fclose(f);
-    expect_refused(p, RESDIAG_E_VERSION, "schema version 3", "reads up to 2");
+    expect_refused(p, RESDIAG_E_VERSION, "schema version 4", "reads up to 3");
 }
 END_TEST
 
@@ -923,8 +1183,11 @@ int main(void)
     tcase_add_test(tc, values_round_trip_uncompressed);
     tcase_add_test(tc, values_round_trip_deflated);
     tcase_add_test(tc, a_count_that_is_no_integer_is_refused);
-    tcase_add_test(tc, options_are_checked_and_default_to_schema_2_deflate_1);
+    tcase_add_test(tc, options_are_checked_and_default_to_schema_3_deflate_1);
     tcase_add_test(tc, schema_1_on_request);
+    tcase_add_test(tc, values_round_trip_in_schema_3);
+    tcase_add_test(tc, site_axes_hold_the_schemas_block_sites);
+    tcase_add_test(tc, a_schema_2_file_reads_its_missing_sites_as_not_observed);
     tcase_add_test(tc, a_filter_resdiag_does_not_write_is_refused);
     tcase_add_test(tc, a_filtered_dataset_that_claims_more_than_it_holds_is_refused);
     tcase_add_test(tc, a_type_that_is_not_the_schemas_is_refused);

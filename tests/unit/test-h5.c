@@ -34,7 +34,9 @@
 
 #define F RESDIAG_N_FIELDS
 #define U RESDIAG_N_UPDATE_FIELDS
-#define B RESDIAG_N_BLOCK_SITES
+/* The runs built here through the writer are schema 1: its 5 block sites
+ * (stream_in..stream_out); runs made through resdiag_open are schema 3. */
+#define B RD_OLD_BLOCK_SITES
 #define M RESDIAG_N_MODEL_SITES
 
 static char g_dir[256];
@@ -347,10 +349,21 @@ static void check_values(const resdiag_reader *rd, const run *r, int64_t n, int 
         for (int dir = 0; dir < 2; dir++) {
             for (int l = 0; l < r->sp.L; l++)
                 for (int s = 0; s < r->sp.S; s++)
-                    for (int site = 0; site < B; site++) {
+                    for (int site = 0; site < RESDIAG_N_BLOCK_SITES; site++) {
                         int obs = -1;
                         ck_assert_int_eq(resdiag_reader_site(rd, i, dir, l, s, site, out, &obs),
                                          RESDIAG_OK);
+                        if (site >= B) { /* no room in schema 1: valid, never observed */
+                            for (int f = 0; f < F; f++)
+                                ck_assert(isnan(out[f]));
+                            ck_assert_int_eq(obs, 0);
+                            if (K > 0)
+                                ck_assert_int_eq(resdiag_reader_sketch(rd, i, dir, l, s, site,
+                                                                       out), RESDIAG_OK);
+                            for (int k = 0; k < K; k++)
+                                ck_assert(isnan(out[k]));
+                            continue;
+                        }
                         size_t off = block_off(r, dir, l, s, site, 0);
                         for (int f = 0; f < F; f++)
                             ck_assert_msg(same(out[f], expect(&r->lay, i, off + (size_t)f)),
@@ -426,7 +439,11 @@ static void check_values(const resdiag_reader *rd, const run *r, int64_t n, int 
             int t = dir ? RD_T_BWD_SITE : RD_T_FWD_SITE;
             for (int l = 0; l < r->sp.L; l++)
                 for (int s = 0; s < r->sp.S; s++)
-                    for (int site = 0; site < B; site++) {
+                    for (int site = 0; site < RESDIAG_N_BLOCK_SITES; site++) {
+                        if (site >= B) { /* no room in schema 1: no call site */
+                            ck_assert_str_eq(resdiag_reader_callsite(rd, dir, l, s, site), "");
+                            continue;
+                        }
                         size_t slot = r->lay.tables[t].slot_offset
                                       + (size_t)(l * r->sp.S + s) * B + (size_t)site;
                         expect_callsite(want, sizeof want, callsite_of(slot, cs_version));
@@ -518,13 +535,15 @@ static void check_series_and_datasets(const resdiag_reader *rd, const run *r, in
     for (int dir = 0; dir < 2; dir++) {
         for (int l = 0; l < r->sp.L; l++)
             for (int s = 0; s < r->sp.S; s++)
-                for (int site = 0; site < B; site++)
+                for (int site = 0; site < RESDIAG_N_BLOCK_SITES; site++)
                     for (int f = 0; f < F; f++) {
                         ck_assert_int_eq(resdiag_reader_series(rd, dir, l, s, site, f, out, n),
                                          RESDIAG_OK);
-                        size_t off = block_off(r, dir, l, s, site, 0) + (size_t)f;
+                        /* a site schema 1 has no room for reads as never observed */
+                        size_t off = site < B ? block_off(r, dir, l, s, site, 0) + (size_t)f : 0;
                         for (int64_t i = 0; i < n; i++)
-                            ck_assert(same(out[i], expect(&r->lay, i, off)));
+                            ck_assert(site < B ? same(out[i], expect(&r->lay, i, off))
+                                               : isnan(out[i]));
                     }
         for (int m = 0; m < M; m++)
             for (int f = 0; f < F; f++) {
@@ -726,7 +745,7 @@ static void write_summary_run(const char *path)
         RESDIAG_MODEL_FWD(r, RESDIAG_EMBED_OUT, resdiag_f32(x, SM_T, SM_D));
         for (int l = 0; l < SM_L; l++)
             for (int s = 0; s < SM_S; s++)
-                for (int b = 0; b < B; b++) {
+                for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++) {
                     sm_fill(x, SM_T * SM_D, (unsigned)(1000 * i + 100 * l + 10 * s + b));
                     if (i == 17 && l == 1 && s == 0 && b == RESDIAG_NORM_OUT)
                         x[3] = NAN;
@@ -735,7 +754,7 @@ static void write_summary_run(const char *path)
         if (i >= 3 && i % 2 == 1)
             for (int l = SM_L - 1; l >= 0; l--) {
                 for (int s = SM_S - 1; s >= 0; s--)
-                    for (int b = B - 1; b >= 0; b--) {
+                    for (int b = RESDIAG_N_BLOCK_SITES - 1; b >= 0; b--) {
                         sm_fill(x, SM_T * SM_D, (unsigned)(5000 * i + 100 * l + 10 * s + b));
                         RESDIAG_BWD(r, l, s, (resdiag_site)b, resdiag_f32(x, SM_T, SM_D));
                     }
@@ -834,7 +853,7 @@ START_TEST(h5_summary_gives_the_report_of_the_full_tables)
                                          (size_t)n * SM_L), 0);
     ck_assert_int_eq(resdiag_reader_read(rd, "summary/update_ratio", 0, n, ur,
                                          (size_t)n * SM_L * SM_S), 0);
-    double big[SM_L * SM_S * B * F];
+    double big[SM_L * SM_S * RESDIAG_N_BLOCK_SITES * F];
     for (int64_t i = 0; i < n; i++) {
         double nan_sum = 0, inf_sum = 0, bad = 0;
         for (int t = 0; t < 6; t++) {
@@ -868,8 +887,9 @@ START_TEST(h5_summary_gives_the_report_of_the_full_tables)
         ck_assert_double_eq(nan_sum, i == 17 ? 1 : i == 25 ? 3 : 0);
         ck_assert_double_eq(inf_sum, i == 17 ? 2 : 0);
         int bwd = i >= 3 && i % 2 == 1;
-        ck_assert_double_eq(ob[i * 6 + 0], SM_L * SM_S * B);
-        ck_assert_double_eq(ob[i * 6 + 1], bwd ? SM_L * SM_S * B : 0);
+        /* a run through resdiag_open: schema 3, every block site */
+        ck_assert_double_eq(ob[i * 6 + 0], SM_L * SM_S * RESDIAG_N_BLOCK_SITES);
+        ck_assert_double_eq(ob[i * 6 + 1], bwd ? SM_L * SM_S * RESDIAG_N_BLOCK_SITES : 0);
         ck_assert_double_eq(ob[i * 6 + 2], 1);
         ck_assert_double_eq(ob[i * 6 + 4], bwd ? SM_L : 0);
         for (int l = 0; l < SM_L; l++) {
@@ -1394,7 +1414,7 @@ START_TEST(h5_every_dataset_is_self_describing)
     hsize_t cur[5], max[5];
     ck_assert_int_eq(H5Sget_simple_extent_dims(sp, cur, max), 5);
     ck_assert(max[0] == H5S_UNLIMITED);
-    ck_assert(cur[0] == 2 && cur[1] == 3 && cur[2] == 2 && cur[3] == 5 && cur[4] == F);
+    ck_assert(cur[0] == 2 && cur[1] == 3 && cur[2] == 2 && cur[3] == B && cur[4] == F);
     ck_assert_int_gt(H5Aexists(d, "field_names"), 0);
     ck_assert_int_gt(H5Aexists(d, "field_units"), 0);
     ck_assert_int_gt(H5Aexists(d, "site_names"), 0);
@@ -1716,7 +1736,9 @@ START_TEST(h5_reader_checks_every_argument)
     EXPECT(resdiag_reader_site(rd, 0, 0, 3, 0, RESDIAG_STREAM_OUT, out, &obs), RESDIAG_E_RANGE);
     EXPECT(resdiag_reader_site(rd, 0, 0, 0, 2, RESDIAG_STREAM_OUT, out, &obs), RESDIAG_E_RANGE);
     EXPECT(resdiag_reader_site(rd, 0, 0, 0, -1, RESDIAG_STREAM_OUT, out, &obs), RESDIAG_E_RANGE);
-    EXPECT(resdiag_reader_site(rd, 0, 0, 0, 0, (resdiag_site)5, out, &obs), RESDIAG_E_RANGE);
+    EXPECT(resdiag_reader_site(rd, 0, 0, 0, 0, (resdiag_site)RESDIAG_N_BLOCK_SITES, out, &obs),
+           RESDIAG_E_RANGE);
+    EXPECT(resdiag_reader_site(rd, 0, 0, 0, 0, (resdiag_site)99, out, &obs), RESDIAG_E_RANGE);
     EXPECT(resdiag_reader_site(rd, 0, 0, 0, 0, (resdiag_site)15, out, &obs), RESDIAG_E_RANGE);
     EXPECT(resdiag_reader_site(rd, 0, 0, 0, 0, (resdiag_site)20, out, &obs), RESDIAG_E_RANGE);
     EXPECT(resdiag_reader_site(rd, 0, 0, 0, 0, (resdiag_site)-1, out, &obs), RESDIAG_E_RANGE);

@@ -93,13 +93,13 @@ START_TEST(refused_at_open)
 END_TEST
 
 /* A schema newer than this library's: RESDIAG_E_VERSION, saying so. */
-START_TEST(schema_3_is_newer)
+START_TEST(schema_4_is_newer)
 {
     resdiag_reader *rd = (resdiag_reader *)1;
     g_last[0] = 0;
-    ck_assert_int_eq(resdiag_reader_open(&rd, run("s2-version-3.h5")), RESDIAG_E_VERSION);
+    ck_assert_int_eq(resdiag_reader_open(&rd, run("s2-version-4.h5")), RESDIAG_E_VERSION);
     ck_assert_ptr_null(rd);
-    ck_assert_msg(strstr(g_last, "schema version 3") != NULL,
+    ck_assert_msg(strstr(g_last, "schema version 4") != NULL,
                   "message: %s", g_last);
 }
 END_TEST
@@ -405,7 +405,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, trailing_bytes_are_refused);
     tcase_add_test(tc, huge_count_message);
     tcase_add_test(tc, dangling_scales_are_ignored);
-    tcase_add_test(tc, schema_3_is_newer);
+    tcase_add_test(tc, schema_4_is_newer);
     tcase_add_test(tc, integers_out_of_range);
     tcase_add_loop_test(tc, bombs_are_bounded, 0, 2);
     suite_add_tcase(suite, tc);

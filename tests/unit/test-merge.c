@@ -159,10 +159,17 @@ static double read_one(resdiag_reader *rd, const char *name, int64_t step, size_
     return v;
 }
 
-/* forward/site_calls index of (layer, sublayer, site) in the 2 x 2 model */
-static size_t site_index(int layer, int sublayer, int site)
+/* forward/site_calls index of (layer, sublayer, site) in the 2 x 2 model,
+ * with as many sites a sublayer as the file's site axis holds (5 in the
+ * schema 1 runs here) */
+static size_t site_index(resdiag_reader *rd, int layer, int sublayer, int site)
 {
-    return ((size_t)layer * 2 + (size_t)sublayer) * RESDIAG_N_BLOCK_SITES + (size_t)site;
+    int64_t dims[8];
+    int rank = 0;
+    ck_assert_int_eq(resdiag_reader_dims(rd, "forward/site_calls", dims, 8, &rank), RESDIAG_OK);
+    ck_assert_int_eq(rank, 4);
+    ck_assert(dims[1] == 2 && dims[2] == 2 && dims[3] == 5);
+    return ((size_t)layer * 2 + (size_t)sublayer) * (size_t)dims[3] + (size_t)site;
 }
 
 /* ---------------------------------------------------------------- tests */
@@ -235,12 +242,12 @@ START_TEST(three_calls_hold_the_statistics_of_all_their_rows)
         ck_assert(fabs(sk[m] - want_sk[m]) <= 1e-12 * (1 + fabs(want_sk[m])));
 
     /* the number of calls, per slot; NaN where not observed */
-    ck_assert_double_eq(read_one(rd, "forward/site_calls", 0, site_index(1, 1, 4)), 3);
-    ck_assert_double_eq(read_one(rd, "forward/site_calls", 0, site_index(0, 0, 1)), 1);
-    ck_assert(isnan(read_one(rd, "forward/site_calls", 0, site_index(0, 0, 0))));
+    ck_assert_double_eq(read_one(rd, "forward/site_calls", 0, site_index(rd, 1, 1, 4)), 3);
+    ck_assert_double_eq(read_one(rd, "forward/site_calls", 0, site_index(rd, 0, 0, 1)), 1);
+    ck_assert(isnan(read_one(rd, "forward/site_calls", 0, site_index(rd, 0, 0, 0))));
     ck_assert_double_eq(read_one(rd, "backward/model_calls", 0, 0), 3);
     ck_assert_double_eq(read_one(rd, "backward/param_calls", 0, 1), 3);
-    ck_assert_double_eq(read_one(rd, "forward/site_calls", 1, site_index(1, 1, 4)), 1);
+    ck_assert_double_eq(read_one(rd, "forward/site_calls", 1, site_index(rd, 1, 1, 4)), 1);
     ck_assert(isnan(read_one(rd, "backward/model_calls", 1, 0)));
 
     /* step 1: its one call only */
@@ -368,7 +375,7 @@ START_TEST(one_call_per_site_refuses_a_second_call)
         ck_assert_int_eq(resdiag_reader_site(rd, s, RESDIAG_FORWARD, 0, 1, RESDIAG_NORM_OUT, got,
                                              &obs), RESDIAG_OK);
         assert_fields(got, want, "the first call");
-        ck_assert_double_eq(read_one(rd, "forward/site_calls", s, site_index(0, 1, 2)), 1);
+        ck_assert_double_eq(read_one(rd, "forward/site_calls", s, site_index(rd, 0, 1, 2)), 1);
     }
     ck_assert_int_eq(resdiag_reader_param(rd, 0, 0, "mlp.w2", got, &obs), RESDIAG_OK);
     assert_fields(got, want, "the first parameter call");
@@ -421,7 +428,7 @@ START_TEST(calls_of_another_width_are_refused)
     ck_assert_int_eq(resdiag_reader_site(rd, 0, RESDIAG_FORWARD, 1, 0, RESDIAG_STREAM_IN, got,
                                          NULL), RESDIAG_OK);
     assert_fields(got, want, "the first width");
-    ck_assert_double_eq(read_one(rd, "forward/site_calls", 0, site_index(1, 0, 0)), 1);
+    ck_assert_double_eq(read_one(rd, "forward/site_calls", 0, site_index(rd, 1, 0, 0)), 1);
     resdiag_reader_destroy(rd);
     remove_run("width.h5");
 }
@@ -514,8 +521,8 @@ START_TEST(update_ratio_pairs_the_kth_calls)
                           "step %d: ratio_tok_mean %.17g, want NaN (rows not paired)", s,
                           u[RESDIAG_UPDATE_RATIO_TOK_MEAN]);
     }
-    ck_assert_double_eq(read_one(rd, "forward/site_calls", 4, site_index(0, 1, 0)), 3);
-    ck_assert_double_eq(read_one(rd, "forward/site_calls", 4, site_index(0, 1, 3)), 2);
+    ck_assert_double_eq(read_one(rd, "forward/site_calls", 4, site_index(rd, 0, 1, 0)), 3);
+    ck_assert_double_eq(read_one(rd, "forward/site_calls", 4, site_index(rd, 0, 1, 3)), 2);
     resdiag_reader_destroy(rd);
     remove_run("ratio.h5");
 }

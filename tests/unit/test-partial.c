@@ -1153,8 +1153,19 @@ START_TEST(null_arguments_and_no_op_cases)
     resdiag_partial_site bad_site = { RESDIAG_FORWARD, 7, 0, RESDIAG_STREAM_OUT, -1, 1, NULL };
     ck_assert_int_eq(resdiag_submit_partials(r, 1, &bad_site, &p, "f"), RESDIAG_E_RANGE);
     bad_site.layer = 0;
-    bad_site.site = RESDIAG_N_BLOCK_SITES + 9;
+    bad_site.site = (resdiag_site)12; /* neither a block site (0..7) nor a model site (16..) */
     ck_assert_int_eq(resdiag_submit_partials(r, 1, &bad_site, &p, "f"), RESDIAG_E_RANGE);
+    bad_site.site = (resdiag_site)RESDIAG_N_BLOCK_SITES;
+    ck_assert_int_eq(resdiag_submit_partials(r, 1, &bad_site, &p, "f"), RESDIAG_E_RANGE);
+    /* a site of schema 3 in this schema 1 run */
+    bad_site.site = RESDIAG_OUT_NORM_IN;
+    log_all[0] = 0;
+    ck_assert_int_eq(resdiag_submit_partials(r, 1, &bad_site, &p, "f"), RESDIAG_E_INVALID);
+    ck_assert_msg(strstr(log_all, "out_norm_in needs a file of schema 3"), "%s", log_all);
+    ck_assert_int_eq(resdiag_observe_partial(r, 0, 0, 0, RESDIAG_BRANCH_IN, &p, "f.py", 5),
+                     RESDIAG_E_INVALID);
+    ck_assert_msg(strstr(log_all, "branch_in needs a file of schema 3; this run writes schema 1"),
+                  "%s", log_all);
     bad_site.site = RESDIAG_STREAM_OUT;
     bad_site.dir = 5;
     ck_assert_int_eq(resdiag_submit_partials(r, 1, &bad_site, &p, "f"), RESDIAG_E_INVALID);

@@ -378,7 +378,14 @@ START_TEST(bad_copies_are_refused)
     SAME(r, 0, 2, IN, 0, 0, OUT, RESDIAG_E_RANGE);
     SAME(r, 0, 1, IN, -1, 0, OUT, RESDIAG_E_RANGE);
     SAME(r, 0, 1, IN, 0, 0, (resdiag_site)99, RESDIAG_E_RANGE);
-    SAME(r, 0, 1, (resdiag_site)5, 0, 0, OUT, RESDIAG_E_RANGE);
+    SAME(r, 0, 1, (resdiag_site)RESDIAG_N_BLOCK_SITES, 0, 0, OUT, RESDIAG_E_RANGE);
+    /* this run writes schema 2: no room for the sites of schema 3, at either end */
+    resdiag_status st = resdiag_observe_same_as(r, RESDIAG_FORWARD, 0, 1, RESDIAG_BRANCH_IN, 0,
+                                                0, OUT, "bad.c", 41);
+    ck_assert_msg(strstr(log_all, "branch_in needs a file of schema 3; this run writes schema 2"),
+                  "%s", log_all);
+    expect(st, RESDIAG_E_INVALID, 41);
+    SAME(r, 0, 1, IN, 0, 1, RESDIAG_OUT_NORM_OUT, RESDIAG_E_INVALID);
     expect(resdiag_observe_same_as(r, (resdiag_direction)2, 0, 1, IN, 0, 0, OUT, "bad.c", 40),
            RESDIAG_E_INVALID, 40);
     /* what the head reads is compared with what enters the final norm */
