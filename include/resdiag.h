@@ -437,13 +437,17 @@ typedef struct resdiag_options {
      * whose hooks are no-ops (resdiag_open returns OK and creates no
      * file), so every rank runs the same code. >= 1. */
     int record_rank_every;  /* default 1 */
-    /* How the file stores what it records (doc/FORMAT.md, "Schema 2"):
-     * 2 = schema 2: each field at the precision it needs (the statistics,
-     * spreads and sketches as float32, counts, columns and call orders as
-     * integers); 1 = schema 1: every value a float64 and no filters, for
-     * readers of resdiag 0.1.x, which refuse schema 2 (RESDIAG_E_VERSION).
-     * 0 = the newest this library writes (2). The reader reads both. */
-    int file_schema;        /* 0, 1 or 2; default 0 */
+    /* How the file stores what it records (doc/FORMAT.md, "Schema 2" and
+     * "Schema 3"): 3 = schema 3: schema 2 with the block sites branch_in,
+     * out_norm_in and out_norm_out; 2 = schema 2: each field at the
+     * precision it needs (the statistics, spreads and sketches as float32,
+     * counts, columns and call orders as integers), the first five block
+     * sites only, for readers of resdiag 0.2 and 0.3; 1 = schema 1: every
+     * value a float64 and no filters, five block sites, for readers of
+     * resdiag 0.1.x. A run of schema 1 or 2 refuses hooks at the sites it
+     * has no room for (RESDIAG_E_INVALID). 0 = the newest this library
+     * writes (3). The reader reads all three. */
+    int file_schema;        /* 0, 1, 2 or 3; default 0 */
     /* Schema 2 only: 0 stores the tables' chunks as they are; 1..9 passes
      * each chunk through HDF5's built-in shuffle and deflate filters at that
      * deflate level (no plugin: h5py, h5dump and any HDF5 read them). A

@@ -170,7 +170,7 @@ struct resdiag_analysis {
     int final_norm_identity; /* the final norm's output equals its already normalized
                                 input within rounding: a norm or an identity, the
                                 data cannot tell */
-    char final_norm_why[160];
+    char final_norm_why[256];
 
     /* --- gradients (gradients.c) */
     int64_t grad_step;   /* step index used, -1 none */

@@ -111,8 +111,9 @@ resdiag_status rd_analysis_final_norm(const resdiag_reader *rd, rd_analysis *a)
         a->final_norm = -1;
         a->final_norm_identity = 1;
         snprintf(a->final_norm_why, sizeof a->final_norm_why,
-                 "final_norm_out differs from %s by only %.2g, and that input is already "
-                 "normalized: a norm there cannot be told from an identity", ref_name, e);
+                 "final_norm_out differs from %s (difference %.2g) only within rounding "
+                 "or a norm's epsilon, and that input is already normalized: a norm there "
+                 "cannot be told from an identity", ref_name, e);
     } else {
         int sig = rd_signature(out.st, rd_unnorm_cv((int)out.st[RESDIAG_FIELD_COLS]));
         a->final_norm = 1;

@@ -497,8 +497,10 @@ resdiag_status resdiag_observe_alias(resdiag *r, resdiag_direction dir, int laye
         return rd_client_bug(r, RESDIAG_E_INVALID, "%s: %s cannot be an alias of itself", fn,
                              resdiag_site_name(site));
     if ((int)site >= r->lay.n_block_sites || (int)same_as >= r->lay.n_block_sites)
-        return rd_hook_site_needs_schema3(r, fn, (int)site >= r->lay.n_block_sites ? site : same_as,
-                                          "?", 0);
+        return rd_client_bug(r, RESDIAG_E_INVALID, "%s: site %s needs a file of schema 3; this "
+                             "run writes schema %d (resdiag_options.file_schema)", fn,
+                             resdiag_site_name((int)site >= r->lay.n_block_sites ? site : same_as),
+                             r->opt.file_schema);
     if (layer < 0 || layer >= r->model.n_layers)
         return rd_client_bug(r, RESDIAG_E_RANGE, "%s: layer %d out of range 0..%d", fn, layer,
                              r->model.n_layers - 1);
