@@ -334,7 +334,10 @@ static void decide_from_signature(rd_analysis *a)
                  "parallel or no norm (the stream alone cannot separate them)");
         return;
     }
+    /* each layer clearly renormalized or clearly not, as for the two
+     * families above: the same evidence, the same confidence */
     a->verdict = RESDIAG_VERDICT_MIXED;
+    a->conf = RESDIAG_CONFIDENCE_MEDIUM;
     int k = 0;
     while (k < L && a->layer_sig[k] == RD_SIG_NORMALIZED)
         k++;
