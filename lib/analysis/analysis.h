@@ -252,6 +252,9 @@ double rd_rounding_floor(const double *const *stats, int n, int schema_version, 
 /* metrics.c: the metric the loss curve shows: the one named "loss", else
  * the first declared; -1 when the run has none. */
 int rd_analysis_loss_metric(const rd_analysis *a);
+/* 1 when some sublayer recorded a norm on its branch's output (out_norm_in
+ * or out_norm_out): only then can a pre-norm verdict refute a sandwich. */
+int rd_out_norm_recorded(const rd_analysis *a);
 /* Declared placement against the verdict: 1 agrees, 0 not, -1 cannot say. */
 int rd_declared_agrees(const rd_analysis *a);
 

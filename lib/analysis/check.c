@@ -102,6 +102,10 @@ static resdiag_check_result judge(const resdiag_analysis *a, const resdiag_check
                    "confidence %s (%s); check decides from medium up", resdiag_verdict_name(v),
                    conf, a->conf_why[0] ? a->conf_why : a->why);
     if (v != e) {
+        if (v == RESDIAG_VERDICT_PRE && e == RESDIAG_VERDICT_SANDWICH && !rd_out_norm_recorded(a))
+            return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell pre-norm from sandwich: "
+                       "the relations are pre-type, and a sandwich's second norm would be at "
+                       "out_norm_in/out_norm_out, which were not recorded");
         if (v == RESDIAG_VERDICT_MIXED && a->mix_layers > 0)
             return say(why, len, RESDIAG_CHECK_FAILS, "not %s: observed mixed, post-norm in "
                        "layers 0..%d and pre-norm after (confidence %s)", want,

@@ -348,6 +348,12 @@ static void decide_from_signature(rd_analysis *a)
     snprintf(a->why, sizeof a->why, "%d layer(s) renormalize the stream, %d do not", n_n, n_u);
 }
 
+int rd_out_norm_recorded(const rd_analysis *a)
+{
+    return a->n_obs[RESDIAG_FORWARD][RESDIAG_OUT_NORM_IN] ||
+           a->n_obs[RESDIAG_FORWARD][RESDIAG_OUT_NORM_OUT];
+}
+
 /* 1 agrees, 0 disagrees, -1 cannot compare (undeclared, or the data do not
  * decide, or stream-only evidence covers the declaration). */
 int rd_declared_agrees(const rd_analysis *a)
@@ -366,6 +372,8 @@ int rd_declared_agrees(const rd_analysis *a)
                    : 0;
     if (v == RESDIAG_VERDICT_PRE_OR_SANDWICH)
         return d == RESDIAG_PLACEMENT_PRE || d == RESDIAG_PLACEMENT_SANDWICH ? -1 : 0;
+    if (v == RESDIAG_VERDICT_PRE && d == RESDIAG_PLACEMENT_SANDWICH && !rd_out_norm_recorded(a))
+        return -1; /* its second norm would be in sites that were not recorded */
     if (v == RESDIAG_VERDICT_INCONSISTENT)
         return 0;
     if ((int)v != (int)d)

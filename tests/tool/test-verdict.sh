@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test-verdict.sh - `resdiag check` on real tinygpt runs: every placement x
 # {layernorm, rmsnorm} x L in {2, 6, 12} x {--record full, --record stream}.
-# Full records: the right expectation exits 0, every wrong one 1.
+# Full records: the right expectation exits 0, every wrong one 1, but
+# --expect sandwich on pre-norm: 2 (no out_norm sites to refute it).
 # Stream-only records: the exact code the stream can decide (below), and
 # where it cannot, exit 2 with the "cannot tell" line of that case. A post-norm model is
 # never called pre-norm: `--expect pre-norm` on post, deepnorm and mix runs
@@ -54,7 +55,9 @@ cannot_tell() {
     esac
 }
 expected() { # placement expectation record -> the one exit code
-    if [ "$3" = full ]; then
+    if [ "$3" = full ] && [ "$1" = pre ] && [ "$2" = sandwich ]; then
+      echo 2 # a sandwich's second norm would be at out_norm_in/out, which pre-norm lacks
+    elif [ "$3" = full ]; then
       [ "$2" = "$(right "$1")" ] && echo 0 || echo 1
     elif [ "$(expect_family "$2")" != "$(family "$1")" ]; then
       echo 1
@@ -98,7 +101,10 @@ for p in $placements; do
           lines=$(cat "$dir/out" "$dir/err" | wc -l)
           [ "$lines" -eq 1 ] || fail "$p $n L=$L $rec expect $e: $lines lines of output"
           ok=$(expected "$p" "$e" "$rec")
-          if [ "$ok" = 2 ]; then
+          if [ "$ok" = 2 ] && [ "$rec" = full ]; then
+            grep -qF "which were not recorded" "$dir/out" && grep -qF out_norm_in "$dir/out" &&
+              pass || fail "$p $n L=$L full expect $e: not the missing out_norm sites: $(cat "$dir/out")"
+          elif [ "$ok" = 2 ]; then
             grep -qF "$(cannot_tell "$p")" "$dir/out" && pass ||
               fail "$p $n L=$L stream expect $e: not the stream-only 'cannot tell': $(cat "$dir/out" "$dir/err")"
           fi
