@@ -55,6 +55,12 @@ static resdiag_check_result judge(const resdiag_analysis *a, const resdiag_check
     const char *want = want_buf;
     resdiag_verdict v = a->verdict, e = (resdiag_verdict)c->expect;
     const char *conf = resdiag_confidence_name(a->conf);
+    /* Below medium the report's own legend says "cannot tell": a gate must
+     * not pass or fail on it, whatever it expects. */
+    if (v != RESDIAG_VERDICT_CANNOT_TELL && a->conf < RESDIAG_CONFIDENCE_MEDIUM)
+        return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell: the data say %s with "
+                   "confidence %s (%s); check decides from medium up", resdiag_verdict_name(v),
+                   conf, a->conf_why[0] ? a->conf_why : a->why);
     switch (v) {
     case RESDIAG_VERDICT_CANNOT_TELL:
         return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell%s: %s",
@@ -95,12 +101,6 @@ static resdiag_check_result judge(const resdiag_analysis *a, const resdiag_check
     default:
         break;
     }
-    /* Below medium the report's own legend says "cannot tell": a gate must
-     * not pass or fail on it. */
-    if (a->conf < RESDIAG_CONFIDENCE_MEDIUM)
-        return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell: the data say %s with "
-                   "confidence %s (%s); check decides from medium up", resdiag_verdict_name(v),
-                   conf, a->conf_why[0] ? a->conf_why : a->why);
     if (v != e) {
         if (v == RESDIAG_VERDICT_PRE && e == RESDIAG_VERDICT_SANDWICH && !rd_out_norm_recorded(a))
             return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell pre-norm from sandwich: "

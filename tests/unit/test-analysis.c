@@ -311,6 +311,7 @@ static int spike;                          /* > 0: embedding column 7 is this la
 enum final_sites { FN_NONE, FN_HEAD_INPUT, FN_LAYERNORM, FN_IDENTITY };
 static enum final_sites final_sites;
 static int skip_branch_sub = -1; /* >= 0: that sublayer's BRANCH_OUT is never observed */
+static int hide_out_norm;        /* 1: a sandwich's second norm is not in its sites */
 /* ||x_k|| of the first step from the very values handed to the hooks: the
  * mean over tokens of the per-token L2 norm of the embedding (k = 0) and
  * of the stream leaving layer k-1, in long double. */
@@ -391,8 +392,10 @@ static void write_run(const char *path, enum kind kind, int L, int bf16, double 
                         layernorm(f, g);
                         store(f, bf16);
                         /* the norm on the branch's output, in its own sites */
-                        hook(r, l, s, RESDIAG_OUT_NORM_IN, g, bf16);
-                        hook(r, l, s, RESDIAG_OUT_NORM_OUT, f, bf16);
+                        if (!hide_out_norm) {
+                            hook(r, l, s, RESDIAG_OUT_NORM_IN, g, bf16);
+                            hook(r, l, s, RESDIAG_OUT_NORM_OUT, f, bf16);
+                        }
                     }
                     if (nan_step >= 0 && step >= nan_step && l == 1)
                         f[5] = NAN;
@@ -706,6 +709,47 @@ START_TEST(empty_run_and_bad_arguments_are_errors)
     ck_assert_int_eq(resdiag_analysis_check(NULL, NULL, NULL, 0), RESDIAG_CHECK_CANNOT_TELL);
     ck_assert_str_eq(resdiag_verdict_name(RESDIAG_VERDICT_PRE_OR_SANDWICH), "pre_or_sandwich");
     ck_assert_str_eq(resdiag_verdict_name((resdiag_verdict)99), "?");
+}
+END_TEST
+
+/* A sandwich whose second norm is not in the sites: its branch_out has a
+ * norm output's equal token norms, which supports a norm there but never
+ * decides it: "pre-norm or sandwich" (low), and check exits 2 on it for
+ * every expectation, the rival family's too, naming the sites to record. */
+START_TEST(low_verdict_is_cannot_tell_for_every_expectation)
+{
+    hide_out_norm = 1;
+    write_run(path("low.h5"), SANDWICH, 4, 0, 0.5, 1, -1);
+    hide_out_norm = 0;
+    resdiag_analysis *a = analyse(path("low.h5"), RESDIAG_STEP_FIRST);
+    ck_assert_int_eq(resdiag_analysis_verdict(a), RESDIAG_VERDICT_PRE_OR_SANDWICH);
+    ck_assert_int_eq(resdiag_analysis_confidence(a), RESDIAG_CONFIDENCE_LOW);
+    static const resdiag_placement every[] = {
+        RESDIAG_PLACEMENT_PRE, RESDIAG_PLACEMENT_POST, RESDIAG_PLACEMENT_SANDWICH,
+        RESDIAG_PLACEMENT_DEEPNORM, RESDIAG_PLACEMENT_MIXED, RESDIAG_PLACEMENT_PARALLEL,
+        RESDIAG_PLACEMENT_NONE, RESDIAG_PLACEMENT_REORDERED, RESDIAG_PLACEMENT_PER_SUBLAYER
+    };
+    for (size_t i = 0; i < sizeof every / sizeof every[0]; i++) {
+        resdiag_check_options c;
+        resdiag_check_options_init(&c);
+        c.expect = every[i];
+        char why[512];
+        ck_assert_int_eq(resdiag_analysis_check(a, &c, why, sizeof why),
+                         RESDIAG_CHECK_CANNOT_TELL);
+        ck_assert_msg(strstr(why, "out_norm_in") && strstr(why, "confidence low"), "%s", why);
+    }
+    char *json = resdiag_analysis_to_json(a);
+    ck_assert_ptr_nonnull(strstr(json, "\"check_decides\": false"));
+    resdiag_free(json);
+    resdiag_analysis_destroy(a);
+    /* recorded, the same norm decides: a sandwich, and check decides */
+    write_run(path("low.h5"), SANDWICH, 4, 0, 0.5, 1, -1);
+    a = analyse(path("low.h5"), RESDIAG_STEP_FIRST);
+    ck_assert_int_eq(resdiag_analysis_verdict(a), RESDIAG_VERDICT_SANDWICH);
+    json = resdiag_analysis_to_json(a);
+    ck_assert_ptr_nonnull(strstr(json, "\"check_decides\": true"));
+    resdiag_free(json);
+    resdiag_analysis_destroy(a);
 }
 END_TEST
 
@@ -1070,6 +1114,7 @@ int main(void)
     tcase_add_test(tc, empty_run_and_bad_arguments_are_errors);
     tcase_add_test(tc, check_final_norm_and_growth);
     tcase_add_test(tc, final_norm_is_decided_from_the_data);
+    tcase_add_test(tc, low_verdict_is_cannot_tell_for_every_expectation);
     tcase_add_test(tc, missing_site_is_cannot_tell);
     tcase_add_test(tc, check_options_of_an_older_caller_get_the_defaults);
     tcase_add_test(tc, warnings_name_the_contradiction_and_the_column);
