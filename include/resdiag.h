@@ -10,8 +10,7 @@
  * (RESDIAG_FWD, RESDIAG_BWD, RESDIAG_PARAM_GRAD) at the sites of each block's
  * norm -> sublayer -> residual add. The library computes compact statistics
  * of each tensor in one read, in the caller's thread, and appends them to an
- * HDF5 run file in batches. The reader API at the end of this header opens
- * such a file again.
+ * HDF5 run file in batches. The reader API below opens such a file again.
  *
  * Dimension names used in comments:
  *   rows = tokens (B*T), cols = the tensor's width (d_model for the stream),
@@ -32,6 +31,33 @@
  *              the handle, so its result and resdiag_errmsg can be read;
  *   resdiag_free  frees the strings the library returns (reports, pages,
  *              figures).
+ *
+ * THE TIERS (doc/ARCHITECTURE.md, "API tiers"):
+ *
+ *   Stable core, 54 functions: what a trainer and a reader of run files
+ *     need. Versions, status and logging; tensors, sites and fields; the
+ *     model and options; runs (open, step_begin/step_end, observe_at,
+ *     observe_alias, param_grad_at, step_metric, flush, close); the reader
+ *     (open, info, steps, site, param, update, metric); the analysis, its
+ *     check and renderings (text, JSON, HTML, SVG); names. A function here
+ *     keeps its name, signature and meaning for the life of the soname
+ *     (libresdiag.so.0): structs grow only at their end (struct_size),
+ *     enums only by appended values.
+ *
+ *   Advanced, 40 functions, declared only after
+ *         #define RESDIAG_ADVANCED_API
+ *         #include <resdiag.h>
+ *     copies of another site's statistics (same_as), team calls,
+ *     statistics computed elsewhere (partials, the sketch layout), signal
+ *     handlers, aborted steps, pausing, the ranks of a job, the reader's
+ *     details and its generic datasets, more of the analysis, comparisons
+ *     and the dump. Free to change in any release before 1.0: the
+ *     CHANGELOG lists every change. New entry points start here. Their
+ *     symbols are exported all the same (a binding that loads them by
+ *     name, as the Python one does, needs no header).
+ *
+ *   Deprecated, 2 functions, at the end: old names kept so that old code
+ *     builds; the compiler warns at each use.
  */
 #ifndef RESDIAG_H
 #define RESDIAG_H
@@ -52,6 +78,19 @@ extern "C" {
 #else
 #define RESDIAG_API
 #endif
+
+/* Marks the old names: the compiler warns where one is used. */
+#if defined(__GNUC__) || defined(__clang__)
+#define RESDIAG_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#elif defined(_MSC_VER)
+#define RESDIAG_DEPRECATED(msg) __declspec(deprecated(msg))
+#else
+#define RESDIAG_DEPRECATED(msg)
+#endif
+
+/* ======================================================================== */
+/* THE STABLE CORE (54 functions)                                           */
+/* ======================================================================== */
 
 /* ------------------------------------------------------------------------ */
 /* Versions                                                                  */
@@ -495,15 +534,6 @@ RESDIAG_API resdiag_status resdiag_open(resdiag **out, const char *path,
                                         const resdiag_model *model,
                                         const resdiag_options *options);
 
-/* The file that rank `rank` of a job writes for the path given to
- * resdiag_open (doc/RANKS.md): path itself for rank 0; for rank r > 0,
- * "<stem>.rank<r, 5 or more digits>.h5" when path ends in ".h5" (run.h5 ->
- * run.rank00003.h5), else path + ".rank<r>". Into out (out_len bytes,
- * NUL-terminated). RESDIAG_E_NULL, RESDIAG_E_INVALID (rank < 0),
- * RESDIAG_E_RANGE when out is too short. Not logged. */
-RESDIAG_API resdiag_status resdiag_rank_path(char *out, size_t out_len, const char *path,
-                                             int rank);
-
 /* Begins step `step`: the trainer's own number, >= 0 and strictly
  * increasing over the whole run, since it indexes the file. A loop whose
  * own counter restarts (a decoder's position, an evaluation batch per
@@ -516,23 +546,6 @@ RESDIAG_API resdiag_status resdiag_step_begin(resdiag *r, int64_t step);
 /* Ends the step begun last; buffers its record and writes the buffer when
  * the flush rule says so. */
 RESDIAG_API resdiag_status resdiag_step_end(resdiag *r);
-/* Ends the step begun last as ABORTED: the trainer could not complete it
- * (an exception inside the step, a lost data-parallel peer in backward).
- * It ends the step as resdiag_step_end does (the same flush rule, signal
- * handling and return values), and a recorded step keeps every record its
- * hooks made, flagged aborted in the file (doc/FORMAT.md, /step_status):
- * the analysis never takes such a step for a complete one (the first and
- * last step skip it; asked for by index it is shown, not judged). reason
- * may be NULL; it is stored as given up to RESDIAG_MAX_ABORT_REASON - 1
- * bytes (cut before a character that would not fit whole) and logged
- * (RESDIAG_LOG_INFO). Like the free text of resdiag_model (description)
- * it may hold newlines and tabs; a reason that is not valid UTF-8 or holds
- * another control character still ends the step, stored with '?' for each
- * bad byte, and returns RESDIAG_E_INVALID (a client bug, logged). Outside
- * a step (no step_begin, or after step_end) it is RESDIAG_E_STATE, logged,
- * as step_end's is; after close too. NULL or disabled handle: OK. Threads:
- * as resdiag_step_end. */
-RESDIAG_API resdiag_status resdiag_step_abort(resdiag *r, const char *reason);
 /* Gives the value of the declared metric `name` (resdiag_model.metric_names)
  * for the step begun last: call it between resdiag_step_begin and
  * resdiag_step_end, e.g. with the loss of the forward pass. A recorded step
@@ -549,10 +562,6 @@ RESDIAG_API resdiag_status resdiag_step_metric(resdiag *r, const char *name, dou
 /* 1 if the current step is being recorded, else 0 (also for NULL), so a
  * trainer can skip work that only feeds hooks. */
 RESDIAG_API int resdiag_step_is_recorded(const resdiag *r);
-
-/* Pauses (enabled = 0) or resumes recording from the next step_begin on;
- * hooks in steps begun while paused are no-ops. Not concurrently with hooks. */
-RESDIAG_API resdiag_status resdiag_set_enabled(resdiag *r, int enabled);
 
 /* Observes a tensor at a site. Use the macros below, which pass the call
  * site. For block sites 0 <= layer < n_layers and 0 <= sublayer <
@@ -632,6 +641,391 @@ RESDIAG_API resdiag_status resdiag_param_grad_at(resdiag *r, int layer, const ch
                                                  resdiag_tensor t,
                                                  const char *file, int line);
 
+/* Hook macros: the trainer's file and line go into the run file. */
+#define RESDIAG_FWD(r, layer, sublayer, site, t) \
+    resdiag_observe_at((r), RESDIAG_FORWARD, (layer), (sublayer), (site), (t), __FILE__, __LINE__)
+#define RESDIAG_BWD(r, layer, sublayer, site, t) \
+    resdiag_observe_at((r), RESDIAG_BACKWARD, (layer), (sublayer), (site), (t), __FILE__, __LINE__)
+#define RESDIAG_MODEL_FWD(r, site, t) RESDIAG_FWD((r), RESDIAG_MODEL_LEVEL, 0, (site), (t))
+#define RESDIAG_MODEL_BWD(r, site, t) RESDIAG_BWD((r), RESDIAG_MODEL_LEVEL, 0, (site), (t))
+#define RESDIAG_PARAM_GRAD(r, layer, name, t) \
+    resdiag_param_grad_at((r), (layer), (name), (t), __FILE__, __LINE__)
+
+/* Writes every buffered step to the file and flushes it to disk. */
+RESDIAG_API resdiag_status resdiag_flush(resdiag *r);
+/* Flushes and closes the file. The handle stays valid: later calls on it
+ * return RESDIAG_E_STATE ("after close"). Returns the first error of the
+ * final flush. Closing twice returns RESDIAG_E_STATE. */
+RESDIAG_API resdiag_status resdiag_close(resdiag *r);
+/* Closes the run if still open and frees the handle. NULL is a no-op. */
+RESDIAG_API void resdiag_destroy(resdiag *r);
+
+/* The last error message of this run ("" if none). Valid until the next
+ * call on the handle. r may be NULL (returns ""). */
+RESDIAG_API const char *resdiag_errmsg(const resdiag *r);
+
+/* ------------------------------------------------------------------------ */
+/* Reading run files                                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct resdiag_reader resdiag_reader; /* opaque */
+
+/* What the run file says about itself. All strings and arrays belong to
+ * the reader and live until resdiag_reader_destroy. */
+typedef struct resdiag_run_info {
+    int schema_version;
+    const char *resdiag_version;         /* of the writer */
+    int n_layers, d_model, n_sublayers;
+    const char *const *sublayer_names;   /* (n_sublayers) */
+    resdiag_block_kind block;
+    resdiag_placement declared_placement;
+    int declared_mix_layers;
+    resdiag_norm_kind norm_kind;
+    int shard_cols;
+    int n_layer_params;
+    const char *const *layer_param_names;
+    int n_model_params;
+    const char *const *model_param_names;
+    int sketch_size;
+    uint64_t sketch_seed;
+    int64_t n_steps;                     /* recorded steps in the file */
+    int n_meta;
+    const char *const *meta;             /* (2*n_meta) key, value, ... */
+    const char *description;             /* "" if none */
+    const char *created_utc;             /* provenance: ISO 8601 */
+    const char *program;                 /* provenance: the writing program's path */
+    const char *hdf5_version;            /* of the writer */
+    /* Fields are only appended here (the struct belongs to the reader, so
+     * a caller built against an older header reads the fields it knows). */
+    resdiag_run_kind run_kind;           /* TRAINING for files without the attribute */
+    /* The declared roles (resdiag_model), NULL when none. A file without the
+     * role attributes (written before roles existed, or by a trainer that
+     * declared none) gets the conventional names "head.w" and "mlp.w2" when
+     * it has parameters of those names. */
+    const char *head_param;
+    const char *residual_param;
+    /* The declared metrics (resdiag_model.metric_names); 0 and NULL for a
+     * file written before metrics or by a trainer that declared none. */
+    int n_metrics;
+    const char *const *metric_names;
+    /* The rank that wrote the file (resdiag_model's rank fields, as given
+     * or detected): 0, 1, NONE for a file of one process or one written
+     * before ranks existed. For a reader that merges a job's rank files
+     * (resdiag_reader_open on rank 0's file), these are rank 0's, and
+     * n_ranks_merged says how many files the view merges. */
+    int rank;
+    int world_size;
+    int local_rank;                      /* -1 when unknown */
+    resdiag_split split;
+    int shard_col_offset;
+    int layer_first, layer_count;        /* layer_count 0: every layer */
+    int record_rank_every;               /* 1 for files without it */
+    const char *rank_source;             /* "explicit", "torchrun", "openmpi", "pmi",
+                                            "slurm", or "single" (none found) */
+    const char *job_id;                  /* the launcher's job id (TORCHELASTIC_RUN_ID,
+                                            OMPI_MCA_orte_ess_jobid, SLURM_JOB_ID), "" if none */
+    int n_ranks_merged;                  /* 1 for a reader of one file */
+} resdiag_run_info;
+
+/* Opens a run file for reading, also one that a trainer is still writing
+ * or one left by a killed trainer (every flushed step is there). On failure
+ * *out is NULL and the reason is logged through the process-wide handler. */
+RESDIAG_API resdiag_status resdiag_reader_open(resdiag_reader **out, const char *path);
+
+/* Frees the reader and closes its file. NULL is a no-op. */
+RESDIAG_API void resdiag_reader_destroy(resdiag_reader *rd);
+/* Never NULL for an open reader. */
+RESDIAG_API const resdiag_run_info *resdiag_reader_info(const resdiag_reader *rd);
+/* Re-reads the number of steps (for a file still being written). */
+RESDIAG_API resdiag_status resdiag_reader_refresh(resdiag_reader *rd);
+
+/* The trainer's step numbers of the recorded steps: out (n_steps). */
+RESDIAG_API resdiag_status resdiag_reader_steps(const resdiag_reader *rd, int64_t *out,
+                                                int64_t n);
+/* Statistics of one observed tensor at recorded step index `step_index`
+ * (0 .. n_steps-1, not the trainer's step number). Block sites take layer
+ * and sublayer; model sites ignore them. out (RESDIAG_N_FIELDS); all NaN
+ * where the site was not observed in that step.
+ * *observed (may be NULL) is set to 1 or 0. */
+RESDIAG_API resdiag_status resdiag_reader_site(const resdiag_reader *rd, int64_t step_index,
+                                               resdiag_direction dir, int layer,
+                                               int sublayer, resdiag_site site,
+                                               double *out, int *observed);
+/* Statistics of a parameter gradient (layer or RESDIAG_MODEL_LEVEL).
+ * out (RESDIAG_N_FIELDS). */
+RESDIAG_API resdiag_status resdiag_reader_param(const resdiag_reader *rd, int64_t step_index,
+                                                int layer, const char *name, double *out,
+                                                int *observed);
+/* The update ratios of (layer, sublayer): out (RESDIAG_N_UPDATE_FIELDS). */
+RESDIAG_API resdiag_status resdiag_reader_update(const resdiag_reader *rd, int64_t step_index,
+                                                 int layer, int sublayer, double *out);
+/* Metric `metric` (an index into info->metric_names) at the recorded
+ * steps first .. first+n-1 (step indices, as in resdiag_reader_steps):
+ * out (n). NaN where the trainer gave no value, and everywhere for a file
+ * that declares the metric but lacks metrics/values; a NaN the trainer gave
+ * is NaN too: resdiag_metric_given tells them apart. RESDIAG_E_RANGE for a
+ * metric outside 0..n_metrics-1 (every index, for a file without metrics),
+ * RESDIAG_E_NOT_FOUND for steps past n_steps. */
+RESDIAG_API resdiag_status resdiag_reader_metric(const resdiag_reader *rd, int metric,
+                                                 int64_t first, int64_t n, double *out);
+/* Names for printing. Static storage; "?" for values out of range. */
+RESDIAG_API const char *resdiag_site_name(resdiag_site site);
+RESDIAG_API const char *resdiag_field_name(resdiag_field field);
+RESDIAG_API const char *resdiag_placement_name(resdiag_placement placement);
+RESDIAG_API const char *resdiag_norm_kind_name(resdiag_norm_kind kind);
+/* "training", "evaluation", "inference". */
+RESDIAG_API const char *resdiag_run_kind_name(resdiag_run_kind kind);
+RESDIAG_API const char *resdiag_dtype_name(resdiag_dtype dtype);
+
+/* ------------------------------------------------------------------------ */
+/* Analysis: the verdict from data, depth laws, gradients, non-finite values */
+/* ------------------------------------------------------------------------ */
+/*
+ * resdiag_analyze() reads a run through an open reader and decides, from
+ * the recorded statistics and sketches only, where the norms sit (the
+ * declared placement is compared afterwards, never used to decide). The
+ * tool's `report` and `check` print what this computes, so every front end
+ * gives the same verdict. See doc/REPORT-JSON.md for the JSON form.
+ */
+
+/* What the data say the model is. Values 1..7, 12 and 13 equal resdiag_placement's.
+ * Pinned: never renumbered, only appended. */
+typedef enum resdiag_verdict {
+    RESDIAG_VERDICT_CANNOT_TELL = 0,  /* the evidence does not decide */
+    RESDIAG_VERDICT_PRE = 1,
+    RESDIAG_VERDICT_POST = 2,
+    RESDIAG_VERDICT_SANDWICH = 3,
+    RESDIAG_VERDICT_DEEPNORM = 4,
+    RESDIAG_VERDICT_MIXED = 5,        /* layers differ: see resdiag_analysis_mix_layers */
+    RESDIAG_VERDICT_PARALLEL = 6,
+    RESDIAG_VERDICT_NONE = 7,
+    RESDIAG_VERDICT_INCONSISTENT = 8, /* relations contradict every placement */
+    RESDIAG_VERDICT_POST_FAMILY = 9,  /* stream only: every layer renormalized (post or deepnorm) */
+    RESDIAG_VERDICT_NOT_RENORMALIZED = 10, /* stream only: no layer renormalized
+                                              (pre, sandwich, parallel or none) */
+    RESDIAG_VERDICT_PRE_OR_SANDWICH = 11,  /* the relations say pre-type and branch_out
+                                              looks like a norm output, but no norm on
+                                              the branch's output was observed
+                                              (out_norm_in/out_norm_out would decide) */
+    RESDIAG_VERDICT_REORDERED = 12,   /* x + Norm(F(x)) */
+    RESDIAG_VERDICT_PER_SUBLAYER = 13,/* sublayers differ, the same way in every layer:
+                                         see resdiag_analysis_sublayer */
+    RESDIAG_VERDICT_ZERO_BRANCHES = 14 /* every branch adds exactly 0 at the step
+                                          (zero-initialised: ReZero, SkipInit); the
+                                          placement shows once they move */
+} resdiag_verdict;
+
+typedef enum resdiag_confidence {
+    RESDIAG_CONFIDENCE_NONE = 0,   /* with CANNOT_TELL */
+    RESDIAG_CONFIDENCE_LOW = 1,
+    RESDIAG_CONFIDENCE_MEDIUM = 2,
+    RESDIAG_CONFIDENCE_HIGH = 3
+} resdiag_confidence;
+
+/* Step selection for resdiag_analyze_options.step_index. */
+#define RESDIAG_STEP_FIRST (-1)  /* the first recorded step (initialization) */
+#define RESDIAG_STEP_LAST (-2)   /* the last recorded step */
+
+typedef struct resdiag_analyze_options {
+    size_t struct_size;   /* sizeof(resdiag_analyze_options): set by _init */
+    int64_t step_index;   /* recorded step index 0..n_steps-1, or RESDIAG_STEP_FIRST
+                             (default) or RESDIAG_STEP_LAST */
+    double max_growth;    /* warn when the stream norm grows more than this
+                             (last/first) over depth; default 10 */
+} resdiag_analyze_options;
+
+/* Fills *options with the defaults. options may not be NULL. */
+RESDIAG_API void resdiag_analyze_options_init(resdiag_analyze_options *options);
+
+typedef struct resdiag_analysis resdiag_analysis; /* opaque */
+
+/* Analyses the run behind rd at the selected step. options may be NULL for
+ * the defaults. On success *out is a new analysis (free it with
+ * resdiag_analysis_destroy; it does not refer to rd afterwards). Fails with
+ * RESDIAG_E_NOT_FOUND for a run with no recorded steps or a step index out
+ * of range, RESDIAG_E_NULL / E_INVALID for bad arguments, E_IO / E_FORMAT
+ * when the file cannot be read; *out is then NULL and the reason is logged.
+ * Threads: the reader must not be used concurrently. */
+RESDIAG_API resdiag_status resdiag_analyze(const resdiag_reader *rd,
+                                           const resdiag_analyze_options *options,
+                                           resdiag_analysis **out);
+/* Frees the analysis. NULL is a no-op. */
+RESDIAG_API void resdiag_analysis_destroy(resdiag_analysis *a);
+/* The whole-model verdict and its confidence. */
+RESDIAG_API resdiag_verdict resdiag_analysis_verdict(const resdiag_analysis *a);
+RESDIAG_API resdiag_confidence resdiag_analysis_confidence(const resdiag_analysis *a);
+/* Verdict of one sublayer (never MIXED, PER_SUBLAYER, POST_FAMILY or NOT_RENORMALIZED;
+ * CANNOT_TELL for stream-only runs) and, with DEEPNORM, its alpha
+ * (alpha may be NULL). RESDIAG_VERDICT_CANNOT_TELL for out-of-range indices. */
+RESDIAG_API resdiag_verdict resdiag_analysis_sublayer(const resdiag_analysis *a, int layer,
+                                                      int sublayer, double *alpha);
+/* The trainer's step number that was analysed. */
+RESDIAG_API int64_t resdiag_analysis_step(const resdiag_analysis *a);
+/* The first non-finite value, scanning all recorded steps in order and
+ * each step in hook-call order: returns 1 and fills the non-NULL pointers
+ * (layer = RESDIAG_MODEL_LEVEL for model sites and model parameters; site
+ * = -1 for a parameter gradient), or 0 if every value was finite. */
+RESDIAG_API int resdiag_analysis_first_nonfinite(const resdiag_analysis *a, int64_t *step,
+                                                 int *layer, int *sublayer, int *site,
+                                                 resdiag_direction *dir);
+
+/* Printable names. Static storage; "?" for values out of range. */
+RESDIAG_API const char *resdiag_verdict_name(resdiag_verdict v);
+RESDIAG_API const char *resdiag_confidence_name(resdiag_confidence c);
+
+/* resdiag_check_options.expect: the placement the run file declares
+ * (resdiag_model.declared_placement, with declared_mix_layers for MIXED).
+ * A run that declares nothing gives RESDIAG_CHECK_CANNOT_TELL. */
+#define RESDIAG_EXPECT_DECLARED ((resdiag_placement)100)
+
+/* What `resdiag check` tests. */
+typedef struct resdiag_check_options {
+    size_t struct_size;          /* sizeof(resdiag_check_options): set by _init */
+    resdiag_placement expect;    /* PRE .. NONE, or RESDIAG_EXPECT_DECLARED;
+                                    UNDECLARED is invalid */
+    int require_final_norm;      /* 1: a final norm must be observed; default 0 */
+    double max_growth;           /* > 0: stream growth (last/first) must not exceed it;
+                                    default 0 = not checked */
+} resdiag_check_options;
+
+/* Fills *options with the defaults (expect = UNDECLARED). Not NULL. */
+RESDIAG_API void resdiag_check_options_init(resdiag_check_options *options);
+
+/* Pinned: these are the tool's exit codes. */
+typedef enum resdiag_check_result {
+    RESDIAG_CHECK_HOLDS = 0,
+    RESDIAG_CHECK_FAILS = 1,
+    RESDIAG_CHECK_CANNOT_TELL = 2
+} resdiag_check_result;
+
+/* Holds the analysis against an expectation. why (why_len bytes, may be
+ * NULL when why_len is 0) receives one line without a newline saying why.
+ * NULL a or options, or an invalid expect, give CANNOT_TELL. With
+ * RESDIAG_EXPECT_DECLARED it FAILS exactly when the report says the data
+ * contradict the declared placement (for MIXED also when the post-norm
+ * layers differ from declared_mix_layers): the CI gate for a declaration. */
+RESDIAG_API resdiag_check_result resdiag_analysis_check(const resdiag_analysis *a,
+                                                        const resdiag_check_options *options,
+                                                        char *why, size_t why_len);
+
+/* The report as text for people, or as JSON with the keys documented in
+ * doc/REPORT-JSON.md. A new NUL-terminated string owned by the caller:
+ * free it with resdiag_free. NULL if a is NULL or memory runs out. */
+RESDIAG_API char *resdiag_analysis_to_text(const resdiag_analysis *a);
+RESDIAG_API char *resdiag_analysis_to_json(const resdiag_analysis *a);
+/* ----------------------------------------------- pictures and pages */
+
+/* What the HTML page of one run shows besides the analysis. */
+typedef struct resdiag_html_options {
+    size_t struct_size;           /* sizeof(resdiag_html_options): set by _init */
+    const char *run_name;         /* the run in the title and under the heading,
+                                     usually its path (any bytes: escaped);
+                                     default NULL: "run" */
+    const resdiag_reader *reader; /* the open reader of the analysed run: a run
+                                     with several steps then gets the layer x step
+                                     heat maps, read from it; default NULL: none */
+} resdiag_html_options;
+
+/* Fills *options with the defaults. Not NULL. */
+RESDIAG_API void resdiag_html_options_init(resdiag_html_options *options);
+
+/* The report as one self-contained HTML page (`resdiag report --html`):
+ * the verdict card, the figures of resdiag_analysis_figure_svg inline,
+ * the heat maps with options->reader; inline SVG and CSS, no script, no
+ * network; also well-formed XML. options may be NULL (the defaults).
+ * A new string to free with resdiag_free; NULL (logged) when a is NULL,
+ * options was not set up by its _init call, the heat maps cannot be read
+ * or memory runs out. */
+RESDIAG_API char *resdiag_analysis_to_html(const resdiag_analysis *a,
+                                           const resdiag_html_options *options);
+/* The figures of `resdiag plot --what`, each drawn from the analysis. */
+typedef enum resdiag_figure {
+    RESDIAG_FIGURE_GROWTH = 0, /* the stream norm ||x_k|| over depth k, with the fit
+                                  ||x_k||^2 = a + b k and the sqrt(d) level */
+    RESDIAG_FIGURE_UPDATES,    /* the relative updates r_k per sublayer, log-log,
+                                  with the fitted power laws and 1/sqrt(k) */
+    RESDIAG_FIGURE_GRADIENTS,  /* the gradient norms per layer at the first recorded
+                                  backward: the first parameter, the stream, the
+                                  head, with the pre-norm shape 1/||x_k|| */
+    RESDIAG_FIGURE_LOSS,       /* the trainer's loss over the recorded steps (the
+                                  metric "loss", else the first metric declared) */
+    RESDIAG_N_FIGURES
+} resdiag_figure;
+
+/* "growth", "updates", "gradients", "loss" (the names `resdiag plot --what`
+ * takes); "?" for values out of range. Static storage. */
+RESDIAG_API const char *resdiag_figure_name(resdiag_figure figure);
+
+/* One figure as a standalone SVG document into *svg (a new string to free
+ * with resdiag_free; NULL on any error). RESDIAG_OK; RESDIAG_E_NOT_FOUND
+ * when the run holds no data for the figure (e.g. no gradients recorded;
+ * not logged: the caller says it its own way); RESDIAG_E_NULL,
+ * RESDIAG_E_INVALID (figure out of range) or RESDIAG_E_NOMEM, logged. */
+RESDIAG_API resdiag_status resdiag_analysis_figure_svg(const resdiag_analysis *a,
+                                                       resdiag_figure figure, char **svg);
+
+/* bytes as one printable line, the way every output of the library shows
+ * a string from a run file: valid UTF-8 without control characters (each
+ * such byte as an escape), so that a file or a file name cannot write
+ * lines or terminal controls of its own. A new string to free with
+ * resdiag_free; NULL when bytes is NULL or memory runs out. */
+RESDIAG_API char *resdiag_escape_text(const char *bytes);
+
+/* Frees memory the library returned (the strings above). NULL is a no-op. */
+RESDIAG_API void resdiag_free(void *p);
+
+/* ======================================================================== */
+/* THE ADVANCED TIER (40 functions): free to change before 1.0.             */
+/* Declared with #define RESDIAG_ADVANCED_API before the #include.          */
+/* ======================================================================== */
+
+#if defined(RESDIAG_ADVANCED_API) || defined(RESDIAG_BUILDING_LIBRARY)
+
+/* ------------------------------------------------------------------------ */
+/* Advanced: runs                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* The file that rank `rank` of a job writes for the path given to
+ * resdiag_open (doc/RANKS.md): path itself for rank 0; for rank r > 0,
+ * "<stem>.rank<r, 5 or more digits>.h5" when path ends in ".h5" (run.h5 ->
+ * run.rank00003.h5), else path + ".rank<r>". Into out (out_len bytes,
+ * NUL-terminated). RESDIAG_E_NULL, RESDIAG_E_INVALID (rank < 0),
+ * RESDIAG_E_RANGE when out is too short. Not logged. */
+RESDIAG_API resdiag_status resdiag_rank_path(char *out, size_t out_len, const char *path,
+                                             int rank);
+
+/* Ends the step begun last as ABORTED: the trainer could not complete it
+ * (an exception inside the step, a lost data-parallel peer in backward).
+ * It ends the step as resdiag_step_end does (the same flush rule, signal
+ * handling and return values), and a recorded step keeps every record its
+ * hooks made, flagged aborted in the file (doc/FORMAT.md, /step_status):
+ * the analysis never takes such a step for a complete one (the first and
+ * last step skip it; asked for by index it is shown, not judged). reason
+ * may be NULL; it is stored as given up to RESDIAG_MAX_ABORT_REASON - 1
+ * bytes (cut before a character that would not fit whole) and logged
+ * (RESDIAG_LOG_INFO). Like the free text of resdiag_model (description)
+ * it may hold newlines and tabs; a reason that is not valid UTF-8 or holds
+ * another control character still ends the step, stored with '?' for each
+ * bad byte, and returns RESDIAG_E_INVALID (a client bug, logged). Outside
+ * a step (no step_begin, or after step_end) it is RESDIAG_E_STATE, logged,
+ * as step_end's is; after close too. NULL or disabled handle: OK. Threads:
+ * as resdiag_step_end. */
+RESDIAG_API resdiag_status resdiag_step_abort(resdiag *r, const char *reason);
+/* Pauses (enabled = 0) or resumes recording from the next step_begin on;
+ * hooks in steps begun while paused are no-ops. Not concurrently with hooks. */
+RESDIAG_API resdiag_status resdiag_set_enabled(resdiag *r, int enabled);
+
+/* The trainer's step number of the last step that is in the file, i.e.
+ * that survives the trainer being killed (written and flushed to the
+ * operating system, not fsync'ed against a power cut): *step = -1 before
+ * the first flush. Steps still buffered are not counted. Not concurrently
+ * with step_end, flush or close on the same handle. */
+RESDIAG_API resdiag_status resdiag_flushed_step(const resdiag *r, int64_t *step);
+
+/* ------------------------------------------------------------------------ */
+/* Advanced: one tensor recorded at several sites                           */
+/* ------------------------------------------------------------------------ */
+
 /* One tensor, several sites: records at site `site` of (dir, layer,
  * sublayer) the statistics of the most recent call at site `from_site` of
  * (dir, from_layer, from_sublayer) in this step, reading no tensor (model
@@ -677,7 +1071,16 @@ RESDIAG_API resdiag_status resdiag_param_grad_same_as(resdiag *r, int layer, con
                                                       int from_layer, const char *from_name,
                                                       const char *file, int line);
 
-/* One observation computed by a team of threads: each of the n_parts
+/* ------------------------------------------------------------------------ */
+/* Advanced: a hook computed by a team of the trainer's threads             */
+/* ------------------------------------------------------------------------ */
+
+/* Advanced, not core, because it did not pay where it was meant to: in an
+ * OpenMP trainer shaped like llm.c's, team calls made the hooks slower than
+ * serial ones (doc/ARCHITECTURE.md, "API tiers"). options.hook_threads is
+ * the way to spread one large hook over cores.
+ *
+ * One observation computed by a team of threads: each of the n_parts
  * threads of the trainer's parallel region calls it with the same
  * arguments and its own part, 0 <= part < n_parts <= RESDIAG_MAX_TEAM:
  *
@@ -714,16 +1117,6 @@ RESDIAG_API resdiag_status resdiag_observe_team_at(resdiag *r, resdiag_direction
 RESDIAG_API resdiag_status resdiag_param_grad_team_at(resdiag *r, int layer, const char *name,
                                                       resdiag_tensor t, int part, int n_parts,
                                                       const char *file, int line);
-
-/* Hook macros: the trainer's file and line go into the run file. */
-#define RESDIAG_FWD(r, layer, sublayer, site, t) \
-    resdiag_observe_at((r), RESDIAG_FORWARD, (layer), (sublayer), (site), (t), __FILE__, __LINE__)
-#define RESDIAG_BWD(r, layer, sublayer, site, t) \
-    resdiag_observe_at((r), RESDIAG_BACKWARD, (layer), (sublayer), (site), (t), __FILE__, __LINE__)
-#define RESDIAG_MODEL_FWD(r, site, t) RESDIAG_FWD((r), RESDIAG_MODEL_LEVEL, 0, (site), (t))
-#define RESDIAG_MODEL_BWD(r, site, t) RESDIAG_BWD((r), RESDIAG_MODEL_LEVEL, 0, (site), (t))
-#define RESDIAG_PARAM_GRAD(r, layer, name, t) \
-    resdiag_param_grad_at((r), (layer), (name), (t), __FILE__, __LINE__)
 
 /* ------------------------------------------------------------------------ */
 /* Statistics computed elsewhere (a GPU, another process)                    */
@@ -860,26 +1253,6 @@ RESDIAG_API resdiag_status resdiag_sketch_layout(const resdiag *r, int64_t col0,
 /* The run's sketch size K (0..RESDIAG_MAX_SKETCH); 0 for NULL. */
 RESDIAG_API int resdiag_sketch_size(const resdiag *r);
 
-/* Writes every buffered step to the file and flushes it to disk. */
-RESDIAG_API resdiag_status resdiag_flush(resdiag *r);
-/* Flushes and closes the file. The handle stays valid: later calls on it
- * return RESDIAG_E_STATE ("after close"). Returns the first error of the
- * final flush. Closing twice returns RESDIAG_E_STATE. */
-RESDIAG_API resdiag_status resdiag_close(resdiag *r);
-/* Closes the run if still open and frees the handle. NULL is a no-op. */
-RESDIAG_API void resdiag_destroy(resdiag *r);
-
-/* The last error message of this run ("" if none). Valid until the next
- * call on the handle. r may be NULL (returns ""). */
-RESDIAG_API const char *resdiag_errmsg(const resdiag *r);
-
-/* The trainer's step number of the last step that is in the file, i.e.
- * that survives the trainer being killed (written and flushed to the
- * operating system, not fsync'ed against a power cut): *step = -1 before
- * the first flush. Steps still buffered are not counted. Not concurrently
- * with step_end, flush or close on the same handle. */
-RESDIAG_API resdiag_status resdiag_flushed_step(const resdiag *r, int64_t *step);
-
 /* ------------------------------------------------------------------------ */
 /* SIGINT and SIGTERM                                                        */
 /* ------------------------------------------------------------------------ */
@@ -911,72 +1284,8 @@ RESDIAG_API resdiag_status resdiag_install_signal_handlers(resdiag *r, int flags
 RESDIAG_API int resdiag_signal_pending(void);
 
 /* ------------------------------------------------------------------------ */
-/* Reading run files                                                         */
+/* Advanced: reading the ranks of a job                                     */
 /* ------------------------------------------------------------------------ */
-
-typedef struct resdiag_reader resdiag_reader; /* opaque */
-
-/* What the run file says about itself. All strings and arrays belong to
- * the reader and live until resdiag_reader_destroy. */
-typedef struct resdiag_run_info {
-    int schema_version;
-    const char *resdiag_version;         /* of the writer */
-    int n_layers, d_model, n_sublayers;
-    const char *const *sublayer_names;   /* (n_sublayers) */
-    resdiag_block_kind block;
-    resdiag_placement declared_placement;
-    int declared_mix_layers;
-    resdiag_norm_kind norm_kind;
-    int shard_cols;
-    int n_layer_params;
-    const char *const *layer_param_names;
-    int n_model_params;
-    const char *const *model_param_names;
-    int sketch_size;
-    uint64_t sketch_seed;
-    int64_t n_steps;                     /* recorded steps in the file */
-    int n_meta;
-    const char *const *meta;             /* (2*n_meta) key, value, ... */
-    const char *description;             /* "" if none */
-    const char *created_utc;             /* provenance: ISO 8601 */
-    const char *program;                 /* provenance: the writing program's path */
-    const char *hdf5_version;            /* of the writer */
-    /* Fields are only appended here (the struct belongs to the reader, so
-     * a caller built against an older header reads the fields it knows). */
-    resdiag_run_kind run_kind;           /* TRAINING for files without the attribute */
-    /* The declared roles (resdiag_model), NULL when none. A file without the
-     * role attributes (written before roles existed, or by a trainer that
-     * declared none) gets the conventional names "head.w" and "mlp.w2" when
-     * it has parameters of those names. */
-    const char *head_param;
-    const char *residual_param;
-    /* The declared metrics (resdiag_model.metric_names); 0 and NULL for a
-     * file written before metrics or by a trainer that declared none. */
-    int n_metrics;
-    const char *const *metric_names;
-    /* The rank that wrote the file (resdiag_model's rank fields, as given
-     * or detected): 0, 1, NONE for a file of one process or one written
-     * before ranks existed. For a reader that merges a job's rank files
-     * (resdiag_reader_open on rank 0's file), these are rank 0's, and
-     * n_ranks_merged says how many files the view merges. */
-    int rank;
-    int world_size;
-    int local_rank;                      /* -1 when unknown */
-    resdiag_split split;
-    int shard_col_offset;
-    int layer_first, layer_count;        /* layer_count 0: every layer */
-    int record_rank_every;               /* 1 for files without it */
-    const char *rank_source;             /* "explicit", "torchrun", "openmpi", "pmi",
-                                            "slurm", or "single" (none found) */
-    const char *job_id;                  /* the launcher's job id (TORCHELASTIC_RUN_ID,
-                                            OMPI_MCA_orte_ess_jobid, SLURM_JOB_ID), "" if none */
-    int n_ranks_merged;                  /* 1 for a reader of one file */
-} resdiag_run_info;
-
-/* Opens a run file for reading, also one that a trainer is still writing
- * or one left by a killed trainer (every flushed step is there). On failure
- * *out is NULL and the reason is logged through the process-wide handler. */
-RESDIAG_API resdiag_status resdiag_reader_open(resdiag_reader **out, const char *path);
 
 /* Jobs of several ranks (doc/RANKS.md). resdiag_reader_open on the file of
  * rank 0 of a job with world_size > 1 finds the files of the other ranks
@@ -1019,18 +1328,10 @@ RESDIAG_API int resdiag_reader_n_ranks(const resdiag_reader *rd);
  * RESDIAG_E_RANGE for i out of range. */
 RESDIAG_API resdiag_status resdiag_reader_rank(const resdiag_reader *rd, int i,
                                                resdiag_rank_info *out);
-/* Frees the reader and closes its file. NULL is a no-op. */
-RESDIAG_API void resdiag_reader_destroy(resdiag_reader *rd);
-/* Deprecated: the name of 0.1.0 for resdiag_reader_destroy. */
-RESDIAG_API void resdiag_reader_close(resdiag_reader *rd);
-/* Never NULL for an open reader. */
-RESDIAG_API const resdiag_run_info *resdiag_reader_info(const resdiag_reader *rd);
-/* Re-reads the number of steps (for a file still being written). */
-RESDIAG_API resdiag_status resdiag_reader_refresh(resdiag_reader *rd);
+/* ------------------------------------------------------------------------ */
+/* Advanced: reading more of a run file                                     */
+/* ------------------------------------------------------------------------ */
 
-/* The trainer's step numbers of the recorded steps: out (n_steps). */
-RESDIAG_API resdiag_status resdiag_reader_steps(const resdiag_reader *rd, int64_t *out,
-                                                int64_t n);
 /* Whether recorded step step_index (0 .. n_steps-1) ended aborted
  * (resdiag_step_abort): *aborted 1, else 0 (also for every step of a file
  * written before step status existed). For a job's merged ranks, 1 when
@@ -1048,37 +1349,11 @@ RESDIAG_API resdiag_status resdiag_reader_abort_reason(const resdiag_reader *rd,
                                                        int64_t step_index, char *out,
                                                        size_t out_len);
 
-/* Statistics of one observed tensor at recorded step index `step_index`
- * (0 .. n_steps-1, not the trainer's step number). Block sites take layer
- * and sublayer; model sites ignore them. out (RESDIAG_N_FIELDS); all NaN
- * where the site was not observed in that step.
- * *observed (may be NULL) is set to 1 or 0. */
-RESDIAG_API resdiag_status resdiag_reader_site(const resdiag_reader *rd, int64_t step_index,
-                                               resdiag_direction dir, int layer,
-                                               int sublayer, resdiag_site site,
-                                               double *out, int *observed);
 /* The sketch of the same tensor: out (sketch_size). */
 RESDIAG_API resdiag_status resdiag_reader_sketch(const resdiag_reader *rd, int64_t step_index,
                                                  resdiag_direction dir, int layer,
                                                  int sublayer, resdiag_site site,
                                                  double *out);
-/* Statistics of a parameter gradient (layer or RESDIAG_MODEL_LEVEL).
- * out (RESDIAG_N_FIELDS). */
-RESDIAG_API resdiag_status resdiag_reader_param(const resdiag_reader *rd, int64_t step_index,
-                                                int layer, const char *name, double *out,
-                                                int *observed);
-/* The update ratios of (layer, sublayer): out (RESDIAG_N_UPDATE_FIELDS). */
-RESDIAG_API resdiag_status resdiag_reader_update(const resdiag_reader *rd, int64_t step_index,
-                                                 int layer, int sublayer, double *out);
-/* Metric `metric` (an index into info->metric_names) at the recorded
- * steps first .. first+n-1 (step indices, as in resdiag_reader_steps):
- * out (n). NaN where the trainer gave no value, and everywhere for a file
- * that declares the metric but lacks metrics/values; a NaN the trainer gave
- * is NaN too: resdiag_metric_given tells them apart. RESDIAG_E_RANGE for a
- * metric outside 0..n_metrics-1 (every index, for a file without metrics),
- * RESDIAG_E_NOT_FOUND for steps past n_steps. */
-RESDIAG_API resdiag_status resdiag_reader_metric(const resdiag_reader *rd, int metric,
-                                                 int64_t first, int64_t n, double *out);
 /* 1 if value, from resdiag_reader_metric, is one the trainer gave (a
  * number, +-Inf, or its NaN: stored as a NaN of its own), 0 where it gave
  * none (in a file written before given NaNs were kept apart, every NaN
@@ -1119,95 +1394,10 @@ RESDIAG_API resdiag_status resdiag_reader_read(const resdiag_reader *rd, const c
                                                int64_t first, int64_t count, double *out,
                                                size_t out_len);
 
-/* Names for printing. Static storage; "?" for values out of range. */
-RESDIAG_API const char *resdiag_site_name(resdiag_site site);
-RESDIAG_API const char *resdiag_field_name(resdiag_field field);
-RESDIAG_API const char *resdiag_placement_name(resdiag_placement placement);
-RESDIAG_API const char *resdiag_norm_kind_name(resdiag_norm_kind kind);
-/* "training", "evaluation", "inference". */
-RESDIAG_API const char *resdiag_run_kind_name(resdiag_run_kind kind);
-RESDIAG_API const char *resdiag_dtype_name(resdiag_dtype dtype);
-
 /* ------------------------------------------------------------------------ */
-/* Analysis: the verdict from data, depth laws, gradients, non-finite values */
+/* Advanced: more of the analysis                                           */
 /* ------------------------------------------------------------------------ */
-/*
- * resdiag_analyze() reads a run through an open reader and decides, from
- * the recorded statistics and sketches only, where the norms sit (the
- * declared placement is compared afterwards, never used to decide). The
- * tool's `report` and `check` print what this computes, so every front end
- * gives the same verdict. See doc/REPORT-JSON.md for the JSON form.
- */
 
-/* What the data say the model is. Values 1..7, 12 and 13 equal resdiag_placement's.
- * Pinned: never renumbered, only appended. */
-typedef enum resdiag_verdict {
-    RESDIAG_VERDICT_CANNOT_TELL = 0,  /* the evidence does not decide */
-    RESDIAG_VERDICT_PRE = 1,
-    RESDIAG_VERDICT_POST = 2,
-    RESDIAG_VERDICT_SANDWICH = 3,
-    RESDIAG_VERDICT_DEEPNORM = 4,
-    RESDIAG_VERDICT_MIXED = 5,        /* layers differ: see resdiag_analysis_mix_layers */
-    RESDIAG_VERDICT_PARALLEL = 6,
-    RESDIAG_VERDICT_NONE = 7,
-    RESDIAG_VERDICT_INCONSISTENT = 8, /* relations contradict every placement */
-    RESDIAG_VERDICT_POST_FAMILY = 9,  /* stream only: every layer renormalized (post or deepnorm) */
-    RESDIAG_VERDICT_NOT_RENORMALIZED = 10, /* stream only: no layer renormalized
-                                              (pre, sandwich, parallel or none) */
-    RESDIAG_VERDICT_PRE_OR_SANDWICH = 11,  /* the relations say pre-type and branch_out
-                                              looks like a norm output, but no norm on
-                                              the branch's output was observed
-                                              (out_norm_in/out_norm_out would decide) */
-    RESDIAG_VERDICT_REORDERED = 12,   /* x + Norm(F(x)) */
-    RESDIAG_VERDICT_PER_SUBLAYER = 13,/* sublayers differ, the same way in every layer:
-                                         see resdiag_analysis_sublayer */
-    RESDIAG_VERDICT_ZERO_BRANCHES = 14 /* every branch adds exactly 0 at the step
-                                          (zero-initialised: ReZero, SkipInit); the
-                                          placement shows once they move */
-} resdiag_verdict;
-
-typedef enum resdiag_confidence {
-    RESDIAG_CONFIDENCE_NONE = 0,   /* with CANNOT_TELL */
-    RESDIAG_CONFIDENCE_LOW = 1,
-    RESDIAG_CONFIDENCE_MEDIUM = 2,
-    RESDIAG_CONFIDENCE_HIGH = 3
-} resdiag_confidence;
-
-/* Step selection for resdiag_analyze_options.step_index. */
-#define RESDIAG_STEP_FIRST (-1)  /* the first recorded step (initialization) */
-#define RESDIAG_STEP_LAST (-2)   /* the last recorded step */
-
-typedef struct resdiag_analyze_options {
-    size_t struct_size;   /* sizeof(resdiag_analyze_options): set by _init */
-    int64_t step_index;   /* recorded step index 0..n_steps-1, or RESDIAG_STEP_FIRST
-                             (default) or RESDIAG_STEP_LAST */
-    double max_growth;    /* warn when the stream norm grows more than this
-                             (last/first) over depth; default 10 */
-} resdiag_analyze_options;
-
-/* Fills *options with the defaults. options may not be NULL. */
-RESDIAG_API void resdiag_analyze_options_init(resdiag_analyze_options *options);
-
-typedef struct resdiag_analysis resdiag_analysis; /* opaque */
-
-/* Analyses the run behind rd at the selected step. options may be NULL for
- * the defaults. On success *out is a new analysis (free it with
- * resdiag_analysis_destroy; it does not refer to rd afterwards). Fails with
- * RESDIAG_E_NOT_FOUND for a run with no recorded steps or a step index out
- * of range, RESDIAG_E_NULL / E_INVALID for bad arguments, E_IO / E_FORMAT
- * when the file cannot be read; *out is then NULL and the reason is logged.
- * Threads: the reader must not be used concurrently. */
-RESDIAG_API resdiag_status resdiag_analyze(const resdiag_reader *rd,
-                                           const resdiag_analyze_options *options,
-                                           resdiag_analysis **out);
-/* Frees the analysis. NULL is a no-op. */
-RESDIAG_API void resdiag_analysis_destroy(resdiag_analysis *a);
-/* Deprecated: the name of 0.1.0 for resdiag_analysis_destroy. */
-RESDIAG_API void resdiag_analysis_free(resdiag_analysis *a);
-
-/* The whole-model verdict and its confidence. */
-RESDIAG_API resdiag_verdict resdiag_analysis_verdict(const resdiag_analysis *a);
-RESDIAG_API resdiag_confidence resdiag_analysis_confidence(const resdiag_analysis *a);
 /* With RESDIAG_VERDICT_MIXED: the number K of leading renormalized
  * (post-norm/deepnorm) layers, 0..L; -1 when the layers are not one such
  * prefix followed by non-renormalized layers, or the verdict is not MIXED. */
@@ -1222,68 +1412,9 @@ RESDIAG_API double resdiag_analysis_alpha(const resdiag_analysis *a);
 RESDIAG_API int resdiag_analysis_final_norm(const resdiag_analysis *a);
 /* 1 when only the stream (and the embedding) was observed: less evidence. */
 RESDIAG_API int resdiag_analysis_stream_only(const resdiag_analysis *a);
-/* Verdict of one sublayer (never MIXED, PER_SUBLAYER, POST_FAMILY or NOT_RENORMALIZED;
- * CANNOT_TELL for stream-only runs) and, with DEEPNORM, its alpha
- * (alpha may be NULL). RESDIAG_VERDICT_CANNOT_TELL for out-of-range indices. */
-RESDIAG_API resdiag_verdict resdiag_analysis_sublayer(const resdiag_analysis *a, int layer,
-                                                      int sublayer, double *alpha);
 /* Growth of the mean per-token stream norm over depth, last layer / first
  * observed stream tensor; NaN when fewer than two were observed. */
 RESDIAG_API double resdiag_analysis_growth(const resdiag_analysis *a);
-/* The trainer's step number that was analysed. */
-RESDIAG_API int64_t resdiag_analysis_step(const resdiag_analysis *a);
-/* The first non-finite value, scanning all recorded steps in order and
- * each step in hook-call order: returns 1 and fills the non-NULL pointers
- * (layer = RESDIAG_MODEL_LEVEL for model sites and model parameters; site
- * = -1 for a parameter gradient), or 0 if every value was finite. */
-RESDIAG_API int resdiag_analysis_first_nonfinite(const resdiag_analysis *a, int64_t *step,
-                                                 int *layer, int *sublayer, int *site,
-                                                 resdiag_direction *dir);
-
-/* Printable names. Static storage; "?" for values out of range. */
-RESDIAG_API const char *resdiag_verdict_name(resdiag_verdict v);
-RESDIAG_API const char *resdiag_confidence_name(resdiag_confidence c);
-
-/* resdiag_check_options.expect: the placement the run file declares
- * (resdiag_model.declared_placement, with declared_mix_layers for MIXED).
- * A run that declares nothing gives RESDIAG_CHECK_CANNOT_TELL. */
-#define RESDIAG_EXPECT_DECLARED ((resdiag_placement)100)
-
-/* What `resdiag check` tests. */
-typedef struct resdiag_check_options {
-    size_t struct_size;          /* sizeof(resdiag_check_options): set by _init */
-    resdiag_placement expect;    /* PRE .. NONE, or RESDIAG_EXPECT_DECLARED;
-                                    UNDECLARED is invalid */
-    int require_final_norm;      /* 1: a final norm must be observed; default 0 */
-    double max_growth;           /* > 0: stream growth (last/first) must not exceed it;
-                                    default 0 = not checked */
-} resdiag_check_options;
-
-/* Fills *options with the defaults (expect = UNDECLARED). Not NULL. */
-RESDIAG_API void resdiag_check_options_init(resdiag_check_options *options);
-
-/* Pinned: these are the tool's exit codes. */
-typedef enum resdiag_check_result {
-    RESDIAG_CHECK_HOLDS = 0,
-    RESDIAG_CHECK_FAILS = 1,
-    RESDIAG_CHECK_CANNOT_TELL = 2
-} resdiag_check_result;
-
-/* Holds the analysis against an expectation. why (why_len bytes, may be
- * NULL when why_len is 0) receives one line without a newline saying why.
- * NULL a or options, or an invalid expect, give CANNOT_TELL. With
- * RESDIAG_EXPECT_DECLARED it FAILS exactly when the report says the data
- * contradict the declared placement (for MIXED also when the post-norm
- * layers differ from declared_mix_layers): the CI gate for a declaration. */
-RESDIAG_API resdiag_check_result resdiag_analysis_check(const resdiag_analysis *a,
-                                                        const resdiag_check_options *options,
-                                                        char *why, size_t why_len);
-
-/* The report as text for people, or as JSON with the keys documented in
- * doc/REPORT-JSON.md. A new NUL-terminated string owned by the caller:
- * free it with resdiag_free. NULL if a is NULL or memory runs out. */
-RESDIAG_API char *resdiag_analysis_to_text(const resdiag_analysis *a);
-RESDIAG_API char *resdiag_analysis_to_json(const resdiag_analysis *a);
 /* Two analyses side by side (`resdiag diff`): the differences that matter
  * first (verdict, final norm, stream growth, the layers whose stream norm,
  * relative updates or first parameter gradient differ most), then a
@@ -1295,31 +1426,6 @@ RESDIAG_API char *resdiag_analysis_to_json(const resdiag_analysis *a);
 RESDIAG_API char *resdiag_analysis_diff_text(const resdiag_analysis *a,
                                              const resdiag_analysis *b,
                                              const char *name_a, const char *name_b);
-/* ----------------------------------------------- pictures and pages */
-
-/* What the HTML page of one run shows besides the analysis. */
-typedef struct resdiag_html_options {
-    size_t struct_size;           /* sizeof(resdiag_html_options): set by _init */
-    const char *run_name;         /* the run in the title and under the heading,
-                                     usually its path (any bytes: escaped);
-                                     default NULL: "run" */
-    const resdiag_reader *reader; /* the open reader of the analysed run: a run
-                                     with several steps then gets the layer x step
-                                     heat maps, read from it; default NULL: none */
-} resdiag_html_options;
-
-/* Fills *options with the defaults. Not NULL. */
-RESDIAG_API void resdiag_html_options_init(resdiag_html_options *options);
-
-/* The report as one self-contained HTML page (`resdiag report --html`):
- * the verdict card, the figures of resdiag_analysis_figure_svg inline,
- * the heat maps with options->reader; inline SVG and CSS, no script, no
- * network; also well-formed XML. options may be NULL (the defaults).
- * A new string to free with resdiag_free; NULL (logged) when a is NULL,
- * options was not set up by its _init call, the heat maps cannot be read
- * or memory runs out. */
-RESDIAG_API char *resdiag_analysis_to_html(const resdiag_analysis *a,
-                                           const resdiag_html_options *options);
 /* The page comparing two runs (`resdiag diff --html`): both verdicts, the
  * figures with both runs on the same axes (A solid, B dashed) and the text
  * of resdiag_analysis_diff_text. name_a and name_b as there (NULL: "A",
@@ -1328,32 +1434,6 @@ RESDIAG_API char *resdiag_analysis_to_html(const resdiag_analysis *a,
 RESDIAG_API char *resdiag_analysis_diff_html(const resdiag_analysis *a,
                                              const resdiag_analysis *b,
                                              const char *name_a, const char *name_b);
-
-/* The figures of `resdiag plot --what`, each drawn from the analysis. */
-typedef enum resdiag_figure {
-    RESDIAG_FIGURE_GROWTH = 0, /* the stream norm ||x_k|| over depth k, with the fit
-                                  ||x_k||^2 = a + b k and the sqrt(d) level */
-    RESDIAG_FIGURE_UPDATES,    /* the relative updates r_k per sublayer, log-log,
-                                  with the fitted power laws and 1/sqrt(k) */
-    RESDIAG_FIGURE_GRADIENTS,  /* the gradient norms per layer at the first recorded
-                                  backward: the first parameter, the stream, the
-                                  head, with the pre-norm shape 1/||x_k|| */
-    RESDIAG_FIGURE_LOSS,       /* the trainer's loss over the recorded steps (the
-                                  metric "loss", else the first metric declared) */
-    RESDIAG_N_FIGURES
-} resdiag_figure;
-
-/* "growth", "updates", "gradients", "loss" (the names `resdiag plot --what`
- * takes); "?" for values out of range. Static storage. */
-RESDIAG_API const char *resdiag_figure_name(resdiag_figure figure);
-
-/* One figure as a standalone SVG document into *svg (a new string to free
- * with resdiag_free; NULL on any error). RESDIAG_OK; RESDIAG_E_NOT_FOUND
- * when the run holds no data for the figure (e.g. no gradients recorded;
- * not logged: the caller says it its own way); RESDIAG_E_NULL,
- * RESDIAG_E_INVALID (figure out of range) or RESDIAG_E_NOMEM, logged. */
-RESDIAG_API resdiag_status resdiag_analysis_figure_svg(const resdiag_analysis *a,
-                                                       resdiag_figure figure, char **svg);
 
 /* What resdiag_reader_dump prints. */
 typedef struct resdiag_dump_options {
@@ -1383,15 +1463,18 @@ RESDIAG_API resdiag_status resdiag_reader_dump(const resdiag_reader *rd,
                                                const resdiag_dump_options *options,
                                                char **text);
 
-/* bytes as one printable line, the way every output of the library shows
- * a string from a run file: valid UTF-8 without control characters (each
- * such byte as an escape), so that a file or a file name cannot write
- * lines or terminal controls of its own. A new string to free with
- * resdiag_free; NULL when bytes is NULL or memory runs out. */
-RESDIAG_API char *resdiag_escape_text(const char *bytes);
+#endif /* RESDIAG_ADVANCED_API */
 
-/* Frees memory the library returned (the strings above). NULL is a no-op. */
-RESDIAG_API void resdiag_free(void *p);
+/* ======================================================================== */
+/* DEPRECATED (2 functions): old names, warned at each use.                 */
+/* ======================================================================== */
+
+/* The name of 0.1.0 for resdiag_reader_destroy. */
+RESDIAG_API RESDIAG_DEPRECATED("use resdiag_reader_destroy")
+void resdiag_reader_close(resdiag_reader *rd);
+/* The name of 0.1.0 for resdiag_analysis_destroy. */
+RESDIAG_API RESDIAG_DEPRECATED("use resdiag_analysis_destroy")
+void resdiag_analysis_free(resdiag_analysis *a);
 
 #ifdef __cplusplus
 }

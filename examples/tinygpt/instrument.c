@@ -13,6 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* tinygpt shows the advanced tier too: copies of a site's statistics
+ * (same_as), team calls and the signal handlers. */
+#define RESDIAG_ADVANCED_API
 #include <resdiag.h>
 
 #ifdef _OPENMP
