@@ -209,17 +209,26 @@ static void take_last(resdiag *r, const rd_target *src, double calls, rd_copy *c
         c->norms = a ? (in ? a->in_norms : a->br_norms) : lc->norms;
 }
 
-/* The checks of a copy between two sites that need no slot: the same
- * direction is implied; not a site into itself; FINAL_NORM_OUT neither end
- * forward; the same sketch parameters at both (LOGITS takes its columns
- * at 0, a d_model site of a tensor-parallel rank at its shard's place). */
-static resdiag_status check_pair(resdiag *r, const rd_target *t, const rd_target *src)
+/* src's last call (its slot claimed, calls >= 1) recorded at t. */
+static resdiag_status record_copy(resdiag *r, const rd_target *t, const rd_target *src,
+                                  double calls)
+{
+    rd_copy c;
+    take_last(r, src, calls, &c);
+    const rd_hook_data d = { .kind = RD_SOURCE_COPY, .copy = &c };
+    return rd_ingest(r, t, &d);
+}
+
+/* The checks of a copy between two sites (labelled a and b) that need no
+ * slot: the same direction is implied; not a site into itself;
+ * FINAL_NORM_OUT neither end forward; the same sketch parameters at both
+ * (LOGITS takes its columns at 0, a d_model site of a tensor-parallel rank
+ * at its shard's place). */
+static resdiag_status check_pair(resdiag *r, const rd_target *t, const rd_target *src,
+                                 const char *a, const char *b)
 {
     const char *fn = t->fn, *f = t->file ? t->file : "?";
     const int line = t->line;
-    char a[96], b[96];
-    label(a, sizeof a, t);
-    label(b, sizeof b, src);
     if (t->site == src->site && (t->model || (t->layer == src->layer &&
                                               t->sublayer == src->sublayer)))
         return rd_client_bug(r, RESDIAG_E_INVALID, "%s: %s cannot be its own source (%s:%d)",
@@ -240,8 +249,8 @@ static resdiag_status check_pair(resdiag *r, const rd_target *t, const rd_target
     return RESDIAG_OK;
 }
 
-/* The copy of src's last call into site t, both checked: claims the
- * source, records the copy (rd_ingest), then the alias. */
+/* The copy of src's last call into site t, both resolved: checks the
+ * pair, claims the source, records the copy (rd_ingest), then the alias. */
 static resdiag_status copy_site(resdiag *r, const rd_target *t, const rd_target *src)
 {
     const char *fn = t->fn, *f = t->file ? t->file : "?";
@@ -249,11 +258,13 @@ static resdiag_status copy_site(resdiag *r, const rd_target *t, const rd_target 
     char a[96], b[96];
     label(a, sizeof a, t);
     label(b, sizeof b, src);
+    resdiag_status st = check_pair(r, t, src, a, b);
+    if (st)
+        return st;
     if (!rd_hook_claim(&r->slot_busy[src->cs]))
         return rd_client_bug(r, RESDIAG_E_BUSY, "%s: %s, the source of %s, is being observed "
                              "by another thread at this moment; not recorded (%s:%d)", fn, b, a,
                              f, line);
-    resdiag_status st = RESDIAG_OK;
     const double calls = r->cur[src->calls];
     const int64_t origin = origin_of(r, src->cs);
     char other[96];
@@ -271,10 +282,7 @@ static resdiag_status copy_site(resdiag *r, const rd_target *t, const rd_target 
                            "sublayers; observe one of them by reading (%s:%d)", fn, a, b, other,
                            f, line);
     } else {
-        rd_copy c;
-        take_last(r, src, calls, &c);
-        const rd_hook_data d = { .kind = RD_SOURCE_COPY, .copy = &c };
-        st = rd_ingest(r, t, &d);
+        st = record_copy(r, t, src, calls);
     }
     rd_hook_release(&r->slot_busy[src->cs]);
     if (st)
@@ -309,10 +317,7 @@ static resdiag_status copy_param(resdiag *r, const rd_target *t, const rd_target
                            "itself a copy of '%s': a gradient cannot be its own source "
                            "(%s:%d)", fn, t->name, src->name, t->name, f, line);
     } else {
-        rd_copy c;
-        take_last(r, src, calls, &c);
-        const rd_hook_data d = { .kind = RD_SOURCE_COPY, .copy = &c };
-        st = rd_ingest(r, t, &d);
+        st = record_copy(r, t, src, calls);
     }
     rd_hook_release(&r->slot_busy[src->cs]);
     return st;
@@ -324,9 +329,5 @@ resdiag_status rd_copy_write(resdiag *r, const rd_target *t, const rd_hook_data 
     resdiag_status st = rd_target_resolve(r, d->from, NULL, &skipped);
     if (st || skipped)
         return st;
-    if (t->kind == RD_TARGET_PARAM)
-        return copy_param(r, t, d->from);
-    if ((st = check_pair(r, t, d->from)))
-        return st;
-    return copy_site(r, t, d->from);
+    return t->kind == RD_TARGET_PARAM ? copy_param(r, t, d->from) : copy_site(r, t, d->from);
 }

@@ -233,7 +233,7 @@ static resdiag_status team_bug(resdiag *r, const char *fn, const team_site *ts, 
 /* ------------------------------------------------------------ one call */
 
 /* The rows the slot has seen in this step: a later call's sketch numbers
- * its rows after them (as hooks.c's observe_slot does). The slot is
+ * its rows after them (as ingest.c's observe_slot does). The slot is
  * written only by calls of this site, which the team's calls follow. */
 static int64_t rows_seen(const resdiag *r, const team_site *ts)
 {
