@@ -40,7 +40,7 @@ typedef struct rd_target {
     int sublayer;
     resdiag_site site;
     int by_name;             /* a parameter given by name, else by its index param */
-    const char *name;        /* resolved: the model's own copy of the name */
+    const char *name;        /* as given; resolved: the model's own copy */
     int param;
 
     /* resolved */
