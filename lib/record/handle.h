@@ -1,8 +1,9 @@
 /*
  * handle.h - the private struct behind a resdiag handle, shared by the
  * files of lib/record: open.c creates and frees it, steps.c runs the step
- * lifecycle and writes batches, hooks.c, partial.c and update_ratio.c fill
- * the open step's record, messages.c logs for it. Internal.
+ * lifecycle and writes batches, the write path (hooks.h: hooks.c,
+ * target.c, ingest.c, team.c, same_as.c) and update_ratio.c fill the open
+ * step's record, messages.c logs for it. Internal.
  *
  * A hook computes its statistics straight into the current step's record
  * (a slot per site, so hooks for different layers never touch the same
@@ -29,7 +30,7 @@
  * call pairs with the k-th BRANCH_OUT call, and the per-token ratios of
  * every pair are summed. Only that layer's hooks touch it, one at a time:
  * busy is held by the STREAM_IN or BRANCH_OUT call that is using it (see
- * claim() in hooks.c). */
+ * rd_ingest in ingest.c). */
 typedef struct add_state {
     double *in_norms;  /* (cap) per-token norms of the latest STREAM_IN call */
     double *br_norms;  /* (cap) per-token norms of the latest BRANCH_OUT call */

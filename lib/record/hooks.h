@@ -1,9 +1,14 @@
 /*
- * hooks.h - what the hook entry points share (hooks.c: a tensor the
- * library reads; partial.c: statistics computed elsewhere): the checks of
- * the call, the slot claim, the merge of a step's calls into the slot,
- * CALL_SEQ, the call site and the update ratio, for either kind of data.
- * Internal.
+ * hooks.h - the one write path of lib/record, shared by its files: what a
+ * write call targets (rd_target: a site or a parameter gradient) and what
+ * it brings (rd_hook_data: a tensor, partial statistics, a team's part, a
+ * copy of another site's last call, an alias). Every public write entry
+ * point (hooks.c) fills the two and calls rd_write, which resolves and
+ * checks the target (target.c, the one prologue) and routes the source: a
+ * team's part to team.c, a copy to same_as.c, which gather what they need
+ * and hand it to rd_ingest (ingest.c, the one ingestion: claim, check the
+ * data, compute or merge into the step's record, release), and everything
+ * else straight to rd_ingest. Internal.
  */
 #ifndef RD_RECORD_HOOKS_H
 #define RD_RECORD_HOOKS_H
@@ -13,28 +18,119 @@
 #include "record/handle.h"
 
 struct rd_stats_part;
-
-/* What one hook call brings: a tensor (t), whose statistics the library
- * computes, or the partial statistics of one (p, when t is NULL), with
- * or without its per-token norms (row_norms, p->rows of them: a residual
- * add's side then pairs by norms, as a tensor's does), or, when t and p
- * are NULL, another site's last call (copy, same_as.h). Or a tensor whose
- * statistics are computed already (part: every row of t, its sketch's row
- * signs numbered after the rows the slot has seen; team.c), with its
- * norms in row_norms (t->rows of them) or none kept (NULL). */
 struct rd_copy;
+
+typedef enum rd_target_kind { RD_TARGET_SITE, RD_TARGET_PARAM } rd_target_kind;
+
+/* Where a write goes. The entry point fills the first block; resolving
+ * (rd_target_resolve) checks it and fills the second. */
+typedef struct rd_target {
+    const char *fn;          /* the public function, as messages name it */
+    const char *file;        /* the call site (NULL: messages say "?") */
+    int line;
+    /* resdiag_observe_alias has no call site: the messages about its
+     * arguments name none (its stage and busy messages say "?:0") */
+    int unlocated;
+    /* one end of a copy between sites (resdiag_observe_same_as): "site" or
+     * "source site", which its range messages name; NULL otherwise */
+    const char *end;
+    rd_target_kind kind;
+    resdiag_direction dir;   /* a site: direction, layer, sublayer, site */
+    int layer;               /* a parameter: its layer or RESDIAG_MODEL_LEVEL */
+    int sublayer;
+    resdiag_site site;
+    int by_name;             /* a parameter given by name, else by its index param */
+    const char *name;        /* as given; resolved: the model's own copy */
+    int param;
+
+    /* resolved */
+    int model;               /* a model site */
+    size_t cs;               /* the slot's index among every table's slots */
+    size_t fields, sketch, calls; /* offsets into the step's record (sketch: sites) */
+    add_state *add;          /* a residual add's STREAM_IN or BRANCH_OUT: its add */
+} rd_target;
+
+/* What one write brings. The statistics for a slot: a tensor (t), whose
+ * statistics the library computes; or the partial statistics of one (p,
+ * with or without its per-token norms: row_norms, p->rows of them, make a
+ * residual add's side pair by norms, as a tensor's does); or a completed
+ * team's (part: every row of t, its sketch's row signs numbered after the
+ * rows the slot has seen, with its norms in row_norms, t->rows of them, or
+ * none kept: NULL); or another site's last call (copy, same_as.h). Or
+ * what rd_write routes before that: a team's part (team.c), a copy still
+ * to take from another target (same_as.c), or an alias. */
+typedef enum rd_source_kind {
+    RD_SOURCE_TENSOR,    /* t */
+    RD_SOURCE_PARTIAL,   /* p, row_norms */
+    RD_SOURCE_TEAM_PART, /* t, team_part of n_parts */
+    RD_SOURCE_TEAM_DONE, /* t, part, row_norms */
+    RD_SOURCE_SAME_AS,   /* from */
+    RD_SOURCE_COPY,      /* copy */
+    RD_SOURCE_ALIAS,     /* alias_of */
+} rd_source_kind;
+
 typedef struct rd_hook_data {
+    rd_source_kind kind;
     const resdiag_tensor *t;
     const resdiag_partial *p;
     const double *row_norms;
     const struct rd_copy *copy;
     const struct rd_stats_part *part;
+    int team_part, n_parts;
+    rd_target *from;
+    resdiag_site alias_of;
 } rd_hook_data;
 
-/* A hook of a run that is not recording the open step (or has none):
+/* hooks.c: a write call. Resolves the target, then records the source:
+ * OK, a no-op's status (rd_hook_idle) or the client bug (logged). */
+resdiag_status rd_write(resdiag *r, rd_target *t, const rd_hook_data *d);
+
+/* ------------------------------------------------- target.c: the prologue */
+
+/* A call that does nothing: a NULL handle (*st OK) or a run not recording
+ * the open step (*st as rd_hook_idle says). Returns 1 then, else 0. */
+int rd_hook_skips(resdiag *r, const char *fn, const char *file, int line, resdiag_status *st);
+
+/* A write of a run that is not recording the open step (or has none):
  * RESDIAG_E_STATE after close, the writer's sticky error, else OK (a
  * no-op). */
 resdiag_status rd_hook_idle(resdiag *r, const char *fn, const char *file, int line);
+
+/* The one prologue of a write: a call that does nothing (rd_hook_skips),
+ * then its NULL arguments (a parameter's name, a partial), a team part's
+ * range, then the target's rules: a site's direction, its site (of this
+ * file's schema), layer, sublayer and pipeline stage, or a parameter's
+ * layer, stage and name or index; finally its slot (rd_target_locate).
+ * d NULL: a target with no source of its own (a copy's source end).
+ * Returns OK with *skipped 0, a no-op's status with *skipped 1, or the
+ * client bug (logged). */
+resdiag_status rd_target_resolve(resdiag *r, rd_target *t, const rd_hook_data *d,
+                                 int *skipped);
+
+/* The slot of a target whose fields are in range: cs, the offsets, add
+ * (for a parameter, name and param as resolved). */
+void rd_target_locate(const resdiag *r, rd_target *t);
+
+/* What messages call the target's slot: "forward stream_in of layer 3
+ * sublayer 1", "backward embed_out", "the gradient of 'w' in layer 2". */
+void rd_target_label(char *out, size_t len, const rd_target *t);
+
+/* -------------------------------------------------- ingest.c: the ingestion */
+
+/* The one ingestion of a resolved target's statistics (or alias): checks
+ * the data (rd_ingest_check), claims the slot (and a residual add's
+ * add_state), checks a repeated call, computes or merges the data into the
+ * open step's record with CALL_SEQ, the call site and the update ratio,
+ * releases. OK or the client bug (logged). */
+resdiag_status rd_ingest(resdiag *r, const rd_target *t, const rd_hook_data *d);
+
+/* The checks of the data for its target: a tensor's, a partial's
+ * consistency, and a site's width (d_model or shard_cols, LOGITS any). */
+resdiag_status rd_ingest_check(resdiag *r, const rd_target *t, const rd_hook_data *d);
+
+/* The checks of a tensor for function fn: dtype, shape, stride, data. */
+resdiag_status rd_hook_check_tensor(resdiag *r, const char *fn, const resdiag_tensor *t,
+                                    const char *file, int line);
 
 /* The sketch parameters of data of width cols at this rank: its rows'
  * signs after the rank's base (row_sign_base), and a shard's columns at
@@ -42,28 +138,7 @@ resdiag_status rd_hook_idle(resdiag *r, const char *fn, const char *file, int li
  * tensor-parallel rank is the same on every rank, taken as is). */
 rd_sketch_params rd_hook_sketch(const resdiag *r, int64_t cols);
 
-/* The checks of a tensor for function fn: dtype, shape, stride, data. */
-resdiag_status rd_hook_check_tensor(resdiag *r, const char *fn, const resdiag_tensor *t,
-                                    const char *file, int line);
-
-/* A client bug (logged): block site `site` has no room in the file's
- * layout (branch_in.. with file_schema 1 or 2). */
-resdiag_status rd_hook_site_needs_schema3(resdiag *r, const char *fn, resdiag_site site,
-                                          const char *file, int line);
-
-/* The arguments of resdiag_observe_at: direction, site, layer and
- * sublayer in range, the data well formed and of the model's width
- * (logits excepted). A client bug (logged) or OK. */
-resdiag_status rd_hook_check_observe(resdiag *r, const char *fn, resdiag_direction dir,
-                                     int layer, int sublayer, resdiag_site site, rd_hook_data d,
-                                     const char *file, int line);
-
-/* The index of parameter `name` of layer (or RESDIAG_MODEL_LEVEL) into its
- * layer's (or the model's) parameter names in *param (name NULL: *param
- * checked), the layer in range and in this rank's stage; else the client
- * bug (logged). */
-resdiag_status rd_hook_param_index(resdiag *r, const char *fn, int layer, const char *name,
-                                   int *param, const char *file, int line);
+/* ------------------------------------------------------------ shared */
 
 /* A slot's busy flag: 1 if this call took it (two calls at once for one
  * slot are a client bug: the loser returns RESDIAG_E_BUSY). */
@@ -85,21 +160,5 @@ static inline int rd_hook_keeps_norms(int param, resdiag_direction dir, resdiag_
     return !param && dir == RESDIAG_FORWARD && site != RESDIAG_LOGITS &&
            site != RESDIAG_FINAL_NORM_OUT;
 }
-
-/* The table and slot of parameter `param` (an index rd_hook_param_index
- * checked) of layer, or of the model for RESDIAG_MODEL_LEVEL. */
-void rd_hook_param_slot(const resdiag *r, int layer, int param, int *table, size_t *slot);
-
-/* resdiag_observe_at for either kind of data, for a run recording the
- * open step (the entry points check r and rd_hook_idle first). */
-resdiag_status rd_hook_observe(resdiag *r, const char *fn, resdiag_direction dir, int layer,
-                               int sublayer, resdiag_site site, rd_hook_data d,
-                               const char *file, int line);
-
-/* resdiag_param_grad_at for either kind of data, likewise: the parameter
- * given by name (not NULL) or, with name NULL, by its index param into the
- * layer's (or the model's) parameter names. */
-resdiag_status rd_hook_param_grad(resdiag *r, const char *fn, int layer, const char *name,
-                                  int param, rd_hook_data d, const char *file, int line);
 
 #endif /* RD_RECORD_HOOKS_H */

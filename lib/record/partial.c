@@ -1,76 +1,13 @@
 /*
- * partial.c - the entry points for statistics computed elsewhere (a GPU,
- * another process; doc/PARTIAL.md): submitting partial statistics for a
- * site or a parameter gradient, one at a time or a step's at once, and
- * what device code needs to compute them as the library does: the
- * reference computation and the sketch's layout. The checks, the slot and
- * its merging are the tensor hooks' (hooks.h).
+ * partial.c - what device code needs to compute partial statistics as the
+ * library does (doc/PARTIAL.md): the reference computation
+ * (resdiag_partial_compute) and the sketch's layout. Submitting them is a
+ * write like any other (hooks.c).
  */
 #include <math.h>
 
 #include "record/hooks.h"
 #include "stats/partial.h"
-
-resdiag_status resdiag_observe_partial(resdiag *r, resdiag_direction dir, int layer,
-                                       int sublayer, resdiag_site site, const resdiag_partial *p,
-                                       const char *file, int line)
-{
-    static const char fn[] = "resdiag_observe_partial";
-    if (!r)
-        return RESDIAG_OK;
-    if (!r->recording)
-        return rd_hook_idle(r, fn, file, line);
-    if (!p)
-        return rd_client_bug(r, RESDIAG_E_NULL, "%s: the partial statistics are NULL (%s:%d)",
-                             fn, file ? file : "?", line);
-    rd_hook_data d = { NULL, p, NULL, NULL, NULL };
-    return rd_hook_observe(r, fn, dir, layer, sublayer, site, d, file, line);
-}
-
-resdiag_status resdiag_param_grad_partial(resdiag *r, int layer, const char *name,
-                                          const resdiag_partial *p, const char *file, int line)
-{
-    static const char fn[] = "resdiag_param_grad_partial";
-    if (!r)
-        return RESDIAG_OK;
-    if (!r->recording)
-        return rd_hook_idle(r, fn, file, line);
-    if (!name || !p)
-        return rd_client_bug(r, RESDIAG_E_NULL, "%s: %s is NULL (%s:%d)", fn,
-                             name ? "the partial statistics" : "name", file ? file : "?", line);
-    rd_hook_data d = { NULL, p, NULL, NULL, NULL };
-    return rd_hook_param_grad(r, fn, layer, name, -1, d, file, line);
-}
-
-resdiag_status resdiag_submit_partials(resdiag *r, int n, const resdiag_partial_site *sites,
-                                       const resdiag_partial *p, const char *file)
-{
-    static const char fn[] = "resdiag_submit_partials";
-    if (!r)
-        return RESDIAG_OK;
-    if (!r->recording)
-        return rd_hook_idle(r, fn, file, 0);
-    if (n < 0)
-        return rd_client_bug(r, RESDIAG_E_INVALID, "%s: n is %d (%s)", fn, n,
-                             file ? file : "?");
-    if (n > 0 && (!sites || !p))
-        return rd_client_bug(r, RESDIAG_E_NULL, "%s: %s is NULL for %d entries (%s)", fn,
-                             sites ? "p" : "sites", n, file ? file : "?");
-    resdiag_status first = RESDIAG_OK;
-    for (int i = 0; i < n; i++) {
-        const resdiag_partial_site *e = &sites[i];
-        rd_hook_data d = { NULL, &p[i], NULL, NULL, NULL };
-        const char *f = e->file ? e->file : file;
-        resdiag_status st =
-            e->site == -1
-                ? rd_hook_param_grad(r, fn, e->layer, NULL, e->param, d, f, e->line)
-                : rd_hook_observe(r, fn, (resdiag_direction)e->dir, e->layer, e->sublayer,
-                                  (resdiag_site)e->site, d, f, e->line);
-        if (st && !first)
-            first = st;
-    }
-    return first;
-}
 
 resdiag_status resdiag_partial_compute(const resdiag *r, resdiag_tensor t, int64_t row0,
                                        resdiag_partial *out, double *row_norms)

@@ -1,20 +1,23 @@
 /*
  * same_as.c - one tensor, several sites: resdiag_observe_same_as and
- * resdiag_param_grad_same_as record at a site the most recent call of
- * another one in the step, reading no tensor.
+ * resdiag_param_grad_same_as (routed here by hooks.c, rd_copy_write)
+ * record at a site the most recent call of another one in the step,
+ * reading no tensor.
  *
  * Why the most recent call and not the source's slot: with gradient
  * accumulation every micro-batch calls each hook, and the copy after the
  * second micro-batch is that micro-batch's tensor, not the merge of both.
- * So each slot keeps its last call (hooks.c): a first call's statistics
+ * So each slot keeps its last call (ingest.c): a first call's statistics
  * are the slot's own, a later call's stay where they were computed before
  * merging (rd_same_vals: one step record's worth of doubles, allocated at
  * open), and forward sites keep that call's per-token norms (grown only
  * when a call brings more rows than any before), because a copy into
  * STREAM_IN or BRANCH_OUT pairs by them for the update ratio. The copy
- * then goes through the same path as a read (hooks.c: the claim, the
+ * then goes through the same path as a read (rd_ingest: the claim, the
  * merge, CALL_SEQ, the calls count, the pairing), so it records the same
  * bits as resdiag_observe_at of the same tensor, but for its call site.
+ * Both ends are resolved by the one prologue (rd_target_resolve); here
+ * are only the checks of the pair and of the source's last call.
  *
  * A copy is the trainer's word, never evidence. Within one sublayer the
  * pair is recorded as an alias, which the analysis sets aside. Relations
@@ -79,28 +82,18 @@ static int64_t origin_of(const resdiag *r, size_t cs)
     return tag >> 32 == (r->serial & 0xffffffffu) ? (int64_t)(tag & 0xffffffffu) : -1;
 }
 
-/* A site of a block or the model, as the hooks take it. */
-typedef struct site_ref {
-    resdiag_direction dir;
-    int layer, sublayer, model; /* model: a model site (layer, sublayer 0) */
-    resdiag_site site;
-    size_t cs, fields, sketch, calls; /* slot index; offsets into the record */
-} site_ref;
-
-static void locate(const resdiag *r, site_ref *p)
+/* A block site of one direction, layer and sublayer, located. */
+static rd_target block_target(const resdiag *r, resdiag_direction dir, int layer, int sublayer,
+                              resdiag_site site)
 {
-    int table, sk_table;
-    size_t slot, sk_slot;
-    rd_tables_site_slot(&r->lay, p->dir, p->layer, p->sublayer, p->site, 0, &table, &slot);
-    rd_tables_site_slot(&r->lay, p->dir, p->layer, p->sublayer, p->site, 1, &sk_table, &sk_slot);
-    p->cs = r->lay.tables[table].slot_offset + slot;
-    p->fields = rd_tables_offset(&r->lay, table, slot);
-    p->sketch = rd_tables_offset(&r->lay, sk_table, sk_slot);
-    p->calls = rd_tables_calls_offset(&r->lay, table, slot);
+    rd_target q = { .kind = RD_TARGET_SITE, .dir = dir, .layer = layer, .sublayer = sublayer,
+                    .site = site };
+    rd_target_locate(r, &q);
+    return q;
 }
 
 /* The block site of slot cs (*p), or 0 when cs is not a block site's. */
-static int block_site_at(const resdiag *r, int64_t cs, site_ref *p)
+static int block_site_at(const resdiag *r, int64_t cs, rd_target *p)
 {
     const size_t per_dir = (size_t)r->model.n_layers * (size_t)r->model.n_sublayers *
                            (size_t)r->lay.n_block_sites;
@@ -109,48 +102,17 @@ static int block_site_at(const resdiag *r, int64_t cs, site_ref *p)
         if (cs < 0 || (size_t)cs < base || (size_t)cs >= base + per_dir)
             continue;
         size_t i = (size_t)cs - base;
-        p->dir = (resdiag_direction)d;
-        p->site = (resdiag_site)(i % (size_t)r->lay.n_block_sites);
+        const resdiag_site site = (resdiag_site)(i % (size_t)r->lay.n_block_sites);
         i /= (size_t)r->lay.n_block_sites;
-        p->layer = (int)(i / (size_t)r->model.n_sublayers);
-        p->sublayer = (int)(i % (size_t)r->model.n_sublayers);
-        p->model = 0;
+        *p = block_target(r, (resdiag_direction)d, (int)(i / (size_t)r->model.n_sublayers),
+                          (int)(i % (size_t)r->model.n_sublayers), site);
         return 1;
     }
     return 0;
 }
 
-/* Range checks of one end of a copy (the target's are repeated by
- * rd_hook_observe, with its messages). */
-static resdiag_status check_site(resdiag *r, const char *fn, const char *end, site_ref *p,
-                                 const char *file, int line)
-{
-    const char *f = file ? file : "?";
-    p->model = rd_model_site_index(p->site) >= 0;
-    if (p->model) {
-        p->layer = p->sublayer = 0;
-        return RESDIAG_OK;
-    }
-    if ((unsigned)p->site >= RESDIAG_N_BLOCK_SITES)
-        return rd_client_bug(r, RESDIAG_E_RANGE, "%s: unknown %s %d (%s:%d)", fn, end,
-                             (int)p->site, f, line);
-    if ((int)p->site >= r->lay.n_block_sites)
-        return rd_hook_site_needs_schema3(r, fn, p->site, f, line);
-    if (p->layer < 0 || p->layer >= r->model.n_layers)
-        return rd_client_bug(r, RESDIAG_E_RANGE, "%s: %s layer %d out of range 0..%d (%s:%d)", fn,
-                             end, p->layer, r->model.n_layers - 1, f, line);
-    if (p->sublayer < 0 || p->sublayer >= r->model.n_sublayers)
-        return rd_client_bug(r, RESDIAG_E_RANGE, "%s: %s sublayer %d out of range 0..%d (%s:%d)",
-                             fn, end, p->sublayer, r->model.n_sublayers - 1, f, line);
-    if (p->layer < r->layer_lo || p->layer >= r->layer_hi)
-        return rd_client_bug(r, RESDIAG_E_RANGE, "%s: %s layer %d is not in this pipeline "
-                             "stage's layers %d..%d (%s:%d)", fn, end, p->layer, r->layer_lo,
-                             r->layer_hi - 1, f, line);
-    return RESDIAG_OK;
-}
-
 /* "stream_out of layer 2 sublayer 1", "embed_out" */
-static void label(char *out, size_t n, const site_ref *p)
+static void label(char *out, size_t n, const rd_target *p)
 {
     if (p->model)
         snprintf(out, n, "%s", resdiag_site_name(p->site));
@@ -171,13 +133,13 @@ static int parallel_term(const resdiag *r, resdiag_site site, int sublayer)
  * would make two terms of the parallel-block relations one tensor in two
  * sublayers: the origin itself, or a term of another sublayer already
  * copied from it in this step. Returns the other term's label in *other. */
-static int joins_parallel_terms(const resdiag *r, const site_ref *t, int64_t origin,
+static int joins_parallel_terms(const resdiag *r, const rd_target *t, int64_t origin,
                                 char *other, size_t n)
 {
     if (t->model || t->dir != RESDIAG_FORWARD || r->model.n_sublayers < 2 ||
         !parallel_term(r, t->site, t->sublayer))
         return 0;
-    site_ref o;
+    rd_target o;
     if (block_site_at(r, origin, &o) && o.dir == RESDIAG_FORWARD && o.layer == t->layer &&
         o.sublayer != t->sublayer && parallel_term(r, o.site, o.sublayer)) {
         label(other, n, &o);
@@ -187,10 +149,9 @@ static int joins_parallel_terms(const resdiag *r, const site_ref *t, int64_t ori
                                           RESDIAG_STREAM_OUT };
     for (int s = 0; s < r->model.n_sublayers; s++)
         for (int i = 0; i < 3; i++) {
-            site_ref q = { RESDIAG_FORWARD, t->layer, s, 0, terms[i], 0, 0, 0, 0 };
-            if (s == t->sublayer || !parallel_term(r, q.site, s))
+            if (s == t->sublayer || !parallel_term(r, terms[i], s))
                 continue;
-            locate(r, &q);
+            const rd_target q = block_target(r, RESDIAG_FORWARD, t->layer, s, terms[i]);
             if (origin_of(r, q.cs) == origin) {
                 label(other, n, &q);
                 return 1;
@@ -202,21 +163,21 @@ static int joins_parallel_terms(const resdiag *r, const site_ref *t, int64_t ori
 /* The block site of t's own sublayer that holds the same tensor, for the
  * alias (-1: none): the origin if it is there, else the source if it is,
  * else a sibling copied from the same origin in this step. */
-static int alias_site(const resdiag *r, const site_ref *t, const site_ref *src, int64_t origin)
+static int alias_site(const resdiag *r, const rd_target *t, const rd_target *src,
+                      int64_t origin)
 {
     if (t->model)
         return -1;
-    site_ref o;
+    rd_target o;
     if (block_site_at(r, origin, &o) && o.dir == t->dir && o.layer == t->layer &&
         o.sublayer == t->sublayer)
         return (int)o.site;
     if (!src->model && src->layer == t->layer && src->sublayer == t->sublayer)
         return (int)src->site;
     for (int b = 0; b < r->lay.n_block_sites; b++) {
-        site_ref q = { t->dir, t->layer, t->sublayer, 0, (resdiag_site)b, 0, 0, 0, 0 };
-        if (q.site == t->site)
+        if ((resdiag_site)b == t->site)
             continue;
-        locate(r, &q);
+        const rd_target q = block_target(r, t->dir, t->layer, t->sublayer, (resdiag_site)b);
         if (origin_of(r, q.cs) == origin)
             return b;
     }
@@ -226,16 +187,18 @@ static int alias_site(const resdiag *r, const site_ref *t, const site_ref *src, 
 /* The source's last call as a copy (its slot claimed; calls >= 1): its
  * statistics are the slot's after one call, rd_same_vals after more; its
  * norms are the add_state's for an add's side (a), else the slot's own. */
-static void take_last(resdiag *r, size_t cs, double *fields, double *sketch, double calls,
-                      const add_state *a, int in, rd_copy *c)
+static void take_last(resdiag *r, const rd_target *src, double calls, rd_copy *c)
 {
+    const size_t cs = src->cs;
     const rd_last_call *lc = &r->last[cs];
+    const add_state *a = src->add;
+    const int in = src->site == RESDIAG_STREAM_IN;
     if (calls == 1) {
-        c->fields = fields;
-        c->sketch = sketch;
+        c->fields = r->cur + src->fields;
+        c->sketch = src->kind == RD_TARGET_SITE && r->sp.k ? r->cur + src->sketch : NULL;
     } else {
         c->fields = rd_same_vals(r, cs);
-        c->sketch = sketch ? c->fields + RESDIAG_N_FIELDS : NULL;
+        c->sketch = src->kind == RD_TARGET_SITE && r->sp.k ? c->fields + RESDIAG_N_FIELDS : NULL;
     }
     c->partial = lc->partial;
     c->rows_before = lc->rows_before;
@@ -246,17 +209,26 @@ static void take_last(resdiag *r, size_t cs, double *fields, double *sketch, dou
         c->norms = a ? (in ? a->in_norms : a->br_norms) : lc->norms;
 }
 
-/* The checks of a copy between two sites that need no slot: the same
- * direction is implied; not a site into itself; FINAL_NORM_OUT neither end
- * forward; the same sketch parameters at both (LOGITS takes its columns
- * at 0, a d_model site of a tensor-parallel rank at its shard's place). */
-static resdiag_status check_pair(resdiag *r, const char *fn, const site_ref *t,
-                                 const site_ref *src, const char *file, int line)
+/* src's last call (its slot claimed, calls >= 1) recorded at t. */
+static resdiag_status record_copy(resdiag *r, const rd_target *t, const rd_target *src,
+                                  double calls)
 {
-    const char *f = file ? file : "?";
-    char a[96], b[96];
-    label(a, sizeof a, t);
-    label(b, sizeof b, src);
+    rd_copy c;
+    take_last(r, src, calls, &c);
+    const rd_hook_data d = { .kind = RD_SOURCE_COPY, .copy = &c };
+    return rd_ingest(r, t, &d);
+}
+
+/* The checks of a copy between two sites (labelled a and b) that need no
+ * slot: the same direction is implied; not a site into itself;
+ * FINAL_NORM_OUT neither end forward; the same sketch parameters at both
+ * (LOGITS takes its columns at 0, a d_model site of a tensor-parallel rank
+ * at its shard's place). */
+static resdiag_status check_pair(resdiag *r, const rd_target *t, const rd_target *src,
+                                 const char *a, const char *b)
+{
+    const char *fn = t->fn, *f = t->file ? t->file : "?";
+    const int line = t->line;
     if (t->site == src->site && (t->model || (t->layer == src->layer &&
                                               t->sublayer == src->sublayer)))
         return rd_client_bug(r, RESDIAG_E_INVALID, "%s: %s cannot be its own source (%s:%d)",
@@ -277,22 +249,22 @@ static resdiag_status check_pair(resdiag *r, const char *fn, const site_ref *t,
     return RESDIAG_OK;
 }
 
-/* The copy of src's last call into t, both checked: claims the source,
- * records through rd_hook_observe, then the alias. */
-static resdiag_status copy_site(resdiag *r, const char *fn, site_ref *t, site_ref *src,
-                                const char *file, int line)
+/* The copy of src's last call into site t, both resolved: checks the
+ * pair, claims the source, records the copy (rd_ingest), then the alias. */
+static resdiag_status copy_site(resdiag *r, const rd_target *t, const rd_target *src)
 {
-    const char *f = file ? file : "?";
-    locate(r, t);
-    locate(r, src);
+    const char *fn = t->fn, *f = t->file ? t->file : "?";
+    const int line = t->line;
     char a[96], b[96];
     label(a, sizeof a, t);
     label(b, sizeof b, src);
+    resdiag_status st = check_pair(r, t, src, a, b);
+    if (st)
+        return st;
     if (!rd_hook_claim(&r->slot_busy[src->cs]))
         return rd_client_bug(r, RESDIAG_E_BUSY, "%s: %s, the source of %s, is being observed "
                              "by another thread at this moment; not recorded (%s:%d)", fn, b, a,
                              f, line);
-    resdiag_status st = RESDIAG_OK;
     const double calls = r->cur[src->calls];
     const int64_t origin = origin_of(r, src->cs);
     char other[96];
@@ -310,17 +282,7 @@ static resdiag_status copy_site(resdiag *r, const char *fn, site_ref *t, site_re
                            "sublayers; observe one of them by reading (%s:%d)", fn, a, b, other,
                            f, line);
     } else {
-        const add_state *add = NULL;
-        const int in = src->site == RESDIAG_STREAM_IN;
-        if (!src->model && src->dir == RESDIAG_FORWARD &&
-            (in || src->site == RESDIAG_BRANCH_OUT))
-            add = &r->adds[(size_t)src->layer * (size_t)r->model.n_sublayers +
-                           (size_t)src->sublayer];
-        rd_copy c;
-        take_last(r, src->cs, r->cur + src->fields, r->sp.k ? r->cur + src->sketch : NULL,
-                  calls, add, in, &c);
-        rd_hook_data d = { NULL, NULL, NULL, &c, NULL };
-        st = rd_hook_observe(r, fn, t->dir, t->layer, t->sublayer, t->site, d, file, line);
+        st = record_copy(r, t, src, calls);
     }
     rd_hook_release(&r->slot_busy[src->cs]);
     if (st)
@@ -331,88 +293,41 @@ static resdiag_status copy_site(resdiag *r, const char *fn, site_ref *t, site_re
                                             (resdiag_site)same);
 }
 
-resdiag_status resdiag_observe_same_as(resdiag *r, resdiag_direction dir, int layer,
-                                       int sublayer, resdiag_site site, int from_layer,
-                                       int from_sublayer, resdiag_site from_site,
-                                       const char *file, int line)
+/* The copy of the gradient src's last call into the gradient t, both
+ * checked: claims the source, records the copy (rd_ingest). */
+static resdiag_status copy_param(resdiag *r, const rd_target *t, const rd_target *src)
 {
-    static const char fn[] = "resdiag_observe_same_as";
-    if (!r)
-        return RESDIAG_OK;
-    if (!r->recording)
-        return rd_hook_idle(r, fn, file, line);
-    if ((unsigned)dir > RESDIAG_BACKWARD)
-        return rd_client_bug(r, RESDIAG_E_INVALID, "%s: unknown direction %d (%s:%d)", fn,
-                             (int)dir, file ? file : "?", line);
-    site_ref t = { dir, layer, sublayer, 0, site, 0, 0, 0, 0 };
-    site_ref src = { dir, from_layer, from_sublayer, 0, from_site, 0, 0, 0, 0 };
-    resdiag_status st;
-    if ((st = check_site(r, fn, "site", &t, file, line)) ||
-        (st = check_site(r, fn, "source site", &src, file, line)) ||
-        (st = check_pair(r, fn, &t, &src, file, line)))
-        return st;
-    return copy_site(r, fn, &t, &src, file, line);
-}
-
-/* The slot of a parameter gradient (layer or RESDIAG_MODEL_LEVEL, name):
- * *cs, *fields and *calls, or the client bug. */
-static resdiag_status param_slot(resdiag *r, const char *fn, int layer, const char *name,
-                                 size_t *cs, size_t *fields, size_t *calls, const char *file,
-                                 int line)
-{
-    if (!name)
-        return rd_client_bug(r, RESDIAG_E_NULL, "%s: name is NULL (%s:%d)", fn,
-                             file ? file : "?", line);
-    int p = -1, table;
-    size_t slot;
-    resdiag_status st = rd_hook_param_index(r, fn, layer, name, &p, file, line);
-    if (st)
-        return st;
-    rd_hook_param_slot(r, layer, p, &table, &slot);
-    *cs = r->lay.tables[table].slot_offset + slot;
-    *fields = rd_tables_offset(&r->lay, table, slot);
-    *calls = rd_tables_calls_offset(&r->lay, table, slot);
-    return RESDIAG_OK;
-}
-
-resdiag_status resdiag_param_grad_same_as(resdiag *r, int layer, const char *name,
-                                          int from_layer, const char *from_name,
-                                          const char *file, int line)
-{
-    static const char fn[] = "resdiag_param_grad_same_as";
-    if (!r)
-        return RESDIAG_OK;
-    if (!r->recording)
-        return rd_hook_idle(r, fn, file, line);
-    const char *f = file ? file : "?";
-    size_t cs, fields, calls_at, src_cs, src_fields, src_calls;
-    resdiag_status st;
-    if ((st = param_slot(r, fn, layer, name, &cs, &fields, &calls_at, file, line)) ||
-        (st = param_slot(r, fn, from_layer, from_name, &src_cs, &src_fields, &src_calls, file,
-                         line)))
-        return st;
-    if (cs == src_cs)
+    const char *fn = t->fn, *f = t->file ? t->file : "?";
+    const int line = t->line;
+    if (t->cs == src->cs)
         return rd_client_bug(r, RESDIAG_E_INVALID, "%s: the gradient of '%s' cannot be its own "
-                             "source (%s:%d)", fn, name, f, line);
-    if (!rd_hook_claim(&r->slot_busy[src_cs]))
+                             "source (%s:%d)", fn, t->name, f, line);
+    if (!rd_hook_claim(&r->slot_busy[src->cs]))
         return rd_client_bug(r, RESDIAG_E_BUSY, "%s: the gradient of '%s', the source of '%s', "
                              "is being observed by another thread at this moment; not recorded "
-                             "(%s:%d)", fn, from_name, name, f, line);
-    const double calls = r->cur[src_calls];
-    if (isnan(calls) || origin_of(r, src_cs) < 0) {
+                             "(%s:%d)", fn, src->name, t->name, f, line);
+    resdiag_status st;
+    const double calls = r->cur[src->calls];
+    if (isnan(calls) || origin_of(r, src->cs) < 0) {
         st = rd_client_bug(r, RESDIAG_E_STATE, "%s: the gradient of '%s' from that of '%s', "
                            "which has not been observed in step %lld; not recorded (%s:%d)", fn,
-                           name, from_name, (long long)r->step, f, line);
-    } else if ((size_t)origin_of(r, src_cs) == cs) {
+                           t->name, src->name, (long long)r->step, f, line);
+    } else if ((size_t)origin_of(r, src->cs) == t->cs) {
         st = rd_client_bug(r, RESDIAG_E_INVALID, "%s: the gradient of '%s' from that of '%s', "
                            "itself a copy of '%s': a gradient cannot be its own source "
-                           "(%s:%d)", fn, name, from_name, name, f, line);
+                           "(%s:%d)", fn, t->name, src->name, t->name, f, line);
     } else {
-        rd_copy c;
-        take_last(r, src_cs, r->cur + src_fields, NULL, calls, NULL, 0, &c);
-        rd_hook_data d = { NULL, NULL, NULL, &c, NULL };
-        st = rd_hook_param_grad(r, fn, layer, name, -1, d, file, line);
+        st = record_copy(r, t, src, calls);
     }
-    rd_hook_release(&r->slot_busy[src_cs]);
+    rd_hook_release(&r->slot_busy[src->cs]);
     return st;
+}
+
+resdiag_status rd_copy_write(resdiag *r, const rd_target *t, const rd_hook_data *d)
+{
+    int skipped;
+    resdiag_status st = rd_target_resolve(r, d->from, NULL, &skipped);
+    if (st || skipped)
+        return st;
+    return t->kind == RD_TARGET_PARAM ? copy_param(r, t, d->from) : copy_site(r, t, d->from);
 }

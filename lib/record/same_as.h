@@ -2,13 +2,14 @@
  * same_as.h - one tensor, several sites (resdiag_observe_same_as,
  * resdiag_param_grad_same_as): what each slot keeps of its step's most
  * recent call so that another site can record that call without reading
- * the tensor again, and the copy that hooks.c records in its place.
+ * the tensor again, and the copy that rd_ingest records in its place.
  * Internal.
  */
 #ifndef RD_RECORD_SAME_AS_H
 #define RD_RECORD_SAME_AS_H
 
 #include "record/handle.h"
+#include "record/hooks.h"
 
 /* Per slot: the most recent call of the step, beyond what the slot itself
  * holds. Written only by the call that holds the slot (slot_busy), except
@@ -58,5 +59,11 @@ void rd_same_noted(resdiag *r, size_t cs, int64_t rows_before, int partial, uint
  * grows only when a call has more rows than any before), or NULL when
  * memory ran out (the call's norms are then not kept). */
 double *rd_same_norms(resdiag *r, size_t cs, int64_t rows);
+
+/* A copy (d: RD_SOURCE_SAME_AS, d->from its source, not yet resolved)
+ * into the resolved target t: resolves the source, checks the pair,
+ * claims the source, records its last call at t (rd_ingest) and, for
+ * sites of one sublayer, the alias. */
+resdiag_status rd_copy_write(resdiag *r, const rd_target *t, const rd_hook_data *d);
 
 #endif /* RD_RECORD_SAME_AS_H */

@@ -1,7 +1,9 @@
 /*
- * team.c - resdiag_observe_team_at and resdiag_param_grad_team_at: one
- * observation whose rows the threads of the trainer's parallel region
- * compute, each thread its own part (team.h).
+ * team.c - the team calls (resdiag_observe_team_at,
+ * resdiag_param_grad_team_at, routed here by hooks.c once their target is
+ * resolved): one observation whose rows the threads of the trainer's
+ * parallel region compute, each thread its own part, gathered here and
+ * recorded by the one ingestion (rd_ingest) when complete (team.h).
  *
  * Why the last part records: the threads of a region are running already,
  * so nothing has to wake them (the pool of split.c pays a wake-up per
@@ -18,7 +20,7 @@
  * statistics are rd_stats_part_rows of its rows, and they merge into part 0
  * in row order (an empty part, when rows < n_parts, merges as nothing, as
  * split.c's P = rows parts of one row each). The completing call records through
- * hooks.c as one call of the site (slot claim, repeat checks, CALL_SEQ,
+ * rd_ingest as one call of the site (slot claim, repeat checks, CALL_SEQ,
  * call site, update ratio) with the merged statistics.
  *
  * The state of a slot's team (a site's or a parameter's), made by its
@@ -82,18 +84,12 @@ typedef struct team_part {
     int norms_kept;      /* 0: no memory for them */
 } team_part;
 
-/* Where a team call goes, and how hooks.c records it. */
+/* Where a team call goes (its target resolved), and what its parts need. */
 typedef struct team_site {
-    int table;              /* its STATS table */
-    size_t slot;            /* ... and slot there */
+    rd_target target;
     int norms;              /* per-token norms kept (rd_hook_keeps_norms: an add's sides
                                pair by them, and a copy into one takes its source's) */
     rd_sketch_params sp;    /* row0: the rank's base */
-    resdiag_direction dir;
-    int layer, sublayer;
-    resdiag_site site;
-    int param;              /* a parameter gradient's index, -1 for a site */
-    const char *param_name;
 } team_site;
 
 typedef struct rd_team {
@@ -189,18 +185,16 @@ static rd_team *team_of(resdiag *r, size_t cs, const team_site *ts)
 
 /* ------------------------------------------------------------ messages */
 
+/* What team messages call the slot: the target's label, but with a
+ * site named as a model site only when its layer is RESDIAG_MODEL_LEVEL
+ * (a model site given another layer is named with it, as team messages
+ * have always named it). */
 static void site_text(char *out, size_t len, const team_site *ts)
 {
-    if (ts->param >= 0 && ts->layer == RESDIAG_MODEL_LEVEL)
-        snprintf(out, len, "the gradient of model parameter '%s'", ts->param_name);
-    else if (ts->param >= 0)
-        snprintf(out, len, "the gradient of '%s' in layer %d", ts->param_name, ts->layer);
-    else if (ts->layer == RESDIAG_MODEL_LEVEL)
-        snprintf(out, len, "%s %s", ts->dir ? "backward" : "forward",
-                 resdiag_site_name(ts->site));
-    else
-        snprintf(out, len, "%s %s of layer %d sublayer %d", ts->dir ? "backward" : "forward",
-                 resdiag_site_name(ts->site), ts->layer, ts->sublayer);
+    rd_target named = ts->target;
+    if (named.kind == RD_TARGET_SITE)
+        named.model = named.layer == RESDIAG_MODEL_LEVEL;
+    rd_target_label(out, len, &named);
 }
 
 /* Why args differ from the team's (NULL: they do not); row0 is the
@@ -239,14 +233,14 @@ static resdiag_status team_bug(resdiag *r, const char *fn, const team_site *ts, 
 /* ------------------------------------------------------------ one call */
 
 /* The rows the slot has seen in this step: a later call's sketch numbers
- * its rows after them (as hooks.c's observe_slot does). The slot is
+ * its rows after them (as ingest.c's observe_slot does). The slot is
  * written only by calls of this site, which the team's calls follow. */
 static int64_t rows_seen(const resdiag *r, const team_site *ts)
 {
-    const double calls = r->cur[rd_tables_calls_offset(&r->lay, ts->table, ts->slot)];
+    const double calls = r->cur[ts->target.calls];
     if (calls != calls) /* NaN: not observed yet */
         return 0;
-    return (int64_t)r->cur[rd_tables_offset(&r->lay, ts->table, ts->slot) + RESDIAG_FIELD_ROWS];
+    return (int64_t)r->cur[ts->target.fields + RESDIAG_FIELD_ROWS];
 }
 
 /* Whether a team's tensor is split into its parts' rows: as split.c splits
@@ -287,24 +281,25 @@ static void part_compute(team_part *e, const resdiag_tensor *t, int part, const 
     rd_stats_part_rows(&e->stats, rd_stats_active_path(), norms, &mine, &sp, 0, r1 - r0);
 }
 
-/* Records one call of the site with data d (hooks.c). */
-static resdiag_status record(resdiag *r, const char *fn, const team_site *ts, rd_hook_data d,
+/* Records one call of the site with data d, from file:line (rd_ingest). */
+static resdiag_status record(resdiag *r, const team_site *ts, const rd_hook_data *d,
                              const char *file, int line)
 {
-    if (ts->param >= 0)
-        return rd_hook_param_grad(r, fn, ts->layer, NULL, ts->param, d, file, line);
-    return rd_hook_observe(r, fn, ts->dir, ts->layer, ts->sublayer, ts->site, d, file, line);
+    rd_target at = ts->target;
+    at.file = file;
+    at.line = line;
+    return rd_ingest(r, &at, d);
 }
 
 /* The completing call: merges the parts in row order, gathers the norms,
  * records, and readies the team for its next use. */
-static resdiag_status team_complete(resdiag *r, const char *fn, rd_team *tm,
-                                    const resdiag_tensor *t, const team_args *team)
+static resdiag_status team_complete(resdiag *r, rd_team *tm, const resdiag_tensor *t,
+                                    const team_args *team)
 {
     const team_site *ts = &tm->site;
     if (!team_splits(t)) {
-        rd_hook_data whole = { t, NULL, NULL, NULL, NULL };
-        resdiag_status st = record(r, fn, ts, whole, team->file, team->line);
+        const rd_hook_data whole = { .kind = RD_SOURCE_TENSOR, .t = t };
+        resdiag_status st = record(r, ts, &whole, team->file, team->line);
         team_reset(tm);
         return st;
     }
@@ -333,9 +328,10 @@ static resdiag_status team_complete(resdiag *r, const char *fn, rd_team *tm,
             norms = tm->gather;
         }
     }
-    rd_hook_data d = { t, NULL, norms, NULL, &merged };
-    /* no memory for the norms: hooks.c records the statistics and says so */
-    resdiag_status st = record(r, fn, ts, d, team->file, team->line);
+    const rd_hook_data d = { .kind = RD_SOURCE_TEAM_DONE, .t = t, .row_norms = norms,
+                             .part = &merged };
+    /* no memory for the norms: rd_ingest records the statistics and says so */
+    resdiag_status st = record(r, ts, &d, team->file, team->line);
     team_reset(tm);
     return st;
 }
@@ -348,33 +344,34 @@ static team_part *entry_of(rd_team *tm, int k)
     return tm->part[k];
 }
 
-/* A team of one (t checked, ts and cs its slot): resdiag_observe_at's call,
+/* A team of one (t checked, ts its slot): resdiag_observe_at's call,
  * unless the slot's team is open, of which it would be a part with another
  * n_parts. */
-static resdiag_status team_of_one(resdiag *r, const char *fn, const team_site *ts, size_t cs,
-                                  const resdiag_tensor *t, const char *file, int line)
+static resdiag_status team_of_one(resdiag *r, const team_site *ts, const resdiag_tensor *t)
 {
+    const rd_target *at = &ts->target;
     struct rd_teams *all = atomic_load_explicit(&r->teams, memory_order_acquire);
-    rd_team *tm = all ? atomic_load_explicit(&all->team[cs], memory_order_acquire) : NULL;
+    rd_team *tm = all ? atomic_load_explicit(&all->team[at->cs], memory_order_acquire) : NULL;
     const int open = tm ? atomic_load_explicit(&tm->n_open, memory_order_relaxed) : 0;
     if (open > 0) {
         const team_args mine = { t->data, t->rows, t->cols, t->row_stride, t->dtype, 1, 0,
-                                 file, line };
+                                 at->file, at->line };
         const team_args team = { .n_parts = open };
-        return team_bug(r, fn, ts, 0, &mine, &team, "n_parts");
+        return team_bug(r, at->fn, ts, 0, &mine, &team, "n_parts");
     }
-    rd_hook_data d = { t, NULL, NULL, NULL, NULL };
-    return record(r, fn, ts, d, file, line);
+    const rd_hook_data d = { .kind = RD_SOURCE_TENSOR, .t = t };
+    return rd_ingest(r, at, &d);
 }
 
-/* A checked team call (t checked, ts and cs its slot, 0 <= part < n_parts). */
-static resdiag_status team_call(resdiag *r, const char *fn, const team_site *ts, size_t cs,
-                                const resdiag_tensor *t, int part, int n_parts,
-                                const char *file, int line)
+/* A checked team call (t checked, ts its slot, 0 <= part < n_parts). */
+static resdiag_status team_call(resdiag *r, const team_site *ts, const resdiag_tensor *t,
+                                int part, int n_parts)
 {
+    const char *fn = ts->target.fn, *file = ts->target.file;
+    const int line = ts->target.line;
     if (n_parts == 1)
-        return team_of_one(r, fn, ts, cs, t, file, line);
-    rd_team *tm = team_of(r, cs, ts);
+        return team_of_one(r, ts, t);
+    rd_team *tm = team_of(r, ts->target.cs, ts);
     if (!tm)
         return rd_client_bug(r, RESDIAG_E_NOMEM, "%s: no memory for the state of a team; not "
                              "recorded (%s:%d)", fn, file ? file : "?", line);
@@ -414,7 +411,7 @@ static resdiag_status team_call(resdiag *r, const char *fn, const team_site *ts,
         part_compute(e, t, part, team, ts);
     if (atomic_fetch_add_explicit(&tm->done, 1, memory_order_acq_rel) + 1 < n_parts)
         return RESDIAG_OK; /* the last part to finish records */
-    return team_complete(r, fn, tm, t, team);
+    return team_complete(r, tm, t, team);
 }
 
 /* ------------------------------------------------------------ step end */
@@ -452,62 +449,17 @@ resdiag_status rd_teams_step_end(resdiag *r)
     return st;
 }
 
-/* ------------------------------------------------------------ entry points */
+/* ------------------------------------------------------------ a call */
 
-/* The arguments common to both entry points: part and n_parts in range. */
-static resdiag_status check_part(resdiag *r, const char *fn, int part, int n_parts,
-                                 const char *file, int line)
+resdiag_status rd_team_write(resdiag *r, const rd_target *t, const rd_hook_data *d)
 {
-    if (n_parts < 1 || n_parts > RESDIAG_MAX_TEAM || part < 0 || part >= n_parts)
-        return rd_client_bug(r, RESDIAG_E_RANGE, "%s: part %d of n_parts %d; need 0 <= part < "
-                             "n_parts <= RESDIAG_MAX_TEAM (%d): not recorded (%s:%d)", fn, part,
-                             n_parts, RESDIAG_MAX_TEAM, file ? file : "?", line);
-    return RESDIAG_OK;
-}
-
-resdiag_status resdiag_observe_team_at(resdiag *r, resdiag_direction dir, int layer,
-                                       int sublayer, resdiag_site site, resdiag_tensor t,
-                                       int part, int n_parts, const char *file, int line)
-{
-    static const char fn[] = "resdiag_observe_team_at";
-    if (!r)
-        return RESDIAG_OK;
-    if (!r->recording)
-        return rd_hook_idle(r, fn, file, line);
-    resdiag_status st = check_part(r, fn, part, n_parts, file, line);
-    rd_hook_data d = { &t, NULL, NULL, NULL, NULL };
-    if (st || (st = rd_hook_check_observe(r, fn, dir, layer, sublayer, site, d, file, line)))
+    resdiag_status st = rd_ingest_check(r, t, d);
+    if (st)
         return st;
-    team_site ts = { 0, 0, 0, rd_hook_sketch(r, site == RESDIAG_LOGITS ? 0 : t.cols), dir,
-                     layer, sublayer, site, -1, NULL };
-    rd_tables_site_slot(&r->lay, dir, layer, sublayer, site, 0, &ts.table, &ts.slot);
-    ts.norms = rd_hook_keeps_norms(0, dir, site);
-    return team_call(r, fn, &ts, r->lay.tables[ts.table].slot_offset + ts.slot, &t, part,
-                     n_parts, file, line);
-}
-
-resdiag_status resdiag_param_grad_team_at(resdiag *r, int layer, const char *name,
-                                          resdiag_tensor t, int part, int n_parts,
-                                          const char *file, int line)
-{
-    static const char fn[] = "resdiag_param_grad_team_at";
-    if (!r)
-        return RESDIAG_OK;
-    if (!r->recording)
-        return rd_hook_idle(r, fn, file, line);
-    if (!name)
-        return rd_client_bug(r, RESDIAG_E_NULL, "%s: name is NULL (%s:%d)", fn,
-                             file ? file : "?", line);
-    int param = -1;
-    resdiag_status st = check_part(r, fn, part, n_parts, file, line);
-    if (st || (st = rd_hook_param_index(r, fn, layer, name, &param, file, line)) ||
-        (st = rd_hook_check_tensor(r, fn, &t, file, line)))
-        return st;
-    team_site ts = { 0, 0, 0, { 0, NULL, 0, 0, 0, 0 }, RESDIAG_BACKWARD, layer, 0,
-                     RESDIAG_STREAM_IN, param,
-                     layer == RESDIAG_MODEL_LEVEL ? r->model.model_param_names[param]
-                                                  : r->model.layer_param_names[param] };
-    rd_hook_param_slot(r, layer, param, &ts.table, &ts.slot);
-    return team_call(r, fn, &ts, r->lay.tables[ts.table].slot_offset + ts.slot, &t, part,
-                     n_parts, file, line);
+    team_site ts = { *t, 0, { 0, NULL, 0, 0, 0, 0 } };
+    if (t->kind == RD_TARGET_SITE) {
+        ts.sp = rd_hook_sketch(r, t->site == RESDIAG_LOGITS ? 0 : d->t->cols);
+        ts.norms = rd_hook_keeps_norms(0, t->dir, t->site);
+    }
+    return team_call(r, &ts, d->t, d->team_part, d->n_parts);
 }

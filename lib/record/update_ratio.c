@@ -2,9 +2,9 @@
  * update_ratio.c - the update ratio of a residual add x + dx: ||dx||_F /
  * ||x||_F over the step, and the mean of the per-token ratios when every
  * STREAM_IN call of the step has a BRANCH_OUT partner of the same rows.
- * The tensor hooks (hooks.c) keep the per-token norms in the add_state; a
- * BRANCH_OUT of statistics computed elsewhere (partial.c) brings the sum
- * of its per-token ratios instead.
+ * The ingestion (ingest.c) keeps a tensor's per-token norms in the
+ * add_state; a BRANCH_OUT of statistics computed elsewhere (a partial)
+ * brings the sum of its per-token ratios instead.
  */
 #include <math.h>
 #include <stdlib.h>
