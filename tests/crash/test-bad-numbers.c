@@ -447,12 +447,20 @@ START_TEST(every_dtype_and_case_matches_the_long_double_reference)
 }
 END_TEST
 
-int main(int argc, char **argv)
+/* --expect-portable, --expect-no-avx512: the kernel path the variant's
+ * environment must pick. */
+static int take_expectation(int argc, char **argv)
 {
     expect_portable = argc > 1 && strcmp(argv[1], "--expect-portable") == 0;
     expect_no_avx512 = argc > 1 && strcmp(argv[1], "--expect-no-avx512") == 0;
-    if (!check_one_make_dir(g_dir, sizeof g_dir, "bad-numbers"))
-        return EXIT_FAILURE;
-    return check_one_run("bad-numbers", every_dtype_and_case_matches_the_long_double_reference,
-                         120, g_dir);
+    return CHECK_GO_ON;
 }
+
+static const check_program program = {
+    .name = "bad-numbers",
+    .timeout = 120,
+    .scratch = g_dir,
+    .scratch_size = sizeof g_dir,
+    .start = take_expectation,
+};
+CHECK_MAIN(&program, CHECK_TEST(every_dtype_and_case_matches_the_long_double_reference))

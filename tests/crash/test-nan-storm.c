@@ -276,15 +276,22 @@ START_TEST(the_report_names_the_first_nan_and_the_steps_before_are_untouched)
 }
 END_TEST
 
-int main(int argc, char **argv)
+static int take_tool(int argc, char **argv)
 {
     if (argc != 2) {
         fprintf(stderr, "usage: %s RESDIAG\n", argv[0]);
         return 2;
     }
     tool = argv[1];
-    if (!check_one_make_dir(g_dir, sizeof g_dir, "nan-storm"))
-        return EXIT_FAILURE;
-    return check_one_run("nan-storm", the_report_names_the_first_nan_and_the_steps_before_are_untouched,
-                         60, g_dir);
+    return CHECK_GO_ON;
 }
+
+static const check_program program = {
+    .name = "nan-storm",
+    .timeout = 60,
+    .scratch = g_dir,
+    .scratch_size = sizeof g_dir,
+    .start = take_tool,
+};
+CHECK_MAIN(&program,
+           CHECK_TEST(the_report_names_the_first_nan_and_the_steps_before_are_untouched))

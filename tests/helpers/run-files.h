@@ -31,6 +31,12 @@ static inline void capture_log(resdiag_log_priority prio, const char *msg, void 
     snprintf(log_all + n, sizeof log_all - n, "%s\n", msg);
 }
 
+/* capture_log as the library's handler (a check_program's prepare). */
+static inline void capture_every_log(void)
+{
+    resdiag_set_log_handler(capture_log, NULL);
+}
+
 /* dir/name; the last 8 paths stay valid, so a call may take several. */
 static inline const char *run_path(const char *name)
 {

@@ -21,6 +21,7 @@
 
 #include <hdf5.h>
 
+#include "check-one.h"
 #include "resdiag.h"
 #include "path-bounds.h"
 #include "svg-axis.h"
@@ -2227,65 +2228,55 @@ END_TEST
 
 /* ---------------------------------------------------------------- main */
 
-static Suite *api_suite(void)
-{
-    Suite *s = suite_create("api");
-    TCase *tc = tcase_create("api");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, version_of_library_matches_header);
-    tcase_add_test(tc, strerror_names_every_status_distinctly);
-    tcase_add_test(tc, null_handle_makes_every_call_a_no_op);
-    tcase_add_loop_test(tc, open_rejects_bad_model_or_options, 0,
-                        (int)(sizeof bad_opens / sizeof bad_opens[0]));
-    tcase_add_test(tc, open_rejects_null_arguments);
-    tcase_add_test(tc, open_reports_a_path_that_cannot_be_created);
-    tcase_add_test(tc, open_uses_the_handler_named_in_options);
-    tcase_add_test(tc, open_accepts_roles_that_name_declared_parameters);
-    tcase_add_test(tc, open_accepts_a_model_of_a_header_without_roles);
-    tcase_add_test(tc, the_0_1_0_names_of_destroy_still_free);
-    tcase_add_loop_test(tc, hooks_reject_bad_calls_and_the_run_goes_on, 0,
-                        (int)(sizeof bad_hooks / sizeof bad_hooks[0]));
-    tcase_add_test(tc, shard_width_is_accepted_only_when_declared);
-    tcase_add_test(tc, param_grad_rejects_unknown_names_and_layers);
-    tcase_add_test(tc, calls_out_of_order_are_refused);
-    tcase_add_test(tc, hooks_outside_a_step_are_a_quiet_no_op);
-    tcase_add_test(tc, client_bugs_from_hooks_name_the_callers_file_and_line);
-    tcase_add_test(tc, sites_of_schema_3_need_a_file_of_schema_3);
-    tcase_add_test(tc, client_bug_messages_are_rate_limited);
-    tcase_add_test(tc, record_every_and_range_select_steps);
-    tcase_add_test(tc, record_init_only_keeps_the_first_step);
-    tcase_add_test(tc, disabled_steps_record_nothing);
-    tcase_add_test(tc, file_holds_statistics_ratios_order_and_callsites);
-    tcase_add_test(tc, model_description_and_metadata_reach_the_file);
-    tcase_add_test(tc, run_kind_reaches_the_file_and_old_files_read_as_training);
-    tcase_add_test(tc, step_metrics_reach_the_file_as_given);
-    tcase_add_test(tc, runs_without_metrics_have_none);
-    tcase_add_test(tc, metric_names_without_the_table_read_as_nan);
-    tcase_add_test(tc, steps_reach_the_file_in_batches_and_on_flush);
-    tcase_add_test(tc, concurrent_hooks_on_different_layers_match_a_sequential_run);
-    tcase_add_test(tc, hook_threads_split_large_tensors_deterministically);
-    tcase_add_test(tc, hook_threads_out_of_range_is_refused);
-    tcase_add_test(tc, hook_threads_keep_their_workers_from_open_to_destroy);
-    tcase_add_test(tc, hook_threads_pool_hooks_work_in_a_forked_child);
-    tcase_add_test(tc, hook_threads_fall_back_to_one_thread_when_none_can_start);
-    tcase_add_test(tc, empty_tensors_are_observed_with_zero_rows);
-    tcase_add_test(tc, a_full_disk_is_reported_once_and_earlier_steps_survive);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv)
+/* The child modes the tests run this program in; else where it is. */
+static int child_mode_or_self_path(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--count-steps") == 0)
         return count_steps_main(argv[2]);
     if (argc == 4 && strcmp(argv[1], "--fill-disk") == 0)
         return fill_disk_main(argv[2], atoi(argv[3]));
-    if (!realpath(argv[0], self_path))
-        return EXIT_FAILURE;
-    SRunner *sr = srunner_create(api_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return realpath(argv[0], self_path) ? CHECK_GO_ON : EXIT_FAILURE;
 }
+
+static const check_program program = {
+    .name = "api",
+    .start = child_mode_or_self_path,
+};
+CHECK_MAIN(&program,
+           CHECK_CASE_FIXTURE("api", 60, setup, teardown),
+               CHECK_TEST(version_of_library_matches_header),
+               CHECK_TEST(strerror_names_every_status_distinctly),
+               CHECK_TEST(null_handle_makes_every_call_a_no_op),
+               CHECK_LOOP(open_rejects_bad_model_or_options, 0, (int)(sizeof bad_opens / sizeof bad_opens[0])),
+               CHECK_TEST(open_rejects_null_arguments),
+               CHECK_TEST(open_reports_a_path_that_cannot_be_created),
+               CHECK_TEST(open_uses_the_handler_named_in_options),
+               CHECK_TEST(open_accepts_roles_that_name_declared_parameters),
+               CHECK_TEST(open_accepts_a_model_of_a_header_without_roles),
+               CHECK_TEST(the_0_1_0_names_of_destroy_still_free),
+               CHECK_LOOP(hooks_reject_bad_calls_and_the_run_goes_on, 0, (int)(sizeof bad_hooks / sizeof bad_hooks[0])),
+               CHECK_TEST(shard_width_is_accepted_only_when_declared),
+               CHECK_TEST(param_grad_rejects_unknown_names_and_layers),
+               CHECK_TEST(calls_out_of_order_are_refused),
+               CHECK_TEST(hooks_outside_a_step_are_a_quiet_no_op),
+               CHECK_TEST(client_bugs_from_hooks_name_the_callers_file_and_line),
+               CHECK_TEST(sites_of_schema_3_need_a_file_of_schema_3),
+               CHECK_TEST(client_bug_messages_are_rate_limited),
+               CHECK_TEST(record_every_and_range_select_steps),
+               CHECK_TEST(record_init_only_keeps_the_first_step),
+               CHECK_TEST(disabled_steps_record_nothing),
+               CHECK_TEST(file_holds_statistics_ratios_order_and_callsites),
+               CHECK_TEST(model_description_and_metadata_reach_the_file),
+               CHECK_TEST(run_kind_reaches_the_file_and_old_files_read_as_training),
+               CHECK_TEST(step_metrics_reach_the_file_as_given),
+               CHECK_TEST(runs_without_metrics_have_none),
+               CHECK_TEST(metric_names_without_the_table_read_as_nan),
+               CHECK_TEST(steps_reach_the_file_in_batches_and_on_flush),
+               CHECK_TEST(concurrent_hooks_on_different_layers_match_a_sequential_run),
+               CHECK_TEST(hook_threads_split_large_tensors_deterministically),
+               CHECK_TEST(hook_threads_out_of_range_is_refused),
+               CHECK_TEST(hook_threads_keep_their_workers_from_open_to_destroy),
+               CHECK_TEST(hook_threads_pool_hooks_work_in_a_forked_child),
+               CHECK_TEST(hook_threads_fall_back_to_one_thread_when_none_can_start),
+               CHECK_TEST(empty_tensors_are_observed_with_zero_rows),
+               CHECK_TEST(a_full_disk_is_reported_once_and_earlier_steps_survive))

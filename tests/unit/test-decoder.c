@@ -425,9 +425,10 @@ START_TEST(one_token_per_call_decoders)
 }
 END_TEST
 
-int main(void)
-{
-    if (!check_one_make_dir(dir, sizeof dir, "decoder"))
-        return EXIT_FAILURE;
-    return check_one_run("decoder", one_token_per_call_decoders, 60, dir);
-}
+static const check_program program = {
+    .name = "decoder",
+    .timeout = 60,
+    .scratch = dir,
+    .scratch_size = sizeof dir,
+};
+CHECK_MAIN(&program, CHECK_TEST(one_token_per_call_decoders))

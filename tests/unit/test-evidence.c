@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check-one.h"
 #include "analysis/analysis.h"
 #include "resdiag.h"
 
@@ -865,32 +866,24 @@ START_TEST(files_without_aliases_and_files_with_bad_ones)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("evidence");
-    TCase *t = tcase_create("evidence");
-    tcase_set_timeout(t, 120);
-    tcase_add_checked_fixture(t, setup, teardown);
-    tcase_add_test(t, rounding_floor_follows_the_dtype_of_the_largest_value);
-    tcase_add_test(t, rounding_floor_of_schema_2_counts_the_float32_sketches);
-    tcase_add_loop_test(t, decisive_evidence_at_initialization_is_high, 0, 2);
-    tcase_add_loop_test(t, evidence_near_the_rounding_floor_is_medium_and_says_why, 0, 2);
-    tcase_add_test(t, sandwich_from_the_norm_on_the_branch);
-    tcase_add_test(t, relations_by_construction_decide_nothing);
-    tcase_add_test(t, relations_by_construction_are_shown_not_counted);
-    tcase_add_loop_test(t, pre_type_on_either_side_of_sep_and_high_sep, 0, 4);
-    tcase_add_loop_test(t, post_type_on_either_side_of_sep_and_high_sep, 0, 4);
-    tcase_add_loop_test(t, best_relations_on_either_side_of_hold_and_fail, 0, 4);
-    tcase_add_loop_test(t, residual_add_alone_on_either_side_of_its_thresholds, 0, 4);
-    tcase_add_loop_test(t, alpha_on_either_side_of_its_least_difference, 0, 2);
-    tcase_add_loop_test(t, parallel_block_on_either_side_of_its_thresholds, 0, 6);
-    tcase_add_test(t, alias_is_recorded_per_step_and_read_back);
-    tcase_add_test(t, alias_calls_that_are_client_bugs);
-    tcase_add_test(t, files_without_aliases_and_files_with_bad_ones);
-    suite_add_tcase(s, t);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+static const check_program program = {
+    .name = "evidence",
+};
+CHECK_MAIN(&program,
+           CHECK_CASE_FIXTURE("evidence", 120, setup, teardown),
+               CHECK_TEST(rounding_floor_follows_the_dtype_of_the_largest_value),
+               CHECK_TEST(rounding_floor_of_schema_2_counts_the_float32_sketches),
+               CHECK_LOOP(decisive_evidence_at_initialization_is_high, 0, 2),
+               CHECK_LOOP(evidence_near_the_rounding_floor_is_medium_and_says_why, 0, 2),
+               CHECK_TEST(sandwich_from_the_norm_on_the_branch),
+               CHECK_TEST(relations_by_construction_decide_nothing),
+               CHECK_TEST(relations_by_construction_are_shown_not_counted),
+               CHECK_LOOP(pre_type_on_either_side_of_sep_and_high_sep, 0, 4),
+               CHECK_LOOP(post_type_on_either_side_of_sep_and_high_sep, 0, 4),
+               CHECK_LOOP(best_relations_on_either_side_of_hold_and_fail, 0, 4),
+               CHECK_LOOP(residual_add_alone_on_either_side_of_its_thresholds, 0, 4),
+               CHECK_LOOP(alpha_on_either_side_of_its_least_difference, 0, 2),
+               CHECK_LOOP(parallel_block_on_either_side_of_its_thresholds, 0, 6),
+               CHECK_TEST(alias_is_recorded_per_step_and_read_back),
+               CHECK_TEST(alias_calls_that_are_client_bugs),
+               CHECK_TEST(files_without_aliases_and_files_with_bad_ones))

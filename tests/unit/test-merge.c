@@ -573,18 +573,17 @@ START_TEST(files_without_call_counts_still_read)
 }
 END_TEST
 
-int main(void)
-{
-    if (!check_one_make_dir(dir, sizeof dir, "merge"))
-        return EXIT_FAILURE;
-    resdiag_set_log_handler(capture_log, NULL);
-    const TTest *const tests[] = {
-        three_calls_hold_the_statistics_of_all_their_rows,
-        extreme_values_merge_like_one_call,
-        one_call_per_site_refuses_a_second_call,
-        calls_of_another_width_are_refused,
-        update_ratio_pairs_the_kth_calls,
-        files_without_call_counts_still_read,
-    };
-    return check_tests_run("merge", tests, sizeof tests / sizeof *tests, 60, dir);
-}
+static const check_program program = {
+    .name = "merge",
+    .timeout = 60,
+    .scratch = dir,
+    .scratch_size = sizeof dir,
+    .prepare = capture_every_log,
+};
+CHECK_MAIN(&program,
+           CHECK_TEST(three_calls_hold_the_statistics_of_all_their_rows),
+           CHECK_TEST(extreme_values_merge_like_one_call),
+           CHECK_TEST(one_call_per_site_refuses_a_second_call),
+           CHECK_TEST(calls_of_another_width_are_refused),
+           CHECK_TEST(update_ratio_pairs_the_kth_calls),
+           CHECK_TEST(files_without_call_counts_still_read))

@@ -1259,23 +1259,22 @@ START_TEST(partials_of_extreme_values_are_accepted)
 }
 END_TEST
 
-int main(void)
-{
-    if (!check_one_make_dir(dir, sizeof dir, "partial"))
-        return EXIT_FAILURE;
-    resdiag_set_log_handler(capture_log, NULL);
-    const TTest *const tests[] = {
-        compute_and_submit_record_what_the_tensor_records,
-        a_partial_written_by_hand_records_its_fields,
-        partial_calls_of_a_site_merge_like_one_tensor,
-        update_ratio_from_ratio_sum_and_ratio_rows,
-        update_ratio_from_row_norms,
-        a_batch_is_its_single_calls,
-        param_grad_partial_records_the_gradient,
-        inconsistent_members_are_refused,
-        the_layout_is_the_sketch_of_the_kernels,
-        null_arguments_and_no_op_cases,
-        partials_of_extreme_values_are_accepted,
-    };
-    return check_tests_run("partial", tests, sizeof tests / sizeof *tests, 60, dir);
-}
+static const check_program program = {
+    .name = "partial",
+    .timeout = 60,
+    .scratch = dir,
+    .scratch_size = sizeof dir,
+    .prepare = capture_every_log,
+};
+CHECK_MAIN(&program,
+           CHECK_TEST(compute_and_submit_record_what_the_tensor_records),
+           CHECK_TEST(a_partial_written_by_hand_records_its_fields),
+           CHECK_TEST(partial_calls_of_a_site_merge_like_one_tensor),
+           CHECK_TEST(update_ratio_from_ratio_sum_and_ratio_rows),
+           CHECK_TEST(update_ratio_from_row_norms),
+           CHECK_TEST(a_batch_is_its_single_calls),
+           CHECK_TEST(param_grad_partial_records_the_gradient),
+           CHECK_TEST(inconsistent_members_are_refused),
+           CHECK_TEST(the_layout_is_the_sketch_of_the_kernels),
+           CHECK_TEST(null_arguments_and_no_op_cases),
+           CHECK_TEST(partials_of_extreme_values_are_accepted))

@@ -791,35 +791,20 @@ START_TEST(pipeline_stage_records_its_layers_only)
 }
 END_TEST
 
-static Suite *ranks_suite(void)
-{
-    Suite *s = suite_create("ranks-writer");
-    TCase *tc = tcase_create("ranks");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, rank_path_names);
-    tcase_add_loop_test(tc, environment_gives_the_rank_in_order, 0,
-                        (int)(sizeof env_cases / sizeof *env_cases));
-    tcase_add_test(tc, explicit_rank_overrides_environment);
-    tcase_add_test(tc, old_struct_size_gets_the_defaults);
-    tcase_add_loop_test(tc, bad_rank_fields_are_invalid, 0,
-                        (int)(sizeof bad_cases / sizeof *bad_cases));
-    tcase_add_test(tc, record_rank_every_skips_ranks);
-    tcase_add_test(tc, two_ranks_on_one_path_write_two_files);
-    tcase_add_test(tc, data_rank_uses_its_own_row_signs);
-    tcase_add_test(tc, tensor_shards_add_up_to_the_whole);
-    tcase_add_test(tc, partials_on_ranks_record_what_the_tensor_records);
-    tcase_add_test(tc, shard_columns_on_every_path);
-    tcase_add_test(tc, pipeline_stage_records_its_layers_only);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(ranks_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+static const check_program program = {
+    .name = "ranks-writer",
+};
+CHECK_MAIN(&program,
+           CHECK_CASE_FIXTURE("ranks", 60, setup, teardown),
+               CHECK_TEST(rank_path_names),
+               CHECK_LOOP(environment_gives_the_rank_in_order, 0, (int)(sizeof env_cases / sizeof *env_cases)),
+               CHECK_TEST(explicit_rank_overrides_environment),
+               CHECK_TEST(old_struct_size_gets_the_defaults),
+               CHECK_LOOP(bad_rank_fields_are_invalid, 0, (int)(sizeof bad_cases / sizeof *bad_cases)),
+               CHECK_TEST(record_rank_every_skips_ranks),
+               CHECK_TEST(two_ranks_on_one_path_write_two_files),
+               CHECK_TEST(data_rank_uses_its_own_row_signs),
+               CHECK_TEST(tensor_shards_add_up_to_the_whole),
+               CHECK_TEST(partials_on_ranks_record_what_the_tensor_records),
+               CHECK_TEST(shard_columns_on_every_path),
+               CHECK_TEST(pipeline_stage_records_its_layers_only))

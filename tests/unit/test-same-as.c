@@ -540,18 +540,17 @@ START_TEST(no_op_cases)
 }
 END_TEST
 
-int main(void)
-{
-    if (!check_one_make_dir(dir, sizeof dir, "same-as"))
-        return EXIT_FAILURE;
-    resdiag_set_log_handler(capture_log, NULL);
-    const TTest *const tests[] = {
-        a_copy_records_what_a_read_records,
-        a_copy_is_of_the_most_recent_call,
-        bad_copies_are_refused,
-        a_source_or_target_being_observed_is_busy,
-        bad_parameter_copies_are_refused,
-        no_op_cases,
-    };
-    return check_tests_run("same-as", tests, sizeof tests / sizeof *tests, 60, dir);
-}
+static const check_program program = {
+    .name = "same-as",
+    .timeout = 60,
+    .scratch = dir,
+    .scratch_size = sizeof dir,
+    .prepare = capture_every_log,
+};
+CHECK_MAIN(&program,
+           CHECK_TEST(a_copy_records_what_a_read_records),
+           CHECK_TEST(a_copy_is_of_the_most_recent_call),
+           CHECK_TEST(bad_copies_are_refused),
+           CHECK_TEST(a_source_or_target_being_observed_is_busy),
+           CHECK_TEST(bad_parameter_copies_are_refused),
+           CHECK_TEST(no_op_cases))

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check-one.h"
 #include "resdiag.h"
 
 enum { L = 2, S = 2, D = 256 };
@@ -662,25 +663,22 @@ static void teardown(void)
     rmdir(tmpdir);
 }
 
-int main(void)
+/* step_end's warning */
+static void log_info(void)
 {
-    resdiag_set_log_priority(RESDIAG_LOG_INFO); /* step_end's warning */
-    Suite *s = suite_create("team");
-    TCase *tc = tcase_create("team");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, team_gives_the_bits_of_hook_threads);
-    tcase_add_test(tc, parts_in_every_order_give_the_same_bits);
-    tcase_add_test(tc, one_part_null_handle_and_outside_a_step);
-    tcase_add_loop_test(tc, client_bugs_are_refused_and_the_team_still_completes, 0,
-                        N_BUGS * N_TEAM_SIZES);
-    tcase_add_loop_test(tc, incomplete_team_at_step_end, 0, N_TEAM_SIZES);
-    tcase_add_loop_test(tc, set_enabled_close_and_destroy_with_an_open_team, 0, N_TEAM_SIZES);
-    tcase_add_loop_test(tc, teams_of_different_sites_at_once, 0, N_TEAM_SIZES);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    resdiag_set_log_priority(RESDIAG_LOG_INFO);
 }
+
+static const check_program program = {
+    .name = "team",
+    .prepare = log_info,
+};
+CHECK_MAIN(&program,
+           CHECK_CASE_FIXTURE("team", 120, setup, teardown),
+               CHECK_TEST(team_gives_the_bits_of_hook_threads),
+               CHECK_TEST(parts_in_every_order_give_the_same_bits),
+               CHECK_TEST(one_part_null_handle_and_outside_a_step),
+               CHECK_LOOP(client_bugs_are_refused_and_the_team_still_completes, 0, N_BUGS * N_TEAM_SIZES),
+               CHECK_LOOP(incomplete_team_at_step_end, 0, N_TEAM_SIZES),
+               CHECK_LOOP(set_enabled_close_and_destroy_with_an_open_team, 0, N_TEAM_SIZES),
+               CHECK_LOOP(teams_of_different_sites_at_once, 0, N_TEAM_SIZES))

@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check-one.h"
 #include "path-bounds.h"
 #include "resdiag.h"
 #include "stats/split.h"
@@ -857,20 +858,12 @@ START_TEST(same_site_from_two_threads_keeps_whole_calls)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("threads");
-    TCase *tc = tcase_create("threads");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, threads_on_different_layers_write_what_one_thread_writes);
-    tcase_add_test(tc, hook_threads_inside_concurrent_hooks_is_deterministic);
-    tcase_add_test(tc, split_pool_shared_absent_or_forked_gives_the_same_bits);
-    tcase_add_test(tc, same_site_from_two_threads_keeps_whole_calls);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+static const check_program program = {
+    .name = "threads",
+};
+CHECK_MAIN(&program,
+           CHECK_CASE_FIXTURE("threads", 240, setup, teardown),
+               CHECK_TEST(threads_on_different_layers_write_what_one_thread_writes),
+               CHECK_TEST(hook_threads_inside_concurrent_hooks_is_deterministic),
+               CHECK_TEST(split_pool_shared_absent_or_forked_gives_the_same_bits),
+               CHECK_TEST(same_site_from_two_threads_keeps_whole_calls))
