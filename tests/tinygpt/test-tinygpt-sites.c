@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "check-one.h"
+#include "fixture.h"
 #include "path-bounds.h"
 #include "resdiag.h"
 
@@ -109,9 +110,7 @@ static void run_tinygpt(const char *first, ...)
 
 static resdiag_reader *open_run(void)
 {
-    resdiag_reader *rd = NULL;
-    resdiag_status st = resdiag_reader_open(&rd, tmp("run.h5"));
-    ck_assert_msg(st == RESDIAG_OK, "reader_open: %s", resdiag_strerror(st));
+    resdiag_reader *rd = fixture_read(tmp("run.h5"));
     ck_assert_int_gt(resdiag_reader_info(rd)->sketch_size, 0);
     return rd;
 }

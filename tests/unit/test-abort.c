@@ -20,6 +20,7 @@
 
 #include "check-one.h"
 #include "analysis/analysis.h"
+#include "fixture.h"
 #include "path-bounds.h"
 #include "resdiag.h"
 
@@ -115,14 +116,8 @@ static resdiag *open_run(int schema)
 {
     static const char *const names[S] = { "attn", "mlp" };
     static const char *const params[1] = { "mlp.w2" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = S;
-    m.sublayer_names = names;
-    m.n_layer_params = 1;
-    m.layer_param_names = params;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = S,
+        .sublayer_names = names, .layer_params = 1, .layer_param_names = params });
     m.residual_param = "mlp.w2";
     m.norm_kind = RESDIAG_NORM_LAYERNORM;
     resdiag_options o;
@@ -130,9 +125,7 @@ static resdiag *open_run(int schema)
     o.file_schema = schema;
     o.flush_steps = 1; /* every step on disk at its end: a kill keeps them */
     o.overwrite = 1;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, file_path, &m, &o), RESDIAG_OK);
-    return r;
+    return fixture_open(file_path, &m, &o);
 }
 
 /* The forward of one step (and its gradients with p->backward); the step

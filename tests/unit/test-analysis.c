@@ -18,6 +18,7 @@
 #include "analysis/analysis.h"
 #include "analysis/fit.h"
 #include "analysis/phases.h"
+#include "fixture.h"
 #include "path-bounds.h"
 #include "resdiag.h"
 
@@ -335,12 +336,8 @@ static void write_run(const char *path, enum kind kind, int L, int bf16, double 
                       int nan_step)
 {
     static const char *const names[NSUB] = { "attn", "mlp" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = NSUB;
-    m.sublayer_names = names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = NSUB,
+        .sublayer_names = names });
     m.declared_placement = kind == PRE ? RESDIAG_PLACEMENT_PRE
                            : kind == POST ? RESDIAG_PLACEMENT_POST
                            : kind == DEEP ? RESDIAG_PLACEMENT_DEEPNORM
@@ -356,8 +353,7 @@ static void write_run(const char *path, enum kind kind, int L, int bf16, double 
     resdiag_options o;
     resdiag_options_init(&o);
     o.overwrite = 1; /* the cases write one path again and again */
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(path, &m, &o);
     static float x[ROWS * D], ni[ROWS * D], no[ROWS * D], f[ROWS * D], y[ROWS * D], g[ROWS * D];
     static float w[NSUB * 64][D * D];
     rng = 7;
@@ -648,16 +644,9 @@ START_TEST(first_nonfinite_model_parameter_is_named)
 {
     static const char *const subs[1] = { "mlp" };
     static const char *const mparams[2] = { "embed.wte", "head.w" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = 1;
-    m.d_model = 4;
-    m.n_sublayers = 1;
-    m.sublayer_names = subs;
-    m.n_model_params = 2;
-    m.model_param_names = mparams;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path("param-nan.h5"), &m, NULL), RESDIAG_OK);
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = 1, .cols = 4, .sublayers = 1,
+        .sublayer_names = subs, .model_params = 2, .model_param_names = mparams });
+    resdiag *r = fixture_open(path("param-nan.h5"), &m, NULL);
     float x[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, g[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
     g[5] = NAN;
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);

@@ -22,6 +22,7 @@
 #include <hdf5.h>
 
 #include "check-one.h"
+#include "fixture.h"
 #include "resdiag.h"
 #include "path-bounds.h"
 #include "svg-axis.h"
@@ -70,16 +71,9 @@ static const char *const mparams[1] = { "head.w" };
 
 static resdiag_model test_model(void)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = S;
-    m.sublayer_names = sub_names;
-    m.n_layer_params = 2;
-    m.layer_param_names = lparams;
-    m.n_model_params = 1;
-    m.model_param_names = mparams;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = S,
+        .sublayer_names = sub_names, .layer_params = 2, .layer_param_names = lparams,
+        .model_params = 1, .model_param_names = mparams });
     return m;
 }
 
@@ -97,10 +91,7 @@ static resdiag *open_run(const char *path, const resdiag_options *o)
         resdiag_options_init(&opt);
     if (opt.file_schema == 0)
         opt.file_schema = 1;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &opt), RESDIAG_OK);
-    ck_assert_ptr_nonnull(r);
-    return r;
+    return fixture_open(path, &m, &opt);
 }
 
 /* Deterministic values, different per (seed, i). */
@@ -601,8 +592,7 @@ START_TEST(shard_width_is_accepted_only_when_declared)
     fill(x, T * 4, 2);
     resdiag_model m = test_model();
     m.shard_cols = 4;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path_a, &m, NULL), RESDIAG_OK);
+    resdiag *r = fixture_open(path_a, &m, NULL);
     resdiag_step_begin(r, 0);
     ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, 4)), RESDIAG_OK);
     ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_OUT, resdiag_f32(x, T, 3)),
@@ -1186,8 +1176,7 @@ START_TEST(step_metrics_reach_the_file_as_given)
     resdiag_options o;
     resdiag_options_init(&o);
     o.record_every = 2;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path_a, &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(path_a, &m, &o);
     /* expected per recorded step (0, 2, 4, 6, 8): loss, lr */
     double want[5][2];
     float x[T * D];
@@ -1349,8 +1338,7 @@ START_TEST(metric_names_without_the_table_read_as_nan)
     resdiag_model m = test_model();
     m.n_metrics = 2;
     m.metric_names = metric_names;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path_a, &m, NULL), RESDIAG_OK);
+    resdiag *r = fixture_open(path_a, &m, NULL);
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
     ck_assert_int_eq(resdiag_step_metric(r, "loss", 2.0), RESDIAG_OK);
     ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
@@ -1374,8 +1362,7 @@ END_TEST
 START_TEST(the_0_1_0_names_of_destroy_still_free)
 {
     resdiag_model m = test_model();
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path_a, &m, NULL), RESDIAG_OK);
+    resdiag *r = fixture_open(path_a, &m, NULL);
     record_steps(r, 2);
     resdiag_destroy(r);
     resdiag_reader *rd = reopen(path_a);
@@ -1403,8 +1390,7 @@ START_TEST(model_description_and_metadata_reach_the_file)
     resdiag_options o;
     resdiag_options_init(&o);
     o.sketch_size = 0;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path_a, &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(path_a, &m, &o);
     record_steps(r, 2);
     resdiag_destroy(r);
 
@@ -1616,17 +1602,10 @@ static void *th_main(void *p)
 
 static resdiag *th_open(const char *path)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = TH_L;
-    m.d_model = TH_D;
-    m.n_sublayers = 2;
-    m.sublayer_names = sub_names;
-    m.n_layer_params = 2;
-    m.layer_param_names = lparams;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, NULL), RESDIAG_OK);
-    return r;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = TH_L, .cols = TH_D,
+        .sublayers = 2, .sublayer_names = sub_names, .layer_params = 2,
+        .layer_param_names = lparams });
+    return fixture_open(path, &m, NULL);
 }
 
 START_TEST(concurrent_hooks_on_different_layers_match_a_sequential_run)
@@ -1743,14 +1722,8 @@ static resdiag_model ht_model(void)
 {
     static const char *const names[1] = { "blk" };
     static const char *const lp[1] = { "w" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = 1;
-    m.d_model = HT_D;
-    m.n_sublayers = 1;
-    m.sublayer_names = names;
-    m.n_layer_params = 1;
-    m.layer_param_names = lp;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = 1, .cols = HT_D, .sublayers = 1,
+        .sublayer_names = names, .layer_params = 1, .layer_param_names = lp });
     return m;
 }
 
@@ -1761,8 +1734,7 @@ static void ht_run(const char *path, int threads, const float *x, const float *f
     resdiag_options_init(&o);
     ck_assert_int_eq(o.hook_threads, 1);
     o.hook_threads = threads;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(path, &m, &o);
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
     ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, HT_T, HT_D)), 0);
     ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_BRANCH_OUT, resdiag_f32(f, HT_T, HT_D)), 0);
@@ -2082,8 +2054,7 @@ START_TEST(hook_threads_pool_hooks_work_in_a_forked_child)
     resdiag_options o;
     resdiag_options_init(&o);
     o.hook_threads = 4;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path_a, &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(path_a, &m, &o);
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
     int fds[2];
     ck_assert_int_eq(pipe(fds), 0);

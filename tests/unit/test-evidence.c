@@ -26,6 +26,7 @@
 
 #include "check-one.h"
 #include "analysis/analysis.h"
+#include "fixture.h"
 #include "resdiag.h"
 
 enum { D = 64, ROWS = 32, L = 2 };
@@ -158,18 +159,13 @@ static int g_schema;
 static void write_run(const char *path, enum kind kind, double scale, int alias)
 {
     static const char *const names[1] = { "block" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = 1;
-    m.sublayer_names = names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = 1,
+        .sublayer_names = names });
     m.norm_kind = kind == BRANCH_NORM ? RESDIAG_NORM_RMSNORM : RESDIAG_NORM_LAYERNORM;
     resdiag_options o;
     resdiag_options_init(&o);
     o.file_schema = g_schema;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(path, &m, &o);
     static float x[ROWS * D], ni[ROWS * D], no[ROWS * D], f[ROWS * D], y[ROWS * D];
     rng = 11;
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
@@ -474,16 +470,11 @@ static void write_multiples(const char *p, int n_sub, const site_scales *scale, 
     static const resdiag_site post_seq[N_SEQ] = {
         RESDIAG_STREAM_IN, RESDIAG_BRANCH_OUT, RESDIAG_NORM_IN, RESDIAG_NORM_OUT,
         RESDIAG_STREAM_OUT };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = n_sub;
-    m.sublayer_names = names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D,
+        .sublayers = n_sub, .sublayer_names = names });
     m.norm_kind = RESDIAG_NORM_LAYERNORM;
     m.block = n_sub > 1 ? RESDIAG_BLOCK_PARALLEL : RESDIAG_BLOCK_SEQUENTIAL;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, p, &m, NULL), RESDIAG_OK);
+    resdiag *r = fixture_open(p, &m, NULL);
     static double x[ROWS * D], t[ROWS * D];
     rng = 5;
     for (int i = 0; i < ROWS * D; i++)
@@ -778,12 +769,8 @@ END_TEST
 START_TEST(alias_calls_that_are_client_bugs)
 {
     static const char *const names[1] = { "block" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = 1;
-    m.sublayer_names = names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = 1,
+        .sublayer_names = names });
     resdiag_set_log_priority((resdiag_log_priority)(RESDIAG_LOG_ERROR + 1)); /* the bugs below are expected */
     resdiag *r = NULL;
     ck_assert_int_eq(resdiag_observe_alias(NULL, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,

@@ -30,6 +30,7 @@
 #include <zlib.h>
 
 #include "check-one.h"
+#include "fixture.h"
 #include "format/format.h"
 #include "format/tables.h"
 #include "h5/writer.h"
@@ -479,12 +480,8 @@ END_TEST
 
 static resdiag_status open_with(const char *p, const resdiag_options *o)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = 2;
-    m.d_model = 8;
-    m.n_sublayers = 1;
-    m.sublayer_names = SUB;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = 2, .cols = 8, .sublayers = 1,
+        .sublayer_names = SUB });
     resdiag *r = NULL;
     g_log[0] = '\0';
     resdiag_status st = resdiag_open(&r, p, &m, o);
@@ -583,17 +580,12 @@ END_TEST
  * stream_out. */
 static void record_every_site(const char *p, int schema)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = 2;
-    m.d_model = 8;
-    m.n_sublayers = 1;
-    m.sublayer_names = SUB;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = 2, .cols = 8, .sublayers = 1,
+        .sublayer_names = SUB });
     resdiag_options o;
     resdiag_options_init(&o);
     o.file_schema = schema;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, p, &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(p, &m, &o);
     float x[4 * 8];
     for (int step = 0; step < 2; step++) {
         ck_assert_int_eq(resdiag_step_begin(r, step), RESDIAG_OK);

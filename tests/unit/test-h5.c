@@ -27,6 +27,7 @@
 
 #include "check-one.h"
 #include "analysis/analysis.h"
+#include "fixture.h"
 #include "h5/common.h"
 #include "h5/writer.h"
 #include "format/tables.h"
@@ -721,21 +722,15 @@ static void write_summary_run(const char *path)
 {
     static const char *const subs[] = { "attn", "mlp" };
     static const char *const lp[] = { "mlp.w2" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = SM_L;
-    m.d_model = SM_D;
-    m.n_sublayers = SM_S;
-    m.sublayer_names = subs;
-    m.n_layer_params = 1;
-    m.layer_param_names = lp;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = SM_L, .cols = SM_D,
+        .sublayers = SM_S, .sublayer_names = subs, .layer_params = 1,
+        .layer_param_names = lp });
     resdiag_options o;
     resdiag_options_init(&o);
     o.flush_steps = 4;
     o.flush_seconds = 0;
     o.sketch_size = 8;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(path, &m, &o);
     float x[SM_T * SM_D];
     for (int i = 0; i < SM_STEPS; i++) {
         ck_assert_int_eq(resdiag_step_begin(r, 10 * i), RESDIAG_OK);

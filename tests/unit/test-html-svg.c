@@ -21,6 +21,7 @@
 #include <resdiag.h>
 
 #include "check-one.h"
+#include "fixture.h"
 #include "render/svg.h"
 #include "svg-axis.h"
 
@@ -412,12 +413,8 @@ static int write_stream_run(void)
 {
     snprintf(run_path, sizeof run_path, "%s/run.h5", run_dir);
     static const char *const names[1] = { "blk" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = RUN_L;
-    m.d_model = RUN_D;
-    m.n_sublayers = 1;
-    m.sublayer_names = names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = RUN_L, .cols = RUN_D,
+        .sublayers = 1, .sublayer_names = names });
     resdiag *r = NULL;
     if (resdiag_open(&r, run_path, &m, NULL) != RESDIAG_OK)
         return -1;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "check-one.h"
+#include "fixture.h"
 #include "resdiag.h"
 #include "run-files.h"
 #include "value-hash.h"
@@ -31,16 +32,9 @@ static const char *const mparams[1] = { "head.w" };
 
 static resdiag *open_run(const char *name, int k)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = 3;
-    m.d_model = D;
-    m.n_sublayers = 2;
-    m.sublayer_names = sub_names;
-    m.n_layer_params = 1;
-    m.layer_param_names = lparams;
-    m.n_model_params = 1;
-    m.model_param_names = mparams;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = 3, .cols = D, .sublayers = 2,
+        .sublayer_names = sub_names, .layer_params = 1, .layer_param_names = lparams,
+        .model_params = 1, .model_param_names = mparams });
     resdiag_options o;
     resdiag_options_init(&o);
     o.file_schema = 1; /* the statistics to the double: schema 1 keeps them as computed */

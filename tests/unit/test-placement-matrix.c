@@ -29,6 +29,7 @@
 
 #include "analysis/analysis.h"
 #include "check-one.h"
+#include "fixture.h"
 #include "path-bounds.h"
 #include "resdiag.h"
 
@@ -375,12 +376,8 @@ static void write_run(const mcase *mc, const char *path, capture *cap)
     static const char *const names[S] = { "attn", "mlp" };
     g_bf16 = mc->bf16;
     g_norm = mc->norm;
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = mc->L;
-    m.d_model = D;
-    m.n_sublayers = S;
-    m.sublayer_names = names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = mc->L, .cols = D,
+        .sublayers = S, .sublayer_names = names });
     m.norm_kind = mc->norm;
     int parallel = mc->kind[0][0] == K_PARALLEL;
     m.block = parallel ? RESDIAG_BLOCK_PARALLEL : RESDIAG_BLOCK_SEQUENTIAL;

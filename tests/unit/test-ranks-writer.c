@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "check-one.h"
+#include "fixture.h"
 #include "path-bounds.h"
 #include "resdiag.h"
 #include "run-files.h"
@@ -535,8 +536,7 @@ START_TEST(data_rank_uses_its_own_row_signs)
     m.rank = rank;
     m.world_size = 4;
     resdiag_options o = options();
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, run_path("dp.h5"), &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(run_path("dp.h5"), &m, &o);
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
     ck_assert_int_eq(RESDIAG_FWD(r, 2, 0, RESDIAG_STREAM_IN, resdiag_f32(a, T, D)), RESDIAG_OK);
     ck_assert_int_eq(RESDIAG_FWD(r, 2, 0, RESDIAG_STREAM_IN, resdiag_f32(b, 2, D)), RESDIAG_OK);
@@ -585,8 +585,7 @@ START_TEST(partials_on_ranks_record_what_the_tensor_records)
             m.shard_col_offset = D / 2;
         }
         const char *name = kind ? "tp-partial.h5" : "dp-partial.h5";
-        resdiag *r = NULL;
-        ck_assert_int_eq(resdiag_open(&r, run_path(name), &m, &o), RESDIAG_OK);
+        resdiag *r = fixture_open(run_path(name), &m, &o);
         ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
         resdiag_tensor t = resdiag_tensor_make(x, RESDIAG_DTYPE_F32, T, cols, D);
         ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, t), RESDIAG_OK);
@@ -636,8 +635,7 @@ START_TEST(tensor_shards_add_up_to_the_whole)
             memcpy(&shard[s][i * half], &x[i * D + s * half], (size_t)half * sizeof(float));
     resdiag_options o = options();
     resdiag_model full = mlp_model(L, D);
-    resdiag *w = NULL;
-    ck_assert_int_eq(resdiag_open(&w, run_path("whole.h5"), &full, &o), RESDIAG_OK);
+    resdiag *w = fixture_open(run_path("whole.h5"), &full, &o);
     ck_assert_int_eq(resdiag_step_begin(w, 0), RESDIAG_OK);
     ck_assert_int_eq(RESDIAG_FWD(w, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, D)), RESDIAG_OK);
     ck_assert_int_eq(resdiag_step_end(w), RESDIAG_OK);
@@ -650,8 +648,7 @@ START_TEST(tensor_shards_add_up_to_the_whole)
         m.split = RESDIAG_SPLIT_TENSOR;
         m.shard_cols = half;
         m.shard_col_offset = s * half;
-        resdiag *r = NULL;
-        ck_assert_int_eq(resdiag_open(&r, run_path("tp.h5"), &m, &o), RESDIAG_OK);
+        resdiag *r = fixture_open(run_path("tp.h5"), &m, &o);
         ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
         ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(shard[s], T, half)),
                          RESDIAG_OK);
@@ -755,8 +752,7 @@ START_TEST(pipeline_stage_records_its_layers_only)
     m.layer_first = 2;
     m.layer_count = 2;
     resdiag_options o = options();
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, run_path("pp.h5"), &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(run_path("pp.h5"), &m, &o);
     float x[T * D] = { 1 };
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
     log_all[0] = 0;

@@ -14,6 +14,7 @@
 
 #include "check-one.h"
 #include "common/escape.h"
+#include "fixture.h"
 #include "resdiag.h"
 #include "common/utf8.h"
 
@@ -219,14 +220,8 @@ static const char *meta[4] = { "optimizer", "adamw", "note", "plain" };
 
 static resdiag_model model(void)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = 2;
-    m.d_model = 4;
-    m.n_sublayers = 2;
-    m.sublayer_names = sub_names;
-    m.n_layer_params = 1;
-    m.layer_param_names = param_names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = 2, .cols = 4, .sublayers = 2,
+        .sublayer_names = sub_names, .layer_params = 1, .layer_param_names = param_names });
     m.n_meta = 2;
     m.meta = meta;
     return m;
@@ -313,8 +308,7 @@ START_TEST(free_text_keeps_newlines_and_tabs)
     m.meta = kv;
     m.description = "caf\xc3\xa9 model\n\tsecond line";
     const char *p = fresh_path();
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, p, &m, NULL), RESDIAG_OK);
+    resdiag *r = fixture_open(p, &m, NULL);
     one_step(r, __FILE__, __LINE__);
     resdiag_destroy(r);
     resdiag_reader *rd = NULL;
@@ -332,8 +326,7 @@ START_TEST(a_call_site_that_is_not_utf8_is_recorded_as_valid_utf8)
 {
     resdiag_model m = model();
     const char *p = fresh_path();
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, p, &m, NULL), RESDIAG_OK);
+    resdiag *r = fixture_open(p, &m, NULL);
     /* what __FILE__ can be: any bytes of a path */
     one_step(r, "src\xff/\xc0\xafmodel\x1b]0;title\x07.c", 42);
     resdiag_destroy(r);
@@ -369,8 +362,7 @@ START_TEST(log_messages_reach_the_handler_escaped)
 {
     resdiag_model m = model();
     const char *p = fresh_path();
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, p, &m, NULL), RESDIAG_OK);
+    resdiag *r = fixture_open(p, &m, NULL);
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
     float x[4] = { 1, 2, 3, 4 };
     log_count = 0;

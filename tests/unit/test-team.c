@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "check-one.h"
+#include "fixture.h"
 #include "resdiag.h"
 
 enum { L = 2, S = 2, D = 256 };
@@ -63,16 +64,9 @@ static const char *tmp(const char *name)
 
 static resdiag *open_run(const char *path, int hook_threads)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = S;
-    m.sublayer_names = sub_names;
-    m.n_layer_params = 1;
-    m.layer_param_names = lparams;
-    m.n_model_params = 1;
-    m.model_param_names = mparams;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = S,
+        .sublayer_names = sub_names, .layer_params = 1, .layer_param_names = lparams,
+        .model_params = 1, .model_param_names = mparams });
     resdiag_options o;
     resdiag_options_init(&o);
     o.file_schema = 1; /* doubles as computed: the order of a merge shows in the bits */
@@ -80,9 +74,7 @@ static resdiag *open_run(const char *path, int hook_threads)
     o.hook_threads = hook_threads;
     o.log_fn = keep_log;
     o.overwrite = 1;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
-    return r;
+    return fixture_open(path, &m, &o);
 }
 
 /* ------------------------------------------------------------ tensors */

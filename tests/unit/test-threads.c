@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "check-one.h"
+#include "fixture.h"
 #include "path-bounds.h"
 #include "resdiag.h"
 #include "stats/split.h"
@@ -151,23 +152,15 @@ static void *worker_main(void *p)
 
 static resdiag *open_run(const char *path, int hook_threads)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = S;
-    m.sublayer_names = sub_names;
-    m.n_layer_params = 2;
-    m.layer_param_names = lparams;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = S,
+        .sublayer_names = sub_names, .layer_params = 2, .layer_param_names = lparams });
     resdiag_options o;
     resdiag_options_init(&o);
     o.file_schema = 1; /* the statistics to the double: schema 1 keeps them as computed */
     o.flush_steps = 2;
     o.sketch_size = 8;
     o.hook_threads = hook_threads;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
-    return r;
+    return fixture_open(path, &m, &o);
 }
 
 /* Both runs, step by step: one thread, then THREADS threads. */
@@ -542,22 +535,15 @@ static void *same_main(void *p)
 
 static resdiag *open_same(const char *path)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = 1;
-    m.d_model = SAME_D;
-    m.n_sublayers = 1;
-    m.sublayer_names = sub_names;
-    m.n_layer_params = 2;
-    m.layer_param_names = lparams;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = 1, .cols = SAME_D,
+        .sublayers = 1, .sublayer_names = sub_names, .layer_params = 2,
+        .layer_param_names = lparams });
     resdiag_options o;
     resdiag_options_init(&o);
     o.file_schema = 1; /* the statistics to the double: schema 1 keeps them as computed */
     o.sketch_size = 8;
     o.flush_steps = 64;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
-    return r;
+    return fixture_open(path, &m, &o);
 }
 
 /* What the test knows of a tensor without the library, in long double. */
