@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "check-one.h"
+#include "fixture.h"
 #include "path-bounds.h"
 #include "resdiag.h"
 #include "stats/stats.h"
@@ -323,12 +324,8 @@ static const resdiag_dtype dtypes[] = { RESDIAG_DTYPE_F32, RESDIAG_DTYPE_F64,
 static void run_one(rd_stats_path path, resdiag_dtype dt, int hook_threads)
 {
     static const char *const sub[] = { "block" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = N_CASES + 1;
-    m.d_model = COLS;
-    m.n_sublayers = 1;
-    m.sublayer_names = sub;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = N_CASES + 1, .cols = COLS,
+        .sublayers = 1, .sublayer_names = sub });
     resdiag_options o;
     resdiag_options_init(&o);
     o.file_schema = 1; /* the statistics to the double: schema 1 keeps them as computed */
@@ -337,8 +334,7 @@ static void run_one(rd_stats_path path, resdiag_dtype dt, int hook_threads)
     char path_h5[400];
     snprintf(path_h5, sizeof path_h5, "%s/bad-%d-%d-%d.h5", g_dir, (int)path, (int)dt,
              hook_threads);
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path_h5, &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(path_h5, &m, &o);
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
 
     void *data[N_CASES + 1];
@@ -447,12 +443,20 @@ START_TEST(every_dtype_and_case_matches_the_long_double_reference)
 }
 END_TEST
 
-int main(int argc, char **argv)
+/* --expect-portable, --expect-no-avx512: the kernel path the variant's
+ * environment must pick. */
+static int take_expectation(int argc, char **argv)
 {
     expect_portable = argc > 1 && strcmp(argv[1], "--expect-portable") == 0;
     expect_no_avx512 = argc > 1 && strcmp(argv[1], "--expect-no-avx512") == 0;
-    if (!check_one_make_dir(g_dir, sizeof g_dir, "bad-numbers"))
-        return EXIT_FAILURE;
-    return check_one_run("bad-numbers", every_dtype_and_case_matches_the_long_double_reference,
-                         120, g_dir);
+    return CHECK_GO_ON;
 }
+
+static const check_program program = {
+    .name = "bad-numbers",
+    .timeout = 120,
+    .scratch = g_dir,
+    .scratch_size = sizeof g_dir,
+    .start = take_expectation,
+};
+CHECK_MAIN(&program, CHECK_TEST(every_dtype_and_case_matches_the_long_double_reference))

@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check-one.h"
 #include "h5/writer.h"
 #include "format/format.h"
 #include "format/tables.h"
@@ -547,33 +548,20 @@ START_TEST(torn_write_keeps_every_reported_step)
 }
 END_TEST
 
-int main(void)
+static void capture_every_log(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/resdiag-test-kill-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return EXIT_FAILURE;
-    }
     resdiag_set_log_handler(capture_log, NULL);
-    Suite *s = suite_create("kill");
-    TCase *tc = tcase_create("sigkill");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, kill_at_random_time_keeps_every_reported_step, 0, N_ROUNDS);
-    suite_add_tcase(s, tc);
-    TCase *torn = tcase_create("torn-write");
-    tcase_set_timeout(torn, 120);
-    tcase_add_loop_test(torn, no_metadata_write_crosses_a_page, 0, 3);
-    tcase_add_loop_test(torn, torn_write_keeps_every_reported_step, 0, 4);
-    suite_add_tcase(s, torn);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    /* leave the files of failed rounds for inspection */
-    if (failed == 0)
-        rmdir(g_dir);
-    else
-        fprintf(stderr, "run files left in %s\n", g_dir);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+static const check_program program = {
+    .name = "kill",
+    .scratch = g_dir,
+    .scratch_size = sizeof g_dir,
+    .prepare = capture_every_log,
+};
+CHECK_MAIN(&program,
+           CHECK_CASE("sigkill", 60),
+               CHECK_LOOP(kill_at_random_time_keeps_every_reported_step, 0, N_ROUNDS),
+           CHECK_CASE("torn-write", 120),
+               CHECK_LOOP(no_metadata_write_crosses_a_page, 0, 3),
+               CHECK_LOOP(torn_write_keeps_every_reported_step, 0, 4))

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "check-one.h"
+#include "fixture.h"
 #include "resdiag.h"
 
 enum { L = 4, S = 2, D = 32, T = 16, V = 24, STEPS = 20, K = 8, BAD_LAYER = 2, BAD_SUB = 1 };
@@ -109,15 +110,10 @@ static void observe(resdiag *r, int storm, int64_t step, int dir, int layer, int
 static void write_run(const char *path, int storm)
 {
     static const char *const sub[] = { "attn", "mlp" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = S;
-    m.sublayer_names = sub;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = S,
+        .sublayer_names = sub });
     m.declared_placement = RESDIAG_PLACEMENT_PRE;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, NULL), RESDIAG_OK);
+    resdiag *r = fixture_open(path, &m, NULL);
     g_nan_total = g_inf_total = 0;
     for (int64_t s = 0; s < STEPS; s++) {
         ck_assert_int_eq(resdiag_step_begin(r, s), RESDIAG_OK);
@@ -276,15 +272,22 @@ START_TEST(the_report_names_the_first_nan_and_the_steps_before_are_untouched)
 }
 END_TEST
 
-int main(int argc, char **argv)
+static int take_tool(int argc, char **argv)
 {
     if (argc != 2) {
         fprintf(stderr, "usage: %s RESDIAG\n", argv[0]);
         return 2;
     }
     tool = argv[1];
-    if (!check_one_make_dir(g_dir, sizeof g_dir, "nan-storm"))
-        return EXIT_FAILURE;
-    return check_one_run("nan-storm", the_report_names_the_first_nan_and_the_steps_before_are_untouched,
-                         60, g_dir);
+    return CHECK_GO_ON;
 }
+
+static const check_program program = {
+    .name = "nan-storm",
+    .timeout = 60,
+    .scratch = g_dir,
+    .scratch_size = sizeof g_dir,
+    .start = take_tool,
+};
+CHECK_MAIN(&program,
+           CHECK_TEST(the_report_names_the_first_nan_and_the_steps_before_are_untouched))

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "resdiag.h"
 
 enum { L = 2, D = 16, ROWS = 8 };
@@ -39,12 +40,8 @@ static int die(const char *what)
 static resdiag *open_run(const char *p, int flush_steps)
 {
     static const char *const names[1] = { "mlp" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = 1;
-    m.sublayer_names = names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = 1,
+        .sublayer_names = names });
     m.declared_placement = RESDIAG_PLACEMENT_PRE;
     resdiag_options o;
     resdiag_options_init(&o);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "resdiag.h"
 
 enum { L = 3, D = 16, ROWS = 8 };
@@ -47,14 +48,8 @@ static void write_run(const char *path, float scale)
     static const char *const names[2] = { "attn", "mlp" };
     static const char *const pnames[1] = { "mlp.w2" };
     static const char *const meta[2] = { "k", "v" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = 2;
-    m.sublayer_names = names;
-    m.n_layer_params = 1;
-    m.layer_param_names = pnames;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = 2,
+        .sublayer_names = names, .layer_params = 1, .layer_param_names = pnames });
     m.n_meta = 1;
     m.meta = meta;
     m.description = "plain";

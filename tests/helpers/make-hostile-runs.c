@@ -77,6 +77,7 @@
 #include <zlib.h>
 
 #include "damage-chunk.h"
+#include "fixture.h"
 #include "resdiag.h"
 
 enum { L = 5, S = 1, D = 16, ROWS = 8, STEPS = 3, CALLSITE_LEN = 128, WIDE_LAYERS = 512 };
@@ -106,12 +107,8 @@ static char *path(const char *name)
 static void write_base(const char *p, int layers, int compression)
 {
     static const char *const names[S] = { "mlp" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = layers;
-    m.d_model = D;
-    m.n_sublayers = S;
-    m.sublayer_names = names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = layers, .cols = D,
+        .sublayers = S, .sublayer_names = names });
     m.declared_placement = RESDIAG_PLACEMENT_PRE;
     resdiag_options o;
     resdiag_options_init(&o);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "resdiag.h"
 
 enum { L = 3, S = 2, D = 16, ROWS = 8, T = 3 };
@@ -92,12 +93,8 @@ static resdiag *open_run(const char *dir, const char *name, resdiag_run_kind kin
     static const char *const names[S] = { "attn", "mlp" };
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = S;
-    m.sublayer_names = names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = S,
+        .sublayer_names = names });
     m.declared_placement = RESDIAG_PLACEMENT_PRE;
     m.norm_kind = RESDIAG_NORM_LAYERNORM;
     m.run_kind = kind;

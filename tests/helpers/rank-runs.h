@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "resdiag.h"
 
 enum { RR_L = 4, RR_D = 8, RR_T = 16, RR_K = 8, RR_SEED = 91 };
@@ -160,14 +161,9 @@ static inline resdiag *rr_open_as(const char *path, const rr_part *p, int shard_
 {
     static const char *const subs[2] = { "attn", "mlp" };
     static const char *const params[1] = { "mlp.w2" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = RR_L;
-    m.d_model = p->d_model;
-    m.n_sublayers = 2;
-    m.sublayer_names = subs;
-    m.n_layer_params = 1;
-    m.layer_param_names = params;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = RR_L, .cols = p->d_model,
+        .sublayers = 2, .sublayer_names = subs, .layer_params = 1,
+        .layer_param_names = params });
     m.shard_cols = shard_cols;
     m.declared_placement = RESDIAG_PLACEMENT_PRE;
     m.rank = k ? k->rank : 0; /* given, whatever the environment says */

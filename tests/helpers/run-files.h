@@ -1,9 +1,9 @@
 /*
  * run-files.h - the run files of a unit test in a scratch directory of its
  * own (dir, made by check_one_make_dir or a fixture): their paths, opening
- * one to write or to read, closing, removing, a one-sublayer model; and a
- * log handler that keeps every message. Each helper asserts that its call
- * succeeds.
+ * one to write or to read (fixture.h's, at a path in dir), closing,
+ * removing, a one-sublayer model; and a log handler that keeps every
+ * message. Each helper asserts that its call succeeds.
  */
 #ifndef RD_RUN_FILES_H
 #define RD_RUN_FILES_H
@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "resdiag.h"
 
 static char dir[256];
@@ -31,6 +32,12 @@ static inline void capture_log(resdiag_log_priority prio, const char *msg, void 
     snprintf(log_all + n, sizeof log_all - n, "%s\n", msg);
 }
 
+/* capture_log as the library's handler (a check_program's prepare). */
+static inline void capture_every_log(void)
+{
+    resdiag_set_log_handler(capture_log, NULL);
+}
+
 /* dir/name; the last 8 paths stay valid, so a call may take several. */
 static inline const char *run_path(const char *name)
 {
@@ -44,16 +51,12 @@ static inline const char *run_path(const char *name)
 static inline resdiag *open_run_with(const char *name, const resdiag_model *m,
                                      const resdiag_options *o)
 {
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, run_path(name), m, o), RESDIAG_OK);
-    return r;
+    return fixture_open(run_path(name), m, o);
 }
 
 static inline resdiag_reader *read_run(const char *name)
 {
-    resdiag_reader *rd = NULL;
-    ck_assert_int_eq(resdiag_reader_open(&rd, run_path(name)), RESDIAG_OK);
-    return rd;
+    return fixture_read(run_path(name));
 }
 
 static inline void close_run(resdiag *r)
@@ -71,12 +74,8 @@ static inline void remove_run(const char *name)
 static inline resdiag_model mlp_model(int n_layers, int d_model)
 {
     static const char *const mlp[1] = { "mlp" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = n_layers;
-    m.d_model = d_model;
-    m.n_sublayers = 1;
-    m.sublayer_names = mlp;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = n_layers, .cols = d_model,
+        .sublayers = 1, .sublayer_names = mlp });
     return m;
 }
 

@@ -20,6 +20,7 @@
  */
 #include <check.h>
 
+#include "check-one.h"
 #include "crash-util.h"
 #include "resdiag.h"
 
@@ -458,7 +459,7 @@ START_TEST(rank_from_the_environment)
 }
 END_TEST
 
-int main(int argc, char **argv)
+static int take_programs(int argc, char **argv)
 {
     if (argc < 5) {
         fprintf(stderr, "usage: test-ranks-mpi MPIRUN TINYGPT_MPI TINYGPT RESDIAG\n");
@@ -476,23 +477,20 @@ int main(int argc, char **argv)
     setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
     setenv("OMPI_MCA_oob_tcp_if_include", "lo", 1);
     setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
-    cu_make_dir("ranks-mpi");
-    Suite *s = suite_create("ranks-mpi");
-    TCase *tc = tcase_create("ranks-mpi");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, two_ranks_merged_equal_one_process);
-    tcase_add_test(tc, killed_rank_is_named);
-    tcase_add_test(tc, nan_rank_is_named_first);
-    tcase_add_test(tc, four_ranks_report);
-    tcase_add_test(tc, rank_from_the_environment);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    if (failed)
-        fprintf(stderr, "run files left in %s\n", cu_dir);
-    else
-        cu_remove_dir();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return CHECK_GO_ON;
 }
+
+static const check_program program = {
+    .name = "ranks-mpi",
+    .timeout = 240,
+    .scratch = cu_dir,
+    .scratch_size = sizeof cu_dir,
+    .remove_files = 1,
+    .start = take_programs,
+};
+CHECK_MAIN(&program,
+           CHECK_TEST(two_ranks_merged_equal_one_process),
+           CHECK_TEST(killed_rank_is_named),
+           CHECK_TEST(nan_rank_is_named_first),
+           CHECK_TEST(four_ranks_report),
+           CHECK_TEST(rank_from_the_environment))

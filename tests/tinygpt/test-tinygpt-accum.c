@@ -324,19 +324,24 @@ START_TEST(grad_accum_must_divide_the_batch)
 }
 END_TEST
 
-int main(int argc, char **argv)
+static int take_tinygpt(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: test-tinygpt-accum TINYGPT\n");
         return 2;
     }
     tinygpt = argv[1];
-    if (!check_one_make_dir(dir, sizeof dir, "tinygpt-accum"))
-        return EXIT_FAILURE;
-    const TTest *const tests[] = {
-        micro_batches_merge_into_the_batch,
-        every_placement_gets_the_one_batch_verdict,
-        grad_accum_must_divide_the_batch,
-    };
-    return check_tests_run("tinygpt-accum", tests, sizeof tests / sizeof *tests, 240, dir);
+    return CHECK_GO_ON;
 }
+
+static const check_program program = {
+    .name = "tinygpt-accum",
+    .timeout = 240,
+    .scratch = dir,
+    .scratch_size = sizeof dir,
+    .start = take_tinygpt,
+};
+CHECK_MAIN(&program,
+           CHECK_TEST(micro_batches_merge_into_the_batch),
+           CHECK_TEST(every_placement_gets_the_one_batch_verdict),
+           CHECK_TEST(grad_accum_must_divide_the_batch))

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check-one.h"
 #include "model.h"
 #include "rng.h"
 
@@ -252,26 +253,13 @@ START_TEST(config_check_rejects_bad_shapes)
 }
 END_TEST
 
-static Suite *grad_suite(void)
-{
-    Suite *s = suite_create("tinygpt-grad");
-    TCase *tc = tcase_create("finite-differences");
-    tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, gradients_match_central_differences, 0, N_CASES);
-    suite_add_tcase(s, tc);
-    TCase *tl = tcase_create("layout");
-    tcase_add_test(tl, parameter_table_has_each_placements_norms);
-    tcase_add_test(tl, init_scales_follow_gpt2_and_deepnet);
-    tcase_add_test(tl, config_check_rejects_bad_shapes);
-    suite_add_tcase(s, tl);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(grad_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+static const check_program program = {
+    .name = "tinygpt-grad",
+};
+CHECK_MAIN(&program,
+           CHECK_CASE("finite-differences", 120),
+               CHECK_LOOP(gradients_match_central_differences, 0, N_CASES),
+           CHECK_CASE("layout", 0),
+               CHECK_TEST(parameter_table_has_each_placements_norms),
+               CHECK_TEST(init_scales_follow_gpt2_and_deepnet),
+               CHECK_TEST(config_check_rejects_bad_shapes))

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check-one.h"
 #include "path-bounds.h"
 #include "resdiag.h"
 
@@ -892,47 +893,7 @@ START_TEST(bad_flags_exit_2)
 }
 END_TEST
 
-static Suite *run_suite(void)
-{
-    Suite *s = suite_create("tinygpt-run");
-
-    TCase *tp = tcase_create("post-norm");
-    tcase_set_timeout(tp, 60);
-    tcase_add_checked_fixture(tp, make_tmpdir, remove_tmpdir);
-    tcase_add_loop_test(tp, post_norm_stream_rms_is_one_at_every_layer, 0, 2);
-    suite_add_tcase(s, tp);
-
-    TCase *td = tcase_create("depth-L12-d256");
-    tcase_set_timeout(td, 60);
-    tcase_add_unchecked_fixture(td, setup_depth, remove_tmpdir);
-    tcase_add_test(td, pre_norm_stream_energy_is_linear_in_depth);
-    tcase_add_test(td, pre_norm_w2_gradient_falls_with_depth);
-    tcase_add_test(td, post_norm_gpt2_rms_is_one_up_to_epsilon);
-    suite_add_tcase(s, td);
-
-    TCase *tt = tcase_create("training");
-    tcase_set_timeout(tt, 120);
-    tcase_add_checked_fixture(tt, make_tmpdir, remove_tmpdir);
-    tcase_add_test(tt, pre_norm_loss_decreases_with_default_settings);
-    tcase_add_test(tt, loss_output_is_deterministic);
-    suite_add_tcase(s, tt);
-
-    TCase *tr = tcase_create("records");
-    tcase_set_timeout(tr, 60);
-    tcase_add_checked_fixture(tr, make_tmpdir, remove_tmpdir);
-    tcase_add_test(tr, record_off_writes_nothing);
-    tcase_add_test(tr, record_stream_keeps_only_layer_outputs);
-    tcase_add_loop_test(tr, record_full_observes_every_site, 0, 18);
-    tcase_add_test(tr, hooks_point_at_the_model_code);
-    tcase_add_test(tr, bad_flags_exit_2);
-    tcase_add_test(tr, step_times_follow_the_recorded_steps);
-    tcase_add_test(tr, hook_threads_default_to_the_openmp_threads);
-    tcase_add_test(tr, hook_team_gives_the_bits_of_hook_threads);
-    suite_add_tcase(s, tr);
-    return s;
-}
-
-int main(int argc, char **argv)
+static int take_tinygpt(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: %s PATH-TO-TINYGPT [PATH-TO-model.c]\n", argv[0]);
@@ -941,9 +902,29 @@ int main(int argc, char **argv)
     tinygpt = argv[1];
     model_c = argc > 2 ? argv[2] : NULL;
     verbose = getenv("TINYGPT_RUN_VERBOSE") != NULL;
-    SRunner *sr = srunner_create(run_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return CHECK_GO_ON;
 }
+
+static const check_program program = {
+    .name = "tinygpt-run",
+    .start = take_tinygpt,
+};
+CHECK_MAIN(&program,
+           CHECK_CASE_FIXTURE("post-norm", 60, make_tmpdir, remove_tmpdir),
+               CHECK_LOOP(post_norm_stream_rms_is_one_at_every_layer, 0, 2),
+           CHECK_CASE_ONCE("depth-L12-d256", 60, setup_depth, remove_tmpdir),
+               CHECK_TEST(pre_norm_stream_energy_is_linear_in_depth),
+               CHECK_TEST(pre_norm_w2_gradient_falls_with_depth),
+               CHECK_TEST(post_norm_gpt2_rms_is_one_up_to_epsilon),
+           CHECK_CASE_FIXTURE("training", 120, make_tmpdir, remove_tmpdir),
+               CHECK_TEST(pre_norm_loss_decreases_with_default_settings),
+               CHECK_TEST(loss_output_is_deterministic),
+           CHECK_CASE_FIXTURE("records", 60, make_tmpdir, remove_tmpdir),
+               CHECK_TEST(record_off_writes_nothing),
+               CHECK_TEST(record_stream_keeps_only_layer_outputs),
+               CHECK_LOOP(record_full_observes_every_site, 0, 18),
+               CHECK_TEST(hooks_point_at_the_model_code),
+               CHECK_TEST(bad_flags_exit_2),
+               CHECK_TEST(step_times_follow_the_recorded_steps),
+               CHECK_TEST(hook_threads_default_to_the_openmp_threads),
+               CHECK_TEST(hook_team_gives_the_bits_of_hook_threads))

@@ -22,6 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check-one.h"
+#include "fixture.h"
 #include "path-bounds.h"
 #include "resdiag.h"
 
@@ -108,9 +110,7 @@ static void run_tinygpt(const char *first, ...)
 
 static resdiag_reader *open_run(void)
 {
-    resdiag_reader *rd = NULL;
-    resdiag_status st = resdiag_reader_open(&rd, tmp("run.h5"));
-    ck_assert_msg(st == RESDIAG_OK, "reader_open: %s", resdiag_strerror(st));
+    resdiag_reader *rd = fixture_read(tmp("run.h5"));
     ck_assert_int_gt(resdiag_reader_info(rd)->sketch_size, 0);
     return rd;
 }
@@ -375,29 +375,22 @@ START_TEST(old_schemas_record_the_five_sites)
 }
 END_TEST
 
-static Suite *sites_suite(void)
-{
-    Suite *s = suite_create("tinygpt-sites");
-    TCase *tc = tcase_create("sites");
-    tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, make_tmpdir, remove_tmpdir);
-    tcase_add_loop_test(tc, sites_hold_what_the_block_computes, 0, 2 * N_CASES);
-    tcase_add_loop_test(tc, record_stream_records_no_branch_or_out_norm_site, 0, 2);
-    tcase_add_loop_test(tc, old_schemas_record_the_five_sites, 0, 2);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv)
+static int take_tinygpt(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: %s PATH-TO-TINYGPT\n", argv[0]);
         return 2;
     }
     tinygpt = argv[1];
-    SRunner *sr = srunner_create(sites_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return CHECK_GO_ON;
 }
+
+static const check_program program = {
+    .name = "tinygpt-sites",
+    .start = take_tinygpt,
+};
+CHECK_MAIN(&program,
+           CHECK_CASE_FIXTURE("sites", 60, make_tmpdir, remove_tmpdir),
+               CHECK_LOOP(sites_hold_what_the_block_computes, 0, 2 * N_CASES),
+               CHECK_LOOP(record_stream_records_no_branch_or_out_norm_site, 0, 2),
+               CHECK_LOOP(old_schemas_record_the_five_sites, 0, 2))

@@ -18,7 +18,9 @@
 
 #include <hdf5.h>
 
+#include "check-one.h"
 #include "analysis/analysis.h"
+#include "fixture.h"
 #include "path-bounds.h"
 #include "resdiag.h"
 
@@ -114,14 +116,8 @@ static resdiag *open_run(int schema)
 {
     static const char *const names[S] = { "attn", "mlp" };
     static const char *const params[1] = { "mlp.w2" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = S;
-    m.sublayer_names = names;
-    m.n_layer_params = 1;
-    m.layer_param_names = params;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = S,
+        .sublayer_names = names, .layer_params = 1, .layer_param_names = params });
     m.residual_param = "mlp.w2";
     m.norm_kind = RESDIAG_NORM_LAYERNORM;
     resdiag_options o;
@@ -129,9 +125,7 @@ static resdiag *open_run(int schema)
     o.file_schema = schema;
     o.flush_steps = 1; /* every step on disk at its end: a kill keeps them */
     o.overwrite = 1;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, file_path, &m, &o), RESDIAG_OK);
-    return r;
+    return fixture_open(file_path, &m, &o);
 }
 
 /* The forward of one step (and its gradients with p->backward); the step
@@ -517,30 +511,17 @@ START_TEST(nonfinite_scan_looks_at_aborted_steps_and_says_so)
 }
 END_TEST
 
-static Suite *abort_suite(void)
-{
-    Suite *s = suite_create("abort");
-    TCase *tc = tcase_create("abort");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, aborted_step_is_flagged_with_its_reason_and_keeps_its_records, 0, 3);
-    tcase_add_test(tc, abort_outside_a_step_is_a_state_error);
-    tcase_add_test(tc, reason_is_cut_on_a_character_and_bad_bytes_are_refused);
-    tcase_add_test(tc, file_killed_mid_step_reads_its_complete_and_aborted_steps);
-    tcase_add_test(tc, file_without_step_status_reads_as_complete);
-    tcase_add_test(tc, first_and_last_skip_aborted_steps);
-    tcase_add_test(tc, aborted_step_asked_by_index_is_shown_not_judged);
-    tcase_add_test(tc, first_backward_skips_an_aborted_step);
-    tcase_add_test(tc, nonfinite_scan_looks_at_aborted_steps_and_says_so);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(abort_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+static const check_program program = {
+    .name = "abort",
+};
+CHECK_MAIN(&program,
+           CHECK_CASE_FIXTURE("abort", 120, setup, teardown),
+               CHECK_LOOP(aborted_step_is_flagged_with_its_reason_and_keeps_its_records, 0, 3),
+               CHECK_TEST(abort_outside_a_step_is_a_state_error),
+               CHECK_TEST(reason_is_cut_on_a_character_and_bad_bytes_are_refused),
+               CHECK_TEST(file_killed_mid_step_reads_its_complete_and_aborted_steps),
+               CHECK_TEST(file_without_step_status_reads_as_complete),
+               CHECK_TEST(first_and_last_skip_aborted_steps),
+               CHECK_TEST(aborted_step_asked_by_index_is_shown_not_judged),
+               CHECK_TEST(first_backward_skips_an_aborted_step),
+               CHECK_TEST(nonfinite_scan_looks_at_aborted_steps_and_says_so))

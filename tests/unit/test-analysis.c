@@ -14,9 +14,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check-one.h"
 #include "analysis/analysis.h"
 #include "analysis/fit.h"
 #include "analysis/phases.h"
+#include "fixture.h"
 #include "path-bounds.h"
 #include "resdiag.h"
 
@@ -334,12 +336,8 @@ static void write_run(const char *path, enum kind kind, int L, int bf16, double 
                       int nan_step)
 {
     static const char *const names[NSUB] = { "attn", "mlp" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = NSUB;
-    m.sublayer_names = names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = NSUB,
+        .sublayer_names = names });
     m.declared_placement = kind == PRE ? RESDIAG_PLACEMENT_PRE
                            : kind == POST ? RESDIAG_PLACEMENT_POST
                            : kind == DEEP ? RESDIAG_PLACEMENT_DEEPNORM
@@ -355,8 +353,7 @@ static void write_run(const char *path, enum kind kind, int L, int bf16, double 
     resdiag_options o;
     resdiag_options_init(&o);
     o.overwrite = 1; /* the cases write one path again and again */
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(path, &m, &o);
     static float x[ROWS * D], ni[ROWS * D], no[ROWS * D], f[ROWS * D], y[ROWS * D], g[ROWS * D];
     static float w[NSUB * 64][D * D];
     rng = 7;
@@ -647,16 +644,9 @@ START_TEST(first_nonfinite_model_parameter_is_named)
 {
     static const char *const subs[1] = { "mlp" };
     static const char *const mparams[2] = { "embed.wte", "head.w" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = 1;
-    m.d_model = 4;
-    m.n_sublayers = 1;
-    m.sublayer_names = subs;
-    m.n_model_params = 2;
-    m.model_param_names = mparams;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path("param-nan.h5"), &m, NULL), RESDIAG_OK);
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = 1, .cols = 4, .sublayers = 1,
+        .sublayer_names = subs, .model_params = 2, .model_param_names = mparams });
+    resdiag *r = fixture_open(path("param-nan.h5"), &m, NULL);
     float x[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, g[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
     g[5] = NAN;
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
@@ -1089,41 +1079,37 @@ static void quiet(resdiag_log_priority p, const char *m, void *u)
     (void)u;
 }
 
-int main(void)
+static void be_quiet(void)
 {
     resdiag_set_log_handler(quiet, NULL);
-    Suite *s = suite_create("analysis");
-    TCase *tc = tcase_create("fits");
-    tcase_add_test(tc, fit_line_recovers_an_exact_line);
-    tcase_add_test(tc, fit_line_matches_independent_computation);
-    tcase_add_test(tc, t_quantiles_match_tables);
-    tcase_add_test(tc, t_quantiles_match_an_independent_computation);
-    tcase_add_test(tc, fit_says_when_data_are_too_short);
-    tcase_add_test(tc, loglog_slope_of_a_power_law);
-    tcase_add_test(tc, relation_errors_on_synthetic_sketches);
-    tcase_add_test(tc, signature_of_normalized_and_plain_tensors);
-    tcase_add_test(tc, roles_name_the_head_and_the_residual_write);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("runs");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, verdict_of_synthetic_runs_in_f32_and_bf16, 0, 10);
-    tcase_add_test(tc, tiny_branch_in_bf16_is_cannot_tell_never_wrong);
-    tcase_add_test(tc, first_nonfinite_value_is_located);
-    tcase_add_test(tc, first_nonfinite_model_parameter_is_named);
-    tcase_add_test(tc, empty_run_and_bad_arguments_are_errors);
-    tcase_add_test(tc, check_final_norm_and_growth);
-    tcase_add_test(tc, final_norm_is_decided_from_the_data);
-    tcase_add_test(tc, low_verdict_is_cannot_tell_for_every_expectation);
-    tcase_add_test(tc, missing_site_is_cannot_tell);
-    tcase_add_test(tc, check_options_of_an_older_caller_get_the_defaults);
-    tcase_add_test(tc, warnings_name_the_contradiction_and_the_column);
-    tcase_add_test(tc, check_expect_declared_is_the_gate_for_the_declaration);
-    tcase_add_test(tc, forward_only_runs_are_not_worded_as_training);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+static const check_program program = {
+    .name = "analysis",
+    .prepare = be_quiet,
+};
+CHECK_MAIN(&program,
+           CHECK_CASE("fits", 0),
+               CHECK_TEST(fit_line_recovers_an_exact_line),
+               CHECK_TEST(fit_line_matches_independent_computation),
+               CHECK_TEST(t_quantiles_match_tables),
+               CHECK_TEST(t_quantiles_match_an_independent_computation),
+               CHECK_TEST(fit_says_when_data_are_too_short),
+               CHECK_TEST(loglog_slope_of_a_power_law),
+               CHECK_TEST(relation_errors_on_synthetic_sketches),
+               CHECK_TEST(signature_of_normalized_and_plain_tensors),
+               CHECK_TEST(roles_name_the_head_and_the_residual_write),
+           CHECK_CASE_FIXTURE("runs", 120, setup, teardown),
+               CHECK_LOOP(verdict_of_synthetic_runs_in_f32_and_bf16, 0, 10),
+               CHECK_TEST(tiny_branch_in_bf16_is_cannot_tell_never_wrong),
+               CHECK_TEST(first_nonfinite_value_is_located),
+               CHECK_TEST(first_nonfinite_model_parameter_is_named),
+               CHECK_TEST(empty_run_and_bad_arguments_are_errors),
+               CHECK_TEST(check_final_norm_and_growth),
+               CHECK_TEST(final_norm_is_decided_from_the_data),
+               CHECK_TEST(low_verdict_is_cannot_tell_for_every_expectation),
+               CHECK_TEST(missing_site_is_cannot_tell),
+               CHECK_TEST(check_options_of_an_older_caller_get_the_defaults),
+               CHECK_TEST(warnings_name_the_contradiction_and_the_column),
+               CHECK_TEST(check_expect_declared_is_the_gate_for_the_declaration),
+               CHECK_TEST(forward_only_runs_are_not_worded_as_training))

@@ -21,6 +21,8 @@
 
 #include <hdf5.h>
 
+#include "check-one.h"
+#include "fixture.h"
 #include "resdiag.h"
 #include "path-bounds.h"
 #include "svg-axis.h"
@@ -69,16 +71,9 @@ static const char *const mparams[1] = { "head.w" };
 
 static resdiag_model test_model(void)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = S;
-    m.sublayer_names = sub_names;
-    m.n_layer_params = 2;
-    m.layer_param_names = lparams;
-    m.n_model_params = 1;
-    m.model_param_names = mparams;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = S,
+        .sublayer_names = sub_names, .layer_params = 2, .layer_param_names = lparams,
+        .model_params = 1, .model_param_names = mparams });
     return m;
 }
 
@@ -96,10 +91,7 @@ static resdiag *open_run(const char *path, const resdiag_options *o)
         resdiag_options_init(&opt);
     if (opt.file_schema == 0)
         opt.file_schema = 1;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &opt), RESDIAG_OK);
-    ck_assert_ptr_nonnull(r);
-    return r;
+    return fixture_open(path, &m, &opt);
 }
 
 /* Deterministic values, different per (seed, i). */
@@ -600,8 +592,7 @@ START_TEST(shard_width_is_accepted_only_when_declared)
     fill(x, T * 4, 2);
     resdiag_model m = test_model();
     m.shard_cols = 4;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path_a, &m, NULL), RESDIAG_OK);
+    resdiag *r = fixture_open(path_a, &m, NULL);
     resdiag_step_begin(r, 0);
     ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, 4)), RESDIAG_OK);
     ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_OUT, resdiag_f32(x, T, 3)),
@@ -1185,8 +1176,7 @@ START_TEST(step_metrics_reach_the_file_as_given)
     resdiag_options o;
     resdiag_options_init(&o);
     o.record_every = 2;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path_a, &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(path_a, &m, &o);
     /* expected per recorded step (0, 2, 4, 6, 8): loss, lr */
     double want[5][2];
     float x[T * D];
@@ -1348,8 +1338,7 @@ START_TEST(metric_names_without_the_table_read_as_nan)
     resdiag_model m = test_model();
     m.n_metrics = 2;
     m.metric_names = metric_names;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path_a, &m, NULL), RESDIAG_OK);
+    resdiag *r = fixture_open(path_a, &m, NULL);
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
     ck_assert_int_eq(resdiag_step_metric(r, "loss", 2.0), RESDIAG_OK);
     ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
@@ -1373,8 +1362,7 @@ END_TEST
 START_TEST(the_0_1_0_names_of_destroy_still_free)
 {
     resdiag_model m = test_model();
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path_a, &m, NULL), RESDIAG_OK);
+    resdiag *r = fixture_open(path_a, &m, NULL);
     record_steps(r, 2);
     resdiag_destroy(r);
     resdiag_reader *rd = reopen(path_a);
@@ -1406,8 +1394,7 @@ START_TEST(model_description_and_metadata_reach_the_file)
     resdiag_options o;
     resdiag_options_init(&o);
     o.sketch_size = 0;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path_a, &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(path_a, &m, &o);
     record_steps(r, 2);
     resdiag_destroy(r);
 
@@ -1619,17 +1606,10 @@ static void *th_main(void *p)
 
 static resdiag *th_open(const char *path)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = TH_L;
-    m.d_model = TH_D;
-    m.n_sublayers = 2;
-    m.sublayer_names = sub_names;
-    m.n_layer_params = 2;
-    m.layer_param_names = lparams;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, NULL), RESDIAG_OK);
-    return r;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = TH_L, .cols = TH_D,
+        .sublayers = 2, .sublayer_names = sub_names, .layer_params = 2,
+        .layer_param_names = lparams });
+    return fixture_open(path, &m, NULL);
 }
 
 START_TEST(concurrent_hooks_on_different_layers_match_a_sequential_run)
@@ -1746,14 +1726,8 @@ static resdiag_model ht_model(void)
 {
     static const char *const names[1] = { "blk" };
     static const char *const lp[1] = { "w" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = 1;
-    m.d_model = HT_D;
-    m.n_sublayers = 1;
-    m.sublayer_names = names;
-    m.n_layer_params = 1;
-    m.layer_param_names = lp;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = 1, .cols = HT_D, .sublayers = 1,
+        .sublayer_names = names, .layer_params = 1, .layer_param_names = lp });
     return m;
 }
 
@@ -1764,8 +1738,7 @@ static void ht_run(const char *path, int threads, const float *x, const float *f
     resdiag_options_init(&o);
     ck_assert_int_eq(o.hook_threads, 1);
     o.hook_threads = threads;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(path, &m, &o);
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
     ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, HT_T, HT_D)), 0);
     ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_BRANCH_OUT, resdiag_f32(f, HT_T, HT_D)), 0);
@@ -2085,8 +2058,7 @@ START_TEST(hook_threads_pool_hooks_work_in_a_forked_child)
     resdiag_options o;
     resdiag_options_init(&o);
     o.hook_threads = 4;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path_a, &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(path_a, &m, &o);
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
     int fds[2];
     ck_assert_int_eq(pipe(fds), 0);
@@ -2231,65 +2203,55 @@ END_TEST
 
 /* ---------------------------------------------------------------- main */
 
-static Suite *api_suite(void)
-{
-    Suite *s = suite_create("api");
-    TCase *tc = tcase_create("api");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, version_of_library_matches_header);
-    tcase_add_test(tc, strerror_names_every_status_distinctly);
-    tcase_add_test(tc, null_handle_makes_every_call_a_no_op);
-    tcase_add_loop_test(tc, open_rejects_bad_model_or_options, 0,
-                        (int)(sizeof bad_opens / sizeof bad_opens[0]));
-    tcase_add_test(tc, open_rejects_null_arguments);
-    tcase_add_test(tc, open_reports_a_path_that_cannot_be_created);
-    tcase_add_test(tc, open_uses_the_handler_named_in_options);
-    tcase_add_test(tc, open_accepts_roles_that_name_declared_parameters);
-    tcase_add_test(tc, open_accepts_a_model_of_a_header_without_roles);
-    tcase_add_test(tc, the_0_1_0_names_of_destroy_still_free);
-    tcase_add_loop_test(tc, hooks_reject_bad_calls_and_the_run_goes_on, 0,
-                        (int)(sizeof bad_hooks / sizeof bad_hooks[0]));
-    tcase_add_test(tc, shard_width_is_accepted_only_when_declared);
-    tcase_add_test(tc, param_grad_rejects_unknown_names_and_layers);
-    tcase_add_test(tc, calls_out_of_order_are_refused);
-    tcase_add_test(tc, hooks_outside_a_step_are_a_quiet_no_op);
-    tcase_add_test(tc, client_bugs_from_hooks_name_the_callers_file_and_line);
-    tcase_add_test(tc, sites_of_schema_3_need_a_file_of_schema_3);
-    tcase_add_test(tc, client_bug_messages_are_rate_limited);
-    tcase_add_test(tc, record_every_and_range_select_steps);
-    tcase_add_test(tc, record_init_only_keeps_the_first_step);
-    tcase_add_test(tc, disabled_steps_record_nothing);
-    tcase_add_test(tc, file_holds_statistics_ratios_order_and_callsites);
-    tcase_add_test(tc, model_description_and_metadata_reach_the_file);
-    tcase_add_test(tc, run_kind_reaches_the_file_and_old_files_read_as_training);
-    tcase_add_test(tc, step_metrics_reach_the_file_as_given);
-    tcase_add_test(tc, runs_without_metrics_have_none);
-    tcase_add_test(tc, metric_names_without_the_table_read_as_nan);
-    tcase_add_test(tc, steps_reach_the_file_in_batches_and_on_flush);
-    tcase_add_test(tc, concurrent_hooks_on_different_layers_match_a_sequential_run);
-    tcase_add_test(tc, hook_threads_split_large_tensors_deterministically);
-    tcase_add_test(tc, hook_threads_out_of_range_is_refused);
-    tcase_add_test(tc, hook_threads_keep_their_workers_from_open_to_destroy);
-    tcase_add_test(tc, hook_threads_pool_hooks_work_in_a_forked_child);
-    tcase_add_test(tc, hook_threads_fall_back_to_one_thread_when_none_can_start);
-    tcase_add_test(tc, empty_tensors_are_observed_with_zero_rows);
-    tcase_add_test(tc, a_full_disk_is_reported_once_and_earlier_steps_survive);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv)
+/* The child modes the tests run this program in; else where it is. */
+static int child_mode_or_self_path(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--count-steps") == 0)
         return count_steps_main(argv[2]);
     if (argc == 4 && strcmp(argv[1], "--fill-disk") == 0)
         return fill_disk_main(argv[2], atoi(argv[3]));
-    if (!realpath(argv[0], self_path))
-        return EXIT_FAILURE;
-    SRunner *sr = srunner_create(api_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return realpath(argv[0], self_path) ? CHECK_GO_ON : EXIT_FAILURE;
 }
+
+static const check_program program = {
+    .name = "api",
+    .start = child_mode_or_self_path,
+};
+CHECK_MAIN(&program,
+           CHECK_CASE_FIXTURE("api", 60, setup, teardown),
+               CHECK_TEST(version_of_library_matches_header),
+               CHECK_TEST(strerror_names_every_status_distinctly),
+               CHECK_TEST(null_handle_makes_every_call_a_no_op),
+               CHECK_LOOP(open_rejects_bad_model_or_options, 0, (int)(sizeof bad_opens / sizeof bad_opens[0])),
+               CHECK_TEST(open_rejects_null_arguments),
+               CHECK_TEST(open_reports_a_path_that_cannot_be_created),
+               CHECK_TEST(open_uses_the_handler_named_in_options),
+               CHECK_TEST(open_accepts_roles_that_name_declared_parameters),
+               CHECK_TEST(open_accepts_a_model_of_a_header_without_roles),
+               CHECK_TEST(the_0_1_0_names_of_destroy_still_free),
+               CHECK_LOOP(hooks_reject_bad_calls_and_the_run_goes_on, 0, (int)(sizeof bad_hooks / sizeof bad_hooks[0])),
+               CHECK_TEST(shard_width_is_accepted_only_when_declared),
+               CHECK_TEST(param_grad_rejects_unknown_names_and_layers),
+               CHECK_TEST(calls_out_of_order_are_refused),
+               CHECK_TEST(hooks_outside_a_step_are_a_quiet_no_op),
+               CHECK_TEST(client_bugs_from_hooks_name_the_callers_file_and_line),
+               CHECK_TEST(sites_of_schema_3_need_a_file_of_schema_3),
+               CHECK_TEST(client_bug_messages_are_rate_limited),
+               CHECK_TEST(record_every_and_range_select_steps),
+               CHECK_TEST(record_init_only_keeps_the_first_step),
+               CHECK_TEST(disabled_steps_record_nothing),
+               CHECK_TEST(file_holds_statistics_ratios_order_and_callsites),
+               CHECK_TEST(model_description_and_metadata_reach_the_file),
+               CHECK_TEST(run_kind_reaches_the_file_and_old_files_read_as_training),
+               CHECK_TEST(step_metrics_reach_the_file_as_given),
+               CHECK_TEST(runs_without_metrics_have_none),
+               CHECK_TEST(metric_names_without_the_table_read_as_nan),
+               CHECK_TEST(steps_reach_the_file_in_batches_and_on_flush),
+               CHECK_TEST(concurrent_hooks_on_different_layers_match_a_sequential_run),
+               CHECK_TEST(hook_threads_split_large_tensors_deterministically),
+               CHECK_TEST(hook_threads_out_of_range_is_refused),
+               CHECK_TEST(hook_threads_keep_their_workers_from_open_to_destroy),
+               CHECK_TEST(hook_threads_pool_hooks_work_in_a_forked_child),
+               CHECK_TEST(hook_threads_fall_back_to_one_thread_when_none_can_start),
+               CHECK_TEST(empty_tensors_are_observed_with_zero_rows),
+               CHECK_TEST(a_full_disk_is_reported_once_and_earlier_steps_survive))

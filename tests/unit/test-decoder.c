@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "check-one.h"
+#include "fixture.h"
 #include "path-bounds.h"
 #include "resdiag.h"
 
@@ -204,21 +205,15 @@ static resdiag *open_run(const char *path, placement p)
 {
     static const resdiag_placement declared[] = { RESDIAG_PLACEMENT_PRE, RESDIAG_PLACEMENT_POST,
                                                   RESDIAG_PLACEMENT_SANDWICH };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = S;
-    m.sublayer_names = sub_names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = S,
+        .sublayer_names = sub_names });
     m.declared_placement = declared[p];
     m.norm_kind = RESDIAG_NORM_LAYERNORM;
     resdiag_options o;
     resdiag_options_init(&o);
     o.file_schema = 1; /* the statistics to the double: schema 1 keeps them as computed */
     o.sketch_size = K;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
-    return r;
+    return fixture_open(path, &m, &o);
 }
 
 /* Long double values of a few fields of rows x (T, D): frob, the mean and
@@ -425,9 +420,10 @@ START_TEST(one_token_per_call_decoders)
 }
 END_TEST
 
-int main(void)
-{
-    if (!check_one_make_dir(dir, sizeof dir, "decoder"))
-        return EXIT_FAILURE;
-    return check_one_run("decoder", one_token_per_call_decoders, 60, dir);
-}
+static const check_program program = {
+    .name = "decoder",
+    .timeout = 60,
+    .scratch = dir,
+    .scratch_size = sizeof dir,
+};
+CHECK_MAIN(&program, CHECK_TEST(one_token_per_call_decoders))

@@ -24,7 +24,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check-one.h"
 #include "analysis/analysis.h"
+#include "fixture.h"
 #include "resdiag.h"
 
 enum { D = 64, ROWS = 32, L = 2 };
@@ -157,18 +159,13 @@ static int g_schema;
 static void write_run(const char *path, enum kind kind, double scale, int alias)
 {
     static const char *const names[1] = { "block" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = 1;
-    m.sublayer_names = names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = 1,
+        .sublayer_names = names });
     m.norm_kind = kind == BRANCH_NORM ? RESDIAG_NORM_RMSNORM : RESDIAG_NORM_LAYERNORM;
     resdiag_options o;
     resdiag_options_init(&o);
     o.file_schema = g_schema;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(path, &m, &o);
     static float x[ROWS * D], ni[ROWS * D], no[ROWS * D], f[ROWS * D], y[ROWS * D];
     rng = 11;
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
@@ -473,16 +470,11 @@ static void write_multiples(const char *p, int n_sub, const site_scales *scale, 
     static const resdiag_site post_seq[N_SEQ] = {
         RESDIAG_STREAM_IN, RESDIAG_BRANCH_OUT, RESDIAG_NORM_IN, RESDIAG_NORM_OUT,
         RESDIAG_STREAM_OUT };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = n_sub;
-    m.sublayer_names = names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D,
+        .sublayers = n_sub, .sublayer_names = names });
     m.norm_kind = RESDIAG_NORM_LAYERNORM;
     m.block = n_sub > 1 ? RESDIAG_BLOCK_PARALLEL : RESDIAG_BLOCK_SEQUENTIAL;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, p, &m, NULL), RESDIAG_OK);
+    resdiag *r = fixture_open(p, &m, NULL);
     static double x[ROWS * D], t[ROWS * D];
     rng = 5;
     for (int i = 0; i < ROWS * D; i++)
@@ -777,12 +769,8 @@ END_TEST
 START_TEST(alias_calls_that_are_client_bugs)
 {
     static const char *const names[1] = { "block" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = 1;
-    m.sublayer_names = names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = 1,
+        .sublayer_names = names });
     resdiag_set_log_priority((resdiag_log_priority)(RESDIAG_LOG_ERROR + 1)); /* the bugs below are expected */
     resdiag *r = NULL;
     ck_assert_int_eq(resdiag_observe_alias(NULL, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,
@@ -865,32 +853,24 @@ START_TEST(files_without_aliases_and_files_with_bad_ones)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("evidence");
-    TCase *t = tcase_create("evidence");
-    tcase_set_timeout(t, 120);
-    tcase_add_checked_fixture(t, setup, teardown);
-    tcase_add_test(t, rounding_floor_follows_the_dtype_of_the_largest_value);
-    tcase_add_test(t, rounding_floor_of_schema_2_counts_the_float32_sketches);
-    tcase_add_loop_test(t, decisive_evidence_at_initialization_is_high, 0, 2);
-    tcase_add_loop_test(t, evidence_near_the_rounding_floor_is_medium_and_says_why, 0, 2);
-    tcase_add_test(t, sandwich_from_the_norm_on_the_branch);
-    tcase_add_test(t, relations_by_construction_decide_nothing);
-    tcase_add_test(t, relations_by_construction_are_shown_not_counted);
-    tcase_add_loop_test(t, pre_type_on_either_side_of_sep_and_high_sep, 0, 4);
-    tcase_add_loop_test(t, post_type_on_either_side_of_sep_and_high_sep, 0, 4);
-    tcase_add_loop_test(t, best_relations_on_either_side_of_hold_and_fail, 0, 4);
-    tcase_add_loop_test(t, residual_add_alone_on_either_side_of_its_thresholds, 0, 4);
-    tcase_add_loop_test(t, alpha_on_either_side_of_its_least_difference, 0, 2);
-    tcase_add_loop_test(t, parallel_block_on_either_side_of_its_thresholds, 0, 6);
-    tcase_add_test(t, alias_is_recorded_per_step_and_read_back);
-    tcase_add_test(t, alias_calls_that_are_client_bugs);
-    tcase_add_test(t, files_without_aliases_and_files_with_bad_ones);
-    suite_add_tcase(s, t);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+static const check_program program = {
+    .name = "evidence",
+};
+CHECK_MAIN(&program,
+           CHECK_CASE_FIXTURE("evidence", 120, setup, teardown),
+               CHECK_TEST(rounding_floor_follows_the_dtype_of_the_largest_value),
+               CHECK_TEST(rounding_floor_of_schema_2_counts_the_float32_sketches),
+               CHECK_LOOP(decisive_evidence_at_initialization_is_high, 0, 2),
+               CHECK_LOOP(evidence_near_the_rounding_floor_is_medium_and_says_why, 0, 2),
+               CHECK_TEST(sandwich_from_the_norm_on_the_branch),
+               CHECK_TEST(relations_by_construction_decide_nothing),
+               CHECK_TEST(relations_by_construction_are_shown_not_counted),
+               CHECK_LOOP(pre_type_on_either_side_of_sep_and_high_sep, 0, 4),
+               CHECK_LOOP(post_type_on_either_side_of_sep_and_high_sep, 0, 4),
+               CHECK_LOOP(best_relations_on_either_side_of_hold_and_fail, 0, 4),
+               CHECK_LOOP(residual_add_alone_on_either_side_of_its_thresholds, 0, 4),
+               CHECK_LOOP(alpha_on_either_side_of_its_least_difference, 0, 2),
+               CHECK_LOOP(parallel_block_on_either_side_of_its_thresholds, 0, 6),
+               CHECK_TEST(alias_is_recorded_per_step_and_read_back),
+               CHECK_TEST(alias_calls_that_are_client_bugs),
+               CHECK_TEST(files_without_aliases_and_files_with_bad_ones))

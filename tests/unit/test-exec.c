@@ -187,25 +187,22 @@ START_TEST(job_reader_keeps_every_rank_file_from_exec)
 }
 END_TEST
 
-int main(int argc, char **argv)
+/* The child that lists its descriptors; else where this program is. */
+static int child_mode_or_self_path(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--list-fds") == 0)
         return list_fds_main();
-    if (!realpath(argv[0], self_path))
-        return EXIT_FAILURE;
-    Suite *s = suite_create("exec");
-    TCase *tc = tcase_create("exec");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, writer_keeps_the_run_file_from_exec);
-    tcase_add_test(tc, replaced_run_is_kept_from_exec);
-    tcase_add_test(tc, rank_files_are_kept_from_exec);
-    tcase_add_test(tc, reader_keeps_the_run_file_from_exec);
-    tcase_add_test(tc, job_reader_keeps_every_rank_file_from_exec);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return realpath(argv[0], self_path) ? CHECK_GO_ON : EXIT_FAILURE;
 }
+
+static const check_program program = {
+    .name = "exec",
+    .start = child_mode_or_self_path,
+};
+CHECK_MAIN(&program,
+           CHECK_CASE_FIXTURE("exec", 60, setup, teardown),
+               CHECK_TEST(writer_keeps_the_run_file_from_exec),
+               CHECK_TEST(replaced_run_is_kept_from_exec),
+               CHECK_TEST(rank_files_are_kept_from_exec),
+               CHECK_TEST(reader_keeps_the_run_file_from_exec),
+               CHECK_TEST(job_reader_keeps_every_rank_file_from_exec))

@@ -29,6 +29,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "check-one.h"
+#include "fixture.h"
 #include "format/format.h"
 #include "format/tables.h"
 #include "h5/writer.h"
@@ -478,12 +480,8 @@ END_TEST
 
 static resdiag_status open_with(const char *p, const resdiag_options *o)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = 2;
-    m.d_model = 8;
-    m.n_sublayers = 1;
-    m.sublayer_names = SUB;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = 2, .cols = 8, .sublayers = 1,
+        .sublayer_names = SUB });
     resdiag *r = NULL;
     g_log[0] = '\0';
     resdiag_status st = resdiag_open(&r, p, &m, o);
@@ -582,17 +580,12 @@ END_TEST
  * stream_out. */
 static void record_every_site(const char *p, int schema)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = 2;
-    m.d_model = 8;
-    m.n_sublayers = 1;
-    m.sublayer_names = SUB;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = 2, .cols = 8, .sublayers = 1,
+        .sublayer_names = SUB });
     resdiag_options o;
     resdiag_options_init(&o);
     o.file_schema = schema;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, p, &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(p, &m, &o);
     float x[4 * 8];
     for (int step = 0; step < 2; step++) {
         ck_assert_int_eq(resdiag_step_begin(r, step), RESDIAG_OK);
@@ -1171,43 +1164,33 @@ START_TEST(a_newer_schema_is_refused_with_e_version)
 }
 END_TEST
 
-int main(void)
+static void capture_every_log(void)
 {
-    snprintf(g_dir, sizeof g_dir, "/tmp/resdiag-test-h5-schema2-XXXXXX");
-    if (!mkdtemp(g_dir))
-        return EXIT_FAILURE;
     resdiag_set_log_handler(capture_log, NULL);
-    Suite *s = suite_create("h5-schema2");
-    TCase *tc = tcase_create("schema2");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, values_round_trip_uncompressed);
-    tcase_add_test(tc, values_round_trip_deflated);
-    tcase_add_test(tc, a_count_that_is_no_integer_is_refused);
-    tcase_add_test(tc, options_are_checked_and_default_to_schema_3_deflate_1);
-    tcase_add_test(tc, schema_1_on_request);
-    tcase_add_test(tc, values_round_trip_in_schema_3);
-    tcase_add_test(tc, site_axes_hold_the_schemas_block_sites);
-    tcase_add_test(tc, a_schema_2_file_reads_its_missing_sites_as_not_observed);
-    tcase_add_test(tc, a_filter_resdiag_does_not_write_is_refused);
-    tcase_add_test(tc, a_filtered_dataset_that_claims_more_than_it_holds_is_refused);
-    tcase_add_test(tc, a_type_that_is_not_the_schemas_is_refused);
-    tcase_add_test(tc, chunks_stored_raw_or_big_endian_read_as_written);
-    tcase_add_test(tc, a_chunk_that_does_not_inflate_to_its_size_is_refused);
-    tcase_add_test(tc, a_filtered_chunk_shape_resdiag_does_not_write_is_refused);
-    tcase_add_test(tc, a_deflated_file_reads_across_refresh_while_written);
-    tcase_add_test(tc, a_newer_schema_is_refused_with_e_version);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    if (failed == 0) {
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", g_dir);
-    } else {
-        fprintf(stderr, "run files left in %s\n", g_dir);
-    }
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+static const check_program program = {
+    .name = "h5-schema2",
+    .scratch = g_dir,
+    .scratch_size = sizeof g_dir,
+    .remove_files = 1,
+    .prepare = capture_every_log,
+};
+CHECK_MAIN(&program,
+           CHECK_CASE("schema2", 60),
+               CHECK_TEST(values_round_trip_uncompressed),
+               CHECK_TEST(values_round_trip_deflated),
+               CHECK_TEST(a_count_that_is_no_integer_is_refused),
+               CHECK_TEST(options_are_checked_and_default_to_schema_3_deflate_1),
+               CHECK_TEST(schema_1_on_request),
+               CHECK_TEST(values_round_trip_in_schema_3),
+               CHECK_TEST(site_axes_hold_the_schemas_block_sites),
+               CHECK_TEST(a_schema_2_file_reads_its_missing_sites_as_not_observed),
+               CHECK_TEST(a_filter_resdiag_does_not_write_is_refused),
+               CHECK_TEST(a_filtered_dataset_that_claims_more_than_it_holds_is_refused),
+               CHECK_TEST(a_type_that_is_not_the_schemas_is_refused),
+               CHECK_TEST(chunks_stored_raw_or_big_endian_read_as_written),
+               CHECK_TEST(a_chunk_that_does_not_inflate_to_its_size_is_refused),
+               CHECK_TEST(a_filtered_chunk_shape_resdiag_does_not_write_is_refused),
+               CHECK_TEST(a_deflated_file_reads_across_refresh_while_written),
+               CHECK_TEST(a_newer_schema_is_refused_with_e_version))

@@ -15,7 +15,6 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <hdf5_hl.h>
-#include <dirent.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,7 +25,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check-one.h"
 #include "analysis/analysis.h"
+#include "fixture.h"
 #include "h5/common.h"
 #include "h5/writer.h"
 #include "format/tables.h"
@@ -721,21 +722,15 @@ static void write_summary_run(const char *path)
 {
     static const char *const subs[] = { "attn", "mlp" };
     static const char *const lp[] = { "mlp.w2" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = SM_L;
-    m.d_model = SM_D;
-    m.n_sublayers = SM_S;
-    m.sublayer_names = subs;
-    m.n_layer_params = 1;
-    m.layer_param_names = lp;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = SM_L, .cols = SM_D,
+        .sublayers = SM_S, .sublayer_names = subs, .layer_params = 1,
+        .layer_param_names = lp });
     resdiag_options o;
     resdiag_options_init(&o);
     o.flush_steps = 4;
     o.flush_seconds = 0;
     o.sketch_size = 8;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(path, &m, &o);
     float x[SM_T * SM_D];
     for (int i = 0; i < SM_STEPS; i++) {
         ck_assert_int_eq(resdiag_step_begin(r, 10 * i), RESDIAG_OK);
@@ -2333,75 +2328,44 @@ END_TEST
 
 /* ------------------------------------------------------------------ main */
 
-static void remove_dir(const char *dir)
+static void capture_every_log(void)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char p[1024];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-int main(void)
-{
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/resdiag-test-h5-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return EXIT_FAILURE;
-    }
     resdiag_set_log_handler(capture_log, NULL);
-
-    Suite *s = suite_create("h5");
-    TCase *tc = tcase_create("roundtrip");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, h5_roundtrip_every_value_and_attribute);
-    tcase_add_test(tc, h5_roundtrip_without_sketch_or_params);
-    tcase_add_loop_test(tc, h5_growing_headers_stay_in_one_page, 0, 2);
-    tcase_add_loop_test(tc, h5_every_axis_has_its_dimension_scale, 0, 2);
-    tcase_add_test(tc, h5_zero_steps_file_opens_with_no_steps);
-    tcase_add_test(tc, h5_callsites_keep_the_end_of_long_paths);
-    tcase_add_test(tc, h5_every_dataset_is_self_describing);
-    tcase_add_test(tc, h5_reader_counts_only_committed_steps);
-    tcase_add_test(tc, h5_summary_gives_the_report_of_the_full_tables);
-    tcase_add_test(tc, h5_unobserved_sites_take_no_space);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("errors");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, h5_reader_rejects_what_is_not_a_run_file);
-    tcase_add_test(tc, h5_reader_rejects_plain_hdf5_files);
-    tcase_add_test(tc, h5_reader_checks_versions_and_attributes);
-    tcase_add_test(tc, h5_declared_roles_are_stored_and_read_back);
-    tcase_add_test(tc, h5_files_without_roles_get_the_conventional_names);
-    tcase_add_test(tc, h5_reader_rejects_a_role_that_names_no_parameter);
-    tcase_add_test(tc, h5_writer_refuses_a_role_that_names_no_parameter);
-    tcase_add_test(tc, h5_reader_checks_every_argument);
-    tcase_add_test(tc, h5_hdf5_never_prints_and_caller_setting_survives);
-    tcase_add_test(tc, h5_writer_errors);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("processes");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, h5_reader_follows_a_writer_in_another_process);
-    tcase_add_loop_test(tc, h5_disk_full_reserved_space_stops_cleanly, 0, 3);
-    tcase_add_loop_test(tc, h5_disk_full_inside_hdf5_keeps_flushed_steps, 0, 8);
-    tcase_add_loop_test(tc, h5_size_limit_stops_before_sigxfsz, 0, 6);
-    tcase_add_loop_test(tc, h5_size_limit_below_creation_fails_cleanly, 0, 3);
-    suite_add_tcase(s, tc);
-
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    remove_dir(g_dir);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+static const check_program program = {
+    .name = "h5",
+    .scratch = g_dir,
+    .scratch_size = sizeof g_dir,
+    .remove_files = 1,
+    .prepare = capture_every_log,
+};
+CHECK_MAIN(&program,
+           CHECK_CASE("roundtrip", 120),
+               CHECK_TEST(h5_roundtrip_every_value_and_attribute),
+               CHECK_TEST(h5_roundtrip_without_sketch_or_params),
+               CHECK_LOOP(h5_growing_headers_stay_in_one_page, 0, 2),
+               CHECK_LOOP(h5_every_axis_has_its_dimension_scale, 0, 2),
+               CHECK_TEST(h5_zero_steps_file_opens_with_no_steps),
+               CHECK_TEST(h5_callsites_keep_the_end_of_long_paths),
+               CHECK_TEST(h5_every_dataset_is_self_describing),
+               CHECK_TEST(h5_reader_counts_only_committed_steps),
+               CHECK_TEST(h5_summary_gives_the_report_of_the_full_tables),
+               CHECK_TEST(h5_unobserved_sites_take_no_space),
+           CHECK_CASE("errors", 120),
+               CHECK_TEST(h5_reader_rejects_what_is_not_a_run_file),
+               CHECK_TEST(h5_reader_rejects_plain_hdf5_files),
+               CHECK_TEST(h5_reader_checks_versions_and_attributes),
+               CHECK_TEST(h5_declared_roles_are_stored_and_read_back),
+               CHECK_TEST(h5_files_without_roles_get_the_conventional_names),
+               CHECK_TEST(h5_reader_rejects_a_role_that_names_no_parameter),
+               CHECK_TEST(h5_writer_refuses_a_role_that_names_no_parameter),
+               CHECK_TEST(h5_reader_checks_every_argument),
+               CHECK_TEST(h5_hdf5_never_prints_and_caller_setting_survives),
+               CHECK_TEST(h5_writer_errors),
+           CHECK_CASE("processes", 300),
+               CHECK_TEST(h5_reader_follows_a_writer_in_another_process),
+               CHECK_LOOP(h5_disk_full_reserved_space_stops_cleanly, 0, 3),
+               CHECK_LOOP(h5_disk_full_inside_hdf5_keeps_flushed_steps, 0, 8),
+               CHECK_LOOP(h5_size_limit_stops_before_sigxfsz, 0, 6),
+               CHECK_LOOP(h5_size_limit_below_creation_fails_cleanly, 0, 3))

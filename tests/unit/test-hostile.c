@@ -10,7 +10,6 @@
  *   test-hostile MAKE_HOSTILE_RUNS PLUGIN.so
  */
 #include <check.h>
-#include <ftw.h>
 #include <hdf5.h>
 #include <math.h>
 #include <signal.h>
@@ -357,22 +356,15 @@ START_TEST(dangling_scales_are_ignored)
 }
 END_TEST
 
-static int remove_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
-int main(int argc, char **argv)
+/* The crafted runs (MAKE_HOSTILE_RUNS), the plugin (PLUGIN.so) where HDF5
+ * looks for filters, the secret a run must not leak, in the scratch
+ * directory. */
+static int make_the_runs(int argc, char **argv)
 {
     if (argc != 3) {
         fprintf(stderr, "usage: %s MAKE_HOSTILE_RUNS PLUGIN.so\n", argv[0]);
         return EXIT_FAILURE;
     }
-    if (!check_one_make_dir(g_dir, sizeof g_dir, "hostile"))
-        return EXIT_FAILURE;
     char plugins[320], secret_file[320], fifo[320], cmd[2048];
     snprintf(g_runs, sizeof g_runs, "%s/runs", g_dir);
     snprintf(plugins, sizeof plugins, "%s/plugins", g_dir);
@@ -396,26 +388,23 @@ int main(int argc, char **argv)
     setenv("HDF5_PLUGIN_PATH", plugins, 1);
     setenv("RESDIAG_TEST_PLUGIN_MARKER", g_marker, 1);
     resdiag_set_log_handler(keep_message, NULL);
-
-    Suite *suite = suite_create("hostile");
-    TCase *tc = tcase_create("hostile");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, refused_at_open);
-    tcase_add_test(tc, read_errors_are_errors);
-    tcase_add_test(tc, trailing_bytes_are_refused);
-    tcase_add_test(tc, huge_count_message);
-    tcase_add_test(tc, dangling_scales_are_ignored);
-    tcase_add_test(tc, schema_4_is_newer);
-    tcase_add_test(tc, integers_out_of_range);
-    tcase_add_loop_test(tc, bombs_are_bounded, 0, 2);
-    suite_add_tcase(suite, tc);
-    SRunner *sr = srunner_create(suite);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    if (failed == 0)
-        nftw(g_dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
-    else
-        fprintf(stderr, "run files left in %s\n", g_dir);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return CHECK_GO_ON;
 }
+
+static const check_program program = {
+    .name = "hostile",
+    .timeout = 60,
+    .scratch = g_dir,
+    .scratch_size = sizeof g_dir,
+    .remove_files = 1,
+    .start = make_the_runs,
+};
+CHECK_MAIN(&program,
+           CHECK_TEST(refused_at_open),
+           CHECK_TEST(read_errors_are_errors),
+           CHECK_TEST(trailing_bytes_are_refused),
+           CHECK_TEST(huge_count_message),
+           CHECK_TEST(dangling_scales_are_ignored),
+           CHECK_TEST(schema_4_is_newer),
+           CHECK_TEST(integers_out_of_range),
+           CHECK_LOOP(bombs_are_bounded, 0, 2))

@@ -20,6 +20,8 @@
 
 #include <resdiag.h>
 
+#include "check-one.h"
+#include "fixture.h"
 #include "render/svg.h"
 #include "svg-axis.h"
 
@@ -403,22 +405,16 @@ static double stream_norm(int k)
     return sum / RUN_ROWS;
 }
 
-static char run_dir[] = "/tmp/resdiag-html-svg-XXXXXX";
-static char run_path[64];
+static char run_dir[256]; /* the program's scratch directory */
+static char run_path[300];
 
 /* Written once, before the tests fork; 0, or -1 when it cannot be. */
 static int write_stream_run(void)
 {
-    if (!mkdtemp(run_dir))
-        return -1;
     snprintf(run_path, sizeof run_path, "%s/run.h5", run_dir);
     static const char *const names[1] = { "blk" };
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = RUN_L;
-    m.d_model = RUN_D;
-    m.n_sublayers = 1;
-    m.sublayer_names = names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = RUN_L, .cols = RUN_D,
+        .sublayers = 1, .sublayer_names = names });
     resdiag *r = NULL;
     if (resdiag_open(&r, run_path, &m, NULL) != RESDIAG_OK)
         return -1;
@@ -611,39 +607,44 @@ static void quiet(resdiag_log_priority prio, const char *msg, void *user)
     (void)user;
 }
 
-int main(void)
+static void be_quiet(void)
 {
     resdiag_set_log_handler(quiet, NULL); /* the bad calls log */
-    Suite *s = suite_create("html-svg");
-    TCase *tc = tcase_create("svg");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, svg_escape_makes_text_safe);
-    tcase_add_test(tc, svg_axis_map_is_linear_or_log10);
-    tcase_add_test(tc, svg_axis_range_covers_data_with_tick_values);
-    tcase_add_test(tc, svg_axis_range_keeps_edge_values_inside_the_frame);
-    tcase_add_test(tc, svg_heatmap_ticks_readable_for_any_length);
-    tcase_add_test(tc, svg_plot_ticks_readable_linear_and_log);
-    tcase_add_test(tc, svg_legend_labels_are_cut_whole);
-    tcase_add_test(tc, svg_colorbar_labels_several_values);
-    tcase_add_test(tc, svg_legend_lists_only_what_is_drawn);
-    tcase_add_test(tc, svg_ramp_runs_dark_to_light);
-    suite_add_tcase(s, tc);
-    TCase *api = tcase_create("public");
-    tcase_set_timeout(api, 60);
-    tcase_add_test(api, figure_svg_draws_the_stream_norms);
-    tcase_add_test(api, html_page_holds_what_its_options_ask);
-    tcase_add_test(api, dump_prints_the_steps_asked_for);
-    tcase_add_test(api, escape_text_gives_one_printable_line);
-    suite_add_tcase(s, api);
+}
+
+static int write_the_run(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
     if (write_stream_run() != 0) {
         fprintf(stderr, "test-html-svg: cannot write %s\n", run_path);
         return 1;
     }
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    unlink(run_path);
-    rmdir(run_dir);
-    return failed ? 1 : 0;
+    return CHECK_GO_ON;
 }
+
+static const check_program program = {
+    .name = "html-svg",
+    .scratch = run_dir,
+    .scratch_size = sizeof run_dir,
+    .remove_files = 1,
+    .prepare = be_quiet,
+    .start = write_the_run,
+};
+CHECK_MAIN(&program,
+           CHECK_CASE("svg", 120),
+               CHECK_TEST(svg_escape_makes_text_safe),
+               CHECK_TEST(svg_axis_map_is_linear_or_log10),
+               CHECK_TEST(svg_axis_range_covers_data_with_tick_values),
+               CHECK_TEST(svg_axis_range_keeps_edge_values_inside_the_frame),
+               CHECK_TEST(svg_heatmap_ticks_readable_for_any_length),
+               CHECK_TEST(svg_plot_ticks_readable_linear_and_log),
+               CHECK_TEST(svg_legend_labels_are_cut_whole),
+               CHECK_TEST(svg_colorbar_labels_several_values),
+               CHECK_TEST(svg_legend_lists_only_what_is_drawn),
+               CHECK_TEST(svg_ramp_runs_dark_to_light),
+           CHECK_CASE("public", 60),
+               CHECK_TEST(figure_svg_draws_the_stream_norms),
+               CHECK_TEST(html_page_holds_what_its_options_ask),
+               CHECK_TEST(dump_prints_the_steps_asked_for),
+               CHECK_TEST(escape_text_gives_one_printable_line))

@@ -3,7 +3,13 @@
 #   - a file in lib/ includes private headers only from its own layer or
 #     from a layer below it (common < stats < format < h5 < record, analysis
 #     < render; record and analysis are siblings: neither includes the other);
-#   - tools/ includes no private header: it is built on resdiag.h alone;
+#   - tools/ and every folder in it include no private header: they are
+#     built on resdiag.h alone (and their own headers, found in the file's
+#     folder or in tools/);
+#   - bench/ is a consumer of lib's internals: it times each kernel path of
+#     lib/stats directly (one process, the paths interleaved), which the
+#     public header cannot select, so it may include stats/ headers, and no
+#     other private header;
 #   - no function in lib/ is 150 lines or longer (needs ctags; else skipped
 #     with a message).
 # Usage: test-layers.sh SOURCE_ROOT
@@ -36,15 +42,30 @@ for f in lib/*/*.c lib/*/*.h; do
         fi
     done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
 done
-for f in tools/*.c tools/*.h; do
+# The quoted includes of file $1.
+includes() {
+    sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$1"
+}
+while IFS= read -r -d '' f; do
+    here=$(dirname "$f")
     while read -r inc; do
         case $inc in
             resdiag.h | resdiag-version.h) ;;
             */*) echo "FAIL: $f includes the private header \"$inc\""; fail=1 ;;
-            *) [ -e "tools/$inc" ] || { echo "FAIL: $f includes \"$inc\", not in tools/"; fail=1; } ;;
+            *) [ -e "$here/$inc" ] || [ -e "tools/$inc" ] ||
+                { echo "FAIL: $f includes \"$inc\", not in $here/ or tools/"; fail=1; } ;;
         esac
-    done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
-done
+    done < <(includes "$f")
+done < <(find tools -type f \( -name '*.c' -o -name '*.h' \) -print0)
+while IFS= read -r -d '' f; do
+    while read -r inc; do
+        case $inc in
+            resdiag.h | resdiag-version.h | stats/*.h) ;;
+            */*) echo "FAIL: $f includes \"$inc\": bench/ may include stats/ headers only"; fail=1 ;;
+            *) [ -e "bench/$inc" ] || { echo "FAIL: $f includes \"$inc\", not in bench/"; fail=1; } ;;
+        esac
+    done < <(includes "$f")
+done < <(find bench -type f \( -name '*.c' -o -name '*.h' \) -print0 2>/dev/null)
 if command -v ctags >/dev/null && ctags --version 2>/dev/null | grep -q Universal; then
     long=$(for f in lib/*/*.c; do
         ctags -x --c-kinds=f --_xformat='%N %n %e' "$f" | awk -v f="$f" '$3 - $2 + 1 >= 150 { print f ": " $1 " is " $3 - $2 + 1 " lines" }'
@@ -53,5 +74,5 @@ if command -v ctags >/dev/null && ctags --version 2>/dev/null | grep -q Universa
 else
     echo "note: Universal Ctags not installed; function lengths not checked"
 fi
-[ $fail = 0 ] && echo "layers: every include goes down, tools/ uses resdiag.h only"
+[ $fail = 0 ] && echo "layers: every include goes down, tools/ uses resdiag.h only, bench/ stats/ only"
 exit $fail

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check-one.h"
 #include "format/tables.h"
 
 START_TEST(layout_tables_tile_the_record_without_gaps)
@@ -160,18 +161,11 @@ START_TEST(layout_summary_of_a_record)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("layout");
-    TCase *tc = tcase_create("layout");
-    tcase_add_test(tc, layout_tables_tile_the_record_without_gaps);
-    tcase_add_test(tc, layout_every_site_has_its_own_slot);
-    tcase_add_test(tc, layout_summary_tiles_its_record);
-    tcase_add_test(tc, layout_summary_of_a_record);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+static const check_program program = {
+    .name = "layout",
+};
+CHECK_MAIN(&program,
+           CHECK_TEST(layout_tables_tile_the_record_without_gaps),
+           CHECK_TEST(layout_every_site_has_its_own_slot),
+           CHECK_TEST(layout_summary_tiles_its_record),
+           CHECK_TEST(layout_summary_of_a_record))

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "check-one.h"
+#include "fixture.h"
 #include "resdiag.h"
 #include "run-files.h"
 #include "stats/stats.h"
@@ -27,14 +28,8 @@ static const char *const lparams[1] = { "mlp.w2" };
 
 static resdiag *open_run(const char *name, int one_call, int shard_cols)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = 2;
-    m.d_model = D;
-    m.n_sublayers = 2;
-    m.sublayer_names = sub_names;
-    m.n_layer_params = 1;
-    m.layer_param_names = lparams;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = 2, .cols = D, .sublayers = 2,
+        .sublayer_names = sub_names, .layer_params = 1, .layer_param_names = lparams });
     m.shard_cols = shard_cols;
     resdiag_options o;
     resdiag_options_init(&o);
@@ -384,12 +379,8 @@ START_TEST(one_call_per_site_refuses_a_second_call)
     remove_run("one.h5");
 
     /* the option takes 0 or 1 */
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = 1;
-    m.d_model = D;
-    m.n_sublayers = 1;
-    m.sublayer_names = sub_names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = 1, .cols = D, .sublayers = 1,
+        .sublayer_names = sub_names });
     resdiag_options o;
     resdiag_options_init(&o);
     ck_assert_int_eq(o.one_call_per_site, 0);
@@ -573,18 +564,17 @@ START_TEST(files_without_call_counts_still_read)
 }
 END_TEST
 
-int main(void)
-{
-    if (!check_one_make_dir(dir, sizeof dir, "merge"))
-        return EXIT_FAILURE;
-    resdiag_set_log_handler(capture_log, NULL);
-    const TTest *const tests[] = {
-        three_calls_hold_the_statistics_of_all_their_rows,
-        extreme_values_merge_like_one_call,
-        one_call_per_site_refuses_a_second_call,
-        calls_of_another_width_are_refused,
-        update_ratio_pairs_the_kth_calls,
-        files_without_call_counts_still_read,
-    };
-    return check_tests_run("merge", tests, sizeof tests / sizeof *tests, 60, dir);
-}
+static const check_program program = {
+    .name = "merge",
+    .timeout = 60,
+    .scratch = dir,
+    .scratch_size = sizeof dir,
+    .prepare = capture_every_log,
+};
+CHECK_MAIN(&program,
+           CHECK_TEST(three_calls_hold_the_statistics_of_all_their_rows),
+           CHECK_TEST(extreme_values_merge_like_one_call),
+           CHECK_TEST(one_call_per_site_refuses_a_second_call),
+           CHECK_TEST(calls_of_another_width_are_refused),
+           CHECK_TEST(update_ratio_pairs_the_kth_calls),
+           CHECK_TEST(files_without_call_counts_still_read))

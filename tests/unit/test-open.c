@@ -610,42 +610,31 @@ START_TEST(killed_writer_leaves_no_lock)
 }
 END_TEST
 
-static Suite *open_suite(void)
-{
-    Suite *s = suite_create("open");
-    TCase *tc = tcase_create("path");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, device_node_is_refused_and_kept);
-    tcase_add_test(tc, fifo_is_refused_without_blocking);
-    tcase_add_test(tc, directory_is_refused);
-    tcase_add_test(tc, other_files_are_never_replaced);
-    tcase_add_test(tc, foreign_hdf5_file_is_never_replaced);
-    tcase_add_test(tc, run_file_is_replaced_only_with_overwrite);
-    tcase_add_test(tc, overwrite_must_be_0_or_1);
-    tcase_add_test(tc, symlink_is_refused_and_target_kept);
-    tcase_add_test(tc, failed_create_removes_only_its_own_file);
-    tcase_add_test(tc, path_swapped_under_the_writer_is_left_alone);
-    suite_add_tcase(s, tc);
-    TCase *lk = tcase_create("lock");
-    tcase_add_checked_fixture(lk, setup, teardown);
-    tcase_set_timeout(lk, 60);
-    tcase_add_test(lk, second_handle_in_one_process_is_locked);
-    tcase_add_test(lk, second_process_is_locked_out);
-    tcase_add_test(lk, killed_writer_leaves_no_lock);
-    suite_add_tcase(s, lk);
-    return s;
-}
-
-int main(int argc, char **argv)
+/* The writer the lock tests run in a child; else where this program is. */
+static int child_mode_or_self_path(int argc, char **argv)
 {
     if (argc == 6 && strcmp(argv[1], "--writer") == 0)
         return writer_main(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
-    if (!realpath(argv[0], self_path))
-        return EXIT_FAILURE;
-    SRunner *sr = srunner_create(open_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return realpath(argv[0], self_path) ? CHECK_GO_ON : EXIT_FAILURE;
 }
+
+static const check_program program = {
+    .name = "open",
+    .start = child_mode_or_self_path,
+};
+CHECK_MAIN(&program,
+           CHECK_CASE_FIXTURE("path", 60, setup, teardown),
+               CHECK_TEST(device_node_is_refused_and_kept),
+               CHECK_TEST(fifo_is_refused_without_blocking),
+               CHECK_TEST(directory_is_refused),
+               CHECK_TEST(other_files_are_never_replaced),
+               CHECK_TEST(foreign_hdf5_file_is_never_replaced),
+               CHECK_TEST(run_file_is_replaced_only_with_overwrite),
+               CHECK_TEST(overwrite_must_be_0_or_1),
+               CHECK_TEST(symlink_is_refused_and_target_kept),
+               CHECK_TEST(failed_create_removes_only_its_own_file),
+               CHECK_TEST(path_swapped_under_the_writer_is_left_alone),
+           CHECK_CASE_FIXTURE("lock", 60, setup, teardown),
+               CHECK_TEST(second_handle_in_one_process_is_locked),
+               CHECK_TEST(second_process_is_locked_out),
+               CHECK_TEST(killed_writer_leaves_no_lock))

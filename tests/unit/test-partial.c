@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "check-one.h"
+#include "fixture.h"
 #include "resdiag.h"
 #include "run-files.h"
 #include "value-hash.h"
@@ -31,16 +32,9 @@ static const char *const mparams[1] = { "head.w" };
 
 static resdiag *open_run(const char *name, int k)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = 3;
-    m.d_model = D;
-    m.n_sublayers = 2;
-    m.sublayer_names = sub_names;
-    m.n_layer_params = 1;
-    m.layer_param_names = lparams;
-    m.n_model_params = 1;
-    m.model_param_names = mparams;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = 3, .cols = D, .sublayers = 2,
+        .sublayer_names = sub_names, .layer_params = 1, .layer_param_names = lparams,
+        .model_params = 1, .model_param_names = mparams });
     resdiag_options o;
     resdiag_options_init(&o);
     o.file_schema = 1; /* the statistics to the double: schema 1 keeps them as computed */
@@ -1259,23 +1253,22 @@ START_TEST(partials_of_extreme_values_are_accepted)
 }
 END_TEST
 
-int main(void)
-{
-    if (!check_one_make_dir(dir, sizeof dir, "partial"))
-        return EXIT_FAILURE;
-    resdiag_set_log_handler(capture_log, NULL);
-    const TTest *const tests[] = {
-        compute_and_submit_record_what_the_tensor_records,
-        a_partial_written_by_hand_records_its_fields,
-        partial_calls_of_a_site_merge_like_one_tensor,
-        update_ratio_from_ratio_sum_and_ratio_rows,
-        update_ratio_from_row_norms,
-        a_batch_is_its_single_calls,
-        param_grad_partial_records_the_gradient,
-        inconsistent_members_are_refused,
-        the_layout_is_the_sketch_of_the_kernels,
-        null_arguments_and_no_op_cases,
-        partials_of_extreme_values_are_accepted,
-    };
-    return check_tests_run("partial", tests, sizeof tests / sizeof *tests, 60, dir);
-}
+static const check_program program = {
+    .name = "partial",
+    .timeout = 60,
+    .scratch = dir,
+    .scratch_size = sizeof dir,
+    .prepare = capture_every_log,
+};
+CHECK_MAIN(&program,
+           CHECK_TEST(compute_and_submit_record_what_the_tensor_records),
+           CHECK_TEST(a_partial_written_by_hand_records_its_fields),
+           CHECK_TEST(partial_calls_of_a_site_merge_like_one_tensor),
+           CHECK_TEST(update_ratio_from_ratio_sum_and_ratio_rows),
+           CHECK_TEST(update_ratio_from_row_norms),
+           CHECK_TEST(a_batch_is_its_single_calls),
+           CHECK_TEST(param_grad_partial_records_the_gradient),
+           CHECK_TEST(inconsistent_members_are_refused),
+           CHECK_TEST(the_layout_is_the_sketch_of_the_kernels),
+           CHECK_TEST(null_arguments_and_no_op_cases),
+           CHECK_TEST(partials_of_extreme_values_are_accepted))

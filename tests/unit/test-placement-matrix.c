@@ -29,6 +29,7 @@
 
 #include "analysis/analysis.h"
 #include "check-one.h"
+#include "fixture.h"
 #include "path-bounds.h"
 #include "resdiag.h"
 
@@ -375,12 +376,8 @@ static void write_run(const mcase *mc, const char *path, capture *cap)
     static const char *const names[S] = { "attn", "mlp" };
     g_bf16 = mc->bf16;
     g_norm = mc->norm;
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = mc->L;
-    m.d_model = D;
-    m.n_sublayers = S;
-    m.sublayer_names = names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = mc->L, .cols = D,
+        .sublayers = S, .sublayer_names = names });
     m.norm_kind = mc->norm;
     int parallel = mc->kind[0][0] == K_PARALLEL;
     m.block = parallel ? RESDIAG_BLOCK_PARALLEL : RESDIAG_BLOCK_SEQUENTIAL;
@@ -1185,30 +1182,37 @@ static void quiet(resdiag_log_priority p, const char *m, void *u)
     (void)u;
 }
 
-int main(void)
+static void be_quiet(void)
 {
     resdiag_set_log_handler(quiet, NULL);
-    if (!check_one_make_dir(dir, sizeof dir, "placement-matrix"))
-        return EXIT_FAILURE;
+}
+
+static int make_the_cases(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
     static float w[MAX_L * S][2][D * D];
     g_w = w;
     build_cases();
-    Suite *s = suite_create("placement-matrix");
-    TCase *tc = tcase_create("relations");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, relation_errors_match_an_independent_computation);
-    tcase_add_test(tc, premises_of_the_bf16_expectations);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("families");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, verdict_of_each_family, 0, n_cases);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    free(cases);
-    if (rmdir(dir) != 0)
-        fprintf(stderr, "run files left in %s\n", dir);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return CHECK_GO_ON;
 }
+
+static void free_the_cases(void)
+{
+    free(cases);
+}
+
+static const check_program program = {
+    .name = "placement-matrix",
+    .scratch = dir,
+    .scratch_size = sizeof dir,
+    .prepare = be_quiet,
+    .start = make_the_cases,
+    .finish = free_the_cases,
+};
+CHECK_MAIN(&program,
+           CHECK_CASE("relations", 60),
+               CHECK_TEST(relation_errors_match_an_independent_computation),
+               CHECK_TEST(premises_of_the_bf16_expectations),
+           CHECK_CASE("families", 60),
+               CHECK_LOOP(verdict_of_each_family, 0, n_cases))

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "check-one.h"
+#include "fixture.h"
 #include "path-bounds.h"
 #include "resdiag.h"
 #include "run-files.h"
@@ -535,8 +536,7 @@ START_TEST(data_rank_uses_its_own_row_signs)
     m.rank = rank;
     m.world_size = 4;
     resdiag_options o = options();
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, run_path("dp.h5"), &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(run_path("dp.h5"), &m, &o);
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
     ck_assert_int_eq(RESDIAG_FWD(r, 2, 0, RESDIAG_STREAM_IN, resdiag_f32(a, T, D)), RESDIAG_OK);
     ck_assert_int_eq(RESDIAG_FWD(r, 2, 0, RESDIAG_STREAM_IN, resdiag_f32(b, 2, D)), RESDIAG_OK);
@@ -585,8 +585,7 @@ START_TEST(partials_on_ranks_record_what_the_tensor_records)
             m.shard_col_offset = D / 2;
         }
         const char *name = kind ? "tp-partial.h5" : "dp-partial.h5";
-        resdiag *r = NULL;
-        ck_assert_int_eq(resdiag_open(&r, run_path(name), &m, &o), RESDIAG_OK);
+        resdiag *r = fixture_open(run_path(name), &m, &o);
         ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
         resdiag_tensor t = resdiag_tensor_make(x, RESDIAG_DTYPE_F32, T, cols, D);
         ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, t), RESDIAG_OK);
@@ -636,8 +635,7 @@ START_TEST(tensor_shards_add_up_to_the_whole)
             memcpy(&shard[s][i * half], &x[i * D + s * half], (size_t)half * sizeof(float));
     resdiag_options o = options();
     resdiag_model full = mlp_model(L, D);
-    resdiag *w = NULL;
-    ck_assert_int_eq(resdiag_open(&w, run_path("whole.h5"), &full, &o), RESDIAG_OK);
+    resdiag *w = fixture_open(run_path("whole.h5"), &full, &o);
     ck_assert_int_eq(resdiag_step_begin(w, 0), RESDIAG_OK);
     ck_assert_int_eq(RESDIAG_FWD(w, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(x, T, D)), RESDIAG_OK);
     ck_assert_int_eq(resdiag_step_end(w), RESDIAG_OK);
@@ -650,8 +648,7 @@ START_TEST(tensor_shards_add_up_to_the_whole)
         m.split = RESDIAG_SPLIT_TENSOR;
         m.shard_cols = half;
         m.shard_col_offset = s * half;
-        resdiag *r = NULL;
-        ck_assert_int_eq(resdiag_open(&r, run_path("tp.h5"), &m, &o), RESDIAG_OK);
+        resdiag *r = fixture_open(run_path("tp.h5"), &m, &o);
         ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
         ck_assert_int_eq(RESDIAG_FWD(r, 0, 0, RESDIAG_STREAM_IN, resdiag_f32(shard[s], T, half)),
                          RESDIAG_OK);
@@ -755,8 +752,7 @@ START_TEST(pipeline_stage_records_its_layers_only)
     m.layer_first = 2;
     m.layer_count = 2;
     resdiag_options o = options();
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, run_path("pp.h5"), &m, &o), RESDIAG_OK);
+    resdiag *r = fixture_open(run_path("pp.h5"), &m, &o);
     float x[T * D] = { 1 };
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
     log_all[0] = 0;
@@ -791,35 +787,20 @@ START_TEST(pipeline_stage_records_its_layers_only)
 }
 END_TEST
 
-static Suite *ranks_suite(void)
-{
-    Suite *s = suite_create("ranks-writer");
-    TCase *tc = tcase_create("ranks");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, rank_path_names);
-    tcase_add_loop_test(tc, environment_gives_the_rank_in_order, 0,
-                        (int)(sizeof env_cases / sizeof *env_cases));
-    tcase_add_test(tc, explicit_rank_overrides_environment);
-    tcase_add_test(tc, old_struct_size_gets_the_defaults);
-    tcase_add_loop_test(tc, bad_rank_fields_are_invalid, 0,
-                        (int)(sizeof bad_cases / sizeof *bad_cases));
-    tcase_add_test(tc, record_rank_every_skips_ranks);
-    tcase_add_test(tc, two_ranks_on_one_path_write_two_files);
-    tcase_add_test(tc, data_rank_uses_its_own_row_signs);
-    tcase_add_test(tc, tensor_shards_add_up_to_the_whole);
-    tcase_add_test(tc, partials_on_ranks_record_what_the_tensor_records);
-    tcase_add_test(tc, shard_columns_on_every_path);
-    tcase_add_test(tc, pipeline_stage_records_its_layers_only);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(ranks_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+static const check_program program = {
+    .name = "ranks-writer",
+};
+CHECK_MAIN(&program,
+           CHECK_CASE_FIXTURE("ranks", 60, setup, teardown),
+               CHECK_TEST(rank_path_names),
+               CHECK_LOOP(environment_gives_the_rank_in_order, 0, (int)(sizeof env_cases / sizeof *env_cases)),
+               CHECK_TEST(explicit_rank_overrides_environment),
+               CHECK_TEST(old_struct_size_gets_the_defaults),
+               CHECK_LOOP(bad_rank_fields_are_invalid, 0, (int)(sizeof bad_cases / sizeof *bad_cases)),
+               CHECK_TEST(record_rank_every_skips_ranks),
+               CHECK_TEST(two_ranks_on_one_path_write_two_files),
+               CHECK_TEST(data_rank_uses_its_own_row_signs),
+               CHECK_TEST(tensor_shards_add_up_to_the_whole),
+               CHECK_TEST(partials_on_ranks_record_what_the_tensor_records),
+               CHECK_TEST(shard_columns_on_every_path),
+               CHECK_TEST(pipeline_stage_records_its_layers_only))

@@ -784,26 +784,25 @@ START_TEST(report_of_a_tensor_split_says_what_is_per_shard)
 }
 END_TEST
 
-int main(void)
-{
-    if (!check_one_make_dir(dir, sizeof dir, "ranks"))
-        return EXIT_FAILURE;
-    resdiag_set_log_handler(capture_log, NULL);
-    const TTest *const tests[] = {
-        files_without_rank_attributes_are_one_process,
-        data_split_merges_to_the_whole_run,
-        tensor_shards_merge_where_exact,
-        pipeline_stages_join_by_layer,
-        missing_not_recorded_and_ended_early_ranks,
-        files_of_another_run_are_rejected_with_why,
-        a_damaged_chunk_rejects_its_rank,
-        a_chunk_damaged_after_open_rejects_its_rank_at_refresh,
-        open_rank_reads_one_file,
-        hostile_rank_attributes_are_refused,
-        a_huge_world_probes_names_only,
-        report_names_the_rank_whose_nan_came_first,
-        report_names_replicas_whose_gradients_differ,
-        report_of_a_tensor_split_says_what_is_per_shard,
-    };
-    return check_tests_run("ranks", tests, sizeof tests / sizeof *tests, 120, dir);
-}
+static const check_program program = {
+    .name = "ranks",
+    .timeout = 120,
+    .scratch = dir,
+    .scratch_size = sizeof dir,
+    .prepare = capture_every_log,
+};
+CHECK_MAIN(&program,
+           CHECK_TEST(files_without_rank_attributes_are_one_process),
+           CHECK_TEST(data_split_merges_to_the_whole_run),
+           CHECK_TEST(tensor_shards_merge_where_exact),
+           CHECK_TEST(pipeline_stages_join_by_layer),
+           CHECK_TEST(missing_not_recorded_and_ended_early_ranks),
+           CHECK_TEST(files_of_another_run_are_rejected_with_why),
+           CHECK_TEST(a_damaged_chunk_rejects_its_rank),
+           CHECK_TEST(a_chunk_damaged_after_open_rejects_its_rank_at_refresh),
+           CHECK_TEST(open_rank_reads_one_file),
+           CHECK_TEST(hostile_rank_attributes_are_refused),
+           CHECK_TEST(a_huge_world_probes_names_only),
+           CHECK_TEST(report_names_the_rank_whose_nan_came_first),
+           CHECK_TEST(report_names_replicas_whose_gradients_differ),
+           CHECK_TEST(report_of_a_tensor_split_says_what_is_per_shard))

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "check-one.h"
+#include "fixture.h"
 #include "resdiag.h"
 #include "run-files.h"
 #include "value-hash.h"
@@ -27,16 +28,9 @@ static const char *const mparams[2] = { "head.w", "embed.wte" };
 
 static resdiag *open_model(const char *name, int schema, int k, int one_call)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = S;
-    m.sublayer_names = sub_names;
-    m.n_layer_params = 1;
-    m.layer_param_names = lparams;
-    m.n_model_params = 2;
-    m.model_param_names = mparams;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = S,
+        .sublayer_names = sub_names, .layer_params = 1, .layer_param_names = lparams,
+        .model_params = 2, .model_param_names = mparams });
     resdiag_options o;
     resdiag_options_init(&o);
     o.file_schema = schema;
@@ -491,14 +485,8 @@ START_TEST(no_op_cases)
     ck_assert_int_eq(resdiag_observe_same_as(NULL, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, 0,
                                              0, RESDIAG_EMBED_OUT, "n.c", 1), RESDIAG_OK);
     ck_assert_int_eq(resdiag_param_grad_same_as(NULL, 0, "a", 0, "b", "n.c", 1), RESDIAG_OK);
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = S;
-    m.sublayer_names = sub_names;
-    m.n_model_params = 2;
-    m.model_param_names = mparams;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = S,
+        .sublayer_names = sub_names, .model_params = 2, .model_param_names = mparams });
     resdiag_options o;
     resdiag_options_init(&o);
     o.record_every = 2;
@@ -540,18 +528,17 @@ START_TEST(no_op_cases)
 }
 END_TEST
 
-int main(void)
-{
-    if (!check_one_make_dir(dir, sizeof dir, "same-as"))
-        return EXIT_FAILURE;
-    resdiag_set_log_handler(capture_log, NULL);
-    const TTest *const tests[] = {
-        a_copy_records_what_a_read_records,
-        a_copy_is_of_the_most_recent_call,
-        bad_copies_are_refused,
-        a_source_or_target_being_observed_is_busy,
-        bad_parameter_copies_are_refused,
-        no_op_cases,
-    };
-    return check_tests_run("same-as", tests, sizeof tests / sizeof *tests, 60, dir);
-}
+static const check_program program = {
+    .name = "same-as",
+    .timeout = 60,
+    .scratch = dir,
+    .scratch_size = sizeof dir,
+    .prepare = capture_every_log,
+};
+CHECK_MAIN(&program,
+           CHECK_TEST(a_copy_records_what_a_read_records),
+           CHECK_TEST(a_copy_is_of_the_most_recent_call),
+           CHECK_TEST(bad_copies_are_refused),
+           CHECK_TEST(a_source_or_target_being_observed_is_busy),
+           CHECK_TEST(bad_parameter_copies_are_refused),
+           CHECK_TEST(no_op_cases))

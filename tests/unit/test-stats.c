@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check-one.h"
 #include "resdiag.h"
 #include "path-bounds.h"
 #include "stats/stats.h"
@@ -2519,110 +2520,89 @@ END_TEST
 
 /* ------------------------------------------------------------------------ */
 
-static Suite *stats_suite(void)
-{
-    Suite *s = suite_create("stats");
-    TCase *tc;
-
-    tc = tcase_create("conversions");
-    tcase_add_test(tc, f16_to_f32_matches_hand_computed_bit_patterns);
-    tcase_add_test(tc, bf16_to_f32_matches_hand_computed_bit_patterns);
-    tcase_add_test(tc, f16_to_f32_is_exact_for_every_pattern);
-    tcase_add_test(tc, bf16_to_f32_is_exact_for_every_pattern);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("signs");
-    tcase_add_test(tc, row_signs_are_balanced_and_depend_on_seed_and_row);
-    tcase_add_test(tc, column_signs_are_balanced_and_independent_of_row_signs);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("fields");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, stats_random_data_matches_reference_for_every_dtype_and_shape);
-    tcase_add_test(tc, stats_strided_rows_ignore_the_padding);
-    tcase_add_test(tc, stats_zero_rows_gives_nan_token_fields_and_zero_sketch);
-    tcase_add_test(tc, stats_rms_of_constant_row_is_value);
-    tcase_add_test(tc, stats_token_std_is_accurate_when_the_mean_dominates);
-    tcase_add_test(tc, stats_absmax_column_is_the_first_largest_magnitude);
-    tcase_add_test(tc, stats_absmax_column_is_found_across_scan_chunks);
-    tcase_add_test(tc, stats_absmax_of_every_f16_and_bf16_magnitude);
-    tcase_add_test(tc, stats_row_norms_match_reference);
-    tcase_add_test(tc, stats_k_zero_needs_no_sketch_and_changes_nothing_else);
-    tcase_add_test(tc, stats_misaligned_data_gives_the_aligned_results);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("extremes");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, stats_huge_f32_values_do_not_overflow);
-    tcase_add_test(tc, stats_f32_denormals_are_measured);
-    tcase_add_test(tc, stats_f64_1e200_has_right_norms);
-    tcase_add_test(tc, stats_values_near_the_top_of_the_range_give_inf_only_beyond_it);
-    tcase_add_test(tc, stats_f64_tiny_values_have_right_norms);
-    tcase_add_test(tc, stats_f64_rows_of_very_different_magnitudes_combine);
-    tcase_add_test(tc, stats_nan_and_inf_are_counted_and_left_out);
-    tcase_add_test(tc, stats_all_nan_row_has_zero_norm_and_is_a_token);
-    tcase_add_test(tc, stats_all_nan_tensor_has_no_absmax_column);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("sketch");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, stats_sketch_matches_its_definition);
-    tcase_add_test(tc, stats_sketch_of_zero_tensor_is_zero);
-    tcase_add_test(tc, stats_sketch_is_linear_for_f32);
-    tcase_add_test(tc, stats_sketch_is_linear_for_bf16);
-    tcase_add_test(tc, stats_sketch_preserves_squared_norm_on_average);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("paths");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, paths_portable_is_always_available_and_named);
-    tcase_add_test(tc, paths_force_portable_variable_picks_the_portable_path);
-    tcase_add_test(tc, paths_disable_avx512_variable_picks_the_best_other_path);
-    tcase_add_test(tc, paths_agree_on_random_data_for_every_dtype_shape_and_sketch_size);
-    tcase_add_test(tc, paths_agree_on_strided_rows_with_poisoned_padding);
-    tcase_add_test(tc, paths_agree_on_nan_and_inf);
-    tcase_add_test(tc, paths_agree_on_extreme_magnitudes);
-    tcase_add_test(tc, paths_agree_on_a_model_sized_tensor);
-    tcase_add_test(tc, paths_float_lanes_overflow_goes_to_double);
-    tcase_add_test(tc, paths_float_lanes_near_underflow_go_to_double);
-    tcase_add_test(tc, paths_float_lanes_keep_the_std_under_a_large_mean);
-    tcase_add_test(tc, paths_agree_on_every_width_and_stride);
-    tcase_add_test(tc, paths_agree_on_row_blocks_of_every_row_count);
-    tcase_add_test(tc, paths_row_blocks_hand_back_rows_that_need_more);
-    tcase_add_test(tc, paths_avx2_row_kernel_takes_the_shapes_it_is_for);
-    tcase_add_test(tc, paths_row_signs_of_16_rows_are_the_definition_bit_for_bit);
-    tcase_add_test(tc, paths_block_sums_of_tokens_follow_the_documented_order_bit_for_bit);
-    tcase_add_test(tc, paths_agree_on_bf16_special_values);
-    tcase_add_test(tc, paths_concurrent_calls_agree_bit_for_bit);
-    tcase_add_test(tc, split_two_threads_match_reference_and_repeat_bit_for_bit);
-    tcase_add_test(tc, split_merges_halves_of_very_different_magnitudes);
-    suite_add_tcase(s, tc);
-
-    return s;
-}
-
 /* The whole suite once per kernel path this machine has, so that every test
  * checks every path against the reference. */
-int main(void)
+static check_round each_kernel_path(int round)
 {
-    int failed = 0;
-    const int has_dot = rd_stats_bf16_dot();
+    static int has_dot;
+    if (round == 0)
+        has_dot = rd_stats_bf16_dot();
+    if (round > RD_STATS_N_PATHS)
+        return CHECK_ROUND_STOP;
     /* the last round: the AVX-512 path without its bf16 dot kernel */
-    for (int v = 0; v < RD_STATS_N_PATHS + 1; v++) {
-        const int p = v < RD_STATS_N_PATHS ? v : RD_STATS_AVX512;
-        if (!rd_stats_path_available((rd_stats_path)p) || (v == RD_STATS_N_PATHS && !has_dot))
-            continue;
-        if (rd_stats_set_path((rd_stats_path)p) != 0)
-            return EXIT_FAILURE;
-        rd_stats_set_bf16_dot(v < RD_STATS_N_PATHS);
-        printf("stats: kernel path %s%s\n", rd_stats_path_name((rd_stats_path)p),
-               p == RD_STATS_AVX512 ? (rd_stats_bf16_dot() ? " (bf16 dot)" : " (no bf16 dot)")
-                                    : "");
-        fflush(stdout);
-        SRunner *sr = srunner_create(stats_suite());
-        srunner_run_all(sr, CK_NORMAL);
-        failed += srunner_ntests_failed(sr);
-        srunner_free(sr);
-    }
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    const int p = round < RD_STATS_N_PATHS ? round : RD_STATS_AVX512;
+    if (!rd_stats_path_available((rd_stats_path)p) || (round == RD_STATS_N_PATHS && !has_dot))
+        return CHECK_ROUND_SKIP;
+    if (rd_stats_set_path((rd_stats_path)p) != 0)
+        return CHECK_ROUND_FAIL;
+    rd_stats_set_bf16_dot(round < RD_STATS_N_PATHS);
+    printf("stats: kernel path %s%s\n", rd_stats_path_name((rd_stats_path)p),
+           p == RD_STATS_AVX512 ? (rd_stats_bf16_dot() ? " (bf16 dot)" : " (no bf16 dot)")
+                                : "");
+    fflush(stdout);
+    return CHECK_ROUND_RUN;
 }
+
+static const check_program program = {
+    .name = "stats",
+    .round = each_kernel_path,
+};
+CHECK_MAIN(&program,
+           CHECK_CASE("conversions", 0),
+               CHECK_TEST(f16_to_f32_matches_hand_computed_bit_patterns),
+               CHECK_TEST(bf16_to_f32_matches_hand_computed_bit_patterns),
+               CHECK_TEST(f16_to_f32_is_exact_for_every_pattern),
+               CHECK_TEST(bf16_to_f32_is_exact_for_every_pattern),
+           CHECK_CASE("signs", 0),
+               CHECK_TEST(row_signs_are_balanced_and_depend_on_seed_and_row),
+               CHECK_TEST(column_signs_are_balanced_and_independent_of_row_signs),
+           CHECK_CASE("fields", 60),
+               CHECK_TEST(stats_random_data_matches_reference_for_every_dtype_and_shape),
+               CHECK_TEST(stats_strided_rows_ignore_the_padding),
+               CHECK_TEST(stats_zero_rows_gives_nan_token_fields_and_zero_sketch),
+               CHECK_TEST(stats_rms_of_constant_row_is_value),
+               CHECK_TEST(stats_token_std_is_accurate_when_the_mean_dominates),
+               CHECK_TEST(stats_absmax_column_is_the_first_largest_magnitude),
+               CHECK_TEST(stats_absmax_column_is_found_across_scan_chunks),
+               CHECK_TEST(stats_absmax_of_every_f16_and_bf16_magnitude),
+               CHECK_TEST(stats_row_norms_match_reference),
+               CHECK_TEST(stats_k_zero_needs_no_sketch_and_changes_nothing_else),
+               CHECK_TEST(stats_misaligned_data_gives_the_aligned_results),
+           CHECK_CASE("extremes", 60),
+               CHECK_TEST(stats_huge_f32_values_do_not_overflow),
+               CHECK_TEST(stats_f32_denormals_are_measured),
+               CHECK_TEST(stats_f64_1e200_has_right_norms),
+               CHECK_TEST(stats_values_near_the_top_of_the_range_give_inf_only_beyond_it),
+               CHECK_TEST(stats_f64_tiny_values_have_right_norms),
+               CHECK_TEST(stats_f64_rows_of_very_different_magnitudes_combine),
+               CHECK_TEST(stats_nan_and_inf_are_counted_and_left_out),
+               CHECK_TEST(stats_all_nan_row_has_zero_norm_and_is_a_token),
+               CHECK_TEST(stats_all_nan_tensor_has_no_absmax_column),
+           CHECK_CASE("sketch", 60),
+               CHECK_TEST(stats_sketch_matches_its_definition),
+               CHECK_TEST(stats_sketch_of_zero_tensor_is_zero),
+               CHECK_TEST(stats_sketch_is_linear_for_f32),
+               CHECK_TEST(stats_sketch_is_linear_for_bf16),
+               CHECK_TEST(stats_sketch_preserves_squared_norm_on_average),
+           CHECK_CASE("paths", 120),
+               CHECK_TEST(paths_portable_is_always_available_and_named),
+               CHECK_TEST(paths_force_portable_variable_picks_the_portable_path),
+               CHECK_TEST(paths_disable_avx512_variable_picks_the_best_other_path),
+               CHECK_TEST(paths_agree_on_random_data_for_every_dtype_shape_and_sketch_size),
+               CHECK_TEST(paths_agree_on_strided_rows_with_poisoned_padding),
+               CHECK_TEST(paths_agree_on_nan_and_inf),
+               CHECK_TEST(paths_agree_on_extreme_magnitudes),
+               CHECK_TEST(paths_agree_on_a_model_sized_tensor),
+               CHECK_TEST(paths_float_lanes_overflow_goes_to_double),
+               CHECK_TEST(paths_float_lanes_near_underflow_go_to_double),
+               CHECK_TEST(paths_float_lanes_keep_the_std_under_a_large_mean),
+               CHECK_TEST(paths_agree_on_every_width_and_stride),
+               CHECK_TEST(paths_agree_on_row_blocks_of_every_row_count),
+               CHECK_TEST(paths_row_blocks_hand_back_rows_that_need_more),
+               CHECK_TEST(paths_avx2_row_kernel_takes_the_shapes_it_is_for),
+               CHECK_TEST(paths_row_signs_of_16_rows_are_the_definition_bit_for_bit),
+               CHECK_TEST(paths_block_sums_of_tokens_follow_the_documented_order_bit_for_bit),
+               CHECK_TEST(paths_agree_on_bf16_special_values),
+               CHECK_TEST(paths_concurrent_calls_agree_bit_for_bit),
+               CHECK_TEST(split_two_threads_match_reference_and_repeat_bit_for_bit),
+               CHECK_TEST(split_merges_halves_of_very_different_magnitudes))

@@ -12,7 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check-one.h"
 #include "common/escape.h"
+#include "fixture.h"
 #include "resdiag.h"
 #include "common/utf8.h"
 
@@ -218,14 +220,8 @@ static const char *meta[4] = { "optimizer", "adamw", "note", "plain" };
 
 static resdiag_model model(void)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = 2;
-    m.d_model = 4;
-    m.n_sublayers = 2;
-    m.sublayer_names = sub_names;
-    m.n_layer_params = 1;
-    m.layer_param_names = param_names;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = 2, .cols = 4, .sublayers = 2,
+        .sublayer_names = sub_names, .layer_params = 1, .layer_param_names = param_names });
     m.n_meta = 2;
     m.meta = meta;
     return m;
@@ -312,8 +308,7 @@ START_TEST(free_text_keeps_newlines_and_tabs)
     m.meta = kv;
     m.description = "caf\xc3\xa9 model\n\tsecond line";
     const char *p = fresh_path();
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, p, &m, NULL), RESDIAG_OK);
+    resdiag *r = fixture_open(p, &m, NULL);
     one_step(r, __FILE__, __LINE__);
     resdiag_destroy(r);
     resdiag_reader *rd = NULL;
@@ -331,8 +326,7 @@ START_TEST(a_call_site_that_is_not_utf8_is_recorded_as_valid_utf8)
 {
     resdiag_model m = model();
     const char *p = fresh_path();
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, p, &m, NULL), RESDIAG_OK);
+    resdiag *r = fixture_open(p, &m, NULL);
     /* what __FILE__ can be: any bytes of a path */
     one_step(r, "src\xff/\xc0\xafmodel\x1b]0;title\x07.c", 42);
     resdiag_destroy(r);
@@ -368,8 +362,7 @@ START_TEST(log_messages_reach_the_handler_escaped)
 {
     resdiag_model m = model();
     const char *p = fresh_path();
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, p, &m, NULL), RESDIAG_OK);
+    resdiag *r = fixture_open(p, &m, NULL);
     ck_assert_int_eq(resdiag_step_begin(r, 0), RESDIAG_OK);
     float x[4] = { 1, 2, 3, 4 };
     log_count = 0;
@@ -384,36 +377,21 @@ START_TEST(log_messages_reach_the_handler_escaped)
 }
 END_TEST
 
-static Suite *strings_suite(void)
-{
-    Suite *s = suite_create("strings");
-    TCase *tc = tcase_create("utf8-and-escapers");
-    tcase_add_test(tc, utf8_next_accepts_valid_sequences_and_nothing_else);
-    tcase_add_test(tc, utf8_check_finds_the_first_bad_byte);
-    tcase_add_test(tc, utf8_scrub_replaces_bad_bytes_and_controls_in_place);
-    tcase_add_test(tc, text_escaper_shows_every_control_and_bad_byte);
-    tcase_add_test(tc, json_escaper_gives_a_valid_string);
-    tcase_add_test(tc, xml_escaper_gives_well_formed_text);
-    tcase_add_test(tc, bounded_text_escape_never_splits_an_escape_or_a_character);
-    tcase_add_test(tc, escape_ring_hands_out_separate_buffers);
-    suite_add_tcase(s, tc);
-    TCase *tw = tcase_create("writer");
-    tcase_add_checked_fixture(tw, setup, teardown);
-    tcase_set_timeout(tw, 60);
-    tcase_add_loop_test(tw, open_refuses_strings_that_are_not_clean_utf8, 0,
-                        (int)(sizeof bad_strings / sizeof bad_strings[0]));
-    tcase_add_test(tw, free_text_keeps_newlines_and_tabs);
-    tcase_add_test(tw, a_call_site_that_is_not_utf8_is_recorded_as_valid_utf8);
-    tcase_add_test(tw, log_messages_reach_the_handler_escaped);
-    suite_add_tcase(s, tw);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(strings_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+static const check_program program = {
+    .name = "strings",
+};
+CHECK_MAIN(&program,
+           CHECK_CASE("utf8-and-escapers", 0),
+               CHECK_TEST(utf8_next_accepts_valid_sequences_and_nothing_else),
+               CHECK_TEST(utf8_check_finds_the_first_bad_byte),
+               CHECK_TEST(utf8_scrub_replaces_bad_bytes_and_controls_in_place),
+               CHECK_TEST(text_escaper_shows_every_control_and_bad_byte),
+               CHECK_TEST(json_escaper_gives_a_valid_string),
+               CHECK_TEST(xml_escaper_gives_well_formed_text),
+               CHECK_TEST(bounded_text_escape_never_splits_an_escape_or_a_character),
+               CHECK_TEST(escape_ring_hands_out_separate_buffers),
+           CHECK_CASE_FIXTURE("writer", 60, setup, teardown),
+               CHECK_LOOP(open_refuses_strings_that_are_not_clean_utf8, 0, (int)(sizeof bad_strings / sizeof bad_strings[0])),
+               CHECK_TEST(free_text_keeps_newlines_and_tabs),
+               CHECK_TEST(a_call_site_that_is_not_utf8_is_recorded_as_valid_utf8),
+               CHECK_TEST(log_messages_reach_the_handler_escaped))

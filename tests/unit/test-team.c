@@ -26,6 +26,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check-one.h"
+#include "fixture.h"
 #include "resdiag.h"
 
 enum { L = 2, S = 2, D = 256 };
@@ -62,16 +64,9 @@ static const char *tmp(const char *name)
 
 static resdiag *open_run(const char *path, int hook_threads)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = S;
-    m.sublayer_names = sub_names;
-    m.n_layer_params = 1;
-    m.layer_param_names = lparams;
-    m.n_model_params = 1;
-    m.model_param_names = mparams;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = S,
+        .sublayer_names = sub_names, .layer_params = 1, .layer_param_names = lparams,
+        .model_params = 1, .model_param_names = mparams });
     resdiag_options o;
     resdiag_options_init(&o);
     o.file_schema = 1; /* doubles as computed: the order of a merge shows in the bits */
@@ -79,9 +74,7 @@ static resdiag *open_run(const char *path, int hook_threads)
     o.hook_threads = hook_threads;
     o.log_fn = keep_log;
     o.overwrite = 1;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
-    return r;
+    return fixture_open(path, &m, &o);
 }
 
 /* ------------------------------------------------------------ tensors */
@@ -662,25 +655,22 @@ static void teardown(void)
     rmdir(tmpdir);
 }
 
-int main(void)
+/* step_end's warning */
+static void log_info(void)
 {
-    resdiag_set_log_priority(RESDIAG_LOG_INFO); /* step_end's warning */
-    Suite *s = suite_create("team");
-    TCase *tc = tcase_create("team");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, team_gives_the_bits_of_hook_threads);
-    tcase_add_test(tc, parts_in_every_order_give_the_same_bits);
-    tcase_add_test(tc, one_part_null_handle_and_outside_a_step);
-    tcase_add_loop_test(tc, client_bugs_are_refused_and_the_team_still_completes, 0,
-                        N_BUGS * N_TEAM_SIZES);
-    tcase_add_loop_test(tc, incomplete_team_at_step_end, 0, N_TEAM_SIZES);
-    tcase_add_loop_test(tc, set_enabled_close_and_destroy_with_an_open_team, 0, N_TEAM_SIZES);
-    tcase_add_loop_test(tc, teams_of_different_sites_at_once, 0, N_TEAM_SIZES);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    resdiag_set_log_priority(RESDIAG_LOG_INFO);
 }
+
+static const check_program program = {
+    .name = "team",
+    .prepare = log_info,
+};
+CHECK_MAIN(&program,
+           CHECK_CASE_FIXTURE("team", 120, setup, teardown),
+               CHECK_TEST(team_gives_the_bits_of_hook_threads),
+               CHECK_TEST(parts_in_every_order_give_the_same_bits),
+               CHECK_TEST(one_part_null_handle_and_outside_a_step),
+               CHECK_LOOP(client_bugs_are_refused_and_the_team_still_completes, 0, N_BUGS * N_TEAM_SIZES),
+               CHECK_LOOP(incomplete_team_at_step_end, 0, N_TEAM_SIZES),
+               CHECK_LOOP(set_enabled_close_and_destroy_with_an_open_team, 0, N_TEAM_SIZES),
+               CHECK_LOOP(teams_of_different_sites_at_once, 0, N_TEAM_SIZES))

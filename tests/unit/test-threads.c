@@ -32,6 +32,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check-one.h"
+#include "fixture.h"
 #include "path-bounds.h"
 #include "resdiag.h"
 #include "stats/split.h"
@@ -150,23 +152,15 @@ static void *worker_main(void *p)
 
 static resdiag *open_run(const char *path, int hook_threads)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = L;
-    m.d_model = D;
-    m.n_sublayers = S;
-    m.sublayer_names = sub_names;
-    m.n_layer_params = 2;
-    m.layer_param_names = lparams;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = S,
+        .sublayer_names = sub_names, .layer_params = 2, .layer_param_names = lparams });
     resdiag_options o;
     resdiag_options_init(&o);
     o.file_schema = 1; /* the statistics to the double: schema 1 keeps them as computed */
     o.flush_steps = 2;
     o.sketch_size = 8;
     o.hook_threads = hook_threads;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
-    return r;
+    return fixture_open(path, &m, &o);
 }
 
 /* Both runs, step by step: one thread, then THREADS threads. */
@@ -541,22 +535,15 @@ static void *same_main(void *p)
 
 static resdiag *open_same(const char *path)
 {
-    resdiag_model m;
-    resdiag_model_init(&m);
-    m.n_layers = 1;
-    m.d_model = SAME_D;
-    m.n_sublayers = 1;
-    m.sublayer_names = sub_names;
-    m.n_layer_params = 2;
-    m.layer_param_names = lparams;
+    resdiag_model m = fixture_model(&(fixture_shape){ .layers = 1, .cols = SAME_D,
+        .sublayers = 1, .sublayer_names = sub_names, .layer_params = 2,
+        .layer_param_names = lparams });
     resdiag_options o;
     resdiag_options_init(&o);
     o.file_schema = 1; /* the statistics to the double: schema 1 keeps them as computed */
     o.sketch_size = 8;
     o.flush_steps = 64;
-    resdiag *r = NULL;
-    ck_assert_int_eq(resdiag_open(&r, path, &m, &o), RESDIAG_OK);
-    return r;
+    return fixture_open(path, &m, &o);
 }
 
 /* What the test knows of a tensor without the library, in long double. */
@@ -857,20 +844,12 @@ START_TEST(same_site_from_two_threads_keeps_whole_calls)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("threads");
-    TCase *tc = tcase_create("threads");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, threads_on_different_layers_write_what_one_thread_writes);
-    tcase_add_test(tc, hook_threads_inside_concurrent_hooks_is_deterministic);
-    tcase_add_test(tc, split_pool_shared_absent_or_forked_gives_the_same_bits);
-    tcase_add_test(tc, same_site_from_two_threads_keeps_whole_calls);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+static const check_program program = {
+    .name = "threads",
+};
+CHECK_MAIN(&program,
+           CHECK_CASE_FIXTURE("threads", 240, setup, teardown),
+               CHECK_TEST(threads_on_different_layers_write_what_one_thread_writes),
+               CHECK_TEST(hook_threads_inside_concurrent_hooks_is_deterministic),
+               CHECK_TEST(split_pool_shared_absent_or_forked_gives_the_same_bits),
+               CHECK_TEST(same_site_from_two_threads_keeps_whole_calls))
