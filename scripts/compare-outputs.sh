@@ -24,6 +24,7 @@ tool=$build/resdiag
 
 mask() { sed -E -e 's/[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z/TIME/g' \
                 -e 's/(\.[ch]):[0-9]+/\1:LINE/g' -e '/^time: /d' \
+                -e 's#[^ "=]*/examples/tinygpt/tinygpt#BUILD/examples/tinygpt/tinygpt#g' \
                 -e "s#$build#BUILD#g" -e "s#$runs#RUNS#g" -e "s#$out#OUT#g"; }
 
 # /step_time holds wall seconds: its values differ from run to run.
