@@ -54,40 +54,40 @@ int64_t rd_complete_step(const unsigned char *flags, int64_t n, int last)
 resdiag_status rd_analysis_aborted(const resdiag_reader *rd, rd_analysis *a,
                                    unsigned char *flags)
 {
-    a->aborted = flags;
-    a->first_index = rd_complete_step(flags, a->n_steps, 0);
-    a->last_index = rd_complete_step(flags, a->n_steps, 1);
-    for (int64_t i = 0; flags && i < a->n_steps; i++) {
+    a->aborted.flags = flags;
+    a->aborted.first_index = rd_complete_step(flags, a->load.n_steps, 0);
+    a->aborted.last_index = rd_complete_step(flags, a->load.n_steps, 1);
+    for (int64_t i = 0; flags && i < a->load.n_steps; i++) {
         if (!flags[i])
             continue;
-        if (a->n_aborted < RD_ABORTED_LISTED) {
-            int k = (int)a->n_aborted;
-            a->aborted_index[k] = i;
-            resdiag_status st = resdiag_reader_abort_reason(rd, i, a->aborted_reason[k],
-                                                            sizeof a->aborted_reason[k]);
+        if (a->aborted.count < RD_ABORTED_LISTED) {
+            int k = (int)a->aborted.count;
+            a->aborted.listed_index[k] = i;
+            resdiag_status st = resdiag_reader_abort_reason(rd, i, a->aborted.listed_reason[k],
+                                                            sizeof a->aborted.listed_reason[k]);
             if (st)
                 return st;
         }
-        a->n_aborted++;
+        a->aborted.count++;
     }
-    a->step_aborted = rd_analysis_step_aborted(a, a->step_index);
-    if (!a->step_aborted)
+    a->aborted.step_aborted = rd_analysis_step_aborted(a, a->load.step_index);
+    if (!a->aborted.step_aborted)
         return RESDIAG_OK;
-    return resdiag_reader_abort_reason(rd, a->step_index, a->step_abort_reason,
-                                       sizeof a->step_abort_reason);
+    return resdiag_reader_abort_reason(rd, a->load.step_index, a->aborted.step_reason,
+                                       sizeof a->aborted.step_reason);
 }
 
 void rd_analysis_abort_verdict(rd_analysis *a)
 {
-    if (!a->step_aborted)
+    if (!a->aborted.step_aborted)
         return;
-    a->verdict = RESDIAG_VERDICT_CANNOT_TELL;
-    a->conf = RESDIAG_CONFIDENCE_NONE;
-    a->mix_layers = -1;
-    a->alpha = NAN;
-    snprintf(a->why, sizeof a->why, "step %lld was aborted%s%.*s%s: its records are "
-             "incomplete, not judged", (long long)a->step, a->step_abort_reason[0] ? " (" : "",
-             (int)(sizeof a->why - 96), a->step_abort_reason,
-             a->step_abort_reason[0] ? ")" : "");
-    a->conf_why[0] = '\0';
+    a->verdict.v = RESDIAG_VERDICT_CANNOT_TELL;
+    a->verdict.conf = RESDIAG_CONFIDENCE_NONE;
+    a->verdict.mix_layers = -1;
+    a->verdict.alpha = NAN;
+    snprintf(a->verdict.why, sizeof a->verdict.why, "step %lld was aborted%s%.*s%s: its records are "
+             "incomplete, not judged", (long long)a->load.step, a->aborted.step_reason[0] ? " (" : "",
+             (int)(sizeof a->verdict.why - 96), a->aborted.step_reason,
+             a->aborted.step_reason[0] ? ")" : "");
+    a->verdict.conf_why[0] = '\0';
 }

@@ -22,16 +22,16 @@
  * layer's signature and the massive-activation warning. */
 static void stream_point(rd_analysis *a, int kk, const double *f, int obs)
 {
-    a->xnorm[kk] = obs ? f[RESDIAG_FIELD_TOK_NORM_MEAN] : NAN;
-    a->xrms[kk] = obs ? f[RESDIAG_FIELD_TOK_RMS_MEAN] : NAN;
-    a->xenergy[kk] = obs && f[RESDIAG_FIELD_ROWS] > 0
+    a->depth.xnorm[kk] = obs ? f[RESDIAG_FIELD_TOK_NORM_MEAN] : NAN;
+    a->depth.xrms[kk] = obs ? f[RESDIAG_FIELD_TOK_RMS_MEAN] : NAN;
+    a->depth.xenergy[kk] = obs && f[RESDIAG_FIELD_ROWS] > 0
                          ? f[RESDIAG_FIELD_FROB] * f[RESDIAG_FIELD_FROB] / f[RESDIAG_FIELD_ROWS]
                          : NAN;
     if (kk == 0)
         return;
-    a->layer_sig[kk - 1] = obs ? rd_signature(f, rd_unnorm_cv(a->d_model)) : RD_SIG_UNKNOWN;
-    a->layer_cv[kk - 1] = obs ? rd_cv_of(f) : NAN;
-    if (obs && f[RESDIAG_FIELD_ABSMAX] > fmax(MASSIVE_MIN, 0.5 * sqrt(a->d_model)) *
+    a->depth.layer_sig[kk - 1] = obs ? rd_signature(f, rd_unnorm_cv(a->load.d_model)) : RD_SIG_UNKNOWN;
+    a->depth.layer_cv[kk - 1] = obs ? rd_cv_of(f) : NAN;
+    if (obs && f[RESDIAG_FIELD_ABSMAX] > fmax(MASSIVE_MIN, 0.5 * sqrt(a->load.d_model)) *
                                              f[RESDIAG_FIELD_TOK_RMS_MEAN])
         rd_analysis_warn(a, "massive activation: the stream leaving layer %d has |x| = %.3g in "
                          "column %.0f, %.1f times its mean per-token RMS %.3g", kk - 1,
@@ -44,16 +44,16 @@ static void stream_point(rd_analysis *a, int kk, const double *f, int obs)
  * 0..L. */
 static resdiag_status fit_updates(rd_analysis *a, const double *k)
 {
-    int L = a->n_layers, S = a->n_sublayers;
+    int L = a->load.n_layers, S = a->load.n_sublayers;
     double *col = malloc((size_t)L * sizeof *col);
     if (!col)
         return RESDIAG_E_NOMEM;
     for (int s = 0; s < S && s < RD_MAX_RFIT; s++) {
         for (int l = 0; l < L; l++)
-            col[l] = a->r[l * S + s];
-        rd_fit_loglog(k + 1, col, L, &a->fit_r[s]);
+            col[l] = a->placement.r[l * S + s];
+        rd_fit_loglog(k + 1, col, L, &a->depth.fit_r[s]);
         int h = L / 2;
-        rd_fit_loglog(k + 1 + h, col + h, L - h, &a->fit_r_deep[s]);
+        rd_fit_loglog(k + 1 + h, col + h, L - h, &a->depth.fit_r_deep[s]);
     }
     free(col);
     return RESDIAG_OK;
@@ -61,7 +61,7 @@ static resdiag_status fit_updates(rd_analysis *a, const double *k)
 
 resdiag_status rd_analysis_depth(const resdiag_reader *rd, rd_analysis *a)
 {
-    int L = a->n_layers;
+    int L = a->load.n_layers;
     double *k = calloc((size_t)L + 1, sizeof *k);
     if (!k)
         return RESDIAG_E_NOMEM;
@@ -72,7 +72,7 @@ resdiag_status rd_analysis_depth(const resdiag_reader *rd, rd_analysis *a)
     for (int kk = 0; kk <= L; kk++) {
         double f[RESDIAG_N_FIELDS];
         int obs = 0;
-        if ((st = rd_analysis_stream_at(rd, a, a->step_index, kk, f, &obs)))
+        if ((st = rd_analysis_stream_at(rd, a, a->load.step_index, kk, f, &obs)))
             goto out;
         stream_point(a, kk, f, obs);
         if (kk > 0 && obs && first < 0)
@@ -80,10 +80,10 @@ resdiag_status rd_analysis_depth(const resdiag_reader *rd, rd_analysis *a)
     }
     /* over the layer outputs k = 1..L: the embedding is no norm output
      * even in a post-norm model, and would make a constant look linear */
-    rd_fit_line(k + 1, a->xenergy + 1, L, &a->fit_energy);
-    rd_fit_loglog(k + 1, a->xnorm + 1, L, &a->fit_xlog);
-    if (first > 0 && first < L && a->xnorm[first] > 0 && isfinite(a->xnorm[L]))
-        a->growth = a->xnorm[L] / a->xnorm[first];
+    rd_fit_line(k + 1, a->depth.xenergy + 1, L, &a->depth.fit_energy);
+    rd_fit_loglog(k + 1, a->depth.xnorm + 1, L, &a->depth.fit_xlog);
+    if (first > 0 && first < L && a->depth.xnorm[first] > 0 && isfinite(a->depth.xnorm[L]))
+        a->depth.growth = a->depth.xnorm[L] / a->depth.xnorm[first];
     st = fit_updates(a, k);
 out:
     free(k);
@@ -96,7 +96,7 @@ out:
  * recorded step si, for the over-training summary. */
 static resdiag_status training_point(const resdiag_reader *rd, rd_analysis *a, int64_t si, int j)
 {
-    int L = a->n_layers, S = a->n_sublayers;
+    int L = a->load.n_layers, S = a->load.n_sublayers;
     double f[RESDIAG_N_FIELDS];
     int obs1 = 0, obsL = 0;
     resdiag_status st;
@@ -106,7 +106,7 @@ static resdiag_status training_point(const resdiag_reader *rd, rd_analysis *a, i
     if ((st = rd_analysis_stream_at(rd, a, si, L, f, &obsL)))
         return st;
     double xl = obsL ? f[RESDIAG_FIELD_TOK_NORM_MEAN] : NAN;
-    a->tr_growth[j] = L > 1 && x1 > 0 ? xl / x1 : NAN;
+    a->training.growth[j] = L > 1 && x1 > 0 ? xl / x1 : NAN;
     for (int s = 0; s < S && s < RESDIAG_MAX_SUBLAYERS; s++) {
         double sum = 0;
         int m = 0;
@@ -119,18 +119,18 @@ static resdiag_status training_point(const resdiag_reader *rd, rd_analysis *a, i
                 m++;
             }
         }
-        a->tr_mean_r[j][s] = m ? sum / m : NAN;
+        a->training.mean_r[j][s] = m ? sum / m : NAN;
     }
-    a->tr_grad_ratio[j] = NAN;
-    if (a->n_order > 0 && L > 1) {
-        const char *name = a->param_names[a->param_order[0]];
+    a->training.grad_ratio[j] = NAN;
+    if (a->gradients.n_order > 0 && L > 1) {
+        const char *name = a->load.param_names[a->gradients.param_order[0]];
         double g0[RESDIAG_N_FIELDS], g1[RESDIAG_N_FIELDS];
         int o0 = 0, o1 = 0;
         if ((st = resdiag_reader_param(rd, si, 0, name, g0, &o0)) ||
             (st = resdiag_reader_param(rd, si, L - 1, name, g1, &o1)))
             return st;
         if (o0 && o1 && g0[RESDIAG_FIELD_FROB] > 0)
-            a->tr_grad_ratio[j] = g1[RESDIAG_FIELD_FROB] / g0[RESDIAG_FIELD_FROB];
+            a->training.grad_ratio[j] = g1[RESDIAG_FIELD_FROB] / g0[RESDIAG_FIELD_FROB];
     }
     return RESDIAG_OK;
 }
@@ -139,6 +139,6 @@ static resdiag_status training_point(const resdiag_reader *rd, rd_analysis *a, i
  * incomplete, so comparing it would show what the abort cut off. */
 resdiag_status rd_analysis_training(const resdiag_reader *rd, rd_analysis *a)
 {
-    resdiag_status st = training_point(rd, a, a->first_index, 0);
-    return st ? st : training_point(rd, a, a->last_index, 1);
+    resdiag_status st = training_point(rd, a, a->aborted.first_index, 0);
+    return st ? st : training_point(rd, a, a->aborted.last_index, 1);
 }

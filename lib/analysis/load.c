@@ -42,54 +42,54 @@ static resdiag_status copy_run(const resdiag_reader *rd, rd_analysis *a)
 {
     const resdiag_run_info *in = resdiag_reader_info(rd);
     int L = in->n_layers, S = in->n_sublayers, P = in->n_layer_params;
-    a->n_layers = L;
-    a->n_sublayers = S;
-    a->d_model = in->d_model;
-    a->sketch_size = in->sketch_size;
-    a->schema_version = in->schema_version;
-    a->block = in->block;
-    a->declared = in->declared_placement;
-    a->declared_mix = in->declared_mix_layers;
-    a->norm_kind = in->norm_kind;
-    a->run_kind = in->run_kind;
-    a->n_steps = in->n_steps;
-    a->n_layer_params = P;
-    a->file_rank = in->rank;
-    a->file_world = in->n_ranks_merged > 1 ? 1 : in->world_size;
-    a->file_split = in->split;
-    a->description = rd_analysis_dupstr(in->description);
-    a->writer_version = rd_analysis_dupstr(in->resdiag_version);
-    a->created = rd_analysis_dupstr(in->created_utc);
-    a->program = rd_analysis_dupstr(in->program);
-    a->sublayer_names = calloc((size_t)S, sizeof *a->sublayer_names);
-    a->param_names = calloc((size_t)(P ? P : 1), sizeof *a->param_names);
-    a->steps = calloc((size_t)in->n_steps, sizeof *a->steps);
-    a->sub = calloc((size_t)L * S, sizeof *a->sub);
-    a->layer_v = calloc((size_t)L, sizeof *a->layer_v);
-    a->layer_sig = calloc((size_t)L, sizeof *a->layer_sig);
-    a->layer_cv = calloc((size_t)L, sizeof *a->layer_cv);
-    a->xnorm = calloc((size_t)L + 1, sizeof *a->xnorm);
-    a->xrms = calloc((size_t)L + 1, sizeof *a->xrms);
-    a->xenergy = calloc((size_t)L + 1, sizeof *a->xenergy);
-    a->r = calloc((size_t)L * S, sizeof *a->r);
-    a->r_last = calloc((size_t)L * S, sizeof *a->r_last);
-    a->grad = calloc((size_t)L * (P ? P : 1), sizeof *a->grad);
-    a->sgrad = calloc((size_t)L, sizeof *a->sgrad);
-    if (!a->sublayer_names || !a->param_names || !a->steps || !a->sub || !a->layer_v ||
-        !a->layer_sig || !a->layer_cv || !a->xnorm || !a->xrms || !a->xenergy || !a->r ||
-        !a->r_last || !a->grad || !a->sgrad || !a->description || !a->writer_version ||
-        !a->created || !a->program)
+    a->load.n_layers = L;
+    a->load.n_sublayers = S;
+    a->load.d_model = in->d_model;
+    a->load.sketch_size = in->sketch_size;
+    a->load.schema_version = in->schema_version;
+    a->load.block = in->block;
+    a->load.declared = in->declared_placement;
+    a->load.declared_mix = in->declared_mix_layers;
+    a->load.norm_kind = in->norm_kind;
+    a->load.run_kind = in->run_kind;
+    a->load.n_steps = in->n_steps;
+    a->load.n_layer_params = P;
+    a->load.file_rank = in->rank;
+    a->load.file_world = in->n_ranks_merged > 1 ? 1 : in->world_size;
+    a->load.file_split = in->split;
+    a->load.description = rd_analysis_dupstr(in->description);
+    a->load.writer_version = rd_analysis_dupstr(in->resdiag_version);
+    a->load.created = rd_analysis_dupstr(in->created_utc);
+    a->load.program = rd_analysis_dupstr(in->program);
+    a->load.sublayer_names = calloc((size_t)S, sizeof *a->load.sublayer_names);
+    a->load.param_names = calloc((size_t)(P ? P : 1), sizeof *a->load.param_names);
+    a->load.steps = calloc((size_t)in->n_steps, sizeof *a->load.steps);
+    a->placement.sub = calloc((size_t)L * S, sizeof *a->placement.sub);
+    a->placement.layer_v = calloc((size_t)L, sizeof *a->placement.layer_v);
+    a->depth.layer_sig = calloc((size_t)L, sizeof *a->depth.layer_sig);
+    a->depth.layer_cv = calloc((size_t)L, sizeof *a->depth.layer_cv);
+    a->depth.xnorm = calloc((size_t)L + 1, sizeof *a->depth.xnorm);
+    a->depth.xrms = calloc((size_t)L + 1, sizeof *a->depth.xrms);
+    a->depth.xenergy = calloc((size_t)L + 1, sizeof *a->depth.xenergy);
+    a->placement.r = calloc((size_t)L * S, sizeof *a->placement.r);
+    a->placement.r_last = calloc((size_t)L * S, sizeof *a->placement.r_last);
+    a->gradients.grad = calloc((size_t)L * (P ? P : 1), sizeof *a->gradients.grad);
+    a->gradients.sgrad = calloc((size_t)L, sizeof *a->gradients.sgrad);
+    if (!a->load.sublayer_names || !a->load.param_names || !a->load.steps || !a->placement.sub || !a->placement.layer_v ||
+        !a->depth.layer_sig || !a->depth.layer_cv || !a->depth.xnorm || !a->depth.xrms || !a->depth.xenergy || !a->placement.r ||
+        !a->placement.r_last || !a->gradients.grad || !a->gradients.sgrad || !a->load.description || !a->load.writer_version ||
+        !a->load.created || !a->load.program)
         return RESDIAG_E_NOMEM;
     for (int s = 0; s < S; s++)
-        if (!(a->sublayer_names[s] = rd_analysis_dupstr(in->sublayer_names[s])))
+        if (!(a->load.sublayer_names[s] = rd_analysis_dupstr(in->sublayer_names[s])))
             return RESDIAG_E_NOMEM;
     for (int p = 0; p < P; p++)
-        if (!(a->param_names[p] = rd_analysis_dupstr(in->layer_param_names[p])))
+        if (!(a->load.param_names[p] = rd_analysis_dupstr(in->layer_param_names[p])))
             return RESDIAG_E_NOMEM;
     const char *head = rd_analysis_role_param(in, RD_ROLE_HEAD);
     const char *residual = rd_analysis_role_param(in, RD_ROLE_RESIDUAL);
-    if ((head && !(a->head_param_name = rd_analysis_dupstr(head))) ||
-        (residual && !(a->residual_param_name = rd_analysis_dupstr(residual))))
+    if ((head && !(a->load.head_param_name = rd_analysis_dupstr(head))) ||
+        (residual && !(a->load.residual_param_name = rd_analysis_dupstr(residual))))
         return RESDIAG_E_NOMEM;
     return RESDIAG_OK;
 }
@@ -101,32 +101,32 @@ resdiag_status rd_analysis_load(const resdiag_reader *rd, const resdiag_analyze_
     rd_analysis *a = calloc(1, sizeof *a);
     if (!a)
         return RESDIAG_E_NOMEM;
-    a->step_index = si;
-    a->max_growth = o->max_growth;
-    a->alpha = NAN;
-    a->mix_layers = -1;
-    a->growth = NAN;
-    a->head_grad = NAN;
-    a->sgrad_embed = NAN;
-    a->grad_step = -1;
+    a->load.step_index = si;
+    a->load.max_growth = o->max_growth;
+    a->verdict.alpha = NAN;
+    a->verdict.mix_layers = -1;
+    a->depth.growth = NAN;
+    a->gradients.head_grad = NAN;
+    a->gradients.sgrad_embed = NAN;
+    a->gradients.step = -1;
     resdiag_status st = copy_run(rd, a);
     if (!st)
-        st = resdiag_reader_steps(rd, a->steps, a->n_steps);
+        st = resdiag_reader_steps(rd, a->load.steps, a->load.n_steps);
     if (st) {
         resdiag_analysis_destroy(a);
         return st;
     }
-    a->step = a->steps[si];
+    a->load.step = a->load.steps[si];
     *out = a;
     return RESDIAG_OK;
 }
 
 resdiag_status rd_analysis_observe(const resdiag_reader *rd, rd_analysis *a)
 {
-    int64_t si = a->step_index;
+    int64_t si = a->load.step_index;
     resdiag_status st;
-    for (int l = 0; l < a->n_layers; l++)
-        for (int s = 0; s < a->n_sublayers; s++)
+    for (int l = 0; l < a->load.n_layers; l++)
+        for (int s = 0; s < a->load.n_sublayers; s++)
             for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
                 for (int d = 0; d < 2; d++) {
                     double f[RESDIAG_N_FIELDS];
@@ -134,7 +134,7 @@ resdiag_status rd_analysis_observe(const resdiag_reader *rd, rd_analysis *a)
                     if ((st = resdiag_reader_site(rd, si, (resdiag_direction)d, l, s,
                                                   (resdiag_site)b, f, &obs)))
                         return st;
-                    a->n_obs[d][b] += obs;
+                    a->observe.n_obs[d][b] += obs;
                 }
     for (int m = 0; m < RESDIAG_N_MODEL_SITES; m++)
         for (int d = 0; d < 2; d++) {
@@ -143,11 +143,11 @@ resdiag_status rd_analysis_observe(const resdiag_reader *rd, rd_analysis *a)
             if ((st = resdiag_reader_site(rd, si, (resdiag_direction)d, 0, 0,
                                           (resdiag_site)(RESDIAG_EMBED_OUT + m), f, &obs)))
                 return st;
-            a->model_obs[d][m] = obs;
+            a->observe.model_obs[d][m] = obs;
         }
-    a->stream_only = a->n_obs[0][RESDIAG_NORM_IN] + a->n_obs[0][RESDIAG_NORM_OUT] +
-                         a->n_obs[0][RESDIAG_BRANCH_OUT] == 0;
-    a->use_relations = !a->stream_only && a->sketch_size > 0;
+    a->observe.stream_only = a->observe.n_obs[0][RESDIAG_NORM_IN] + a->observe.n_obs[0][RESDIAG_NORM_OUT] +
+                         a->observe.n_obs[0][RESDIAG_BRANCH_OUT] == 0;
+    a->observe.use_relations = !a->observe.stream_only && a->load.sketch_size > 0;
     return RESDIAG_OK;
 }
 
@@ -179,7 +179,7 @@ resdiag_status rd_analysis_load_site(const resdiag_reader *rd, int64_t si, resdi
 resdiag_status rd_analysis_stream_at(const resdiag_reader *rd, const rd_analysis *a, int64_t si,
                                      int kk, double *st, int *obs)
 {
-    int L = a->n_layers, S = a->n_sublayers;
+    int L = a->load.n_layers, S = a->load.n_sublayers;
     resdiag_status e;
     *obs = 0;
     if (kk == 0) {
