@@ -32,41 +32,42 @@ void resdiag_analysis_destroy(resdiag_analysis *a)
 {
     if (!a)
         return;
+    rd_load *r = &a->load;
+    free(r->steps);
+    for (int s = 0; r->sublayer_names && s < r->n_sublayers; s++)
+        free(r->sublayer_names[s]);
+    free(r->sublayer_names);
+    for (int p = 0; r->param_names && p < r->n_layer_params; p++)
+        free(r->param_names[p]);
+    free(r->param_names);
+    free(r->description);
+    free(r->writer_version);
+    free(r->created);
+    free(r->program);
+    free(r->head_param_name);
+    free(r->residual_param_name);
+    free(a->aborted.flags);
     free(a->placement.sub);
     free(a->placement.layer_v);
-    free(a->depth.layer_sig);
-    free(a->depth.layer_cv);
+    free(a->placement.r);
+    free(a->placement.r_first);
+    free(a->placement.r_last);
     free(a->depth.xnorm);
     free(a->depth.xrms);
     free(a->depth.xenergy);
-    free(a->placement.r);
+    free(a->depth.layer_sig);
+    free(a->depth.layer_cv);
+    free(a->depth.massive);
+    free(a->verdict.cs_norm_in);
+    free(a->verdict.cs_branch_out);
+    free(a->verdict.cs_stream_out);
+    free(a->verdict.cs_norm_in2);
     free(a->gradients.grad);
     free(a->gradients.sgrad);
-    free(a->load.steps);
-    free(a->placement.r_last);
-    free(a->aborted.flags);
-    if (a->load.sublayer_names)
-        for (int s = 0; s < a->load.n_sublayers; s++)
-            free(a->load.sublayer_names[s]);
-    free(a->load.sublayer_names);
-    if (a->load.param_names)
-        for (int p = 0; p < a->load.n_layer_params; p++)
-            free(a->load.param_names[p]);
-    free(a->load.param_names);
-    free(a->load.description);
-    free(a->load.writer_version);
-    free(a->load.created);
-    free(a->load.program);
-    free(a->verdict.cs_norm_in);
-    free(a->verdict.cs_stream_out);
-    free(a->verdict.cs_branch_out);
-    free(a->verdict.cs_norm_in2);
     for (int m = 0; a->metrics.names && m < a->metrics.count; m++)
         free(a->metrics.names[m]);
     free(a->metrics.names);
     free(a->metrics.values);
-    free(a->load.head_param_name);
-    free(a->load.residual_param_name);
     resdiag_analysis_destroy(a->at_last);
     rd_ranks_free(a->ranks);
     free(a);

@@ -3,7 +3,7 @@
  * step when it has one): ||dL/dW|| per layer and parameter, ||dL/dx|| of
  * the stream per layer and of the embedding, the head's gradient (its
  * declared parameter, else the logits), their log-log fits over depth; and
- * the order the parameters are shown in.
+ * the order the parameters are shown in (a->gradients, gradients.h).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -190,6 +190,15 @@ static resdiag_status fit_grads(rd_analysis *a)
 
 resdiag_status rd_analysis_gradients(const resdiag_reader *rd, rd_analysis *a)
 {
+    rd_gradients *g = &a->gradients;
+    int L = a->load.n_layers, P = a->load.n_layer_params;
+    g->step = -1;
+    g->head_grad = NAN;
+    g->sgrad_embed = NAN;
+    g->grad = calloc((size_t)L * (P ? P : 1), sizeof *g->grad);
+    g->sgrad = calloc((size_t)L, sizeof *g->sgrad);
+    if (!g->grad || !g->sgrad)
+        return RESDIAG_E_NOMEM;
     resdiag_status st = find_grad_step(rd, a);
     if (st || a->gradients.step < 0)
         return st;

@@ -1,7 +1,7 @@
 /*
- * load.c - reading the run into the analysis: the run's identity, names
- * and steps, what was observed at the step, the parameters that play a
- * role, and the reads of one site or of the stream that the phases share.
+ * load.c - reading the run into the analysis (a->load, load.h): the
+ * run's identity, names and steps; the parameters that play a role, and
+ * the reads of one site or of the stream that the phases share.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -37,59 +37,46 @@ const char *rd_analysis_role_param(const resdiag_run_info *in, int which)
     return NULL;
 }
 
-/* The sizes and names of the run, and every array of the analysis. */
-static resdiag_status copy_run(const resdiag_reader *rd, rd_analysis *a)
+/* The sizes and names of the run. */
+static resdiag_status copy_run(const resdiag_reader *rd, rd_load *r)
 {
     const resdiag_run_info *in = resdiag_reader_info(rd);
-    int L = in->n_layers, S = in->n_sublayers, P = in->n_layer_params;
-    a->load.n_layers = L;
-    a->load.n_sublayers = S;
-    a->load.d_model = in->d_model;
-    a->load.sketch_size = in->sketch_size;
-    a->load.schema_version = in->schema_version;
-    a->load.block = in->block;
-    a->load.declared = in->declared_placement;
-    a->load.declared_mix = in->declared_mix_layers;
-    a->load.norm_kind = in->norm_kind;
-    a->load.run_kind = in->run_kind;
-    a->load.n_steps = in->n_steps;
-    a->load.n_layer_params = P;
-    a->load.file_rank = in->rank;
-    a->load.file_world = in->n_ranks_merged > 1 ? 1 : in->world_size;
-    a->load.file_split = in->split;
-    a->load.description = rd_analysis_dupstr(in->description);
-    a->load.writer_version = rd_analysis_dupstr(in->resdiag_version);
-    a->load.created = rd_analysis_dupstr(in->created_utc);
-    a->load.program = rd_analysis_dupstr(in->program);
-    a->load.sublayer_names = calloc((size_t)S, sizeof *a->load.sublayer_names);
-    a->load.param_names = calloc((size_t)(P ? P : 1), sizeof *a->load.param_names);
-    a->load.steps = calloc((size_t)in->n_steps, sizeof *a->load.steps);
-    a->placement.sub = calloc((size_t)L * S, sizeof *a->placement.sub);
-    a->placement.layer_v = calloc((size_t)L, sizeof *a->placement.layer_v);
-    a->depth.layer_sig = calloc((size_t)L, sizeof *a->depth.layer_sig);
-    a->depth.layer_cv = calloc((size_t)L, sizeof *a->depth.layer_cv);
-    a->depth.xnorm = calloc((size_t)L + 1, sizeof *a->depth.xnorm);
-    a->depth.xrms = calloc((size_t)L + 1, sizeof *a->depth.xrms);
-    a->depth.xenergy = calloc((size_t)L + 1, sizeof *a->depth.xenergy);
-    a->placement.r = calloc((size_t)L * S, sizeof *a->placement.r);
-    a->placement.r_last = calloc((size_t)L * S, sizeof *a->placement.r_last);
-    a->gradients.grad = calloc((size_t)L * (P ? P : 1), sizeof *a->gradients.grad);
-    a->gradients.sgrad = calloc((size_t)L, sizeof *a->gradients.sgrad);
-    if (!a->load.sublayer_names || !a->load.param_names || !a->load.steps || !a->placement.sub || !a->placement.layer_v ||
-        !a->depth.layer_sig || !a->depth.layer_cv || !a->depth.xnorm || !a->depth.xrms || !a->depth.xenergy || !a->placement.r ||
-        !a->placement.r_last || !a->gradients.grad || !a->gradients.sgrad || !a->load.description || !a->load.writer_version ||
-        !a->load.created || !a->load.program)
+    int S = in->n_sublayers, P = in->n_layer_params;
+    r->n_layers = in->n_layers;
+    r->n_sublayers = S;
+    r->d_model = in->d_model;
+    r->sketch_size = in->sketch_size;
+    r->schema_version = in->schema_version;
+    r->block = in->block;
+    r->declared = in->declared_placement;
+    r->declared_mix = in->declared_mix_layers;
+    r->norm_kind = in->norm_kind;
+    r->run_kind = in->run_kind;
+    r->n_steps = in->n_steps;
+    r->n_layer_params = P;
+    r->file_rank = in->rank;
+    r->file_world = in->n_ranks_merged > 1 ? 1 : in->world_size;
+    r->file_split = in->split;
+    r->description = rd_analysis_dupstr(in->description);
+    r->writer_version = rd_analysis_dupstr(in->resdiag_version);
+    r->created = rd_analysis_dupstr(in->created_utc);
+    r->program = rd_analysis_dupstr(in->program);
+    r->sublayer_names = calloc((size_t)S, sizeof *r->sublayer_names);
+    r->param_names = calloc((size_t)(P ? P : 1), sizeof *r->param_names);
+    r->steps = calloc((size_t)in->n_steps, sizeof *r->steps);
+    if (!r->sublayer_names || !r->param_names || !r->steps || !r->description ||
+        !r->writer_version || !r->created || !r->program)
         return RESDIAG_E_NOMEM;
     for (int s = 0; s < S; s++)
-        if (!(a->load.sublayer_names[s] = rd_analysis_dupstr(in->sublayer_names[s])))
+        if (!(r->sublayer_names[s] = rd_analysis_dupstr(in->sublayer_names[s])))
             return RESDIAG_E_NOMEM;
     for (int p = 0; p < P; p++)
-        if (!(a->load.param_names[p] = rd_analysis_dupstr(in->layer_param_names[p])))
+        if (!(r->param_names[p] = rd_analysis_dupstr(in->layer_param_names[p])))
             return RESDIAG_E_NOMEM;
     const char *head = rd_analysis_role_param(in, RD_ROLE_HEAD);
     const char *residual = rd_analysis_role_param(in, RD_ROLE_RESIDUAL);
-    if ((head && !(a->load.head_param_name = rd_analysis_dupstr(head))) ||
-        (residual && !(a->load.residual_param_name = rd_analysis_dupstr(residual))))
+    if ((head && !(r->head_param_name = rd_analysis_dupstr(head))) ||
+        (residual && !(r->residual_param_name = rd_analysis_dupstr(residual))))
         return RESDIAG_E_NOMEM;
     return RESDIAG_OK;
 }
@@ -101,53 +88,18 @@ resdiag_status rd_analysis_load(const resdiag_reader *rd, const resdiag_analyze_
     rd_analysis *a = calloc(1, sizeof *a);
     if (!a)
         return RESDIAG_E_NOMEM;
-    a->load.step_index = si;
-    a->load.max_growth = o->max_growth;
-    a->verdict.alpha = NAN;
-    a->verdict.mix_layers = -1;
-    a->depth.growth = NAN;
-    a->gradients.head_grad = NAN;
-    a->gradients.sgrad_embed = NAN;
-    a->gradients.step = -1;
-    resdiag_status st = copy_run(rd, a);
+    rd_load *r = &a->load;
+    r->step_index = si;
+    r->max_growth = o->max_growth;
+    resdiag_status st = copy_run(rd, r);
     if (!st)
-        st = resdiag_reader_steps(rd, a->load.steps, a->load.n_steps);
+        st = resdiag_reader_steps(rd, r->steps, r->n_steps);
     if (st) {
         resdiag_analysis_destroy(a);
         return st;
     }
-    a->load.step = a->load.steps[si];
+    r->step = r->steps[si];
     *out = a;
-    return RESDIAG_OK;
-}
-
-resdiag_status rd_analysis_observe(const resdiag_reader *rd, rd_analysis *a)
-{
-    int64_t si = a->load.step_index;
-    resdiag_status st;
-    for (int l = 0; l < a->load.n_layers; l++)
-        for (int s = 0; s < a->load.n_sublayers; s++)
-            for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
-                for (int d = 0; d < 2; d++) {
-                    double f[RESDIAG_N_FIELDS];
-                    int obs = 0;
-                    if ((st = resdiag_reader_site(rd, si, (resdiag_direction)d, l, s,
-                                                  (resdiag_site)b, f, &obs)))
-                        return st;
-                    a->observe.n_obs[d][b] += obs;
-                }
-    for (int m = 0; m < RESDIAG_N_MODEL_SITES; m++)
-        for (int d = 0; d < 2; d++) {
-            double f[RESDIAG_N_FIELDS];
-            int obs = 0;
-            if ((st = resdiag_reader_site(rd, si, (resdiag_direction)d, 0, 0,
-                                          (resdiag_site)(RESDIAG_EMBED_OUT + m), f, &obs)))
-                return st;
-            a->observe.model_obs[d][m] = obs;
-        }
-    a->observe.stream_only = a->observe.n_obs[0][RESDIAG_NORM_IN] + a->observe.n_obs[0][RESDIAG_NORM_OUT] +
-                         a->observe.n_obs[0][RESDIAG_BRANCH_OUT] == 0;
-    a->observe.use_relations = !a->observe.stream_only && a->load.sketch_size > 0;
     return RESDIAG_OK;
 }
 

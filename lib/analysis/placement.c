@@ -4,8 +4,10 @@
  * sk(f) up to rounding) and the order of its hook calls: pre-norm,
  * post-norm, deepnorm (with alpha), sandwich, reordered, a parallel block,
  * no norm, zero branches, inconsistent or cannot tell, with the confidence
- * and the reason. A signature (equal token norms) only supports; the
- * declared placement is never used to decide.
+ * and the reason (a->placement, placement.h). A signature (equal token
+ * norms) only supports; the declared placement is never used to decide.
+ * Also the relative updates of every sublayer, read here once for every
+ * phase.
  */
 #include <math.h>
 #include <stdio.h>
@@ -760,8 +762,34 @@ static void reset_sublayer(rd_sub *r)
     r->conf = RESDIAG_CONFIDENCE_NONE;
 }
 
-/* Layer l's sites into sd[s][b], and its relative updates at the step and
- * at the last recorded step. */
+/* Sublayer (l, s)'s relative update r = ||dx||/||x|| at the analysed step
+ * and at the last and the first complete step, each step read once: the
+ * phases after this one (depth.c, training.c, warnings.c) read them here. */
+static resdiag_status load_updates(const resdiag_reader *rd, rd_analysis *a, int l, int s)
+{
+    rd_placement *p = &a->placement;
+    int i = l * a->load.n_sublayers + s;
+    const int64_t at[3] = { a->load.step_index, a->aborted.last_index, a->aborted.first_index };
+    double *const to[3] = { p->r, p->r_last, p->r_first };
+    for (int k = 0; k < 3; k++) {
+        int same = -1;
+        for (int j = 0; j < k && same < 0; j++)
+            if (at[j] == at[k])
+                same = j;
+        if (same >= 0) {
+            to[k][i] = to[same][i];
+            continue;
+        }
+        double u[RESDIAG_N_UPDATE_FIELDS];
+        resdiag_status st = resdiag_reader_update(rd, at[k], l, s, u);
+        if (st)
+            return st;
+        to[k][i] = u[RESDIAG_UPDATE_RATIO_FROB];
+    }
+    return RESDIAG_OK;
+}
+
+/* Layer l's sites into sd[s][b], and its relative updates. */
 static resdiag_status load_layer(const resdiag_reader *rd, rd_analysis *a, int l,
                                  rd_site_data (*sd)[RESDIAG_N_BLOCK_SITES])
 {
@@ -774,13 +802,8 @@ static resdiag_status load_layer(const resdiag_reader *rd, rd_analysis *a, int l
             if ((st = rd_analysis_load_site(rd, si, RESDIAG_FORWARD, l, s, (resdiag_site)b, K,
                                             &sd[s][b])))
                 return st;
-        double u[RESDIAG_N_UPDATE_FIELDS];
-        if ((st = resdiag_reader_update(rd, si, l, s, u)))
+        if ((st = load_updates(rd, a, l, s)))
             return st;
-        a->placement.r[l * S + s] = u[RESDIAG_UPDATE_RATIO_FROB];
-        if ((st = resdiag_reader_update(rd, a->aborted.last_index, l, s, u)))
-            return st;
-        a->placement.r_last[l * S + s] = u[RESDIAG_UPDATE_RATIO_FROB];
     }
     return RESDIAG_OK;
 }
@@ -813,10 +836,16 @@ static void classify_layer(rd_analysis *a, int l, rd_site_data (*sd)[RESDIAG_N_B
 resdiag_status rd_analysis_sublayers(const resdiag_reader *rd, rd_analysis *a)
 {
     int L = a->load.n_layers, S = a->load.n_sublayers, K = a->load.sketch_size;
+    rd_placement *p = &a->placement;
+    p->sub = calloc((size_t)L * S, sizeof *p->sub);
+    p->layer_v = calloc((size_t)L, sizeof *p->layer_v);
+    p->r = calloc((size_t)L * S, sizeof *p->r);
+    p->r_first = calloc((size_t)L * S, sizeof *p->r_first);
+    p->r_last = calloc((size_t)L * S, sizeof *p->r_last);
     rd_site_data(*sd)[RESDIAG_N_BLOCK_SITES] = calloc((size_t)S, sizeof *sd);
     double *skbuf = calloc((size_t)S * RESDIAG_N_BLOCK_SITES * (K ? K : 1), sizeof *skbuf);
     resdiag_status st = RESDIAG_OK;
-    if (!sd || !skbuf) {
+    if (!p->sub || !p->layer_v || !p->r || !p->r_first || !p->r_last || !sd || !skbuf) {
         st = RESDIAG_E_NOMEM;
         goto out;
     }

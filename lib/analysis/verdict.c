@@ -288,22 +288,11 @@ static void decide_from_layers(rd_analysis *a)
 /* --------------------------------------------------- from the signature */
 
 /* Model verdict from the signature of each layer's stream (stream-only
- * record, or no sketches). */
+ * record, or no sketches), as depth.c judged it against the run's own
+ * normalized layers. */
 static void decide_from_signature(rd_analysis *a)
 {
     int L = a->load.n_layers;
-    /* A layer between the thresholds is "not normalized" when its spread is
-     * 100 times that of the layers of the same run that are clearly
-     * normalized (f32 norm outputs spread by ~1e-8, a pre-norm sublayer on
-     * top of a normalized stream by ~1e-3): the run's own noise floor. */
-    double max_norm_cv = -1;
-    for (int l = 0; l < L; l++)
-        if (a->depth.layer_sig[l] == RD_SIG_NORMALIZED && a->depth.layer_cv[l] > max_norm_cv)
-            max_norm_cv = a->depth.layer_cv[l];
-    for (int l = 0; l < L; l++)
-        if (a->depth.layer_sig[l] == RD_SIG_UNCLEAR && max_norm_cv >= 0 &&
-            a->depth.layer_cv[l] > 100 * fmax(max_norm_cv, 1e-9))
-            a->depth.layer_sig[l] = RD_SIG_NOT;
     int n_n = 0, n_u = 0, n_q = 0;
     for (int l = 0; l < L; l++) {
         n_n += a->depth.layer_sig[l] == RD_SIG_NORMALIZED;
@@ -424,9 +413,28 @@ static void deciding_hooks(const resdiag_reader *rd, rd_analysis *a)
 
 void rd_analysis_decide(const resdiag_reader *rd, rd_analysis *a)
 {
+    a->verdict.alpha = NAN;
+    a->verdict.mix_layers = -1;
     if (a->observe.use_relations)
         decide_from_layers(a);
     else
         decide_from_signature(a);
     deciding_hooks(rd, a);
+}
+
+/* An aborted judged step is shown, not judged: its records are incomplete.
+ * Runs after every phase that reads the verdict of the step's records. */
+void rd_analysis_abort_verdict(rd_analysis *a)
+{
+    if (!a->aborted.step_aborted)
+        return;
+    a->verdict.v = RESDIAG_VERDICT_CANNOT_TELL;
+    a->verdict.conf = RESDIAG_CONFIDENCE_NONE;
+    a->verdict.mix_layers = -1;
+    a->verdict.alpha = NAN;
+    snprintf(a->verdict.why, sizeof a->verdict.why, "step %lld was aborted%s%.*s%s: its records are "
+             "incomplete, not judged", (long long)a->load.step, a->aborted.step_reason[0] ? " (" : "",
+             (int)(sizeof a->verdict.why - 96), a->aborted.step_reason,
+             a->aborted.step_reason[0] ? ")" : "");
+    a->verdict.conf_why[0] = '\0';
 }
