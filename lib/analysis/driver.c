@@ -47,6 +47,8 @@ void resdiag_analysis_destroy(resdiag_analysis *a)
     free(r->head_param_name);
     free(r->residual_param_name);
     free(a->aborted.flags);
+    free(a->observe.block_st);
+    free(a->observe.block_obs);
     free(a->placement.sub);
     free(a->placement.layer_v);
     free(a->placement.r);

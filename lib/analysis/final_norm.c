@@ -60,9 +60,9 @@ resdiag_status rd_analysis_final_norm(const resdiag_reader *rd, rd_analysis *a)
     out.sk = buf + kk;
     x.sk = buf + 2 * kk;
     resdiag_status st;
-    if ((st = rd_analysis_load_site(rd, si, RESDIAG_FORWARD, 0, 0, RESDIAG_FINAL_NORM_IN, k,
+    if ((st = rd_analysis_load_site(rd, a, si, RESDIAG_FORWARD, 0, 0, RESDIAG_FINAL_NORM_IN, k,
                                     &in)) ||
-        (st = rd_analysis_load_site(rd, si, RESDIAG_FORWARD, 0, 0, RESDIAG_FINAL_NORM_OUT, k,
+        (st = rd_analysis_load_site(rd, a, si, RESDIAG_FORWARD, 0, 0, RESDIAG_FINAL_NORM_OUT, k,
                                     &out)))
         goto out;
     if (!in.obs && !out.obs) {
@@ -80,7 +80,7 @@ resdiag_status rd_analysis_final_norm(const resdiag_reader *rd, rd_analysis *a)
     const rd_site_data *ref = &in;
     const char *ref_name = "its input";
     if (!in.obs && L > 0) {
-        if ((st = rd_analysis_load_site(rd, si, RESDIAG_FORWARD, L - 1, S - 1,
+        if ((st = rd_analysis_load_site(rd, a, si, RESDIAG_FORWARD, L - 1, S - 1,
                                         RESDIAG_STREAM_OUT, k, &x)))
             goto out;
         ref = &x;

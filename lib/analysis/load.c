@@ -105,11 +105,12 @@ resdiag_status rd_analysis_load(const resdiag_reader *rd, const resdiag_analyze_
 
 /* ------------------------------------------- reads the phases share */
 
-resdiag_status rd_analysis_load_site(const resdiag_reader *rd, int64_t si, resdiag_direction dir,
-                                     int l, int s, resdiag_site site, int k, rd_site_data *d)
+resdiag_status rd_analysis_load_site(const resdiag_reader *rd, const rd_analysis *a, int64_t si,
+                                     resdiag_direction dir, int l, int s, resdiag_site site, int k,
+                                     rd_site_data *d)
 {
     d->nonfinite = 0;
-    resdiag_status st = resdiag_reader_site(rd, si, dir, l, s, site, d->st, &d->obs);
+    resdiag_status st = rd_analysis_site(rd, a, si, dir, l, s, site, d->st, &d->obs);
     if (st)
         return st;
     if (k > 0 && d->obs) {
@@ -135,21 +136,21 @@ resdiag_status rd_analysis_stream_at(const resdiag_reader *rd, const rd_analysis
     resdiag_status e;
     *obs = 0;
     if (kk == 0) {
-        if ((e = resdiag_reader_site(rd, si, RESDIAG_FORWARD, 0, 0, RESDIAG_EMBED_OUT, st, obs)))
+        if ((e = rd_analysis_site(rd, a, si, RESDIAG_FORWARD, 0, 0, RESDIAG_EMBED_OUT, st, obs)))
             return e;
-        if (!*obs && (e = resdiag_reader_site(rd, si, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,
+        if (!*obs && (e = rd_analysis_site(rd, a, si, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,
                                               st, obs)))
             return e;
         return RESDIAG_OK;
     }
     int l = kk - 1;
-    if ((e = resdiag_reader_site(rd, si, RESDIAG_FORWARD, l, S - 1, RESDIAG_STREAM_OUT, st, obs)))
+    if ((e = rd_analysis_site(rd, a, si, RESDIAG_FORWARD, l, S - 1, RESDIAG_STREAM_OUT, st, obs)))
         return e;
     if (!*obs && l + 1 < L &&
-        (e = resdiag_reader_site(rd, si, RESDIAG_FORWARD, l + 1, 0, RESDIAG_STREAM_IN, st, obs)))
+        (e = rd_analysis_site(rd, a, si, RESDIAG_FORWARD, l + 1, 0, RESDIAG_STREAM_IN, st, obs)))
         return e;
     if (!*obs && l + 1 == L &&
-        (e = resdiag_reader_site(rd, si, RESDIAG_FORWARD, 0, 0, RESDIAG_FINAL_NORM_IN, st, obs)))
+        (e = rd_analysis_site(rd, a, si, RESDIAG_FORWARD, 0, 0, RESDIAG_FINAL_NORM_IN, st, obs)))
         return e;
     return RESDIAG_OK;
 }

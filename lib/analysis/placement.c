@@ -799,7 +799,7 @@ static resdiag_status load_layer(const resdiag_reader *rd, rd_analysis *a, int l
     for (int s = 0; s < S; s++) {
         reset_sublayer(&a->placement.sub[l * S + s]);
         for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
-            if ((st = rd_analysis_load_site(rd, si, RESDIAG_FORWARD, l, s, (resdiag_site)b, K,
+            if ((st = rd_analysis_load_site(rd, a, si, RESDIAG_FORWARD, l, s, (resdiag_site)b, K,
                                             &sd[s][b])))
                 return st;
         if ((st = load_updates(rd, a, l, s)))
