@@ -58,9 +58,11 @@ static resdiag_check_result judge(const resdiag_analysis *a, const resdiag_check
     /* Below medium the report's own legend says "cannot tell": a gate must
      * not pass or fail on it, whatever it expects. */
     if (v != RESDIAG_VERDICT_CANNOT_TELL && a->verdict.conf < RESDIAG_CONFIDENCE_MEDIUM)
-        return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell: the data say %s with "
-                   "confidence %s (%s); check decides from medium up", resdiag_verdict_name(v),
-                   conf, a->verdict.conf_why[0] ? a->verdict.conf_why : a->verdict.why);
+        return say(why, len, RESDIAG_CHECK_CANNOT_TELL,
+                   "cannot tell: the data say %s with "
+                   "confidence %s (%s); check decides from medium up",
+                   resdiag_verdict_name(v), conf,
+                   a->verdict.conf_why[0] ? a->verdict.conf_why : a->verdict.why);
     switch (v) {
     case RESDIAG_VERDICT_CANNOT_TELL:
         return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell%s: %s",
@@ -93,11 +95,14 @@ static resdiag_check_result judge(const resdiag_analysis *a, const resdiag_check
                    "branch adds exactly 0 (zero-initialised); judge a later step (--last)");
     case RESDIAG_VERDICT_INCONSISTENT:
         if (a->verdict.conf < RESDIAG_CONFIDENCE_MEDIUM)
-            return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell: the relations fit no "
-                       "placement, but only by a little (confidence %s: %s)", conf,
-                       a->verdict.conf_why[0] ? a->verdict.conf_why : a->verdict.why);
-        return say(why, len, RESDIAG_CHECK_FAILS, "not %s: the relations between the sites fit "
-                   "no placement (%s)", want, a->verdict.why);
+            return say(why, len, RESDIAG_CHECK_CANNOT_TELL,
+                       "cannot tell: the relations fit no "
+                       "placement, but only by a little (confidence %s: %s)",
+                       conf, a->verdict.conf_why[0] ? a->verdict.conf_why : a->verdict.why);
+        return say(why, len, RESDIAG_CHECK_FAILS,
+                   "not %s: the relations between the sites fit "
+                   "no placement (%s)",
+                   want, a->verdict.why);
     default:
         break;
     }
@@ -107,12 +112,15 @@ static resdiag_check_result judge(const resdiag_analysis *a, const resdiag_check
                        "the relations are pre-type, and a sandwich's second norm would be at "
                        "out_norm_in/out_norm_out, which were not recorded");
         if (v == RESDIAG_VERDICT_MIXED && a->verdict.mix_layers > 0)
-            return say(why, len, RESDIAG_CHECK_FAILS, "not %s: observed mixed, post-norm in "
-                       "layers 0..%d and pre-norm after (confidence %s)", want,
-                       a->verdict.mix_layers - 1, conf);
+            return say(why, len, RESDIAG_CHECK_FAILS,
+                       "not %s: observed mixed, post-norm in "
+                       "layers 0..%d and pre-norm after (confidence %s)",
+                       want, a->verdict.mix_layers - 1, conf);
         if (v == RESDIAG_VERDICT_PER_SUBLAYER)
-            return say(why, len, RESDIAG_CHECK_FAILS, "not %s: observed a per-sublayer scheme, "
-                       "%s (confidence %s)", want, a->verdict.pattern, conf);
+            return say(why, len, RESDIAG_CHECK_FAILS,
+                       "not %s: observed a per-sublayer scheme, "
+                       "%s (confidence %s)",
+                       want, a->verdict.pattern, conf);
         return say(why, len, RESDIAG_CHECK_FAILS, "not %s: observed %s (confidence %s)", want,
                    resdiag_verdict_name(v), conf);
     }
@@ -126,18 +134,22 @@ static resdiag_check_result judge(const resdiag_analysis *a, const resdiag_check
             return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "%s holds, but the stream growth "
                        "cannot be measured", want);
         if (a->depth.growth > c->max_growth)
-            return say(why, len, RESDIAG_CHECK_FAILS, "%s holds, but the stream grows %.3gx over "
-                       "depth (more than %g)", want, a->depth.growth, c->max_growth);
+            return say(why, len, RESDIAG_CHECK_FAILS,
+                       "%s holds, but the stream grows %.3gx over "
+                       "depth (more than %g)",
+                       want, a->depth.growth, c->max_growth);
     }
     if (v == RESDIAG_VERDICT_PER_SUBLAYER)
-        return say(why, len, RESDIAG_CHECK_HOLDS, "holds: per-sublayer scheme, %s (confidence %s)",
-                   a->verdict.pattern, conf);
+        return say(why, len, RESDIAG_CHECK_HOLDS,
+                   "holds: per-sublayer scheme, %s (confidence %s)", a->verdict.pattern, conf);
     if (v == RESDIAG_VERDICT_DEEPNORM)
         return say(why, len, RESDIAG_CHECK_HOLDS, "holds: deepnorm, alpha = %.4g (confidence %s)",
                    a->verdict.alpha, conf);
     if (v == RESDIAG_VERDICT_MIXED && a->verdict.mix_layers > 0)
-        return say(why, len, RESDIAG_CHECK_HOLDS, "holds: mixed, post-norm in layers 0..%d, "
-                   "pre-norm after (confidence %s%s)", a->verdict.mix_layers - 1, conf,
+        return say(why, len, RESDIAG_CHECK_HOLDS,
+                   "holds: mixed, post-norm in layers 0..%d, "
+                   "pre-norm after (confidence %s%s)",
+                   a->verdict.mix_layers - 1, conf,
                    a->observe.stream_only ? ", stream-only evidence" : "");
     return say(why, len, RESDIAG_CHECK_HOLDS, "holds: %s%s (confidence %s)",
                resdiag_verdict_name(v), from_declared ? ", as declared" : "", conf);
@@ -174,11 +186,13 @@ resdiag_check_result resdiag_analysis_check(const resdiag_analysis *a,
                        "placement: the run declares none (resdiag_model.declared_placement)");
         o.expect = a->load.declared;
         /* The report's contradiction and this check's failure are one test. */
-        if (a->load.declared == RESDIAG_PLACEMENT_MIXED && a->verdict.v == RESDIAG_VERDICT_MIXED &&
-            rd_declared_agrees(a) == 0)
-            return say(why, len, RESDIAG_CHECK_FAILS, "the data contradict the declared "
+        if (a->load.declared == RESDIAG_PLACEMENT_MIXED &&
+            a->verdict.v == RESDIAG_VERDICT_MIXED && rd_declared_agrees(a) == 0)
+            return say(why, len, RESDIAG_CHECK_FAILS,
+                       "the data contradict the declared "
                        "placement: declared mixed with %d post-norm layers, observed mixed "
-                       "with %d (confidence %s)", a->load.declared_mix, a->verdict.mix_layers,
+                       "with %d (confidence %s)",
+                       a->load.declared_mix, a->verdict.mix_layers,
                        resdiag_confidence_name(a->verdict.conf));
     }
     return judge(a, &o, from_declared, why, len);

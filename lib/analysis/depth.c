@@ -31,8 +31,8 @@ static void stream_point(rd_depth *d, int d_model, int kk, const double *f, int 
         return;
     d->layer_sig[kk - 1] = obs ? rd_signature(f, rd_unnorm_cv(d_model)) : RD_SIG_UNKNOWN;
     d->layer_cv[kk - 1] = obs ? rd_cv_of(f) : NAN;
-    if (obs && f[RESDIAG_FIELD_ABSMAX] > fmax(MASSIVE_MIN, 0.5 * sqrt(d_model)) *
-                                             f[RESDIAG_FIELD_TOK_RMS_MEAN])
+    if (obs && f[RESDIAG_FIELD_ABSMAX] >
+                   fmax(MASSIVE_MIN, 0.5 * sqrt(d_model)) * f[RESDIAG_FIELD_TOK_RMS_MEAN])
         d->massive[d->n_massive++] = (rd_massive){ kk - 1, f[RESDIAG_FIELD_ABSMAX],
                                                    f[RESDIAG_FIELD_ABSMAX_COL],
                                                    f[RESDIAG_FIELD_TOK_RMS_MEAN] };

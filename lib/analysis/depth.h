@@ -23,11 +23,11 @@ typedef struct rd_depth {
     double *xnorm, *xrms, *xenergy; /* (L+1) */
     rd_fit fit_energy, fit_xlog;
     double growth;
-    int *layer_sig;              /* (L) signature of the stream leaving each layer */
-    double *layer_cv;            /* (L) its token-norm spread */
+    int *layer_sig;   /* (L) signature of the stream leaving each layer */
+    double *layer_cv; /* (L) its token-norm spread */
     rd_fit fit_r[RD_MAX_RFIT], fit_r_deep[RD_MAX_RFIT]; /* r over all layers, the deeper half */
     int n_massive;
-    rd_massive *massive;         /* (L) the first n_massive, by layer */
+    rd_massive *massive; /* (L) the first n_massive, by layer */
 } rd_depth;
 
 #endif

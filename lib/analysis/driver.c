@@ -189,7 +189,8 @@ static resdiag_status analyze(const resdiag_reader *rd, const resdiag_analyze_op
                resdiag_strerror(st));
         return st;
     }
-    if (whole_run && si != a->aborted.last_index && (st = analyze_last(rd, &o, a)) != RESDIAG_OK) {
+    if (whole_run && si != a->aborted.last_index &&
+        (st = analyze_last(rd, &o, a)) != RESDIAG_OK) {
         resdiag_analysis_destroy(a);
         return st;
     }

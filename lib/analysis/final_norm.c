@@ -103,7 +103,7 @@ resdiag_status rd_analysis_final_norm(const resdiag_reader *rd, rd_analysis *a)
                  "what the head reads (final_norm_out) is %s unchanged (difference %.1e)",
                  ref_name, e);
     } else if (e < fmax(IDENTITY_TOL, rd_rounding_floor((const double *[]){ out.st, ref->st }, 2,
-                                                         a->load.schema_version, 2)) &&
+                                                        a->load.schema_version, 2)) &&
                rd_signature(ref->st, rd_unnorm_cv((int)ref->st[RESDIAG_FIELD_COLS])) ==
                    RD_SIG_NORMALIZED) {
         /* a unit-gain norm of a normalized input is an identity within its
@@ -113,7 +113,8 @@ resdiag_status rd_analysis_final_norm(const resdiag_reader *rd, rd_analysis *a)
         snprintf(a->final_norm.why, sizeof a->final_norm.why,
                  "final_norm_out differs from %s (difference %.2g) only within rounding "
                  "or a norm's epsilon, and that input is already normalized: a norm there "
-                 "cannot be told from an identity", ref_name, e);
+                 "cannot be told from an identity",
+                 ref_name, e);
     } else {
         int sig = rd_signature(out.st, rd_unnorm_cv((int)out.st[RESDIAG_FIELD_COLS]));
         a->final_norm.reads_norm = 1;

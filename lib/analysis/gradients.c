@@ -69,7 +69,7 @@ static resdiag_status has_backward(const resdiag_reader *rd, const rd_analysis *
         }
         for (int b = 0; b < RESDIAG_N_BLOCK_SITES && !*any && !st; b++) {
             if ((st = rd_analysis_site(rd, a, gs, RESDIAG_BACKWARD, l, a->load.n_sublayers - 1,
-                                          (resdiag_site)b, f, &obs)))
+                                       (resdiag_site)b, f, &obs)))
                 break;
             *any |= obs;
         }
@@ -125,11 +125,11 @@ static resdiag_status read_grads(const resdiag_reader *rd, rd_analysis *a)
                 return st;
             a->gradients.grad[(size_t)l * P + p] = obs ? f[RESDIAG_FIELD_FROB] : NAN;
         }
-        if ((st = rd_analysis_site(rd, a, gs, RESDIAG_BACKWARD, l, S - 1, RESDIAG_STREAM_OUT,
-                                      f, &obs)))
+        if ((st = rd_analysis_site(rd, a, gs, RESDIAG_BACKWARD, l, S - 1, RESDIAG_STREAM_OUT, f,
+                                   &obs)))
             return st;
-        if (!obs && (st = rd_analysis_site(rd, a, gs, RESDIAG_BACKWARD, l, 0,
-                                              RESDIAG_STREAM_IN, f, &obs)))
+        if (!obs && (st = rd_analysis_site(rd, a, gs, RESDIAG_BACKWARD, l, 0, RESDIAG_STREAM_IN,
+                                           f, &obs)))
             return st;
         a->gradients.sgrad[l] = obs ? f[RESDIAG_FIELD_FROB] : NAN;
     }
@@ -137,8 +137,8 @@ static resdiag_status read_grads(const resdiag_reader *rd, rd_analysis *a)
     /* dL/dx_0: at embed_out, else where layer 0 reads it (the same tensor) */
     if ((st = rd_analysis_site(rd, a, gs, RESDIAG_BACKWARD, 0, 0, RESDIAG_EMBED_OUT, f, &obs)))
         return st;
-    if (!obs && (st = rd_analysis_site(rd, a, gs, RESDIAG_BACKWARD, 0, 0, RESDIAG_STREAM_IN,
-                                          f, &obs)))
+    if (!obs &&
+        (st = rd_analysis_site(rd, a, gs, RESDIAG_BACKWARD, 0, 0, RESDIAG_STREAM_IN, f, &obs)))
         return st;
     a->gradients.sgrad_embed = obs ? f[RESDIAG_FIELD_FROB] : NAN;
     return RESDIAG_OK;
@@ -158,8 +158,8 @@ static resdiag_status read_head_grad(const resdiag_reader *rd, rd_analysis *a)
             return st;
         a->gradients.head_is_param = obs;
     }
-    if (!obs && (st = rd_analysis_site(rd, a, gs, RESDIAG_BACKWARD, 0, 0, RESDIAG_LOGITS, f,
-                                          &obs)))
+    if (!obs &&
+        (st = rd_analysis_site(rd, a, gs, RESDIAG_BACKWARD, 0, 0, RESDIAG_LOGITS, f, &obs)))
         return st;
     a->gradients.head_grad = obs ? f[RESDIAG_FIELD_FROB] : NAN;
     return RESDIAG_OK;

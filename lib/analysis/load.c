@@ -106,8 +106,8 @@ resdiag_status rd_analysis_load(const resdiag_reader *rd, const resdiag_analyze_
 /* ------------------------------------------- reads the phases share */
 
 resdiag_status rd_analysis_load_site(const resdiag_reader *rd, const rd_analysis *a, int64_t si,
-                                     resdiag_direction dir, int l, int s, resdiag_site site, int k,
-                                     rd_site_data *d)
+                                     resdiag_direction dir, int l, int s, resdiag_site site,
+                                     int k, rd_site_data *d)
 {
     d->nonfinite = 0;
     resdiag_status st = rd_analysis_site(rd, a, si, dir, l, s, site, d->st, &d->obs);
@@ -138,8 +138,8 @@ resdiag_status rd_analysis_stream_at(const resdiag_reader *rd, const rd_analysis
     if (kk == 0) {
         if ((e = rd_analysis_site(rd, a, si, RESDIAG_FORWARD, 0, 0, RESDIAG_EMBED_OUT, st, obs)))
             return e;
-        if (!*obs && (e = rd_analysis_site(rd, a, si, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,
-                                              st, obs)))
+        if (!*obs &&
+            (e = rd_analysis_site(rd, a, si, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, st, obs)))
             return e;
         return RESDIAG_OK;
     }

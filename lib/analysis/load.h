@@ -15,11 +15,11 @@ typedef struct rd_load {
     char **sublayer_names;
     int n_layer_params;
     char **param_names;
-    char *head_param_name;       /* the parameter declared the output head, NULL if none */
-    int file_rank, file_world;   /* the rank and world size of a file read alone (1 of 1 for
+    char *head_param_name;     /* the parameter declared the output head, NULL if none */
+    int file_rank, file_world; /* the rank and world size of a file read alone (1 of 1 for
                                     one process; a merged job has ranks instead) */
     resdiag_split file_split;
-    char *residual_param_name;   /* the per-layer residual-write matrix (W2), NULL if none */
+    char *residual_param_name; /* the per-layer residual-write matrix (W2), NULL if none */
     resdiag_block_kind block;
     resdiag_placement declared;
     int declared_mix;
@@ -27,7 +27,7 @@ typedef struct rd_load {
     resdiag_run_kind run_kind;
     char *description, *writer_version, *created, *program;
     int64_t n_steps, *steps, step_index, step;
-    double max_growth;           /* the option: warn above this growth */
+    double max_growth; /* the option: warn above this growth */
 } rd_load;
 
 #endif

@@ -25,8 +25,8 @@ resdiag_status rd_analysis_metrics(const resdiag_reader *rd, rd_analysis *a)
     for (int m = 0; m < n; m++) {
         if (!(a->metrics.names[m] = rd_analysis_dupstr(in->metric_names[m])))
             return RESDIAG_E_NOMEM;
-        resdiag_status st = resdiag_reader_metric(rd, m, 0, a->load.n_steps,
-                                                  a->metrics.values + (size_t)m * a->load.n_steps);
+        resdiag_status st = resdiag_reader_metric(
+            rd, m, 0, a->load.n_steps, a->metrics.values + (size_t)m * a->load.n_steps);
         if (st != RESDIAG_OK)
             return st;
     }

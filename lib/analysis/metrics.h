@@ -7,8 +7,8 @@
 
 typedef struct rd_metrics {
     int count;
-    char **names;         /* (count) */
-    double *values;       /* (count, n_steps): metric m at step index i is
+    char **names;   /* (count) */
+    double *values; /* (count, n_steps): metric m at step index i is
                              [m * n_steps + i]; NaN where not given */
 } rd_metrics;
 

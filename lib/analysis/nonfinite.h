@@ -16,7 +16,7 @@ typedef struct rd_nonfinite {
     char model_param[RESDIAG_MAX_NAME]; /* with layer MODEL_LEVEL and site -1: that
                                            model parameter's name */
     resdiag_direction dir;
-    double nan_count, inf_count;  /* in the first bad record */
+    double nan_count, inf_count; /* in the first bad record */
     double nan_total, inf_total;
 } rd_nonfinite;
 

@@ -13,7 +13,8 @@
 static size_t block_slot(const rd_analysis *a, int d, int l, int s, int b)
 {
     return (((size_t)d * a->load.n_layers + l) * a->load.n_sublayers + s) *
-               RESDIAG_N_BLOCK_SITES + b;
+               RESDIAG_N_BLOCK_SITES +
+           b;
 }
 
 resdiag_status rd_analysis_observe(const resdiag_reader *rd, rd_analysis *a)
@@ -48,14 +49,15 @@ resdiag_status rd_analysis_observe(const resdiag_reader *rd, rd_analysis *a)
             o->model_obs[d][m] = obs;
         }
     o->stream_only = o->n_obs[0][RESDIAG_NORM_IN] + o->n_obs[0][RESDIAG_NORM_OUT] +
-                         o->n_obs[0][RESDIAG_BRANCH_OUT] == 0;
+                         o->n_obs[0][RESDIAG_BRANCH_OUT] ==
+                     0;
     o->use_relations = !o->stream_only && a->load.sketch_size > 0;
     return RESDIAG_OK;
 }
 
 resdiag_status rd_analysis_site(const resdiag_reader *rd, const rd_analysis *a, int64_t si,
-                                resdiag_direction dir, int l, int s, resdiag_site site,
-                                double *f, int *obs)
+                                resdiag_direction dir, int l, int s, resdiag_site site, double *f,
+                                int *obs)
 {
     const rd_observe *o = &a->observe;
     int d = dir == RESDIAG_FORWARD ? 0 : dir == RESDIAG_BACKWARD ? 1 : -1;

@@ -91,12 +91,12 @@ char *rd_analysis_dupstr(const char *s);
  * resdiag_reader_site gives them: observe.c's copy at the analysed step,
  * else read. */
 resdiag_status rd_analysis_site(const resdiag_reader *rd, const rd_analysis *a, int64_t si,
-                                resdiag_direction dir, int l, int s, resdiag_site site,
-                                double *f, int *obs);
+                                resdiag_direction dir, int l, int s, resdiag_site site, double *f,
+                                int *obs);
 /* load.c: one site's statistics, sketch (k > 0) and alias at step si. */
 resdiag_status rd_analysis_load_site(const resdiag_reader *rd, const rd_analysis *a, int64_t si,
-                                     resdiag_direction dir, int l, int s, resdiag_site site, int k,
-                                     rd_site_data *d);
+                                     resdiag_direction dir, int l, int s, resdiag_site site,
+                                     int k, rd_site_data *d);
 /* load.c: the stream tensor x_kk, kk = 0..L (0 what enters layer 0, l+1
  * what leaves layer l). */
 resdiag_status rd_analysis_stream_at(const resdiag_reader *rd, const rd_analysis *a, int64_t si,

@@ -708,10 +708,12 @@ static int classify_parallel(rd_analysis *a, int l, rd_site_data (*sd)[RESDIAG_N
             seq_recorded |= sd[s][RESDIAG_STREAM_OUT].obs;
         if (!seq_recorded) {
             for (int s = 0; s < S; s++)
-                snprintf(a->placement.sub[l * S + s].why, sizeof a->placement.sub[l * S + s].why, "every sublayer "
+                snprintf(a->placement.sub[l * S + s].why, sizeof a->placement.sub[l * S + s].why,
+                         "every sublayer "
                          "reads the same stream_in (error %.1e), but the branches (%.2g of the "
                          "stream) are too small against the rounding floor %.2g to tell a "
-                         "parallel block from a sequential one", e_same, branch, floor_);
+                         "parallel block from a sequential one",
+                         e_same, branch, floor_);
             return 1;
         }
     }

@@ -15,7 +15,8 @@ resdiag_verdict resdiag_analysis_verdict(const resdiag_analysis *a)
 
 resdiag_confidence resdiag_analysis_confidence(const resdiag_analysis *a)
 {
-    return a && a->verdict.v != RESDIAG_VERDICT_CANNOT_TELL ? a->verdict.conf : RESDIAG_CONFIDENCE_NONE;
+    return a && a->verdict.v != RESDIAG_VERDICT_CANNOT_TELL ? a->verdict.conf
+                                                            : RESDIAG_CONFIDENCE_NONE;
 }
 
 int resdiag_analysis_mix_layers(const resdiag_analysis *a)
@@ -43,7 +44,8 @@ resdiag_verdict resdiag_analysis_sublayer(const resdiag_analysis *a, int layer, 
 {
     if (alpha)
         *alpha = NAN;
-    if (!a || layer < 0 || layer >= a->load.n_layers || sublayer < 0 || sublayer >= a->load.n_sublayers)
+    if (!a || layer < 0 || layer >= a->load.n_layers || sublayer < 0 ||
+        sublayer >= a->load.n_sublayers)
         return RESDIAG_VERDICT_CANNOT_TELL;
     const rd_sub *r = &a->placement.sub[layer * a->load.n_sublayers + sublayer];
     if (alpha && r->v == RESDIAG_VERDICT_DEEPNORM)

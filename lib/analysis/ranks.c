@@ -85,14 +85,16 @@ static void nf_where(const rd_analysis *a, const rd_rank_row *w, char *where, si
         snprintf(where, wl, "model parameter %s gradient", w->nf_model_param);
     else if (w->nf_site < 0)
         snprintf(where, wl, "layer %d, %s gradient", w->nf_layer,
-                 w->nf_param >= 0 && w->nf_param < a->load.n_layer_params ? a->load.param_names[w->nf_param]
-                                                                     : "?");
+                 w->nf_param >= 0 && w->nf_param < a->load.n_layer_params
+                     ? a->load.param_names[w->nf_param]
+                     : "?");
     else if (w->nf_layer == RESDIAG_MODEL_LEVEL)
         snprintf(where, wl, "model site %s, %s", resdiag_site_name((resdiag_site)w->nf_site), dir);
     else {
         snprintf(where, wl, "layer %d, %s", w->nf_layer,
-                 w->nf_sub >= 0 && w->nf_sub < a->load.n_sublayers ? a->load.sublayer_names[w->nf_sub]
-                                                              : "?");
+                 w->nf_sub >= 0 && w->nf_sub < a->load.n_sublayers
+                     ? a->load.sublayer_names[w->nf_sub]
+                     : "?");
         snprintf(detail, dl, " (%s, %s)", resdiag_site_name((resdiag_site)w->nf_site), dir);
     }
 }
@@ -184,7 +186,8 @@ static void gradient_lines(const resdiag_reader *rd, const rd_analysis *a, rd_ra
         && k->split != RESDIAG_SPLIT_NONE)
         return;
     const resdiag_run_info *in = resdiag_reader_info(rd);
-    int64_t steps[2] = { a->load.step, a->load.steps[a->aborted.last_index] }; /* the last complete one */
+    int64_t steps[2] = { a->load.step,
+                         a->load.steps[a->aborted.last_index] }; /* the last complete one */
     int64_t *at = calloc((size_t)k->n_rows + 1, sizeof *at);
     for (int s = 0; at && s < (steps[1] != steps[0] ? 2 : 1); s++) {
         for (int i = 0; i < k->n_rows; i++) {

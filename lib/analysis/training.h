@@ -9,9 +9,9 @@
 #include "resdiag.h"
 
 typedef struct rd_training {
-    double growth[2];                       /* ||x_L|| / ||x_1|| */
+    double growth[2];                        /* ||x_L|| / ||x_1|| */
     double mean_r[2][RESDIAG_MAX_SUBLAYERS]; /* mean r over layers per sublayer */
-    double grad_ratio[2];                   /* first parameter's last/first layer gradient */
+    double grad_ratio[2];                    /* first parameter's last/first layer gradient */
 } rd_training;
 
 #endif

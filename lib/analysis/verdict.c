@@ -90,8 +90,8 @@ static void weakest_sublayer(rd_analysis *a, resdiag_confidence *conf)
     }
     if (weak >= 0) {
         const rd_sub *r = &a->placement.sub[weak];
-        snprintf(a->verdict.conf_why, sizeof a->verdict.conf_why, "layer %d %s%s: %s", weak / a->load.n_sublayers,
-                 a->load.sublayer_names[weak % a->load.n_sublayers],
+        snprintf(a->verdict.conf_why, sizeof a->verdict.conf_why, "layer %d %s%s: %s",
+                 weak / a->load.n_sublayers, a->load.sublayer_names[weak % a->load.n_sublayers],
                  n_weak > 1 ? " (the weakest of the sublayers below high)" : "",
                  r->conf_why[0] ? r->conf_why : "weaker evidence");
     }
@@ -108,16 +108,20 @@ static void decide_one_family(rd_analysis *a, resdiag_verdict first)
         for (int i = 0; i < n; i++)
             nsw += a->placement.sub[i].v == RESDIAG_VERDICT_PRE_OR_SANDWICH;
         a->verdict.conf = RESDIAG_CONFIDENCE_LOW;
-        snprintf(a->verdict.why, sizeof a->verdict.why, "pre-type relations in every layer; branch_out looks "
+        snprintf(a->verdict.why, sizeof a->verdict.why,
+                 "pre-type relations in every layer; branch_out looks "
                  "like a norm output in %d of %d sublayers, but no norm on the branch's output "
-                 "was observed", nsw, n);
-        snprintf(a->verdict.conf_why, sizeof a->verdict.conf_why, "pre-norm or sandwich: record out_norm_in "
+                 "was observed",
+                 nsw, n);
+        snprintf(a->verdict.conf_why, sizeof a->verdict.conf_why,
+                 "pre-norm or sandwich: record out_norm_in "
                  "and out_norm_out (the input and output of a norm after the branch) to "
                  "decide; a signature alone does not");
     }
     if (first == RESDIAG_VERDICT_ZERO_BRANCHES) {
         a->verdict.conf = RESDIAG_CONFIDENCE_HIGH;
-        snprintf(a->verdict.why, sizeof a->verdict.why, "every branch adds exactly 0 at this step "
+        snprintf(a->verdict.why, sizeof a->verdict.why,
+                 "every branch adds exactly 0 at this step "
                  "(zero-initialised, as ReZero or SkipInit): where the norms sit shows once "
                  "the branches move; judge a later step (--last)");
     }
@@ -172,8 +176,8 @@ static int per_sublayer_pattern(rd_analysis *a)
             if (p == RESDIAG_VERDICT_INCONSISTENT)
                 return 0;
         }
-        int w = snprintf(a->verdict.pattern + u, sizeof a->verdict.pattern - u, "%s%s: %s", s ? ", " : "",
-                         a->load.sublayer_names[s], resdiag_verdict_name(p));
+        int w = snprintf(a->verdict.pattern + u, sizeof a->verdict.pattern - u, "%s%s: %s",
+                         s ? ", " : "", a->load.sublayer_names[s], resdiag_verdict_name(p));
         if (w > 0 && (size_t)w < sizeof a->verdict.pattern - u)
             u += (size_t)w;
     }
@@ -221,10 +225,13 @@ static void decide_from_layers(rd_analysis *a)
                          resdiag_site_name((resdiag_site)b));
             }
         if (names[0])
-            snprintf(a->verdict.why, sizeof a->verdict.why, "no layer's relations decide between the "
-                     "placements; the site(s) that would: %s (not recorded)", names);
+            snprintf(a->verdict.why, sizeof a->verdict.why,
+                     "no layer's relations decide between the "
+                     "placements; the site(s) that would: %s (not recorded)",
+                     names);
         else
-            snprintf(a->verdict.why, sizeof a->verdict.why, "no layer's relations decide between the "
+            snprintf(a->verdict.why, sizeof a->verdict.why,
+                     "no layer's relations decide between the "
                      "placements");
         return;
     }
@@ -237,15 +244,17 @@ static void decide_from_layers(rd_analysis *a)
     if (a->verdict.n_undecided) {
         /* Undecided layers: never guess a family for them. */
         a->verdict.v = RESDIAG_VERDICT_CANNOT_TELL;
-        snprintf(a->verdict.why, sizeof a->verdict.why, "%d of %d layers undecided (the others: %s)",
-                 a->verdict.n_undecided, L, resdiag_verdict_name(first));
+        snprintf(a->verdict.why, sizeof a->verdict.why,
+                 "%d of %d layers undecided (the others: %s)", a->verdict.n_undecided, L,
+                 resdiag_verdict_name(first));
         return;
     }
     a->verdict.conf = conf;
     if (last_norm_is_final(a)) {
         a->verdict.v = RESDIAG_VERDICT_POST;
         a->verdict.last_norm_is_final = 1;
-        snprintf(a->verdict.why, sizeof a->verdict.why, "post-type relations in every sublayer but the last, "
+        snprintf(a->verdict.why, sizeof a->verdict.why,
+                 "post-type relations in every sublayer but the last, "
                  "whose norm is the final norm (it has none of its own, and the final norm "
                  "reads its output)");
         return;
@@ -253,21 +262,25 @@ static void decide_from_layers(rd_analysis *a)
     if (n_per || (!same && n_post == 0 && n_pre == 0)) {
         if (per_sublayer_pattern(a)) {
             a->verdict.v = RESDIAG_VERDICT_PER_SUBLAYER;
-            snprintf(a->verdict.why, sizeof a->verdict.why, "each sublayer has its own placement, the same "
-                     "in every layer: %s", a->verdict.pattern);
+            snprintf(a->verdict.why, sizeof a->verdict.why,
+                     "each sublayer has its own placement, the same "
+                     "in every layer: %s",
+                     a->verdict.pattern);
             return;
         }
         a->verdict.v = RESDIAG_VERDICT_INCONSISTENT;
-        snprintf(a->verdict.why, sizeof a->verdict.why, "the layers' sublayers differ, and not in one "
+        snprintf(a->verdict.why, sizeof a->verdict.why,
+                 "the layers' sublayers differ, and not in one "
                  "pattern repeated in every layer");
         return;
     }
     if (same) {
         decide_one_family(a, first);
         if (n_zero && first != RESDIAG_VERDICT_ZERO_BRANCHES)
-            snprintf(a->verdict.why, sizeof a->verdict.why, "%d layer(s) decided; in %d sublayer(s) the "
-                     "branch adds exactly 0 (no evidence there)", n_dec - n_zero,
-                     a->verdict.n_zero_branches);
+            snprintf(a->verdict.why, sizeof a->verdict.why,
+                     "%d layer(s) decided; in %d sublayer(s) the "
+                     "branch adds exactly 0 (no evidence there)",
+                     n_dec - n_zero, a->verdict.n_zero_branches);
         return;
     }
     if (n_post && n_pre && n_post + n_pre + n_zero == n_dec) {
@@ -301,25 +314,30 @@ static void decide_from_signature(rd_analysis *a)
     }
     a->verdict.n_undecided = n_q;
     a->verdict.conf = RESDIAG_CONFIDENCE_LOW;
-    snprintf(a->verdict.conf_why, sizeof a->verdict.conf_why, "only the stream's normalization signature: the "
+    snprintf(a->verdict.conf_why, sizeof a->verdict.conf_why,
+             "only the stream's normalization signature: the "
              "relations between the sites were not observed");
     if (n_q) {
         a->verdict.v = RESDIAG_VERDICT_CANNOT_TELL;
-        snprintf(a->verdict.why, sizeof a->verdict.why, "%d of %d layers' streams are neither clearly "
-                 "normalized nor clearly not", n_q, L);
+        snprintf(a->verdict.why, sizeof a->verdict.why,
+                 "%d of %d layers' streams are neither clearly "
+                 "normalized nor clearly not",
+                 n_q, L);
         return;
     }
     if (n_n == L) {
         a->verdict.v = RESDIAG_VERDICT_POST_FAMILY;
         a->verdict.conf = RESDIAG_CONFIDENCE_MEDIUM;
-        snprintf(a->verdict.why, sizeof a->verdict.why, "every layer's stream is a norm output: post-norm or "
+        snprintf(a->verdict.why, sizeof a->verdict.why,
+                 "every layer's stream is a norm output: post-norm or "
                  "deepnorm (they differ only in what the norm reads, which was not observed)");
         return;
     }
     if (n_u == L) {
         a->verdict.v = RESDIAG_VERDICT_NOT_RENORMALIZED;
         a->verdict.conf = RESDIAG_CONFIDENCE_MEDIUM;
-        snprintf(a->verdict.why, sizeof a->verdict.why, "no layer's stream is a norm output: pre-norm, sandwich, "
+        snprintf(a->verdict.why, sizeof a->verdict.why,
+                 "no layer's stream is a norm output: pre-norm, sandwich, "
                  "parallel or no norm (the stream alone cannot separate them)");
         return;
     }
@@ -334,7 +352,8 @@ static void decide_from_signature(rd_analysis *a)
     for (int l = k; l < L; l++)
         rest &= a->depth.layer_sig[l] == RD_SIG_NOT;
     a->verdict.mix_layers = rest && k > 0 ? k : -1;
-    snprintf(a->verdict.why, sizeof a->verdict.why, "%d layer(s) renormalize the stream, %d do not", n_n, n_u);
+    snprintf(a->verdict.why, sizeof a->verdict.why,
+             "%d layer(s) renormalize the stream, %d do not", n_n, n_u);
 }
 
 int rd_out_norm_recorded(const rd_analysis *a)
@@ -367,7 +386,8 @@ int rd_declared_agrees(const rd_analysis *a)
         return 0;
     if ((int)v != (int)d)
         return 0;
-    if (v == RESDIAG_VERDICT_MIXED && a->verdict.mix_layers >= 0 && a->load.declared_mix != a->verdict.mix_layers)
+    if (v == RESDIAG_VERDICT_MIXED && a->verdict.mix_layers >= 0 &&
+        a->load.declared_mix != a->verdict.mix_layers)
         return 0;
     return 1;
 }
@@ -388,15 +408,16 @@ static void deciding_hooks(const resdiag_reader *rd, rd_analysis *a)
         if (!a->verdict.cs_norm_in) {
             a->verdict.cs_layer = l;
             a->verdict.cs_sub = s;
-            a->verdict.cs_norm_in = rd_analysis_dupstr(resdiag_reader_callsite(rd, RESDIAG_FORWARD, l, s,
-                                                                       RESDIAG_NORM_IN));
+            a->verdict.cs_norm_in = rd_analysis_dupstr(
+                resdiag_reader_callsite(rd, RESDIAG_FORWARD, l, s, RESDIAG_NORM_IN));
             a->verdict.cs_branch_out = rd_analysis_dupstr(
                 resdiag_reader_callsite(rd, RESDIAG_FORWARD, l, s, RESDIAG_BRANCH_OUT));
             a->verdict.cs_stream_out = rd_analysis_dupstr(
                 resdiag_reader_callsite(rd, RESDIAG_FORWARD, l, s, RESDIAG_STREAM_OUT));
         } else if (!a->verdict.cs_norm_in2 && a->verdict.v == RESDIAG_VERDICT_MIXED &&
                    rd_is_pre_family(r->v) !=
-                       rd_is_pre_family(a->placement.sub[a->verdict.cs_layer * S + a->verdict.cs_sub].v)) {
+                       rd_is_pre_family(
+                           a->placement.sub[a->verdict.cs_layer * S + a->verdict.cs_sub].v)) {
             a->verdict.cs_layer2 = l;
             a->verdict.cs_sub2 = s;
             a->verdict.cs_norm_in2 = rd_analysis_dupstr(
@@ -432,8 +453,10 @@ void rd_analysis_abort_verdict(rd_analysis *a)
     a->verdict.conf = RESDIAG_CONFIDENCE_NONE;
     a->verdict.mix_layers = -1;
     a->verdict.alpha = NAN;
-    snprintf(a->verdict.why, sizeof a->verdict.why, "step %lld was aborted%s%.*s%s: its records are "
-             "incomplete, not judged", (long long)a->load.step, a->aborted.step_reason[0] ? " (" : "",
+    snprintf(a->verdict.why, sizeof a->verdict.why,
+             "step %lld was aborted%s%.*s%s: its records are "
+             "incomplete, not judged",
+             (long long)a->load.step, a->aborted.step_reason[0] ? " (" : "",
              (int)(sizeof a->verdict.why - 96), a->aborted.step_reason,
              a->aborted.step_reason[0] ? ")" : "");
     a->verdict.conf_why[0] = '\0';

@@ -18,7 +18,7 @@ typedef struct rd_model_verdict {
     double alpha;
     int n_undecided;
     char why[768];
-    char conf_why[256];          /* what makes the confidence less than high, or "" */
+    char conf_why[256]; /* what makes the confidence less than high, or "" */
     /* the hooks that decided: layer, sublayer and call sites */
     int cs_layer, cs_sub, cs_layer2, cs_sub2;
     char *cs_norm_in, *cs_branch_out, *cs_stream_out, *cs_norm_in2;

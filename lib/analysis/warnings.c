@@ -39,9 +39,10 @@ static void warn_massive(rd_warnings *w, const rd_depth *d)
 {
     for (int i = 0; i < d->n_massive; i++) {
         const rd_massive *m = &d->massive[i];
-        warn(w, "massive activation: the stream leaving layer %d has |x| = %.3g in column "
-             "%.0f, %.1f times its mean per-token RMS %.3g", m->layer, m->absmax, m->col,
-             m->absmax / m->rms, m->rms);
+        warn(w,
+             "massive activation: the stream leaving layer %d has |x| = %.3g in column "
+             "%.0f, %.1f times its mean per-token RMS %.3g",
+             m->layer, m->absmax, m->col, m->absmax / m->rms, m->rms);
     }
 }
 
@@ -66,10 +67,10 @@ static void warn_missing_sites(rd_analysis *a)
             snprintf(names + u, sizeof names - u, "%s%s", u ? ", " : "",
                      resdiag_site_name((resdiag_site)b));
         }
-    warn(&a->warnings, "%s not observed while the other sites are, in %d of %d sublayers "
-                     "(first: layer %d %s; a hooked module that never ran?): cannot tell those",
-                     names, n_missing, L * S, first_missing / S,
-                     a->load.sublayer_names[first_missing % S]);
+    warn(&a->warnings,
+         "%s not observed while the other sites are, in %d of %d sublayers "
+         "(first: layer %d %s; a hooked module that never ran?): cannot tell those",
+         names, n_missing, L * S, first_missing / S, a->load.sublayer_names[first_missing % S]);
 }
 
 void rd_analysis_warnings(rd_analysis *a)
@@ -82,24 +83,28 @@ void rd_analysis_warnings(rd_analysis *a)
                    v == RESDIAG_VERDICT_PRE_OR_SANDWICH || v == RESDIAG_VERDICT_PARALLEL ||
                    v == RESDIAG_VERDICT_MIXED;
     if (pre_like && a->final_norm.reads_norm == 0)
-        warn(&a->warnings, "%s without a final norm: the head reads a stream that grows with "
-                         "depth", resdiag_verdict_name(a->verdict.v));
+        warn(&a->warnings,
+             "%s without a final norm: the head reads a stream that grows with "
+             "depth",
+             resdiag_verdict_name(a->verdict.v));
     if (a->depth.growth > a->load.max_growth)
         warn(&a->warnings, "the stream norm grows %.3gx over depth (more than %.3g)",
-                         a->depth.growth, a->load.max_growth);
+             a->depth.growth, a->load.max_growth);
     for (int l = 0; l < L; l++)
         for (int s = 0; s < S; s++) {
             double r = a->placement.r[l * S + s];
             if (r < NEGLIGIBLE)
                 warn(&a->warnings, "layer %d %s: negligible update r = %.2g (< %g)", l,
-                                 a->load.sublayer_names[s], r, NEGLIGIBLE);
+                     a->load.sublayer_names[s], r, NEGLIGIBLE);
             else if (r > DOMINANT)
-                warn(&a->warnings, "layer %d %s: dominant update r = %.3g (> %g): the branch "
-                                 "outweighs the stream", l, a->load.sublayer_names[s], r, DOMINANT);
+                warn(&a->warnings,
+                     "layer %d %s: dominant update r = %.3g (> %g): the branch "
+                     "outweighs the stream",
+                     l, a->load.sublayer_names[s], r, DOMINANT);
         }
     if (a->load.declared != RESDIAG_PLACEMENT_UNDECLARED && rd_declared_agrees(a) == 0)
         warn(&a->warnings, "the trainer declares %s, but the data say %s",
-                         resdiag_placement_name(a->load.declared), resdiag_verdict_name(a->verdict.v));
+             resdiag_placement_name(a->load.declared), resdiag_verdict_name(a->verdict.v));
     if (a->nonfinite.found)
         warn(&a->warnings, "non-finite values from step %lld on", (long long)a->nonfinite.step);
     warn_missing_sites(a);

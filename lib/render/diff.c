@@ -45,8 +45,8 @@ static size_t diff_items(diff_item *it, const rd_analysis *a, const rd_analysis 
     if (gr == gr) {
         it[m].score = gr;
         snprintf(it[m++].text, sizeof it[0].text,
-                 "stream growth ||x_L||/||x_1||: A %.4g, B %.4g (B/A %.3g)", a->depth.growth, b->depth.growth,
-                 b->depth.growth / a->depth.growth);
+                 "stream growth ||x_L||/||x_1||: A %.4g, B %.4g (B/A %.3g)", a->depth.growth,
+                 b->depth.growth, b->depth.growth / a->depth.growth);
     }
     for (int k = 1; k <= L; k++) {
         double s = log_ratio(a->depth.xnorm[k], b->depth.xnorm[k]);
@@ -67,7 +67,8 @@ static size_t diff_items(diff_item *it, const rd_analysis *a, const rd_analysis 
                          a->load.sublayer_names[s2], ra, rb, rb / ra);
             }
         }
-        if (a->gradients.step >= 0 && b->gradients.step >= 0 && a->gradients.n_order && b->gradients.n_order) {
+        if (a->gradients.step >= 0 && b->gradients.step >= 0 && a->gradients.n_order &&
+            b->gradients.n_order) {
             int pa = a->gradients.param_order[0], pb = b->gradients.param_order[0];
             double ga = a->gradients.grad[(size_t)(k - 1) * a->load.n_layer_params + pa];
             double gb = b->gradients.grad[(size_t)(k - 1) * b->load.n_layer_params + pb];
@@ -93,8 +94,10 @@ static int diff_ranked(sb *o, rd_esc_ring *esc, const rd_analysis *a, const rd_a
     int n = 0;
     if (a->verdict.v != b->verdict.v || a->verdict.mix_layers != b->verdict.mix_layers)
         rd_strbuf_printf(o, "  placement: A %s, B %s\n", rd_verdict_human(a->verdict.v),
-                         rd_verdict_human(b->verdict.v)), n++;
-    if (a->final_norm.reads_norm != b->final_norm.reads_norm || a->final_norm.identity != b->final_norm.identity) {
+                         rd_verdict_human(b->verdict.v)),
+            n++;
+    if (a->final_norm.reads_norm != b->final_norm.reads_norm ||
+        a->final_norm.identity != b->final_norm.identity) {
         rd_strbuf_printf(o, "  final norm: A %s, B %s\n", rd_final_norm_text(a),
                          rd_final_norm_text(b));
         n++;
@@ -111,7 +114,8 @@ static int diff_ranked(sb *o, rd_esc_ring *esc, const rd_analysis *a, const rd_a
     if (!n)
         rd_strbuf_printf(o, "  none above 5%%\n");
     if (a->nonfinite.found != b->nonfinite.found)
-        rd_strbuf_printf(o, "  non-finite values: %s\n", a->nonfinite.found ? "only in A" : "only in B");
+        rd_strbuf_printf(o, "  non-finite values: %s\n",
+                         a->nonfinite.found ? "only in A" : "only in B");
     return 0;
 }
 
@@ -123,13 +127,16 @@ static void diff_table(sb *o, const rd_analysis *a, const rd_analysis *b, int L,
     for (int s2 = 0; s2 < S && s2 < 4; s2++) {
         char h[200];
         rd_strbuf_printf(o, " %10s %9s",
-                         rd_table_head(h, sizeof h, "r_", a->load.sublayer_names[s2], " A", 10), "B");
+                         rd_table_head(h, sizeof h, "r_", a->load.sublayer_names[s2], " A", 10),
+                         "B");
     }
-    int grads = a->gradients.step >= 0 && b->gradients.step >= 0 && a->gradients.n_order && b->gradients.n_order;
+    int grads = a->gradients.step >= 0 && b->gradients.step >= 0 && a->gradients.n_order &&
+                b->gradients.n_order;
     if (grads) {
         char h[200];
         rd_strbuf_printf(o, " %10s %9s",
-                         rd_table_head(h, sizeof h, "", a->load.param_names[a->gradients.param_order[0]], " A",
+                         rd_table_head(h, sizeof h, "",
+                                       a->load.param_names[a->gradients.param_order[0]], " A",
                                        10),
                          "B");
     }
@@ -140,14 +147,17 @@ static void diff_table(sb *o, const rd_analysis *a, const rd_analysis *b, int L,
         rd_table_cell(o, " %10.4g", 10, b->depth.xnorm[k]);
         if (k > 0) {
             for (int s2 = 0; s2 < S && s2 < 4; s2++) {
-                rd_table_cell(o, " %10.3g", 10, a->placement.r[(k - 1) * a->load.n_sublayers + s2]);
+                rd_table_cell(o, " %10.3g", 10,
+                              a->placement.r[(k - 1) * a->load.n_sublayers + s2]);
                 rd_table_cell(o, " %9.3g", 9, b->placement.r[(k - 1) * b->load.n_sublayers + s2]);
             }
             if (grads) {
                 rd_table_cell(o, " %10.4g", 10,
-                              a->gradients.grad[(size_t)(k - 1) * a->load.n_layer_params + a->gradients.param_order[0]]);
+                              a->gradients.grad[(size_t)(k - 1) * a->load.n_layer_params +
+                                                a->gradients.param_order[0]]);
                 rd_table_cell(o, " %9.4g", 9,
-                              b->gradients.grad[(size_t)(k - 1) * b->load.n_layer_params + b->gradients.param_order[0]]);
+                              b->gradients.grad[(size_t)(k - 1) * b->load.n_layer_params +
+                                                b->gradients.param_order[0]]);
             }
         }
         rd_strbuf_printf(o, "\n");
@@ -166,11 +176,13 @@ char *resdiag_analysis_diff_text(const resdiag_analysis *a, const resdiag_analys
     int L = a->load.n_layers < b->load.n_layers ? a->load.n_layers : b->load.n_layers;
     int S = a->load.n_sublayers < b->load.n_sublayers ? a->load.n_sublayers : b->load.n_sublayers;
     rd_strbuf_printf(&o, "A = %s\nB = %s\n", E(na), E(nb));
-    rd_strbuf_printf(&o, "  A: %d layers, d_model %d, step %lld; B: %d layers, d_model %d, "
-                         "step %lld%s\n",
-                     a->load.n_layers, a->load.d_model, (long long)a->load.step, b->load.n_layers, b->load.d_model,
-                     (long long)b->load.step,
-                     a->load.n_layers != b->load.n_layers ? " - compared over the common layers" : "");
+    rd_strbuf_printf(&o,
+                     "  A: %d layers, d_model %d, step %lld; B: %d layers, d_model %d, "
+                     "step %lld%s\n",
+                     a->load.n_layers, a->load.d_model, (long long)a->load.step, b->load.n_layers,
+                     b->load.d_model, (long long)b->load.step,
+                     a->load.n_layers != b->load.n_layers ? " - compared over the common layers"
+                                                          : "");
     if (diff_ranked(&o, esc, a, b, L, S) != 0) {
         free(o.s);
         rd_esc_ring_free(&ring);

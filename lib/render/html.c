@@ -101,7 +101,8 @@ static const char *card_class(resdiag_verdict v)
 
 static void run_line(svg_buf *b, const rd_analysis *a)
 {
-    svg_printf(b, "<p class=\"meta\">%d layers, d_model %d, %s block of", a->load.n_layers, a->load.d_model,
+    svg_printf(b, "<p class=\"meta\">%d layers, d_model %d, %s block of", a->load.n_layers,
+               a->load.d_model,
                a->load.block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential");
     for (int s = 0; s < a->load.n_sublayers; s++) {
         svg_printf(b, " ");
@@ -110,11 +111,12 @@ static void run_line(svg_buf *b, const rd_analysis *a)
     svg_printf(b, "; norm %s; %s%s%lld step(s) recorded (%lld … %lld), analysed step %lld%s.",
                resdiag_norm_kind_name(a->load.norm_kind),
                rd_is_training(a) ? "" : resdiag_run_kind_name(a->load.run_kind),
-               rd_is_training(a) ? "" : " run; ", (long long)a->load.n_steps, (long long)a->load.steps[0],
-               (long long)a->load.steps[a->load.n_steps - 1], (long long)a->load.step,
+               rd_is_training(a) ? "" : " run; ", (long long)a->load.n_steps,
+               (long long)a->load.steps[0], (long long)a->load.steps[a->load.n_steps - 1],
+               (long long)a->load.step,
                a->load.step_index != 0 || a->aborted.step_aborted ? ""
-               : rd_is_training(a)    ? " (the first: initialization)"
-                                   : " (the first recorded)");
+               : rd_is_training(a)                                ? " (the first: initialization)"
+                                                                  : " (the first recorded)");
     if (a->load.description && a->load.description[0]) {
         svg_printf(b, " ");
         tx(b, a->load.description);
@@ -127,10 +129,11 @@ static void evidence_table(svg_buf *b, const rd_analysis *a)
 {
     int L = a->load.n_layers, S = a->load.n_sublayers;
     if (!a->observe.use_relations) {
-        svg_printf(b, "<p>Less evidence: %s; the verdict rests on the normalization signature "
-                      "of each layer's stream and the depth law.</p>\n",
+        svg_printf(b,
+                   "<p>Less evidence: %s; the verdict rests on the normalization signature "
+                   "of each layer's stream and the depth law.</p>\n",
                    a->observe.stream_only ? "only the stream was observed"
-                                  : "the run has no sketches (sketch_size 0)");
+                                          : "the run has no sketches (sketch_size 0)");
         return;
     }
     svg_printf(b, "<table class=\"evidence\"><tr><th>layers</th>");
@@ -172,8 +175,9 @@ static void verdict_card(svg_buf *b, const rd_analysis *a)
     svg_printf(b, "<section class=\"%s\" id=\"verdict\">\n",
                contradicted ? "card contradicted" : card_class(a->verdict.v));
     if (contradicted) {
-        svg_printf(b, "<p class=\"alert\" id=\"declared-contradicted\">WARNING: the data "
-                      "contradict the declared placement: the trainer declares %s",
+        svg_printf(b,
+                   "<p class=\"alert\" id=\"declared-contradicted\">WARNING: the data "
+                   "contradict the declared placement: the trainer declares %s",
                    resdiag_placement_name(a->load.declared));
         if (a->load.declared == RESDIAG_PLACEMENT_MIXED)
             svg_printf(b, " (post-norm in layers 0..%d)", a->load.declared_mix - 1);
@@ -234,9 +238,11 @@ static void verdict_card(svg_buf *b, const rd_analysis *a)
     svg_printf(b, "<tr><th>stream growth</th><td>‖x_L‖/‖x_1‖ = %s over %d layers</td></tr>\n",
                num(a->depth.growth), a->load.n_layers);
     if (a->placement.order_agree + a->placement.order_disagree)
-        svg_printf(b, "<tr><th>call order</th><td>%d of %d sublayers call the hooks in the order "
-                      "of the verdict</td></tr>\n",
-                   a->placement.order_agree, a->placement.order_agree + a->placement.order_disagree);
+        svg_printf(b,
+                   "<tr><th>call order</th><td>%d of %d sublayers call the hooks in the order "
+                   "of the verdict</td></tr>\n",
+                   a->placement.order_agree,
+                   a->placement.order_agree + a->placement.order_disagree);
     svg_printf(b, "</table>\n");
     evidence_table(b, a);
     svg_printf(b, "<p><strong>Warnings:</strong>%s</p>\n", a->warnings.count ? "" : " none");
@@ -264,12 +270,14 @@ static void aborted_card(svg_buf *b, const rd_analysis *a)
         tx(b, a->verdict.why);
         svg_printf(b, ".</strong></p>\n");
     }
-    svg_printf(b, "<p>%lld step(s) aborted (resdiag_step_abort): their records are incomplete, "
-                  "so the first and last step and the comparisons over the run skip them:",
+    svg_printf(b,
+               "<p>%lld step(s) aborted (resdiag_step_abort): their records are incomplete, "
+               "so the first and last step and the comparisons over the run skip them:",
                (long long)a->aborted.count);
     int n = a->aborted.count < RD_ABORTED_LISTED ? (int)a->aborted.count : RD_ABORTED_LISTED;
     for (int i = 0; i < n; i++) {
-        svg_printf(b, "%s step %lld", i ? "," : "", (long long)a->load.steps[a->aborted.listed_index[i]]);
+        svg_printf(b, "%s step %lld", i ? "," : "",
+                   (long long)a->load.steps[a->aborted.listed_index[i]]);
         if (a->aborted.listed_reason[i][0]) {
             svg_printf(b, " (");
             tx(b, a->aborted.listed_reason[i]);
@@ -285,18 +293,17 @@ static void nonfinite_card(svg_buf *b, const rd_analysis *a)
 {
     if (!a->nonfinite.found)
         return;
-    svg_printf(b, "<section class=\"card bad\" id=\"nonfinite\">\n<p><strong>First non-finite "
-                  "value:</strong> step %lld, ",
+    svg_printf(b,
+               "<section class=\"card bad\" id=\"nonfinite\">\n<p><strong>First non-finite "
+               "value:</strong> step %lld, ",
                (long long)a->nonfinite.step);
     const char *dir = a->nonfinite.dir == RESDIAG_FORWARD ? "forward" : "backward";
     if (a->nonfinite.site < 0) {
-        if (a->nonfinite.layer == RESDIAG_MODEL_LEVEL)
-        {
+        if (a->nonfinite.layer == RESDIAG_MODEL_LEVEL) {
             svg_printf(b, "model parameter ");
             tx(b, a->nonfinite.model_param);
             svg_printf(b, " gradient");
-        }
-        else {
+        } else {
             svg_printf(b, "layer %d ", a->nonfinite.layer);
             tx(b, a->nonfinite.param >= 0 && a->nonfinite.param < a->load.n_layer_params
                       ? a->load.param_names[a->nonfinite.param]
@@ -304,16 +311,19 @@ static void nonfinite_card(svg_buf *b, const rd_analysis *a)
             svg_printf(b, " gradient");
         }
     } else if (a->nonfinite.layer == RESDIAG_MODEL_LEVEL) {
-        svg_printf(b, "model site %s, %s", resdiag_site_name((resdiag_site)a->nonfinite.site), dir);
+        svg_printf(b, "model site %s, %s", resdiag_site_name((resdiag_site)a->nonfinite.site),
+                   dir);
     } else {
         svg_printf(b, "layer %d ", a->nonfinite.layer);
         tx(b, a->load.sublayer_names[a->nonfinite.sub]);
         svg_printf(b, " %s, %s", resdiag_site_name((resdiag_site)a->nonfinite.site), dir);
     }
-    svg_printf(b, " (%.0f NaN, %.0f Inf there); %lld of %lld steps affected, %.0f NaN and %.0f "
-                  "Inf in all. The heat maps mark this step with a red line.%s</p>\n</section>\n",
-               a->nonfinite.nan_count, a->nonfinite.inf_count, (long long)a->nonfinite.n_bad_steps, (long long)a->load.n_steps, a->nonfinite.nan_total,
-               a->nonfinite.inf_total,
+    svg_printf(b,
+               " (%.0f NaN, %.0f Inf there); %lld of %lld steps affected, %.0f NaN and %.0f "
+               "Inf in all. The heat maps mark this step with a red line.%s</p>\n</section>\n",
+               a->nonfinite.nan_count, a->nonfinite.inf_count,
+               (long long)a->nonfinite.n_bad_steps, (long long)a->load.n_steps,
+               a->nonfinite.nan_total, a->nonfinite.inf_total,
                rd_analysis_step_aborted(a, a->nonfinite.step_index)
                    ? " The trainer aborted that step (resdiag_step_abort)."
                    : "");
@@ -358,7 +368,8 @@ static void figure(svg_buf *b, resdiag_figure w, const rd_analysis *const *a, co
             svg_printf(b, "Pre-norm predicts r_k ∝ 1/√k (slope −0.5); post-norm: flat.");
         } else {
             if (r->gradients.step >= 0 && r->gradients.n_order > 0) {
-                int p = r->gradients.param_order[0], L = r->load.n_layers, P = r->load.n_layer_params;
+                int p = r->gradients.param_order[0], L = r->load.n_layers,
+                    P = r->load.n_layer_params;
                 double g0 = r->gradients.grad[p], g1 = r->gradients.grad[(size_t)(L - 1) * P + p];
                 svg_printf(b, "At step %lld. ", (long long)r->load.steps[r->gradients.step]);
                 tx(b, r->load.param_names[p]);
@@ -379,12 +390,15 @@ static void figure(svg_buf *b, resdiag_figure w, const rd_analysis *const *a, co
 
 static void training_table(svg_buf *b, const rd_analysis *a)
 {
-    svg_printf(b, "<h2>Over %s</h2>\n<table><tr><th></th><th>step %lld</th><th>step %lld"
-                  "</th></tr>\n",
+    svg_printf(b,
+               "<h2>Over %s</h2>\n<table><tr><th></th><th>step %lld</th><th>step %lld"
+               "</th></tr>\n",
                rd_is_training(a) ? "training" : "the recorded steps",
-               (long long)a->load.steps[a->aborted.first_index], (long long)a->load.steps[a->aborted.last_index]);
-    svg_printf(b, "<tr><td>stream growth ‖x_L‖/‖x_1‖</td><td class=\"num\">%s</td>"
-                  "<td class=\"num\">%s</td></tr>\n",
+               (long long)a->load.steps[a->aborted.first_index],
+               (long long)a->load.steps[a->aborted.last_index]);
+    svg_printf(b,
+               "<tr><td>stream growth ‖x_L‖/‖x_1‖</td><td class=\"num\">%s</td>"
+               "<td class=\"num\">%s</td></tr>\n",
                num(a->training.growth[0]), num(a->training.growth[1]));
     for (int s = 0; s < a->load.n_sublayers && s < RESDIAG_MAX_SUBLAYERS; s++) {
         svg_printf(b, "<tr><td>mean r ");
@@ -414,8 +428,9 @@ static int html_over_steps(svg_buf *b, const rd_analysis *a, const resdiag_reade
     svg_printf(b, "<h2>Layers over %s</h2>\n<figure id=\"heatmaps\">\n",
                rd_is_training(a) ? "training" : "the recorded steps");
     plot_heat_figure(b, &h, a->nonfinite.found ? a->nonfinite.step : -1);
-    svg_printf(b, "<figcaption>%d of %lld recorded steps, evenly spaced; grey = not "
-                  "recorded.%s</figcaption>\n</figure>\n",
+    svg_printf(b,
+               "<figcaption>%d of %lld recorded steps, evenly spaced; grey = not "
+               "recorded.%s</figcaption>\n</figure>\n",
                h.cols, (long long)a->load.n_steps,
                a->nonfinite.found ? " The red line is the first non-finite value." : "");
     plot_heat_free(&h);
@@ -500,8 +515,10 @@ char *resdiag_analysis_diff_html(const resdiag_analysis *a, const resdiag_analys
     tx(&o, path_b);
     svg_printf(&o, "</p>\n<section class=\"card\" id=\"verdict\">\n<table class=\"kv\">"
                    "<tr><th></th><th>A</th><th>B</th></tr>\n");
-    snprintf(va, sizeof va, "%s (%s)", rd_verdict_human(a->verdict.v), resdiag_confidence_name(a->verdict.conf));
-    snprintf(vb, sizeof vb, "%s (%s)", rd_verdict_human(b->verdict.v), resdiag_confidence_name(b->verdict.conf));
+    snprintf(va, sizeof va, "%s (%s)", rd_verdict_human(a->verdict.v),
+             resdiag_confidence_name(a->verdict.conf));
+    snprintf(vb, sizeof vb, "%s (%s)", rd_verdict_human(b->verdict.v),
+             resdiag_confidence_name(b->verdict.conf));
     diff_row(&o, "placement", va, vb);
     diff_row(&o, "final norm", rd_final_norm_text(a), rd_final_norm_text(b));
     snprintf(va, sizeof va, "%d layers, d_model %d", a->load.n_layers, a->load.d_model);

@@ -59,20 +59,23 @@ static void js_array(sb *b, const double *v, int n, int stride)
 static void json_run(sb *b, const rd_analysis *a)
 {
     int L = a->load.n_layers, S = a->load.n_sublayers;
-    rd_strbuf_printf(b, "{\n  \"report_version\": 1,\n  \"declared_contradicted\": %s,\n"
-                  "  \"run\": {\"n_layers\": %d, \"d_model\": %d, "
-                  "\"n_sublayers\": %d, \"sublayer_names\": [",
-              rd_declared_contradicted(a) ? "true" : "false", L, a->load.d_model, S);
+    rd_strbuf_printf(b,
+                     "{\n  \"report_version\": 1,\n  \"declared_contradicted\": %s,\n"
+                     "  \"run\": {\"n_layers\": %d, \"d_model\": %d, "
+                     "\"n_sublayers\": %d, \"sublayer_names\": [",
+                     rd_declared_contradicted(a) ? "true" : "false", L, a->load.d_model, S);
     for (int s = 0; s < S; s++) {
         if (s)
             rd_strbuf_printf(b, ", ");
         js_str(b, a->load.sublayer_names[s]);
     }
-    rd_strbuf_printf(b, "], \"block\": \"%s\", \"norm_kind\": \"%s\", \"declared_placement\": \"%s\", "
-                  "\"declared_mix_layers\": %d, \"schema_version\": %d, \"resdiag_version\": ",
-              a->load.block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential",
-              resdiag_norm_kind_name(a->load.norm_kind), resdiag_placement_name(a->load.declared),
-              a->load.declared_mix, a->load.schema_version);
+    rd_strbuf_printf(
+        b,
+        "], \"block\": \"%s\", \"norm_kind\": \"%s\", \"declared_placement\": \"%s\", "
+        "\"declared_mix_layers\": %d, \"schema_version\": %d, \"resdiag_version\": ",
+        a->load.block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential",
+        resdiag_norm_kind_name(a->load.norm_kind), resdiag_placement_name(a->load.declared),
+        a->load.declared_mix, a->load.schema_version);
     js_str(b, a->load.writer_version);
     rd_strbuf_printf(b, ", \"description\": ");
     js_str(b, a->load.description);
@@ -81,7 +84,7 @@ static void json_run(sb *b, const rd_analysis *a)
     rd_strbuf_printf(b, ", \"program\": ");
     js_str(b, a->load.program);
     rd_strbuf_printf(b, ", \"sketch_size\": %d, \"run_kind\": \"%s\"},\n", a->load.sketch_size,
-              resdiag_run_kind_name(a->load.run_kind));
+                     resdiag_run_kind_name(a->load.run_kind));
 }
 
 /* the steps ended with resdiag_step_abort: how many, the first few */
@@ -92,7 +95,8 @@ static void json_aborted(sb *b, const rd_analysis *a)
     int n = a->aborted.count < RD_ABORTED_LISTED ? (int)a->aborted.count : RD_ABORTED_LISTED;
     for (int i = 0; i < n; i++) {
         rd_strbuf_printf(b, "%s{\"step\": %lld, \"index\": %lld, \"reason\": ", i ? ", " : "",
-                         (long long)a->load.steps[a->aborted.listed_index[i]], (long long)a->aborted.listed_index[i]);
+                         (long long)a->load.steps[a->aborted.listed_index[i]],
+                         (long long)a->aborted.listed_index[i]);
         if (a->aborted.listed_reason[i][0])
             js_str(b, a->aborted.listed_reason[i]);
         else
@@ -106,10 +110,12 @@ static void json_aborted(sb *b, const rd_analysis *a)
 static void json_steps(sb *b, const rd_analysis *a)
 {
     int S = a->load.n_sublayers;
-    rd_strbuf_printf(b, "  \"steps\": {\"recorded\": %lld, \"first\": %lld, \"last\": %lld, "
-                  "\"analysed\": %lld, \"analysed_index\": %lld, \"analysed_aborted\": %s},\n",
-              (long long)a->load.n_steps, (long long)a->load.steps[0], (long long)a->load.steps[a->load.n_steps - 1],
-              (long long)a->load.step, (long long)a->load.step_index, a->aborted.step_aborted ? "true" : "false");
+    rd_strbuf_printf(b,
+                     "  \"steps\": {\"recorded\": %lld, \"first\": %lld, \"last\": %lld, "
+                     "\"analysed\": %lld, \"analysed_index\": %lld, \"analysed_aborted\": %s},\n",
+                     (long long)a->load.n_steps, (long long)a->load.steps[0],
+                     (long long)a->load.steps[a->load.n_steps - 1], (long long)a->load.step,
+                     (long long)a->load.step_index, a->aborted.step_aborted ? "true" : "false");
     json_aborted(b, a);
     /* the last complete step's verdict beside the judged one: null when the
      * judged step is the last */
@@ -118,11 +124,15 @@ static void json_steps(sb *b, const rd_analysis *a)
     } else {
         const rd_analysis *z = a->at_last;
         rd_strbuf_printf(b, "  \"last_step\": {\"step\": %lld, \"index\": %lld, \"error\": ",
-                  (long long)a->load.steps[a->aborted.last_index], (long long)a->aborted.last_index);
+                         (long long)a->load.steps[a->aborted.last_index],
+                         (long long)a->aborted.last_index);
         if (z)
-            rd_strbuf_printf(b, "null, \"verdict\": \"%s\", \"confidence\": \"%s\", "
-                          "\"mix_layers\": %d, \"growth\": ", resdiag_verdict_name(z->verdict.v),
-                      resdiag_confidence_name(z->verdict.conf), resdiag_analysis_mix_layers(z));
+            rd_strbuf_printf(b,
+                             "null, \"verdict\": \"%s\", \"confidence\": \"%s\", "
+                             "\"mix_layers\": %d, \"growth\": ",
+                             resdiag_verdict_name(z->verdict.v),
+                             resdiag_confidence_name(z->verdict.conf),
+                             resdiag_analysis_mix_layers(z));
         else {
             js_str(b, resdiag_strerror(a->at_last_status));
             rd_strbuf_printf(b, ", \"verdict\": null, \"confidence\": null, \"mix_layers\": null, "
@@ -130,7 +140,8 @@ static void json_steps(sb *b, const rd_analysis *a)
         }
         js_num(b, a->training.growth[1]);
         rd_strbuf_printf(b, ", \"mean_r\": ");
-        js_array(b, a->training.mean_r[1], S < RESDIAG_MAX_SUBLAYERS ? S : RESDIAG_MAX_SUBLAYERS, 1);
+        js_array(b, a->training.mean_r[1], S < RESDIAG_MAX_SUBLAYERS ? S : RESDIAG_MAX_SUBLAYERS,
+                 1);
         rd_strbuf_printf(b, "},\n");
     }
 }
@@ -139,16 +150,18 @@ static void json_steps(sb *b, const rd_analysis *a)
 static void json_observed(sb *b, const rd_analysis *a)
 {
     rd_strbuf_printf(b, "  \"observed\": {\"stream_only\": %s, \"relations\": %s, \"forward\": {",
-              a->observe.stream_only ? "true" : "false", a->observe.use_relations ? "true" : "false");
+                     a->observe.stream_only ? "true" : "false",
+                     a->observe.use_relations ? "true" : "false");
     for (int d = 0; d < 2; d++) {
         if (d)
             rd_strbuf_printf(b, "}, \"backward\": {");
         for (int s = 0; s < RESDIAG_N_BLOCK_SITES; s++)
             rd_strbuf_printf(b, "%s\"%s\": %d", s ? ", " : "", resdiag_site_name((resdiag_site)s),
-                      a->observe.n_obs[d][s]);
+                             a->observe.n_obs[d][s]);
         for (int m = 0; m < RESDIAG_N_MODEL_SITES; m++)
-            rd_strbuf_printf(b, ", \"%s\": %d", resdiag_site_name((resdiag_site)(RESDIAG_EMBED_OUT + m)),
-                      a->observe.model_obs[d][m]);
+            rd_strbuf_printf(b, ", \"%s\": %d",
+                             resdiag_site_name((resdiag_site)(RESDIAG_EMBED_OUT + m)),
+                             a->observe.model_obs[d][m]);
     }
     rd_strbuf_printf(b, "}},\n");
 
@@ -157,16 +170,20 @@ static void json_observed(sb *b, const rd_analysis *a)
 /* the verdict, its reasons and the deciding hooks */
 static void json_placement(sb *b, const rd_analysis *a)
 {
-    rd_strbuf_printf(b, "  \"placement\": {\"verdict\": \"%s\", \"confidence\": \"%s\", \"why\": ",
-              resdiag_verdict_name(a->verdict.v), resdiag_confidence_name(a->verdict.conf));
+    rd_strbuf_printf(
+        b, "  \"placement\": {\"verdict\": \"%s\", \"confidence\": \"%s\", \"why\": ",
+        resdiag_verdict_name(a->verdict.v), resdiag_confidence_name(a->verdict.conf));
     js_str(b, a->verdict.why);
     rd_strbuf_printf(b, ", \"confidence_why\": ");
-    js_str(b, a->verdict.v != RESDIAG_VERDICT_CANNOT_TELL && a->verdict.conf < RESDIAG_CONFIDENCE_HIGH
-                   ? a->verdict.conf_why : "");
+    js_str(b, a->verdict.v != RESDIAG_VERDICT_CANNOT_TELL &&
+                      a->verdict.conf < RESDIAG_CONFIDENCE_HIGH
+                  ? a->verdict.conf_why
+                  : "");
     rd_strbuf_printf(b, ", \"pattern\": ");
     js_str(b, a->verdict.v == RESDIAG_VERDICT_PER_SUBLAYER ? a->verdict.pattern : "");
     rd_strbuf_printf(b, ", \"last_norm_is_final_norm\": %s, \"zero_branch_sublayers\": %d",
-                     a->verdict.last_norm_is_final ? "true" : "false", a->verdict.n_zero_branches);
+                     a->verdict.last_norm_is_final ? "true" : "false",
+                     a->verdict.n_zero_branches);
     rd_strbuf_printf(b, ", \"check_decides\": %s",
                      a->verdict.v != RESDIAG_VERDICT_CANNOT_TELL &&
                              a->verdict.v != RESDIAG_VERDICT_ZERO_BRANCHES &&
@@ -179,10 +196,14 @@ static void json_placement(sb *b, const rd_analysis *a)
     rd_strbuf_printf(b, ", \"final_norm\": \"%s\", \"final_norm_why\": ",
               rd_final_norm_key(a));
     js_str(b, a->final_norm.why);
-    rd_strbuf_printf(b, ", \"declared_agrees\": %s, \"undecided_layers\": %d, "
-                  "\"call_order_agrees\": %d, \"call_order_disagrees\": %d, \"deciding_hooks\": {",
-              agree == 1 ? "true" : agree == 0 ? "false" : "null", a->verdict.n_undecided,
-              a->placement.order_agree, a->placement.order_disagree);
+    rd_strbuf_printf(
+        b,
+        ", \"declared_agrees\": %s, \"undecided_layers\": %d, "
+        "\"call_order_agrees\": %d, \"call_order_disagrees\": %d, \"deciding_hooks\": {",
+        agree == 1   ? "true"
+        : agree == 0 ? "false"
+                     : "null",
+        a->verdict.n_undecided, a->placement.order_agree, a->placement.order_disagree);
     rd_strbuf_printf(b, "\"norm_in\": ");
     js_str(b, a->verdict.cs_norm_in);
     rd_strbuf_printf(b, ", \"branch_out\": ");
@@ -242,12 +263,14 @@ static void json_layers(sb *b, const rd_analysis *a)
 {
     int L = a->load.n_layers, S = a->load.n_sublayers;
     for (int l = 0; l < L; l++) {
-        rd_strbuf_printf(b, "%s\n      {\"layer\": %d, \"stream_signature\": \"%s\", "
-                      "\"stream_token_norm_cv\": ", l ? "," : "", l,
-                  a->depth.layer_sig[l] == RD_SIG_NORMALIZED ? "normalized"
-                  : a->depth.layer_sig[l] == RD_SIG_NOT      ? "not_normalized"
-                  : a->depth.layer_sig[l] == RD_SIG_UNCLEAR  ? "unclear"
-                                                       : "unknown");
+        rd_strbuf_printf(b,
+                         "%s\n      {\"layer\": %d, \"stream_signature\": \"%s\", "
+                         "\"stream_token_norm_cv\": ",
+                         l ? "," : "", l,
+                         a->depth.layer_sig[l] == RD_SIG_NORMALIZED ? "normalized"
+                         : a->depth.layer_sig[l] == RD_SIG_NOT      ? "not_normalized"
+                         : a->depth.layer_sig[l] == RD_SIG_UNCLEAR  ? "unclear"
+                                                                    : "unknown");
         js_num(b, a->depth.layer_cv[l]);
         rd_strbuf_printf(b, ", \"sublayers\": [");
         for (int s = 0; s < S; s++) {
@@ -296,7 +319,8 @@ static void json_gradients(sb *b, const rd_analysis *a)
     if (a->gradients.step < 0) {
         rd_strbuf_printf(b, "null");
     } else {
-        rd_strbuf_printf(b, "{\"step\": %lld, \"params\": [", (long long)a->load.steps[a->gradients.step]);
+        rd_strbuf_printf(b, "{\"step\": %lld, \"params\": [",
+                         (long long)a->load.steps[a->gradients.step]);
         for (int i = 0; i < a->gradients.n_order; i++) {
             int p = a->gradients.param_order[i];
             rd_strbuf_printf(b, "%s\n    {\"name\": ", i ? "," : "");
@@ -304,7 +328,9 @@ static void json_gradients(sb *b, const rd_analysis *a)
             rd_strbuf_printf(b, ", \"norm\": ");
             js_array(b, a->gradients.grad + p, L, P);
             rd_strbuf_printf(b, ", \"last_over_first\": ");
-            js_num(b, a->gradients.grad[p] > 0 ? a->gradients.grad[(size_t)(L - 1) * P + p] / a->gradients.grad[p] : NAN);
+            js_num(b, a->gradients.grad[p] > 0
+                          ? a->gradients.grad[(size_t)(L - 1) * P + p] / a->gradients.grad[p]
+                          : NAN);
             rd_strbuf_printf(b, ", \"loglog_fit\": ");
             js_fit(b, &a->gradients.fit_grad[p]);
             rd_strbuf_printf(b, "}");
@@ -314,7 +340,8 @@ static void json_gradients(sb *b, const rd_analysis *a)
         rd_strbuf_printf(b, ", \"stream_embed\": ");
         js_num(b, a->gradients.sgrad_embed);
         rd_strbuf_printf(b, ", \"stream_last_over_first\": ");
-        js_num(b, a->gradients.sgrad[0] > 0 ? a->gradients.sgrad[L - 1] / a->gradients.sgrad[0] : NAN);
+        js_num(b, a->gradients.sgrad[0] > 0 ? a->gradients.sgrad[L - 1] / a->gradients.sgrad[0]
+                                            : NAN);
         rd_strbuf_printf(b, ", \"stream_loglog_fit\": ");
         js_fit(b, &a->gradients.fit_sgrad);
         rd_strbuf_printf(b, ", \"head\": ");
@@ -333,8 +360,8 @@ static void json_nonfinite(sb *b, const rd_analysis *a)
     if (!a->nonfinite.found) {
         rd_strbuf_printf(b, "null");
     } else {
-        rd_strbuf_printf(b, "{\"step\": %lld, \"layer\": %d, \"sublayer\": ", (long long)a->nonfinite.step,
-                  a->nonfinite.layer);
+        rd_strbuf_printf(b, "{\"step\": %lld, \"layer\": %d, \"sublayer\": ",
+                         (long long)a->nonfinite.step, a->nonfinite.layer);
         if (a->nonfinite.layer == RESDIAG_MODEL_LEVEL || a->nonfinite.site < 0)
             rd_strbuf_printf(b, "null");
         else
@@ -351,11 +378,14 @@ static void json_nonfinite(sb *b, const rd_analysis *a)
             js_str(b, a->load.param_names[a->nonfinite.param]);
         else
             js_str(b, a->nonfinite.model_param);
-        rd_strbuf_printf(b, ", \"direction\": \"%s\", \"nan\": %.0f, \"inf\": %.0f, \"steps_affected\": "
-                      "%lld, \"nan_total\": %.0f, \"inf_total\": %.0f, \"step_aborted\": %s}",
-                  a->nonfinite.dir == RESDIAG_FORWARD ? "forward" : "backward", a->nonfinite.nan_count, a->nonfinite.inf_count,
-                  (long long)a->nonfinite.n_bad_steps, a->nonfinite.nan_total, a->nonfinite.inf_total,
-                  rd_analysis_step_aborted(a, a->nonfinite.step_index) ? "true" : "false");
+        rd_strbuf_printf(
+            b,
+            ", \"direction\": \"%s\", \"nan\": %.0f, \"inf\": %.0f, \"steps_affected\": "
+            "%lld, \"nan_total\": %.0f, \"inf_total\": %.0f, \"step_aborted\": %s}",
+            a->nonfinite.dir == RESDIAG_FORWARD ? "forward" : "backward", a->nonfinite.nan_count,
+            a->nonfinite.inf_count, (long long)a->nonfinite.n_bad_steps, a->nonfinite.nan_total,
+            a->nonfinite.inf_total,
+            rd_analysis_step_aborted(a, a->nonfinite.step_index) ? "true" : "false");
     }
 }
 
@@ -363,8 +393,10 @@ static void json_nonfinite(sb *b, const rd_analysis *a)
 static void json_training(sb *b, const rd_analysis *a)
 {
     int S = a->load.n_sublayers;
-    rd_strbuf_printf(b, ",\n  \"training\": {\"first_step\": %lld, \"last_step\": %lld, \"growth\": [",
-              (long long)a->load.steps[a->aborted.first_index], (long long)a->load.steps[a->aborted.last_index]);
+    rd_strbuf_printf(
+        b, ",\n  \"training\": {\"first_step\": %lld, \"last_step\": %lld, \"growth\": [",
+        (long long)a->load.steps[a->aborted.first_index],
+        (long long)a->load.steps[a->aborted.last_index]);
     js_num(b, a->training.growth[0]);
     rd_strbuf_printf(b, ", ");
     js_num(b, a->training.growth[1]);

@@ -199,9 +199,11 @@ static int fig_growth(svg_buf *b, const rd_analysis *const *a, const char *const
     }
     for (int i = 0; i < n; i++) {
         const rd_analysis *r = a[i];
-        if (r->nonfinite.found && r->nonfinite.step == r->load.step && r->nonfinite.layer >= 0 && r->nonfinite.site >= 0) {
+        if (r->nonfinite.found && r->nonfinite.step == r->load.step && r->nonfinite.layer >= 0 &&
+            r->nonfinite.site >= 0) {
             label_of(label, sizeof label, names, n, i, "first non-finite value");
-            svg_highlight(&p, r->nonfinite.layer + 1, r->depth.xnorm[r->nonfinite.layer + 1], label);
+            svg_highlight(&p, r->nonfinite.layer + 1, r->depth.xnorm[r->nonfinite.layer + 1],
+                          label);
         }
     }
     svg_plot_end(&p, AREA_X + AREA_W + 16);
@@ -327,7 +329,8 @@ int plot_draws_prenorm_reference(const rd_analysis *a)
 static int prenorm_reference(const rd_analysis *r, int pi, double *col)
 {
     int L = r->load.n_layers;
-    if (!plot_draws_prenorm_reference(r) || !(r->gradients.grad[pi] > 0) || !(r->depth.xnorm[1] > 0))
+    if (!plot_draws_prenorm_reference(r) || !(r->gradients.grad[pi] > 0) ||
+        !(r->depth.xnorm[1] > 0))
         return 0;
     for (int l = 0; l < L; l++)
         col[l] = r->gradients.grad[pi] * r->depth.xnorm[1] / r->depth.xnorm[l + 1];
@@ -342,7 +345,8 @@ static const int param_color[] = { 0, 1, 4, 5, 6, 7 };
 /* 1 when run r has a head gradient to draw as its one point. */
 static int has_head(const rd_analysis *r)
 {
-    return r->gradients.step >= 0 && isfinite(r->gradients.head_grad) && r->gradients.head_grad > 0;
+    return r->gradients.step >= 0 && isfinite(r->gradients.head_grad) &&
+           r->gradients.head_grad > 0;
 }
 
 /* The values the gradient figure draws, for its y range: every recorded
@@ -368,7 +372,8 @@ static double *gradient_values(const rd_analysis *const *a, int n, size_t *m)
             all[(*m)++] = r->gradients.sgrad[l];
         }
         all[(*m)++] = r->gradients.head_grad;
-        if (n == 1 && r->gradients.n_order > 0 && prenorm_reference(r, r->gradients.param_order[0], all + *m))
+        if (n == 1 && r->gradients.n_order > 0 &&
+            prenorm_reference(r, r->gradients.param_order[0], all + *m))
             *m += (size_t)L;
     }
     return all;
@@ -413,8 +418,8 @@ static void gradient_series(svg_plot *p, const rd_analysis *r, const char *const
         else
             snprintf(what, sizeof what, "‖∂L/∂logits‖ output head");
         label_of(label, sizeof label, names, n, i, what);
-        svg_point(p, L + 1, r->gradients.head_grad, &hs, key_of(key, sizeof key, names, n, i, "gradients.head"),
-                  label);
+        svg_point(p, L + 1, r->gradients.head_grad, &hs,
+                  key_of(key, sizeof key, names, n, i, "gradients.head"), label);
     }
 }
 

@@ -50,10 +50,10 @@ void rd_energy_sentence(char *out, size_t cap, const rd_fit *e, int unicode)
 
 const char *rd_final_norm_text(const rd_analysis *a)
 {
-    return a->final_norm.reads_norm == 1    ? "present"
-           : a->final_norm.reads_norm == 0  ? "absent"
-           : a->final_norm.identity ? "cannot be told from an identity here"
-                                    : "not observed";
+    return a->final_norm.reads_norm == 1   ? "present"
+           : a->final_norm.reads_norm == 0 ? "absent"
+           : a->final_norm.identity        ? "cannot be told from an identity here"
+                                           : "not observed";
 }
 
 const char *rd_final_norm_key(const rd_analysis *a)

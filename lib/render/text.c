@@ -59,8 +59,10 @@ static void text_contradiction(sb *b, const rd_analysis *a)
 {
     if (!rd_declared_contradicted(a))
         return;
-    rd_strbuf_printf(b, "WARNING: the data contradict the declared placement: the trainer "
-                        "declares %s", resdiag_placement_name(a->load.declared));
+    rd_strbuf_printf(b,
+                     "WARNING: the data contradict the declared placement: the trainer "
+                     "declares %s",
+                     resdiag_placement_name(a->load.declared));
     if (a->load.declared == RESDIAG_PLACEMENT_MIXED)
         rd_strbuf_printf(b, " (post-norm in layers 0..%d)", a->load.declared_mix - 1);
     rd_strbuf_printf(b, ", the data say %s", rd_verdict_human(a->verdict.v));
@@ -89,9 +91,9 @@ static void text_relations(sb *b, rd_esc_ring *esc, const rd_analysis *a)
                 snprintf(range, sizeof range, "layers %d-%d", l, m - 1);
             else
                 snprintf(range, sizeof range, "layer %d", l);
-            rd_strbuf_printf(b, "    %-12s %-6s %-12s %s%s%s\n", range, E(a->load.sublayer_names[s]),
-                      rd_verdict_short(r->v), E(r->why), m - l > 1 ? " (first of these)" : "",
-                      "");
+            rd_strbuf_printf(b, "    %-12s %-6s %-12s %s%s%s\n", range,
+                             E(a->load.sublayer_names[s]), rd_verdict_short(r->v), E(r->why),
+                             m - l > 1 ? " (first of these)" : "", "");
         }
         l = m;
     }
@@ -111,37 +113,42 @@ static void text_relations(sb *b, rd_esc_ring *esc, const rd_analysis *a)
                          "tensor (declared with resdiag_observe_alias) hold whatever the "
                          "model; shown, not counted\n", n_constructed);
     if (a->placement.order_agree + a->placement.order_disagree)
-        rd_strbuf_printf(b, "  call order: %d of %d sublayers call the hooks in the order of the "
-                     "verdict (pre: norm before branch; post: branch before norm)\n",
-                  a->placement.order_agree, a->placement.order_agree + a->placement.order_disagree);
+        rd_strbuf_printf(b,
+                         "  call order: %d of %d sublayers call the hooks in the order of the "
+                         "verdict (pre: norm before branch; post: branch before norm)\n",
+                         a->placement.order_agree,
+                         a->placement.order_agree + a->placement.order_disagree);
     if (a->verdict.cs_norm_in && (a->verdict.cs_norm_in[0] || a->verdict.cs_stream_out[0]))
-        rd_strbuf_printf(b, "  deciding hooks (layer %d %s): norm_in at %s, branch_out at %s, "
-                     "stream_out at %s\n",
-                  a->verdict.cs_layer, E(a->load.sublayer_names[a->verdict.cs_sub]),
-                  a->verdict.cs_norm_in[0] ? E(a->verdict.cs_norm_in) : "-",
-                  a->verdict.cs_branch_out[0] ? E(a->verdict.cs_branch_out) : "-",
-                  a->verdict.cs_stream_out[0] ? E(a->verdict.cs_stream_out) : "-");
+        rd_strbuf_printf(b,
+                         "  deciding hooks (layer %d %s): norm_in at %s, branch_out at %s, "
+                         "stream_out at %s\n",
+                         a->verdict.cs_layer, E(a->load.sublayer_names[a->verdict.cs_sub]),
+                         a->verdict.cs_norm_in[0] ? E(a->verdict.cs_norm_in) : "-",
+                         a->verdict.cs_branch_out[0] ? E(a->verdict.cs_branch_out) : "-",
+                         a->verdict.cs_stream_out[0] ? E(a->verdict.cs_stream_out) : "-");
     if (a->verdict.cs_norm_in2 && a->verdict.cs_norm_in2[0])
         rd_strbuf_printf(b, "  first layer of the other kind (layer %d %s): norm_in at %s\n",
-                  a->verdict.cs_layer2, E(a->load.sublayer_names[a->verdict.cs_sub2]), E(a->verdict.cs_norm_in2));
+                         a->verdict.cs_layer2, E(a->load.sublayer_names[a->verdict.cs_sub2]),
+                         E(a->verdict.cs_norm_in2));
 }
 
 /* Without relations: the normalization signature of each layer's stream. */
 static void text_signature(sb *b, rd_esc_ring *esc, const rd_analysis *a)
 {
     int L = a->load.n_layers;
-    rd_strbuf_printf(b, "  LESS EVIDENCE: %s; the verdict rests on the normalization signature of "
-                 "each layer's stream (per-token norm spread) and the depth law.\n",
-              a->observe.stream_only ? "only the stream was observed"
-                             : "the run has no sketches (sketch_size 0)");
+    rd_strbuf_printf(b,
+                     "  LESS EVIDENCE: %s; the verdict rests on the normalization signature of "
+                     "each layer's stream (per-token norm spread) and the depth law.\n",
+                     a->observe.stream_only ? "only the stream was observed"
+                                            : "the run has no sketches (sketch_size 0)");
     rd_strbuf_printf(b, "  signature (token-norm spread std/mean of the stream leaving each layer; "
                  "norm output < 3e-4):\n   ");
     for (int l = 0; l < L; l++) {
         const char *s = a->depth.layer_sig[l] == RD_SIG_NORMALIZED ? "norm"
                         : a->depth.layer_sig[l] == RD_SIG_NOT      ? "not"
-                                                             : "?";
+                                                                   : "?";
         rd_strbuf_printf(b, " L%d %s (%.1e)%s", l, s, a->depth.layer_cv[l],
-                  (l + 1) % 4 == 0 && l + 1 < L ? "\n   " : "");
+                         (l + 1) % 4 == 0 && l + 1 < L ? "\n   " : "");
     }
     rd_strbuf_printf(b, "\n");
     if (a->verdict.cs_stream_out && a->verdict.cs_stream_out[0])
@@ -155,8 +162,8 @@ static void text_placement(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     if (a->verdict.v == RESDIAG_VERDICT_DEEPNORM)
         rd_strbuf_printf(b, ", alpha = %.4g", a->verdict.alpha);
     if (a->verdict.v == RESDIAG_VERDICT_MIXED && a->verdict.mix_layers > 0)
-        rd_strbuf_printf(b, ": post-norm in layers 0..%d, pre-norm in layers %d..%d", a->verdict.mix_layers - 1,
-                  a->verdict.mix_layers, L - 1);
+        rd_strbuf_printf(b, ": post-norm in layers 0..%d, pre-norm in layers %d..%d",
+                         a->verdict.mix_layers - 1, a->verdict.mix_layers, L - 1);
     if (a->verdict.v == RESDIAG_VERDICT_PER_SUBLAYER)
         rd_strbuf_printf(b, ": %s", E(a->verdict.pattern));
     if (a->verdict.last_norm_is_final)
@@ -166,17 +173,15 @@ static void text_placement(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     rd_strbuf_printf(b, "\n");
     if (a->verdict.why[0])
         rd_strbuf_printf(b, "  why: %s\n", E(a->verdict.why));
-    if (a->verdict.v != RESDIAG_VERDICT_CANNOT_TELL && a->verdict.conf < RESDIAG_CONFIDENCE_HIGH &&
-        a->verdict.conf_why[0])
+    if (a->verdict.v != RESDIAG_VERDICT_CANNOT_TELL &&
+        a->verdict.conf < RESDIAG_CONFIDENCE_HIGH && a->verdict.conf_why[0])
         rd_strbuf_printf(b, "  confidence %s: %s\n", resdiag_confidence_name(a->verdict.conf),
                          E(a->verdict.conf_why));
     if (a->observe.use_relations)
         text_relations(b, esc, a);
     else
         text_signature(b, esc, a);
-    rd_strbuf_printf(b, "  final norm: %s - %s\n",
-              rd_final_norm_text(a),
-              E(a->final_norm.why));
+    rd_strbuf_printf(b, "  final norm: %s - %s\n", rd_final_norm_text(a), E(a->final_norm.why));
     if (a->load.declared == RESDIAG_PLACEMENT_UNDECLARED) {
         rd_strbuf_printf(b, "  declared: nothing\n");
     } else {
@@ -193,7 +198,8 @@ static void text_placement(sb *b, rd_esc_ring *esc, const rd_analysis *a)
 static void text_layers(sb *b, const rd_analysis *a)
 {
     int L = a->load.n_layers, S = a->load.n_sublayers, P = a->load.n_layer_params;
-    int gp = a->gradients.step >= 0 && a->gradients.n_order > 0 ? a->gradients.param_order[0] : -1;
+    int gp = a->gradients.step >= 0 && a->gradients.n_order > 0 ? a->gradients.param_order[0]
+                                                                : -1;
     /* The gradient columns stay Frobenius norms: parameters have no tokens,
      * and the Gradients section, its fits and the JSON use the same numbers. */
     rd_strbuf_printf(b, "\nPer layer (x_k = stream leaving layer k-1, x_0 = the embedding; "
@@ -206,12 +212,13 @@ static void text_layers(sb *b, const rd_analysis *a)
     rd_strbuf_printf(b, "   k  layer  %10s %9s", "||x_k||", "rms");
     for (int s = 0; s < S; s++) {
         char h[200];
-        rd_strbuf_printf(b, " %9s", rd_table_head(h, sizeof h, "r_", a->load.sublayer_names[s], "", 9));
+        rd_strbuf_printf(b, " %9s",
+                         rd_table_head(h, sizeof h, "r_", a->load.sublayer_names[s], "", 9));
     }
     if (gp >= 0) { /* the column says it is a gradient norm, not a weight */
         char h[200];
-        rd_strbuf_printf(b, " %16s", rd_table_head(h, sizeof h, "||grad ", a->load.param_names[gp], "||",
-                                                  16));
+        rd_strbuf_printf(
+            b, " %16s", rd_table_head(h, sizeof h, "||grad ", a->load.param_names[gp], "||", 16));
     }
     if (a->gradients.step >= 0)
         rd_strbuf_printf(b, " %11s", "||dL/dx||");
@@ -281,48 +288,65 @@ static void text_grads(sb *b, rd_esc_ring *esc, const rd_analysis *a)
             rd_strbuf_printf(b, "\nGradients: none recorded.\n");
         return; /* an evaluation or inference run has none to speak of */
     }
-    rd_strbuf_printf(b, "\nGradients at step %lld (%s):\n", (long long)a->load.steps[a->gradients.step],
-              a->gradients.step == a->load.step_index ? "the analysed step"
-                                            : "the first recorded step with gradients");
+    rd_strbuf_printf(
+        b, "\nGradients at step %lld (%s):\n", (long long)a->load.steps[a->gradients.step],
+        a->gradients.step == a->load.step_index ? "the analysed step"
+                                                : "the first recorded step with gradients");
     for (int i = 0; i < a->gradients.n_order; i++) {
         int p = a->gradients.param_order[i];
         double g0 = a->gradients.grad[p], g1 = a->gradients.grad[(size_t)(L - 1) * P + p];
         if (!(g0 > 0) || !(g1 > 0)) { /* NaN: not recorded; 0: zeroed before they were read */
-            rd_strbuf_printf(b, "  %-10s parameter gradients were zero or not available at this "
-                         "step (first layer %.4g, last %.4g)\n", E(a->load.param_names[p]), g0, g1);
+            rd_strbuf_printf(b,
+                             "  %-10s parameter gradients were zero or not available at this "
+                             "step (first layer %.4g, last %.4g)\n",
+                             E(a->load.param_names[p]), g0, g1);
             continue;
         }
-        rd_strbuf_printf(b, "  %-10s %.4g -> %.4g, last/first %.3g; ", E(a->load.param_names[p]), g0, g1,
-                  g1 / g0);
+        rd_strbuf_printf(b, "  %-10s %.4g -> %.4g, last/first %.3g; ", E(a->load.param_names[p]),
+                         g0, g1, g1 / g0);
         fit_text(b, &a->gradients.fit_grad[p], "log-log slope");
         rd_strbuf_printf(b, "\n");
     }
-    rd_strbuf_printf(b, "  %-10s %.4g -> %.4g, last/first %.3g; ", "stream", a->gradients.sgrad[0],
-              a->gradients.sgrad[L - 1], a->gradients.sgrad[0] > 0 ? a->gradients.sgrad[L - 1] / a->gradients.sgrad[0] : NAN);
+    rd_strbuf_printf(b, "  %-10s %.4g -> %.4g, last/first %.3g; ", "stream",
+                     a->gradients.sgrad[0], a->gradients.sgrad[L - 1],
+                     a->gradients.sgrad[0] > 0 ? a->gradients.sgrad[L - 1] / a->gradients.sgrad[0]
+                                               : NAN);
     fit_text(b, &a->gradients.fit_sgrad, "log-log slope");
     rd_strbuf_printf(b, "\n  head %s: %.4g\n", rd_head_name(a) ? E(rd_head_name(a)) : "(logits)",
                      a->gradients.head_grad);
     if (a->gradients.n_order > 0) {
         int p = a->gradients.param_order[0];
-        double ratio = a->gradients.grad[p] > 0 ? a->gradients.grad[(size_t)(L - 1) * P + p] / a->gradients.grad[p] : NAN;
-        int post = a->verdict.v == RESDIAG_VERDICT_POST || a->verdict.v == RESDIAG_VERDICT_DEEPNORM ||
+        double ratio = a->gradients.grad[p] > 0
+                           ? a->gradients.grad[(size_t)(L - 1) * P + p] / a->gradients.grad[p]
+                           : NAN;
+        int post = a->verdict.v == RESDIAG_VERDICT_POST ||
+                   a->verdict.v == RESDIAG_VERDICT_DEEPNORM ||
                    a->verdict.v == RESDIAG_VERDICT_POST_FAMILY;
-        int pre = a->verdict.v == RESDIAG_VERDICT_PRE || a->verdict.v == RESDIAG_VERDICT_SANDWICH ||
+        int pre = a->verdict.v == RESDIAG_VERDICT_PRE ||
+                  a->verdict.v == RESDIAG_VERDICT_SANDWICH ||
                   a->verdict.v == RESDIAG_VERDICT_PRE_OR_SANDWICH ||
                   a->verdict.v == RESDIAG_VERDICT_PARALLEL;
         if (!(ratio > 0) || !isfinite(ratio))
-            rd_strbuf_printf(b, "  Xiong et al. 2020 (gradients over depth): no comparison, the "
-                         "parameter gradients of %s were zero or not available at this step\n",
-                      E(a->load.param_names[p]));
+            rd_strbuf_printf(
+                b,
+                "  Xiong et al. 2020 (gradients over depth): no comparison, the "
+                "parameter gradients of %s were zero or not available at this step\n",
+                E(a->load.param_names[p]));
         else if (post)
-            rd_strbuf_printf(b, "  Xiong et al. 2020 predict for post-norm larger gradients near the "
-                         "output (last/first > 1); measured %.3g for %s: %s\n", ratio,
-                      E(a->load.param_names[p]), ratio > 1.2 ? "agrees" : "not seen at this step");
+            rd_strbuf_printf(
+                b,
+                "  Xiong et al. 2020 predict for post-norm larger gradients near the "
+                "output (last/first > 1); measured %.3g for %s: %s\n",
+                ratio, E(a->load.param_names[p]),
+                ratio > 1.2 ? "agrees" : "not seen at this step");
         else if (pre)
-            rd_strbuf_printf(b, "  Xiong et al. 2020 predict for pre-norm gradients flat or falling with "
-                         "depth like 1/||x_k|| (here ||x_1||/||x_L|| = %.3g); measured last/first "
-                         "%.3g for %s: %s\n", 1 / a->depth.growth, ratio, E(a->load.param_names[p]),
-                      ratio <= 1.2 ? "agrees" : "does not agree");
+            rd_strbuf_printf(
+                b,
+                "  Xiong et al. 2020 predict for pre-norm gradients flat or falling with "
+                "depth like 1/||x_k|| (here ||x_1||/||x_L|| = %.3g); measured last/first "
+                "%.3g for %s: %s\n",
+                1 / a->depth.growth, ratio, E(a->load.param_names[p]),
+                ratio <= 1.2 ? "agrees" : "does not agree");
         else
             rd_strbuf_printf(b, "  Xiong et al. 2020: pre-norm flat/falling, post-norm larger near the "
                          "output; measured last/first %.3g\n", ratio);
@@ -333,31 +357,40 @@ static void text_nonfinite(sb *b, rd_esc_ring *esc, const rd_analysis *a)
 {
     if (!a->nonfinite.found) {
         rd_strbuf_printf(b, "\nNon-finite values: none in %lld recorded step(s).\n",
-                  (long long)a->load.n_steps);
+                         (long long)a->load.n_steps);
         return;
     }
-    rd_strbuf_printf(b, "\nNon-finite values: first at step %lld, ", (long long)a->nonfinite.step);
+    rd_strbuf_printf(b, "\nNon-finite values: first at step %lld, ",
+                     (long long)a->nonfinite.step);
     if (a->nonfinite.site < 0) {
         if (a->nonfinite.layer == RESDIAG_MODEL_LEVEL)
             rd_strbuf_printf(b, "model parameter %s gradient", E(a->nonfinite.model_param));
         else
             rd_strbuf_printf(b, "layer %d %s gradient", a->nonfinite.layer,
-                      a->nonfinite.param >= 0 && a->nonfinite.param < a->load.n_layer_params
-                          ? E(a->load.param_names[a->nonfinite.param])
-                          : "?");
+                             a->nonfinite.param >= 0 &&
+                                     a->nonfinite.param < a->load.n_layer_params
+                                 ? E(a->load.param_names[a->nonfinite.param])
+                                 : "?");
     } else if (a->nonfinite.layer == RESDIAG_MODEL_LEVEL) {
         rd_strbuf_printf(b, "model site %s, %s", site_label(a->nonfinite.site),
-                  a->nonfinite.dir == RESDIAG_FORWARD ? "forward" : "backward");
+                         a->nonfinite.dir == RESDIAG_FORWARD ? "forward" : "backward");
     } else {
-        rd_strbuf_printf(b, "layer %d %s %s, %s", a->nonfinite.layer, E(a->load.sublayer_names[a->nonfinite.sub]),
-                  site_label(a->nonfinite.site), a->nonfinite.dir == RESDIAG_FORWARD ? "forward" : "backward");
+        rd_strbuf_printf(b, "layer %d %s %s, %s", a->nonfinite.layer,
+                         E(a->load.sublayer_names[a->nonfinite.sub]),
+                         site_label(a->nonfinite.site),
+                         a->nonfinite.dir == RESDIAG_FORWARD ? "forward" : "backward");
     }
-    rd_strbuf_printf(b, " (%.0f NaN, %.0f Inf there); %lld of %lld steps affected, %.0f NaN and %.0f Inf "
-                 "in all\n", a->nonfinite.nan_count, a->nonfinite.inf_count, (long long)a->nonfinite.n_bad_steps, (long long)a->load.n_steps,
-              a->nonfinite.nan_total, a->nonfinite.inf_total);
+    rd_strbuf_printf(
+        b,
+        " (%.0f NaN, %.0f Inf there); %lld of %lld steps affected, %.0f NaN and %.0f Inf "
+        "in all\n",
+        a->nonfinite.nan_count, a->nonfinite.inf_count, (long long)a->nonfinite.n_bad_steps,
+        (long long)a->load.n_steps, a->nonfinite.nan_total, a->nonfinite.inf_total);
     if (rd_analysis_step_aborted(a, a->nonfinite.step_index))
-        rd_strbuf_printf(b, "  step %lld was aborted: the trainer ended it with "
-                            "resdiag_step_abort, maybe over this value\n", (long long)a->nonfinite.step);
+        rd_strbuf_printf(b,
+                         "  step %lld was aborted: the trainer ended it with "
+                         "resdiag_step_abort, maybe over this value\n",
+                         (long long)a->nonfinite.step);
 }
 
 /* An aborted judged step: said before anything else. */
@@ -372,9 +405,11 @@ static void text_aborted_steps(sb *b, rd_esc_ring *esc, const rd_analysis *a)
 {
     if (a->aborted.count <= 0)
         return;
-    rd_strbuf_printf(b, "  aborted: %lld step(s) ended with resdiag_step_abort (records "
-                        "incomplete; the first and last step and the comparisons over the run "
-                        "skip them):", (long long)a->aborted.count);
+    rd_strbuf_printf(b,
+                     "  aborted: %lld step(s) ended with resdiag_step_abort (records "
+                     "incomplete; the first and last step and the comparisons over the run "
+                     "skip them):",
+                     (long long)a->aborted.count);
     int n = a->aborted.count < RD_ABORTED_LISTED ? (int)a->aborted.count : RD_ABORTED_LISTED;
     for (int i = 0; i < n; i++) {
         rd_strbuf_printf(b, "%s step %lld", i ? "," : "",
@@ -395,18 +430,25 @@ static void text_judged_step(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     const char *other = a->load.n_steps > 1 ? "; --step N or --last judges another" : "";
     const char *complete = a->aborted.first_index > 0 ? " complete" : "";
     if (a->aborted.step_aborted)
-        rd_strbuf_printf(b, "  judged at step %lld, as chosen: it was aborted, so it is shown, "
-                            "not judged\n", (long long)a->load.step);
+        rd_strbuf_printf(b,
+                         "  judged at step %lld, as chosen: it was aborted, so it is shown, "
+                         "not judged\n",
+                         (long long)a->load.step);
     else if (a->load.step_index == a->aborted.first_index && rd_is_training(a))
-        rd_strbuf_printf(b, "  judged at step %lld, the first%s recorded: at initialization the "
-                     "branch updates are smallest against the stream, so the relations between "
-                     "sites are cleanest%s\n", (long long)a->load.step, complete, other);
+        rd_strbuf_printf(
+            b,
+            "  judged at step %lld, the first%s recorded: at initialization the "
+            "branch updates are smallest against the stream, so the relations between "
+            "sites are cleanest%s\n",
+            (long long)a->load.step, complete, other);
     else if (a->load.step_index == a->aborted.first_index)
         rd_strbuf_printf(b, "  judged at step %lld, the first%s recorded (the default)%s\n",
                          (long long)a->load.step, complete, other);
     else
-        rd_strbuf_printf(b, "  judged at step %lld, as chosen; the default is the first recorded "
-                     "step\n", (long long)a->load.step);
+        rd_strbuf_printf(b,
+                         "  judged at step %lld, as chosen; the default is the first recorded "
+                         "step\n",
+                         (long long)a->load.step);
     if (a->load.step_index == a->aborted.last_index)
         return;
     const rd_analysis *z = a->at_last;
@@ -463,26 +505,30 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
     text_aborted_note(&b, esc, a);
     text_contradiction(&b, a);
     rd_strbuf_printf(&b, "Run: %d layers, d_model %d, %s block of", L, a->load.d_model,
-              a->load.block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential");
+                     a->load.block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential");
     for (int s = 0; s < S; s++)
         rd_strbuf_printf(&b, " %s", E(a->load.sublayer_names[s]));
     rd_strbuf_printf(&b, "; norm %s; %s%swritten by resdiag %s (schema %d)\n",
-              resdiag_norm_kind_name(a->load.norm_kind),
-              rd_is_training(a) ? "" : resdiag_run_kind_name(a->load.run_kind),
-              rd_is_training(a) ? "" : " run; ", E(a->load.writer_version), a->load.schema_version);
+                     resdiag_norm_kind_name(a->load.norm_kind),
+                     rd_is_training(a) ? "" : resdiag_run_kind_name(a->load.run_kind),
+                     rd_is_training(a) ? "" : " run; ", E(a->load.writer_version),
+                     a->load.schema_version);
     if (a->load.description[0])
         rd_strbuf_printf(&b, "  %s\n", E(a->load.description));
-    rd_strbuf_printf(&b, "  created %s by %s\n", E(a->load.created), a->load.program[0] ? E(a->load.program) : "?");
-    rd_strbuf_printf(&b, "Steps: %lld recorded (%lld .. %lld); analysed step %lld (record %lld)%s\n",
-              (long long)a->load.n_steps, (long long)a->load.steps[0], (long long)a->load.steps[a->load.n_steps - 1],
-              (long long)a->load.step, (long long)a->load.step_index + 1,
-              a->load.step_index != 0 || a->aborted.step_aborted ? ""
-              : rd_is_training(a)    ? ", the first: initialization"
-                                  : ", the first recorded");
+    rd_strbuf_printf(&b, "  created %s by %s\n", E(a->load.created),
+                     a->load.program[0] ? E(a->load.program) : "?");
+    rd_strbuf_printf(&b,
+                     "Steps: %lld recorded (%lld .. %lld); analysed step %lld (record %lld)%s\n",
+                     (long long)a->load.n_steps, (long long)a->load.steps[0],
+                     (long long)a->load.steps[a->load.n_steps - 1], (long long)a->load.step,
+                     (long long)a->load.step_index + 1,
+                     a->load.step_index != 0 || a->aborted.step_aborted ? ""
+                     : rd_is_training(a) ? ", the first: initialization"
+                                         : ", the first recorded");
     text_aborted_steps(&b, esc, a);
     text_judged_step(&b, esc, a);
-    rd_strbuf_printf(&b, "Observed: %s;", a->observe.stream_only ? "stream only (less evidence)"
-                                                  : "block sites");
+    rd_strbuf_printf(&b, "Observed: %s;",
+                     a->observe.stream_only ? "stream only (less evidence)" : "block sites");
     for (int d = 0; d < 2; d++) {
         int any = 0;
         for (int s = 0; s < RESDIAG_N_BLOCK_SITES; s++)
@@ -507,20 +553,26 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
     rd_ranks_text(&b, esc, a);
     if (a->load.n_steps > 1) {
         rd_strbuf_printf(&b, "\nOver %s (step %lld -> %lld, %lld recorded%s):\n",
-                  rd_is_training(a) ? "training" : "the recorded steps",
-                  (long long)a->load.steps[a->aborted.first_index], (long long)a->load.steps[a->aborted.last_index],
-                  (long long)a->load.n_steps, a->aborted.count ? "; the first and last complete" : "");
-        rd_strbuf_printf(&b, "  stream growth ||x_L||/||x_1||: %.4g -> %.4g\n", a->training.growth[0],
-                  a->training.growth[1]);
+                         rd_is_training(a) ? "training" : "the recorded steps",
+                         (long long)a->load.steps[a->aborted.first_index],
+                         (long long)a->load.steps[a->aborted.last_index],
+                         (long long)a->load.n_steps,
+                         a->aborted.count ? "; the first and last complete" : "");
+        rd_strbuf_printf(&b, "  stream growth ||x_L||/||x_1||: %.4g -> %.4g\n",
+                         a->training.growth[0], a->training.growth[1]);
         for (int s = 0; s < S && s < RESDIAG_MAX_SUBLAYERS; s++)
             rd_strbuf_printf(&b, "  mean r %-8s %.4g -> %.4g\n", E(a->load.sublayer_names[s]),
-                      a->training.mean_r[0][s], a->training.mean_r[1][s]);
-        if (a->gradients.n_order > 0 && (isfinite(a->training.grad_ratio[0]) || isfinite(a->training.grad_ratio[1])))
+                             a->training.mean_r[0][s], a->training.mean_r[1][s]);
+        if (a->gradients.n_order > 0 &&
+            (isfinite(a->training.grad_ratio[0]) || isfinite(a->training.grad_ratio[1])))
             rd_strbuf_printf(&b, "  %s gradient last/first layer: %.4g -> %.4g\n",
-                      E(a->load.param_names[a->gradients.param_order[0]]), a->training.grad_ratio[0], a->training.grad_ratio[1]);
+                             E(a->load.param_names[a->gradients.param_order[0]]),
+                             a->training.grad_ratio[0], a->training.grad_ratio[1]);
         else if (a->gradients.n_order > 0)
-            rd_strbuf_printf(&b, "  %s gradient last/first layer: parameter gradients were zero "
-                         "or not available\n", E(a->load.param_names[a->gradients.param_order[0]]));
+            rd_strbuf_printf(&b,
+                             "  %s gradient last/first layer: parameter gradients were zero "
+                             "or not available\n",
+                             E(a->load.param_names[a->gradients.param_order[0]]));
     }
     text_metrics(&b, esc, a);
     rd_strbuf_printf(&b, "\nWarnings:%s\n", a->warnings.count ? "" : " none");
