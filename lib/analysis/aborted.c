@@ -1,11 +1,10 @@
 /*
  * aborted.c - the steps the trainer ended with resdiag_step_abort: their
  * records are incomplete, so the step selection (RESDIAG_STEP_FIRST /
- * LAST) and every comparison over the run take complete steps only, and a
- * judged step that was aborted is shown but not judged.
+ * LAST) and every comparison over the run take complete steps only
+ * (a->aborted, aborted.h); verdict.c shows a judged step that was aborted
+ * without judging it.
  */
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,40 +53,33 @@ int64_t rd_complete_step(const unsigned char *flags, int64_t n, int last)
 resdiag_status rd_analysis_aborted(const resdiag_reader *rd, rd_analysis *a,
                                    unsigned char *flags)
 {
-    a->aborted = flags;
-    a->first_index = rd_complete_step(flags, a->n_steps, 0);
-    a->last_index = rd_complete_step(flags, a->n_steps, 1);
-    for (int64_t i = 0; flags && i < a->n_steps; i++) {
+    rd_aborted *b = &a->aborted;
+    int64_t si = a->load.step_index;
+    b->flags = flags;
+    b->first_index = rd_complete_step(flags, a->load.n_steps, 0);
+    b->last_index = rd_complete_step(flags, a->load.n_steps, 1);
+    int listed = -1; /* the judged step among the listed ones */
+    for (int64_t i = 0; flags && i < a->load.n_steps; i++) {
         if (!flags[i])
             continue;
-        if (a->n_aborted < RD_ABORTED_LISTED) {
-            int k = (int)a->n_aborted;
-            a->aborted_index[k] = i;
-            resdiag_status st = resdiag_reader_abort_reason(rd, i, a->aborted_reason[k],
-                                                            sizeof a->aborted_reason[k]);
+        if (b->count < RD_ABORTED_LISTED) {
+            int k = (int)b->count;
+            b->listed_index[k] = i;
+            if (i == si)
+                listed = k;
+            resdiag_status st = resdiag_reader_abort_reason(rd, i, b->listed_reason[k],
+                                                            sizeof b->listed_reason[k]);
             if (st)
                 return st;
         }
-        a->n_aborted++;
+        b->count++;
     }
-    a->step_aborted = rd_analysis_step_aborted(a, a->step_index);
-    if (!a->step_aborted)
+    b->step_aborted = rd_analysis_step_aborted(a, si);
+    if (!b->step_aborted)
         return RESDIAG_OK;
-    return resdiag_reader_abort_reason(rd, a->step_index, a->step_abort_reason,
-                                       sizeof a->step_abort_reason);
-}
-
-void rd_analysis_abort_verdict(rd_analysis *a)
-{
-    if (!a->step_aborted)
-        return;
-    a->verdict = RESDIAG_VERDICT_CANNOT_TELL;
-    a->conf = RESDIAG_CONFIDENCE_NONE;
-    a->mix_layers = -1;
-    a->alpha = NAN;
-    snprintf(a->why, sizeof a->why, "step %lld was aborted%s%.*s%s: its records are "
-             "incomplete, not judged", (long long)a->step, a->step_abort_reason[0] ? " (" : "",
-             (int)(sizeof a->why - 96), a->step_abort_reason,
-             a->step_abort_reason[0] ? ")" : "");
-    a->conf_why[0] = '\0';
+    if (listed >= 0) { /* its reason is read already */
+        memcpy(b->step_reason, b->listed_reason[listed], sizeof b->step_reason);
+        return RESDIAG_OK;
+    }
+    return resdiag_reader_abort_reason(rd, si, b->step_reason, sizeof b->step_reason);
 }

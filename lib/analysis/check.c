@@ -53,18 +53,20 @@ static resdiag_check_result judge(const resdiag_analysis *a, const resdiag_check
     snprintf(want_buf, sizeof want_buf, "%s%s", resdiag_placement_name(c->expect),
              from_declared ? " (as declared)" : "");
     const char *want = want_buf;
-    resdiag_verdict v = a->verdict, e = (resdiag_verdict)c->expect;
-    const char *conf = resdiag_confidence_name(a->conf);
+    resdiag_verdict v = a->verdict.v, e = (resdiag_verdict)c->expect;
+    const char *conf = resdiag_confidence_name(a->verdict.conf);
     /* Below medium the report's own legend says "cannot tell": a gate must
      * not pass or fail on it, whatever it expects. */
-    if (v != RESDIAG_VERDICT_CANNOT_TELL && a->conf < RESDIAG_CONFIDENCE_MEDIUM)
-        return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell: the data say %s with "
-                   "confidence %s (%s); check decides from medium up", resdiag_verdict_name(v),
-                   conf, a->conf_why[0] ? a->conf_why : a->why);
+    if (v != RESDIAG_VERDICT_CANNOT_TELL && a->verdict.conf < RESDIAG_CONFIDENCE_MEDIUM)
+        return say(why, len, RESDIAG_CHECK_CANNOT_TELL,
+                   "cannot tell: the data say %s with "
+                   "confidence %s (%s); check decides from medium up",
+                   resdiag_verdict_name(v), conf,
+                   a->verdict.conf_why[0] ? a->verdict.conf_why : a->verdict.why);
     switch (v) {
     case RESDIAG_VERDICT_CANNOT_TELL:
         return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell%s: %s",
-                   a->stream_only ? " with stream-only evidence" : "", a->why);
+                   a->observe.stream_only ? " with stream-only evidence" : "", a->verdict.why);
     case RESDIAG_VERDICT_POST_FAMILY:
         if (e == RESDIAG_VERDICT_POST || e == RESDIAG_VERDICT_DEEPNORM)
             return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell post-norm from deepnorm "
@@ -92,12 +94,15 @@ static resdiag_check_result judge(const resdiag_analysis *a, const resdiag_check
         return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell at this step: every "
                    "branch adds exactly 0 (zero-initialised); judge a later step (--last)");
     case RESDIAG_VERDICT_INCONSISTENT:
-        if (a->conf < RESDIAG_CONFIDENCE_MEDIUM)
-            return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell: the relations fit no "
-                       "placement, but only by a little (confidence %s: %s)", conf,
-                       a->conf_why[0] ? a->conf_why : a->why);
-        return say(why, len, RESDIAG_CHECK_FAILS, "not %s: the relations between the sites fit "
-                   "no placement (%s)", want, a->why);
+        if (a->verdict.conf < RESDIAG_CONFIDENCE_MEDIUM)
+            return say(why, len, RESDIAG_CHECK_CANNOT_TELL,
+                       "cannot tell: the relations fit no "
+                       "placement, but only by a little (confidence %s: %s)",
+                       conf, a->verdict.conf_why[0] ? a->verdict.conf_why : a->verdict.why);
+        return say(why, len, RESDIAG_CHECK_FAILS,
+                   "not %s: the relations between the sites fit "
+                   "no placement (%s)",
+                   want, a->verdict.why);
     default:
         break;
     }
@@ -106,39 +111,46 @@ static resdiag_check_result judge(const resdiag_analysis *a, const resdiag_check
             return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot tell pre-norm from sandwich: "
                        "the relations are pre-type, and a sandwich's second norm would be at "
                        "out_norm_in/out_norm_out, which were not recorded");
-        if (v == RESDIAG_VERDICT_MIXED && a->mix_layers > 0)
-            return say(why, len, RESDIAG_CHECK_FAILS, "not %s: observed mixed, post-norm in "
-                       "layers 0..%d and pre-norm after (confidence %s)", want,
-                       a->mix_layers - 1, conf);
+        if (v == RESDIAG_VERDICT_MIXED && a->verdict.mix_layers > 0)
+            return say(why, len, RESDIAG_CHECK_FAILS,
+                       "not %s: observed mixed, post-norm in "
+                       "layers 0..%d and pre-norm after (confidence %s)",
+                       want, a->verdict.mix_layers - 1, conf);
         if (v == RESDIAG_VERDICT_PER_SUBLAYER)
-            return say(why, len, RESDIAG_CHECK_FAILS, "not %s: observed a per-sublayer scheme, "
-                       "%s (confidence %s)", want, a->pattern, conf);
+            return say(why, len, RESDIAG_CHECK_FAILS,
+                       "not %s: observed a per-sublayer scheme, "
+                       "%s (confidence %s)",
+                       want, a->verdict.pattern, conf);
         return say(why, len, RESDIAG_CHECK_FAILS, "not %s: observed %s (confidence %s)", want,
                    resdiag_verdict_name(v), conf);
     }
-    if (c->require_final_norm && a->final_norm == 0)
+    if (c->require_final_norm && a->final_norm.reads_norm == 0)
         return say(why, len, RESDIAG_CHECK_FAILS, "%s holds, but there is no final norm", want);
-    if (c->require_final_norm && a->final_norm < 0)
+    if (c->require_final_norm && a->final_norm.reads_norm < 0)
         return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "%s holds, but whether there is a final "
                    "norm cannot be told (final-norm sites not observed)", want);
     if (c->max_growth > 0) {
-        if (isnan(a->growth))
+        if (isnan(a->depth.growth))
             return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "%s holds, but the stream growth "
                        "cannot be measured", want);
-        if (a->growth > c->max_growth)
-            return say(why, len, RESDIAG_CHECK_FAILS, "%s holds, but the stream grows %.3gx over "
-                       "depth (more than %g)", want, a->growth, c->max_growth);
+        if (a->depth.growth > c->max_growth)
+            return say(why, len, RESDIAG_CHECK_FAILS,
+                       "%s holds, but the stream grows %.3gx over "
+                       "depth (more than %g)",
+                       want, a->depth.growth, c->max_growth);
     }
     if (v == RESDIAG_VERDICT_PER_SUBLAYER)
-        return say(why, len, RESDIAG_CHECK_HOLDS, "holds: per-sublayer scheme, %s (confidence %s)",
-                   a->pattern, conf);
+        return say(why, len, RESDIAG_CHECK_HOLDS,
+                   "holds: per-sublayer scheme, %s (confidence %s)", a->verdict.pattern, conf);
     if (v == RESDIAG_VERDICT_DEEPNORM)
         return say(why, len, RESDIAG_CHECK_HOLDS, "holds: deepnorm, alpha = %.4g (confidence %s)",
-                   a->alpha, conf);
-    if (v == RESDIAG_VERDICT_MIXED && a->mix_layers > 0)
-        return say(why, len, RESDIAG_CHECK_HOLDS, "holds: mixed, post-norm in layers 0..%d, "
-                   "pre-norm after (confidence %s%s)", a->mix_layers - 1, conf,
-                   a->stream_only ? ", stream-only evidence" : "");
+                   a->verdict.alpha, conf);
+    if (v == RESDIAG_VERDICT_MIXED && a->verdict.mix_layers > 0)
+        return say(why, len, RESDIAG_CHECK_HOLDS,
+                   "holds: mixed, post-norm in layers 0..%d, "
+                   "pre-norm after (confidence %s%s)",
+                   a->verdict.mix_layers - 1, conf,
+                   a->observe.stream_only ? ", stream-only evidence" : "");
     return say(why, len, RESDIAG_CHECK_HOLDS, "holds: %s%s (confidence %s)",
                resdiag_verdict_name(v), from_declared ? ", as declared" : "", conf);
 }
@@ -169,17 +181,19 @@ resdiag_check_result resdiag_analysis_check(const resdiag_analysis *a,
         return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "client bug: no analysis or no valid "
                    "expected placement");
     if (from_declared) {
-        if (a->declared == RESDIAG_PLACEMENT_UNDECLARED)
+        if (a->load.declared == RESDIAG_PLACEMENT_UNDECLARED)
             return say(why, len, RESDIAG_CHECK_CANNOT_TELL, "cannot check the declared "
                        "placement: the run declares none (resdiag_model.declared_placement)");
-        o.expect = a->declared;
+        o.expect = a->load.declared;
         /* The report's contradiction and this check's failure are one test. */
-        if (a->declared == RESDIAG_PLACEMENT_MIXED && a->verdict == RESDIAG_VERDICT_MIXED &&
-            rd_declared_agrees(a) == 0)
-            return say(why, len, RESDIAG_CHECK_FAILS, "the data contradict the declared "
+        if (a->load.declared == RESDIAG_PLACEMENT_MIXED &&
+            a->verdict.v == RESDIAG_VERDICT_MIXED && rd_declared_agrees(a) == 0)
+            return say(why, len, RESDIAG_CHECK_FAILS,
+                       "the data contradict the declared "
                        "placement: declared mixed with %d post-norm layers, observed mixed "
-                       "with %d (confidence %s)", a->declared_mix, a->mix_layers,
-                       resdiag_confidence_name(a->conf));
+                       "with %d (confidence %s)",
+                       a->load.declared_mix, a->verdict.mix_layers,
+                       resdiag_confidence_name(a->verdict.conf));
     }
     return judge(a, &o, from_declared, why, len);
 }

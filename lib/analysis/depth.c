@@ -1,10 +1,10 @@
 /*
- * depth.c - how the stream and the updates behave over depth: the mean
- * token norm, RMS and energy of the stream x_k for k = 0..L with the fits
- * ||x_k||^2 = a + b k and log ||x_k|| against log k, its growth, each
- * layer's normalization signature, massive activations; the log-log fits
- * of the relative updates r = ||dx||/||x|| per sublayer; and the same few
- * numbers at the first and the last recorded step (over training).
+ * depth.c - how the stream and the updates behave over depth at the
+ * analysed step (a->depth, depth.h): the mean token norm, RMS and energy
+ * of the stream x_k for k = 0..L with the fits ||x_k||^2 = a + b k and
+ * log ||x_k|| against log k, its growth, each layer's normalization
+ * signature, massive activations; the log-log fits of the relative
+ * updates r = ||dx||/||x|| per sublayer (placement.c loads them).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -18,42 +18,57 @@
  * of a token's energy or more. */
 #define MASSIVE_MIN 6.0
 
-/* x_kk's numbers into the analysis; for a layer output (kk > 0) also the
- * layer's signature and the massive-activation warning. */
-static void stream_point(rd_analysis *a, int kk, const double *f, int obs)
+/* x_kk's numbers into d; for a layer output (kk > 0) also the layer's
+ * signature and a massive activation (warnings.c words it). */
+static void stream_point(rd_depth *d, int d_model, int kk, const double *f, int obs)
 {
-    a->xnorm[kk] = obs ? f[RESDIAG_FIELD_TOK_NORM_MEAN] : NAN;
-    a->xrms[kk] = obs ? f[RESDIAG_FIELD_TOK_RMS_MEAN] : NAN;
-    a->xenergy[kk] = obs && f[RESDIAG_FIELD_ROWS] > 0
+    d->xnorm[kk] = obs ? f[RESDIAG_FIELD_TOK_NORM_MEAN] : NAN;
+    d->xrms[kk] = obs ? f[RESDIAG_FIELD_TOK_RMS_MEAN] : NAN;
+    d->xenergy[kk] = obs && f[RESDIAG_FIELD_ROWS] > 0
                          ? f[RESDIAG_FIELD_FROB] * f[RESDIAG_FIELD_FROB] / f[RESDIAG_FIELD_ROWS]
                          : NAN;
     if (kk == 0)
         return;
-    a->layer_sig[kk - 1] = obs ? rd_signature(f, rd_unnorm_cv(a->d_model)) : RD_SIG_UNKNOWN;
-    a->layer_cv[kk - 1] = obs ? rd_cv_of(f) : NAN;
-    if (obs && f[RESDIAG_FIELD_ABSMAX] > fmax(MASSIVE_MIN, 0.5 * sqrt(a->d_model)) *
-                                             f[RESDIAG_FIELD_TOK_RMS_MEAN])
-        rd_analysis_warn(a, "massive activation: the stream leaving layer %d has |x| = %.3g in "
-                         "column %.0f, %.1f times its mean per-token RMS %.3g", kk - 1,
-                         f[RESDIAG_FIELD_ABSMAX], f[RESDIAG_FIELD_ABSMAX_COL],
-                         f[RESDIAG_FIELD_ABSMAX] / f[RESDIAG_FIELD_TOK_RMS_MEAN],
-                         f[RESDIAG_FIELD_TOK_RMS_MEAN]);
+    d->layer_sig[kk - 1] = obs ? rd_signature(f, rd_unnorm_cv(d_model)) : RD_SIG_UNKNOWN;
+    d->layer_cv[kk - 1] = obs ? rd_cv_of(f) : NAN;
+    if (obs && f[RESDIAG_FIELD_ABSMAX] >
+                   fmax(MASSIVE_MIN, 0.5 * sqrt(d_model)) * f[RESDIAG_FIELD_TOK_RMS_MEAN])
+        d->massive[d->n_massive++] = (rd_massive){ kk - 1, f[RESDIAG_FIELD_ABSMAX],
+                                                   f[RESDIAG_FIELD_ABSMAX_COL],
+                                                   f[RESDIAG_FIELD_TOK_RMS_MEAN] };
+}
+
+/* Where the signature decides the verdict (no relations: verdict.c): a
+ * layer between the thresholds is "not normalized" when its spread is 100
+ * times that of the layers of the same run that are clearly normalized
+ * (f32 norm outputs spread by ~1e-8, a pre-norm sublayer on top of a
+ * normalized stream by ~1e-3): the run's own noise floor. */
+static void signature_against_run(rd_depth *d, int L)
+{
+    double max_norm_cv = -1;
+    for (int l = 0; l < L; l++)
+        if (d->layer_sig[l] == RD_SIG_NORMALIZED && d->layer_cv[l] > max_norm_cv)
+            max_norm_cv = d->layer_cv[l];
+    for (int l = 0; l < L; l++)
+        if (d->layer_sig[l] == RD_SIG_UNCLEAR && max_norm_cv >= 0 &&
+            d->layer_cv[l] > 100 * fmax(max_norm_cv, 1e-9))
+            d->layer_sig[l] = RD_SIG_NOT;
 }
 
 /* r_k per sublayer type over all layers and over the deeper half; k holds
  * 0..L. */
 static resdiag_status fit_updates(rd_analysis *a, const double *k)
 {
-    int L = a->n_layers, S = a->n_sublayers;
+    int L = a->load.n_layers, S = a->load.n_sublayers;
     double *col = malloc((size_t)L * sizeof *col);
     if (!col)
         return RESDIAG_E_NOMEM;
     for (int s = 0; s < S && s < RD_MAX_RFIT; s++) {
         for (int l = 0; l < L; l++)
-            col[l] = a->r[l * S + s];
-        rd_fit_loglog(k + 1, col, L, &a->fit_r[s]);
+            col[l] = a->placement.r[l * S + s];
+        rd_fit_loglog(k + 1, col, L, &a->depth.fit_r[s]);
         int h = L / 2;
-        rd_fit_loglog(k + 1 + h, col + h, L - h, &a->fit_r_deep[s]);
+        rd_fit_loglog(k + 1 + h, col + h, L - h, &a->depth.fit_r_deep[s]);
     }
     free(col);
     return RESDIAG_OK;
@@ -61,10 +76,21 @@ static resdiag_status fit_updates(rd_analysis *a, const double *k)
 
 resdiag_status rd_analysis_depth(const resdiag_reader *rd, rd_analysis *a)
 {
-    int L = a->n_layers;
+    int L = a->load.n_layers;
+    rd_depth *d = &a->depth;
+    d->growth = NAN;
+    d->xnorm = calloc((size_t)L + 1, sizeof *d->xnorm);
+    d->xrms = calloc((size_t)L + 1, sizeof *d->xrms);
+    d->xenergy = calloc((size_t)L + 1, sizeof *d->xenergy);
+    d->layer_sig = calloc((size_t)L, sizeof *d->layer_sig);
+    d->layer_cv = calloc((size_t)L, sizeof *d->layer_cv);
+    d->massive = calloc((size_t)L, sizeof *d->massive);
     double *k = calloc((size_t)L + 1, sizeof *k);
-    if (!k)
+    if (!d->xnorm || !d->xrms || !d->xenergy || !d->layer_sig || !d->layer_cv || !d->massive ||
+        !k) {
+        free(k);
         return RESDIAG_E_NOMEM;
+    }
     for (int kk = 0; kk <= L; kk++)
         k[kk] = kk;
     resdiag_status st = RESDIAG_OK;
@@ -72,73 +98,22 @@ resdiag_status rd_analysis_depth(const resdiag_reader *rd, rd_analysis *a)
     for (int kk = 0; kk <= L; kk++) {
         double f[RESDIAG_N_FIELDS];
         int obs = 0;
-        if ((st = rd_analysis_stream_at(rd, a, a->step_index, kk, f, &obs)))
+        if ((st = rd_analysis_stream_at(rd, a, a->load.step_index, kk, f, &obs)))
             goto out;
-        stream_point(a, kk, f, obs);
+        stream_point(d, a->load.d_model, kk, f, obs);
         if (kk > 0 && obs && first < 0)
             first = kk;
     }
     /* over the layer outputs k = 1..L: the embedding is no norm output
      * even in a post-norm model, and would make a constant look linear */
-    rd_fit_line(k + 1, a->xenergy + 1, L, &a->fit_energy);
-    rd_fit_loglog(k + 1, a->xnorm + 1, L, &a->fit_xlog);
-    if (first > 0 && first < L && a->xnorm[first] > 0 && isfinite(a->xnorm[L]))
-        a->growth = a->xnorm[L] / a->xnorm[first];
+    rd_fit_line(k + 1, d->xenergy + 1, L, &d->fit_energy);
+    rd_fit_loglog(k + 1, d->xnorm + 1, L, &d->fit_xlog);
+    if (first > 0 && first < L && d->xnorm[first] > 0 && isfinite(d->xnorm[L]))
+        d->growth = d->xnorm[L] / d->xnorm[first];
+    if (!a->observe.use_relations)
+        signature_against_run(d, L);
     st = fit_updates(a, k);
 out:
     free(k);
     return st;
-}
-
-/* ------------------------------------------------------- over training */
-
-/* Growth, mean r per sublayer and the first parameter's gradient ratio at
- * recorded step si, for the over-training summary. */
-static resdiag_status training_point(const resdiag_reader *rd, rd_analysis *a, int64_t si, int j)
-{
-    int L = a->n_layers, S = a->n_sublayers;
-    double f[RESDIAG_N_FIELDS];
-    int obs1 = 0, obsL = 0;
-    resdiag_status st;
-    if ((st = rd_analysis_stream_at(rd, a, si, 1, f, &obs1)))
-        return st;
-    double x1 = obs1 ? f[RESDIAG_FIELD_TOK_NORM_MEAN] : NAN;
-    if ((st = rd_analysis_stream_at(rd, a, si, L, f, &obsL)))
-        return st;
-    double xl = obsL ? f[RESDIAG_FIELD_TOK_NORM_MEAN] : NAN;
-    a->tr_growth[j] = L > 1 && x1 > 0 ? xl / x1 : NAN;
-    for (int s = 0; s < S && s < RESDIAG_MAX_SUBLAYERS; s++) {
-        double sum = 0;
-        int m = 0;
-        for (int l = 0; l < L; l++) {
-            double u[RESDIAG_N_UPDATE_FIELDS];
-            if ((st = resdiag_reader_update(rd, si, l, s, u)))
-                return st;
-            if (isfinite(u[0])) {
-                sum += u[0];
-                m++;
-            }
-        }
-        a->tr_mean_r[j][s] = m ? sum / m : NAN;
-    }
-    a->tr_grad_ratio[j] = NAN;
-    if (a->n_order > 0 && L > 1) {
-        const char *name = a->param_names[a->param_order[0]];
-        double g0[RESDIAG_N_FIELDS], g1[RESDIAG_N_FIELDS];
-        int o0 = 0, o1 = 0;
-        if ((st = resdiag_reader_param(rd, si, 0, name, g0, &o0)) ||
-            (st = resdiag_reader_param(rd, si, L - 1, name, g1, &o1)))
-            return st;
-        if (o0 && o1 && g0[RESDIAG_FIELD_FROB] > 0)
-            a->tr_grad_ratio[j] = g1[RESDIAG_FIELD_FROB] / g0[RESDIAG_FIELD_FROB];
-    }
-    return RESDIAG_OK;
-}
-
-/* The first and the last complete step: an aborted step's records are
- * incomplete, so comparing it would show what the abort cut off. */
-resdiag_status rd_analysis_training(const resdiag_reader *rd, rd_analysis *a)
-{
-    resdiag_status st = training_point(rd, a, a->first_index, 0);
-    return st ? st : training_point(rd, a, a->last_index, 1);
 }

@@ -32,41 +32,44 @@ void resdiag_analysis_destroy(resdiag_analysis *a)
 {
     if (!a)
         return;
-    free(a->sub);
-    free(a->layer_v);
-    free(a->layer_sig);
-    free(a->layer_cv);
-    free(a->xnorm);
-    free(a->xrms);
-    free(a->xenergy);
-    free(a->r);
-    free(a->grad);
-    free(a->sgrad);
-    free(a->steps);
-    free(a->r_last);
-    free(a->aborted);
-    if (a->sublayer_names)
-        for (int s = 0; s < a->n_sublayers; s++)
-            free(a->sublayer_names[s]);
-    free(a->sublayer_names);
-    if (a->param_names)
-        for (int p = 0; p < a->n_layer_params; p++)
-            free(a->param_names[p]);
-    free(a->param_names);
-    free(a->description);
-    free(a->writer_version);
-    free(a->created);
-    free(a->program);
-    free(a->cs_norm_in);
-    free(a->cs_stream_out);
-    free(a->cs_branch_out);
-    free(a->cs_norm_in2);
-    for (int m = 0; a->metric_names && m < a->n_metrics; m++)
-        free(a->metric_names[m]);
-    free(a->metric_names);
-    free(a->metric_values);
-    free(a->head_param_name);
-    free(a->residual_param_name);
+    rd_load *r = &a->load;
+    free(r->steps);
+    for (int s = 0; r->sublayer_names && s < r->n_sublayers; s++)
+        free(r->sublayer_names[s]);
+    free(r->sublayer_names);
+    for (int p = 0; r->param_names && p < r->n_layer_params; p++)
+        free(r->param_names[p]);
+    free(r->param_names);
+    free(r->description);
+    free(r->writer_version);
+    free(r->created);
+    free(r->program);
+    free(r->head_param_name);
+    free(r->residual_param_name);
+    free(a->aborted.flags);
+    free(a->observe.block_st);
+    free(a->observe.block_obs);
+    free(a->placement.sub);
+    free(a->placement.layer_v);
+    free(a->placement.r);
+    free(a->placement.r_first);
+    free(a->placement.r_last);
+    free(a->depth.xnorm);
+    free(a->depth.xrms);
+    free(a->depth.xenergy);
+    free(a->depth.layer_sig);
+    free(a->depth.layer_cv);
+    free(a->depth.massive);
+    free(a->verdict.cs_norm_in);
+    free(a->verdict.cs_branch_out);
+    free(a->verdict.cs_stream_out);
+    free(a->verdict.cs_norm_in2);
+    free(a->gradients.grad);
+    free(a->gradients.sgrad);
+    for (int m = 0; a->metrics.names && m < a->metrics.count; m++)
+        free(a->metrics.names[m]);
+    free(a->metrics.names);
+    free(a->metrics.values);
     resdiag_analysis_destroy(a->at_last);
     rd_ranks_free(a->ranks);
     free(a);
@@ -125,7 +128,7 @@ static resdiag_status analyze_last(const resdiag_reader *rd, const resdiag_analy
                                    rd_analysis *a)
 {
     resdiag_analyze_options lo = *o;
-    lo.step_index = a->last_index;
+    lo.step_index = a->aborted.last_index;
     resdiag_status st = analyze(rd, &lo, &a->at_last, 0);
     a->at_last_status = st;
     return st == RESDIAG_E_FORMAT || st == RESDIAG_E_IO || st == RESDIAG_E_NOMEM ? st
@@ -186,7 +189,8 @@ static resdiag_status analyze(const resdiag_reader *rd, const resdiag_analyze_op
                resdiag_strerror(st));
         return st;
     }
-    if (whole_run && si != a->last_index && (st = analyze_last(rd, &o, a)) != RESDIAG_OK) {
+    if (whole_run && si != a->aborted.last_index &&
+        (st = analyze_last(rd, &o, a)) != RESDIAG_OK) {
         resdiag_analysis_destroy(a);
         return st;
     }

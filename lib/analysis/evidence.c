@@ -30,7 +30,7 @@
  * not tighter: NORM_CV below it is "normalized". Gaussian-like tokens that
  * are not normalized spread by ~1/sqrt(2 d) (0.125 at d = 32, 0.026 at
  * d = 768): above 0.3/sqrt(2 d) (capped at 1e-2) is "not normalized". In
- * between the signature does not decide by itself (verdict.c compares it
+ * between the signature does not decide by itself (depth.c compares it
  * with the run's own normalized layers). */
 #define NORM_CV RD_NORM_CV
 #define UNNORM_CV_CAP 1e-2

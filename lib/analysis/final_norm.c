@@ -49,8 +49,8 @@ static int same_tensor(const rd_site_data *p, const rd_site_data *q, int k, doub
  * about what the head read). */
 resdiag_status rd_analysis_final_norm(const resdiag_reader *rd, rd_analysis *a)
 {
-    int k = a->sketch_size, L = a->n_layers, S = a->n_sublayers;
-    int64_t si = a->step_index;
+    int k = a->load.sketch_size, L = a->load.n_layers, S = a->load.n_sublayers;
+    int64_t si = a->load.step_index;
     size_t kk = (size_t)(k > 0 ? k : 1);
     double *buf = calloc(3 * kk, sizeof *buf);
     if (!buf)
@@ -60,27 +60,27 @@ resdiag_status rd_analysis_final_norm(const resdiag_reader *rd, rd_analysis *a)
     out.sk = buf + kk;
     x.sk = buf + 2 * kk;
     resdiag_status st;
-    if ((st = rd_analysis_load_site(rd, si, RESDIAG_FORWARD, 0, 0, RESDIAG_FINAL_NORM_IN, k,
+    if ((st = rd_analysis_load_site(rd, a, si, RESDIAG_FORWARD, 0, 0, RESDIAG_FINAL_NORM_IN, k,
                                     &in)) ||
-        (st = rd_analysis_load_site(rd, si, RESDIAG_FORWARD, 0, 0, RESDIAG_FINAL_NORM_OUT, k,
+        (st = rd_analysis_load_site(rd, a, si, RESDIAG_FORWARD, 0, 0, RESDIAG_FINAL_NORM_OUT, k,
                                     &out)))
         goto out;
     if (!in.obs && !out.obs) {
-        a->final_norm = -1;
-        snprintf(a->final_norm_why, sizeof a->final_norm_why,
+        a->final_norm.reads_norm = -1;
+        snprintf(a->final_norm.why, sizeof a->final_norm.why,
                  "no final-norm site was recorded (final_norm_in, final_norm_out)");
         goto out;
     }
     if (!out.obs) {
-        a->final_norm = 1;
-        snprintf(a->final_norm_why, sizeof a->final_norm_why,
+        a->final_norm.reads_norm = 1;
+        snprintf(a->final_norm.why, sizeof a->final_norm.why,
                  "final_norm_in observed; its output is not");
         goto out;
     }
     const rd_site_data *ref = &in;
     const char *ref_name = "its input";
     if (!in.obs && L > 0) {
-        if ((st = rd_analysis_load_site(rd, si, RESDIAG_FORWARD, L - 1, S - 1,
+        if ((st = rd_analysis_load_site(rd, a, si, RESDIAG_FORWARD, L - 1, S - 1,
                                         RESDIAG_STREAM_OUT, k, &x)))
             goto out;
         ref = &x;
@@ -89,35 +89,36 @@ resdiag_status rd_analysis_final_norm(const resdiag_reader *rd, rd_analysis *a)
     /* Schema 2 keeps the model sites' sketches as float64 and the block
      * sites' as float32 (doc/FORMAT.md): against the last stream_out, both
      * at float32, or the same tensor would differ by its rounding. */
-    if (ref == &x && k > 0 && a->schema_version >= 2)
+    if (ref == &x && k > 0 && a->load.schema_version >= 2)
         for (int j = 0; j < k; j++)
             out.sk[j] = (double)(float)out.sk[j];
     double e = NAN;
     if (!ref->obs) {
-        a->final_norm = 1;
-        snprintf(a->final_norm_why, sizeof a->final_norm_why,
+        a->final_norm.reads_norm = 1;
+        snprintf(a->final_norm.why, sizeof a->final_norm.why,
                  "final_norm_out observed; nothing to compare it with");
     } else if (same_tensor(&out, ref, k, &e)) {
-        a->final_norm = 0;
-        snprintf(a->final_norm_why, sizeof a->final_norm_why,
+        a->final_norm.reads_norm = 0;
+        snprintf(a->final_norm.why, sizeof a->final_norm.why,
                  "what the head reads (final_norm_out) is %s unchanged (difference %.1e)",
                  ref_name, e);
     } else if (e < fmax(IDENTITY_TOL, rd_rounding_floor((const double *[]){ out.st, ref->st }, 2,
-                                                         a->schema_version, 2)) &&
+                                                        a->load.schema_version, 2)) &&
                rd_signature(ref->st, rd_unnorm_cv((int)ref->st[RESDIAG_FIELD_COLS])) ==
                    RD_SIG_NORMALIZED) {
         /* a unit-gain norm of a normalized input is an identity within its
          * epsilon: present or absent, the data cannot tell */
-        a->final_norm = -1;
-        a->final_norm_identity = 1;
-        snprintf(a->final_norm_why, sizeof a->final_norm_why,
+        a->final_norm.reads_norm = -1;
+        a->final_norm.identity = 1;
+        snprintf(a->final_norm.why, sizeof a->final_norm.why,
                  "final_norm_out differs from %s (difference %.2g) only within rounding "
                  "or a norm's epsilon, and that input is already normalized: a norm there "
-                 "cannot be told from an identity", ref_name, e);
+                 "cannot be told from an identity",
+                 ref_name, e);
     } else {
         int sig = rd_signature(out.st, rd_unnorm_cv((int)out.st[RESDIAG_FIELD_COLS]));
-        a->final_norm = 1;
-        snprintf(a->final_norm_why, sizeof a->final_norm_why,
+        a->final_norm.reads_norm = 1;
+        snprintf(a->final_norm.why, sizeof a->final_norm.why,
                  "final_norm_out differs from %s (difference %.2g)%s", ref_name, e,
                  sig == RD_SIG_NORMALIZED ? " and has equal token norms" : "");
     }

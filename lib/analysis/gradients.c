@@ -3,7 +3,7 @@
  * step when it has one): ||dL/dW|| per layer and parameter, ||dL/dx|| of
  * the stream per layer and of the embedding, the head's gradient (its
  * declared parameter, else the logits), their log-log fits over depth; and
- * the order the parameters are shown in.
+ * the order the parameters are shown in (a->gradients, gradients.h).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -59,7 +59,7 @@ static resdiag_status has_backward(const resdiag_reader *rd, const rd_analysis *
     const resdiag_run_info *in = resdiag_reader_info(rd);
     resdiag_status st = RESDIAG_OK;
     *any = 0;
-    for (int l = 0; l < a->n_layers && !*any && !st; l++) {
+    for (int l = 0; l < a->load.n_layers && !*any && !st; l++) {
         double f[RESDIAG_N_FIELDS];
         int obs = 0;
         for (int p = 0; p < in->n_layer_params && !*any; p++) {
@@ -68,8 +68,8 @@ static resdiag_status has_backward(const resdiag_reader *rd, const rd_analysis *
             *any |= obs;
         }
         for (int b = 0; b < RESDIAG_N_BLOCK_SITES && !*any && !st; b++) {
-            if ((st = resdiag_reader_site(rd, gs, RESDIAG_BACKWARD, l, a->n_sublayers - 1,
-                                          (resdiag_site)b, f, &obs)))
+            if ((st = rd_analysis_site(rd, a, gs, RESDIAG_BACKWARD, l, a->load.n_sublayers - 1,
+                                       (resdiag_site)b, f, &obs)))
                 break;
             *any |= obs;
         }
@@ -83,15 +83,15 @@ static resdiag_status has_backward(const resdiag_reader *rd, const rd_analysis *
  * backward may have stopped halfway. */
 static resdiag_status find_grad_step(const resdiag_reader *rd, rd_analysis *a)
 {
-    int64_t n = a->n_steps;
+    int64_t n = a->load.n_steps;
     unsigned char *bwd = steps_with_backward(rd, n);
     static const char *const bwd_tables[2] = { RD_DS_BWD_SITE_STATS, RD_DS_LAYER_PARAM_STATS };
     rd_stored_cursor bcur[2];
     resdiag_status st = RESDIAG_OK;
     for (int d = 0; d < 2; d++)
         rd_stored_init(rd, &bcur[d], bwd_tables[d]);
-    for (int64_t g = -1, next; g < n && a->grad_step < 0 && !st; g++) {
-        int64_t gs = g < 0 ? a->step_index : g;
+    for (int64_t g = -1, next; g < n && a->gradients.step < 0 && !st; g++) {
+        int64_t gs = g < 0 ? a->load.step_index : g;
         int any = 0;
         if (rd_analysis_step_aborted(a, gs))
             continue;
@@ -103,7 +103,7 @@ static resdiag_status find_grad_step(const resdiag_reader *rd, rd_analysis *a)
         }
         st = has_backward(rd, a, gs, &any);
         if (any)
-            a->grad_step = gs;
+            a->gradients.step = gs;
     }
     free(bwd);
     return st;
@@ -114,8 +114,8 @@ static resdiag_status find_grad_step(const resdiag_reader *rd, rd_analysis *a)
 static resdiag_status read_grads(const resdiag_reader *rd, rd_analysis *a)
 {
     const resdiag_run_info *in = resdiag_reader_info(rd);
-    int64_t gs = a->grad_step;
-    int L = a->n_layers, S = a->n_sublayers, P = in->n_layer_params;
+    int64_t gs = a->gradients.step;
+    int L = a->load.n_layers, S = a->load.n_sublayers, P = in->n_layer_params;
     double f[RESDIAG_N_FIELDS];
     int obs = 0;
     resdiag_status st;
@@ -123,24 +123,24 @@ static resdiag_status read_grads(const resdiag_reader *rd, rd_analysis *a)
         for (int p = 0; p < P; p++) {
             if ((st = resdiag_reader_param(rd, gs, l, in->layer_param_names[p], f, &obs)))
                 return st;
-            a->grad[(size_t)l * P + p] = obs ? f[RESDIAG_FIELD_FROB] : NAN;
+            a->gradients.grad[(size_t)l * P + p] = obs ? f[RESDIAG_FIELD_FROB] : NAN;
         }
-        if ((st = resdiag_reader_site(rd, gs, RESDIAG_BACKWARD, l, S - 1, RESDIAG_STREAM_OUT,
-                                      f, &obs)))
+        if ((st = rd_analysis_site(rd, a, gs, RESDIAG_BACKWARD, l, S - 1, RESDIAG_STREAM_OUT, f,
+                                   &obs)))
             return st;
-        if (!obs && (st = resdiag_reader_site(rd, gs, RESDIAG_BACKWARD, l, 0,
-                                              RESDIAG_STREAM_IN, f, &obs)))
+        if (!obs && (st = rd_analysis_site(rd, a, gs, RESDIAG_BACKWARD, l, 0, RESDIAG_STREAM_IN,
+                                           f, &obs)))
             return st;
-        a->sgrad[l] = obs ? f[RESDIAG_FIELD_FROB] : NAN;
+        a->gradients.sgrad[l] = obs ? f[RESDIAG_FIELD_FROB] : NAN;
     }
     obs = 0;
     /* dL/dx_0: at embed_out, else where layer 0 reads it (the same tensor) */
-    if ((st = resdiag_reader_site(rd, gs, RESDIAG_BACKWARD, 0, 0, RESDIAG_EMBED_OUT, f, &obs)))
+    if ((st = rd_analysis_site(rd, a, gs, RESDIAG_BACKWARD, 0, 0, RESDIAG_EMBED_OUT, f, &obs)))
         return st;
-    if (!obs && (st = resdiag_reader_site(rd, gs, RESDIAG_BACKWARD, 0, 0, RESDIAG_STREAM_IN,
-                                          f, &obs)))
+    if (!obs &&
+        (st = rd_analysis_site(rd, a, gs, RESDIAG_BACKWARD, 0, 0, RESDIAG_STREAM_IN, f, &obs)))
         return st;
-    a->sgrad_embed = obs ? f[RESDIAG_FIELD_FROB] : NAN;
+    a->gradients.sgrad_embed = obs ? f[RESDIAG_FIELD_FROB] : NAN;
     return RESDIAG_OK;
 }
 
@@ -149,26 +149,26 @@ static resdiag_status read_grads(const resdiag_reader *rd, rd_analysis *a)
 static resdiag_status read_head_grad(const resdiag_reader *rd, rd_analysis *a)
 {
     const char *head = rd_analysis_role_param(resdiag_reader_info(rd), RD_ROLE_HEAD);
-    int64_t gs = a->grad_step;
+    int64_t gs = a->gradients.step;
     double f[RESDIAG_N_FIELDS];
     int obs = 0;
     resdiag_status st;
     if (head) {
         if ((st = resdiag_reader_param(rd, gs, RESDIAG_MODEL_LEVEL, head, f, &obs)))
             return st;
-        a->head_is_param = obs;
+        a->gradients.head_is_param = obs;
     }
-    if (!obs && (st = resdiag_reader_site(rd, gs, RESDIAG_BACKWARD, 0, 0, RESDIAG_LOGITS, f,
-                                          &obs)))
+    if (!obs &&
+        (st = rd_analysis_site(rd, a, gs, RESDIAG_BACKWARD, 0, 0, RESDIAG_LOGITS, f, &obs)))
         return st;
-    a->head_grad = obs ? f[RESDIAG_FIELD_FROB] : NAN;
+    a->gradients.head_grad = obs ? f[RESDIAG_FIELD_FROB] : NAN;
     return RESDIAG_OK;
 }
 
 /* Log-log fits over depth of each parameter's gradient and the stream's. */
 static resdiag_status fit_grads(rd_analysis *a)
 {
-    int L = a->n_layers, P = a->n_layer_params;
+    int L = a->load.n_layers, P = a->load.n_layer_params;
     double *k = malloc((size_t)L * sizeof *k), *col = malloc((size_t)L * sizeof *col);
     if (!k || !col) {
         free(k);
@@ -179,10 +179,10 @@ static resdiag_status fit_grads(rd_analysis *a)
         k[l] = l + 1;
     for (int p = 0; p < P && p < RESDIAG_MAX_PARAMS; p++) {
         for (int l = 0; l < L; l++)
-            col[l] = a->grad[(size_t)l * P + p];
-        rd_fit_loglog(k, col, L, &a->fit_grad[p]);
+            col[l] = a->gradients.grad[(size_t)l * P + p];
+        rd_fit_loglog(k, col, L, &a->gradients.fit_grad[p]);
     }
-    rd_fit_loglog(k, a->sgrad, L, &a->fit_sgrad);
+    rd_fit_loglog(k, a->gradients.sgrad, L, &a->gradients.fit_sgrad);
     free(k);
     free(col);
     return RESDIAG_OK;
@@ -190,8 +190,17 @@ static resdiag_status fit_grads(rd_analysis *a)
 
 resdiag_status rd_analysis_gradients(const resdiag_reader *rd, rd_analysis *a)
 {
+    rd_gradients *g = &a->gradients;
+    int L = a->load.n_layers, P = a->load.n_layer_params;
+    g->step = -1;
+    g->head_grad = NAN;
+    g->sgrad_embed = NAN;
+    g->grad = calloc((size_t)L * (P ? P : 1), sizeof *g->grad);
+    g->sgrad = calloc((size_t)L, sizeof *g->sgrad);
+    if (!g->grad || !g->sgrad)
+        return RESDIAG_E_NOMEM;
     resdiag_status st = find_grad_step(rd, a);
-    if (st || a->grad_step < 0)
+    if (st || a->gradients.step < 0)
         return st;
     if ((st = read_grads(rd, a)) || (st = read_head_grad(rd, a)))
         return st;
@@ -205,10 +214,10 @@ void rd_analysis_param_order(const resdiag_reader *rd, rd_analysis *a)
     const resdiag_run_info *in = resdiag_reader_info(rd);
     const char *residual = rd_analysis_role_param(in, RD_ROLE_RESIDUAL);
     int w2 = residual ? param_index(in, residual) : -1;
-    a->n_order = 0;
+    a->gradients.n_order = 0;
     if (w2 >= 0)
-        a->param_order[a->n_order++] = w2;
-    for (int p = 0; p < in->n_layer_params && a->n_order < RESDIAG_MAX_PARAMS; p++)
+        a->gradients.param_order[a->gradients.n_order++] = w2;
+    for (int p = 0; p < in->n_layer_params && a->gradients.n_order < RESDIAG_MAX_PARAMS; p++)
         if (p != w2)
-            a->param_order[a->n_order++] = p;
+            a->gradients.param_order[a->gradients.n_order++] = p;
 }

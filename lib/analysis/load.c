@@ -1,7 +1,7 @@
 /*
- * load.c - reading the run into the analysis: the run's identity, names
- * and steps, what was observed at the step, the parameters that play a
- * role, and the reads of one site or of the stream that the phases share.
+ * load.c - reading the run into the analysis (a->load, load.h): the
+ * run's identity, names and steps; the parameters that play a role, and
+ * the reads of one site or of the stream that the phases share.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -37,59 +37,46 @@ const char *rd_analysis_role_param(const resdiag_run_info *in, int which)
     return NULL;
 }
 
-/* The sizes and names of the run, and every array of the analysis. */
-static resdiag_status copy_run(const resdiag_reader *rd, rd_analysis *a)
+/* The sizes and names of the run. */
+static resdiag_status copy_run(const resdiag_reader *rd, rd_load *r)
 {
     const resdiag_run_info *in = resdiag_reader_info(rd);
-    int L = in->n_layers, S = in->n_sublayers, P = in->n_layer_params;
-    a->n_layers = L;
-    a->n_sublayers = S;
-    a->d_model = in->d_model;
-    a->sketch_size = in->sketch_size;
-    a->schema_version = in->schema_version;
-    a->block = in->block;
-    a->declared = in->declared_placement;
-    a->declared_mix = in->declared_mix_layers;
-    a->norm_kind = in->norm_kind;
-    a->run_kind = in->run_kind;
-    a->n_steps = in->n_steps;
-    a->n_layer_params = P;
-    a->file_rank = in->rank;
-    a->file_world = in->n_ranks_merged > 1 ? 1 : in->world_size;
-    a->file_split = in->split;
-    a->description = rd_analysis_dupstr(in->description);
-    a->writer_version = rd_analysis_dupstr(in->resdiag_version);
-    a->created = rd_analysis_dupstr(in->created_utc);
-    a->program = rd_analysis_dupstr(in->program);
-    a->sublayer_names = calloc((size_t)S, sizeof *a->sublayer_names);
-    a->param_names = calloc((size_t)(P ? P : 1), sizeof *a->param_names);
-    a->steps = calloc((size_t)in->n_steps, sizeof *a->steps);
-    a->sub = calloc((size_t)L * S, sizeof *a->sub);
-    a->layer_v = calloc((size_t)L, sizeof *a->layer_v);
-    a->layer_sig = calloc((size_t)L, sizeof *a->layer_sig);
-    a->layer_cv = calloc((size_t)L, sizeof *a->layer_cv);
-    a->xnorm = calloc((size_t)L + 1, sizeof *a->xnorm);
-    a->xrms = calloc((size_t)L + 1, sizeof *a->xrms);
-    a->xenergy = calloc((size_t)L + 1, sizeof *a->xenergy);
-    a->r = calloc((size_t)L * S, sizeof *a->r);
-    a->r_last = calloc((size_t)L * S, sizeof *a->r_last);
-    a->grad = calloc((size_t)L * (P ? P : 1), sizeof *a->grad);
-    a->sgrad = calloc((size_t)L, sizeof *a->sgrad);
-    if (!a->sublayer_names || !a->param_names || !a->steps || !a->sub || !a->layer_v ||
-        !a->layer_sig || !a->layer_cv || !a->xnorm || !a->xrms || !a->xenergy || !a->r ||
-        !a->r_last || !a->grad || !a->sgrad || !a->description || !a->writer_version ||
-        !a->created || !a->program)
+    int S = in->n_sublayers, P = in->n_layer_params;
+    r->n_layers = in->n_layers;
+    r->n_sublayers = S;
+    r->d_model = in->d_model;
+    r->sketch_size = in->sketch_size;
+    r->schema_version = in->schema_version;
+    r->block = in->block;
+    r->declared = in->declared_placement;
+    r->declared_mix = in->declared_mix_layers;
+    r->norm_kind = in->norm_kind;
+    r->run_kind = in->run_kind;
+    r->n_steps = in->n_steps;
+    r->n_layer_params = P;
+    r->file_rank = in->rank;
+    r->file_world = in->n_ranks_merged > 1 ? 1 : in->world_size;
+    r->file_split = in->split;
+    r->description = rd_analysis_dupstr(in->description);
+    r->writer_version = rd_analysis_dupstr(in->resdiag_version);
+    r->created = rd_analysis_dupstr(in->created_utc);
+    r->program = rd_analysis_dupstr(in->program);
+    r->sublayer_names = calloc((size_t)S, sizeof *r->sublayer_names);
+    r->param_names = calloc((size_t)(P ? P : 1), sizeof *r->param_names);
+    r->steps = calloc((size_t)in->n_steps, sizeof *r->steps);
+    if (!r->sublayer_names || !r->param_names || !r->steps || !r->description ||
+        !r->writer_version || !r->created || !r->program)
         return RESDIAG_E_NOMEM;
     for (int s = 0; s < S; s++)
-        if (!(a->sublayer_names[s] = rd_analysis_dupstr(in->sublayer_names[s])))
+        if (!(r->sublayer_names[s] = rd_analysis_dupstr(in->sublayer_names[s])))
             return RESDIAG_E_NOMEM;
     for (int p = 0; p < P; p++)
-        if (!(a->param_names[p] = rd_analysis_dupstr(in->layer_param_names[p])))
+        if (!(r->param_names[p] = rd_analysis_dupstr(in->layer_param_names[p])))
             return RESDIAG_E_NOMEM;
     const char *head = rd_analysis_role_param(in, RD_ROLE_HEAD);
     const char *residual = rd_analysis_role_param(in, RD_ROLE_RESIDUAL);
-    if ((head && !(a->head_param_name = rd_analysis_dupstr(head))) ||
-        (residual && !(a->residual_param_name = rd_analysis_dupstr(residual))))
+    if ((head && !(r->head_param_name = rd_analysis_dupstr(head))) ||
+        (residual && !(r->residual_param_name = rd_analysis_dupstr(residual))))
         return RESDIAG_E_NOMEM;
     return RESDIAG_OK;
 }
@@ -101,63 +88,29 @@ resdiag_status rd_analysis_load(const resdiag_reader *rd, const resdiag_analyze_
     rd_analysis *a = calloc(1, sizeof *a);
     if (!a)
         return RESDIAG_E_NOMEM;
-    a->step_index = si;
-    a->max_growth = o->max_growth;
-    a->alpha = NAN;
-    a->mix_layers = -1;
-    a->growth = NAN;
-    a->head_grad = NAN;
-    a->sgrad_embed = NAN;
-    a->grad_step = -1;
-    resdiag_status st = copy_run(rd, a);
+    rd_load *r = &a->load;
+    r->step_index = si;
+    r->max_growth = o->max_growth;
+    resdiag_status st = copy_run(rd, r);
     if (!st)
-        st = resdiag_reader_steps(rd, a->steps, a->n_steps);
+        st = resdiag_reader_steps(rd, r->steps, r->n_steps);
     if (st) {
         resdiag_analysis_destroy(a);
         return st;
     }
-    a->step = a->steps[si];
+    r->step = r->steps[si];
     *out = a;
-    return RESDIAG_OK;
-}
-
-resdiag_status rd_analysis_observe(const resdiag_reader *rd, rd_analysis *a)
-{
-    int64_t si = a->step_index;
-    resdiag_status st;
-    for (int l = 0; l < a->n_layers; l++)
-        for (int s = 0; s < a->n_sublayers; s++)
-            for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
-                for (int d = 0; d < 2; d++) {
-                    double f[RESDIAG_N_FIELDS];
-                    int obs = 0;
-                    if ((st = resdiag_reader_site(rd, si, (resdiag_direction)d, l, s,
-                                                  (resdiag_site)b, f, &obs)))
-                        return st;
-                    a->n_obs[d][b] += obs;
-                }
-    for (int m = 0; m < RESDIAG_N_MODEL_SITES; m++)
-        for (int d = 0; d < 2; d++) {
-            double f[RESDIAG_N_FIELDS];
-            int obs = 0;
-            if ((st = resdiag_reader_site(rd, si, (resdiag_direction)d, 0, 0,
-                                          (resdiag_site)(RESDIAG_EMBED_OUT + m), f, &obs)))
-                return st;
-            a->model_obs[d][m] = obs;
-        }
-    a->stream_only = a->n_obs[0][RESDIAG_NORM_IN] + a->n_obs[0][RESDIAG_NORM_OUT] +
-                         a->n_obs[0][RESDIAG_BRANCH_OUT] == 0;
-    a->use_relations = !a->stream_only && a->sketch_size > 0;
     return RESDIAG_OK;
 }
 
 /* ------------------------------------------- reads the phases share */
 
-resdiag_status rd_analysis_load_site(const resdiag_reader *rd, int64_t si, resdiag_direction dir,
-                                     int l, int s, resdiag_site site, int k, rd_site_data *d)
+resdiag_status rd_analysis_load_site(const resdiag_reader *rd, const rd_analysis *a, int64_t si,
+                                     resdiag_direction dir, int l, int s, resdiag_site site,
+                                     int k, rd_site_data *d)
 {
     d->nonfinite = 0;
-    resdiag_status st = resdiag_reader_site(rd, si, dir, l, s, site, d->st, &d->obs);
+    resdiag_status st = rd_analysis_site(rd, a, si, dir, l, s, site, d->st, &d->obs);
     if (st)
         return st;
     if (k > 0 && d->obs) {
@@ -179,25 +132,25 @@ resdiag_status rd_analysis_load_site(const resdiag_reader *rd, int64_t si, resdi
 resdiag_status rd_analysis_stream_at(const resdiag_reader *rd, const rd_analysis *a, int64_t si,
                                      int kk, double *st, int *obs)
 {
-    int L = a->n_layers, S = a->n_sublayers;
+    int L = a->load.n_layers, S = a->load.n_sublayers;
     resdiag_status e;
     *obs = 0;
     if (kk == 0) {
-        if ((e = resdiag_reader_site(rd, si, RESDIAG_FORWARD, 0, 0, RESDIAG_EMBED_OUT, st, obs)))
+        if ((e = rd_analysis_site(rd, a, si, RESDIAG_FORWARD, 0, 0, RESDIAG_EMBED_OUT, st, obs)))
             return e;
-        if (!*obs && (e = resdiag_reader_site(rd, si, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN,
-                                              st, obs)))
+        if (!*obs &&
+            (e = rd_analysis_site(rd, a, si, RESDIAG_FORWARD, 0, 0, RESDIAG_STREAM_IN, st, obs)))
             return e;
         return RESDIAG_OK;
     }
     int l = kk - 1;
-    if ((e = resdiag_reader_site(rd, si, RESDIAG_FORWARD, l, S - 1, RESDIAG_STREAM_OUT, st, obs)))
+    if ((e = rd_analysis_site(rd, a, si, RESDIAG_FORWARD, l, S - 1, RESDIAG_STREAM_OUT, st, obs)))
         return e;
     if (!*obs && l + 1 < L &&
-        (e = resdiag_reader_site(rd, si, RESDIAG_FORWARD, l + 1, 0, RESDIAG_STREAM_IN, st, obs)))
+        (e = rd_analysis_site(rd, a, si, RESDIAG_FORWARD, l + 1, 0, RESDIAG_STREAM_IN, st, obs)))
         return e;
     if (!*obs && l + 1 == L &&
-        (e = resdiag_reader_site(rd, si, RESDIAG_FORWARD, 0, 0, RESDIAG_FINAL_NORM_IN, st, obs)))
+        (e = rd_analysis_site(rd, a, si, RESDIAG_FORWARD, 0, 0, RESDIAG_FINAL_NORM_IN, st, obs)))
         return e;
     return RESDIAG_OK;
 }

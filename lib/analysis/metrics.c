@@ -14,19 +14,19 @@ resdiag_status rd_analysis_metrics(const resdiag_reader *rd, rd_analysis *a)
 {
     const resdiag_run_info *in = resdiag_reader_info(rd);
     int n = in->n_metrics;
-    if (n <= 0 || a->n_steps <= 0)
+    if (n <= 0 || a->load.n_steps <= 0)
         return RESDIAG_OK;
     /* n <= RESDIAG_MAX_METRICS and n_steps is what the file holds. */
-    a->metric_names = calloc((size_t)n, sizeof *a->metric_names);
-    a->metric_values = malloc((size_t)n * (size_t)a->n_steps * sizeof *a->metric_values);
-    if (!a->metric_names || !a->metric_values)
+    a->metrics.names = calloc((size_t)n, sizeof *a->metrics.names);
+    a->metrics.values = malloc((size_t)n * (size_t)a->load.n_steps * sizeof *a->metrics.values);
+    if (!a->metrics.names || !a->metrics.values)
         return RESDIAG_E_NOMEM;
-    a->n_metrics = n;
+    a->metrics.count = n;
     for (int m = 0; m < n; m++) {
-        if (!(a->metric_names[m] = rd_analysis_dupstr(in->metric_names[m])))
+        if (!(a->metrics.names[m] = rd_analysis_dupstr(in->metric_names[m])))
             return RESDIAG_E_NOMEM;
-        resdiag_status st = resdiag_reader_metric(rd, m, 0, a->n_steps,
-                                                  a->metric_values + (size_t)m * a->n_steps);
+        resdiag_status st = resdiag_reader_metric(
+            rd, m, 0, a->load.n_steps, a->metrics.values + (size_t)m * a->load.n_steps);
         if (st != RESDIAG_OK)
             return st;
     }
@@ -35,8 +35,8 @@ resdiag_status rd_analysis_metrics(const resdiag_reader *rd, rd_analysis *a)
 
 int rd_analysis_loss_metric(const rd_analysis *a)
 {
-    for (int m = 0; m < a->n_metrics; m++)
-        if (strcmp(a->metric_names[m], "loss") == 0)
+    for (int m = 0; m < a->metrics.count; m++)
+        if (strcmp(a->metrics.names[m], "loss") == 0)
             return m;
-    return a->n_metrics > 0 ? 0 : -1;
+    return a->metrics.count > 0 ? 0 : -1;
 }

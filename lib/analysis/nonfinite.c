@@ -55,39 +55,39 @@ static resdiag_status scan_step(const resdiag_reader *rd, rd_analysis *a, int64_
                 continue;
             *bad = 1;
             if (count_totals) {
-                a->nan_total += nn > 0 ? nn : 0;
-                a->inf_total += ni > 0 ? ni : 0;
+                a->nonfinite.nan_total += nn > 0 ? nn : 0;
+                a->nonfinite.inf_total += ni > 0 ? ni : 0;
             }
-            if (a->nf_found || !(f[RESDIAG_FIELD_CALL_SEQ] < best_seq))
+            if (a->nonfinite.found || !(f[RESDIAG_FIELD_CALL_SEQ] < best_seq))
                 continue;
             best_seq = f[RESDIAG_FIELD_CALL_SEQ];
-            a->nf_step_index = si;
-            a->nf_dir = (d == 0 || d == 2) ? RESDIAG_FORWARD : RESDIAG_BACKWARD;
-            a->nf_nan = nn > 0 ? nn : 0;
-            a->nf_inf = ni > 0 ? ni : 0;
-            a->nf_param = -1;
-            int S = a->n_sublayers, B = d < 2 ? (int)dims[3] : 1; /* the file's sites */
+            a->nonfinite.step_index = si;
+            a->nonfinite.dir = (d == 0 || d == 2) ? RESDIAG_FORWARD : RESDIAG_BACKWARD;
+            a->nonfinite.nan_count = nn > 0 ? nn : 0;
+            a->nonfinite.inf_count = ni > 0 ? ni : 0;
+            a->nonfinite.param = -1;
+            int S = a->load.n_sublayers, B = d < 2 ? (int)dims[3] : 1; /* the file's sites */
             if (d < 2) {
-                a->nf_layer = (int)(r / ((size_t)S * B));
-                a->nf_sub = (int)(r / B % (size_t)S);
-                a->nf_site = (int)(r % B);
+                a->nonfinite.layer = (int)(r / ((size_t)S * B));
+                a->nonfinite.sub = (int)(r / B % (size_t)S);
+                a->nonfinite.site = (int)(r % B);
             } else if (d < 4) {
-                a->nf_layer = RESDIAG_MODEL_LEVEL;
-                a->nf_sub = 0;
-                a->nf_site = RESDIAG_EMBED_OUT + (int)r;
+                a->nonfinite.layer = RESDIAG_MODEL_LEVEL;
+                a->nonfinite.sub = 0;
+                a->nonfinite.site = RESDIAG_EMBED_OUT + (int)r;
             } else if (d == 4) {
-                int P = a->n_layer_params;
-                a->nf_layer = (int)(r / (size_t)P);
-                a->nf_sub = 0;
-                a->nf_site = -1;
-                a->nf_param = (int)(r % (size_t)P);
+                int P = a->load.n_layer_params;
+                a->nonfinite.layer = (int)(r / (size_t)P);
+                a->nonfinite.sub = 0;
+                a->nonfinite.site = -1;
+                a->nonfinite.param = (int)(r % (size_t)P);
             } else {
-                a->nf_layer = RESDIAG_MODEL_LEVEL;
-                a->nf_sub = 0;
-                a->nf_site = -1;
-                a->nf_param = (int)r;
+                a->nonfinite.layer = RESDIAG_MODEL_LEVEL;
+                a->nonfinite.sub = 0;
+                a->nonfinite.site = -1;
+                a->nonfinite.param = (int)r;
                 const resdiag_run_info *in = resdiag_reader_info(rd);
-                snprintf(a->nf_model_param, sizeof a->nf_model_param, "%s",
+                snprintf(a->nonfinite.model_param, sizeof a->nonfinite.model_param, "%s",
                          (int)r < in->n_model_params ? in->model_param_names[r] : "?");
             }
         }
@@ -103,7 +103,7 @@ static resdiag_status scan_nonfinite_summary(const resdiag_reader *rd, rd_analys
                                              int *disagree)
 {
     enum { C = 3 }; /* nan_count, inf_count, records */
-    int64_t n = a->n_steps, first_bad = -1;
+    int64_t n = a->load.n_steps, first_bad = -1;
     double *v = malloc((size_t)RD_SUMMARY_BLOCK * C * sizeof *v);
     if (!v)
         return RESDIAG_E_NOMEM;
@@ -117,9 +117,9 @@ static resdiag_status scan_nonfinite_summary(const resdiag_reader *rd, rd_analys
             const double *row = v + i * C;
             if (!(row[2] > 0))
                 continue;
-            a->nf_steps++;
-            a->nan_total += row[0];
-            a->inf_total += row[1];
+            a->nonfinite.n_bad_steps++;
+            a->nonfinite.nan_total += row[0];
+            a->nonfinite.inf_total += row[1];
             if (first_bad < 0)
                 first_bad = s0 + i;
         }
@@ -131,8 +131,8 @@ static resdiag_status scan_nonfinite_summary(const resdiag_reader *rd, rd_analys
         st = scan_step(rd, a, first_bad, &buf, &cap, &bad, 0);
         free(buf);
         if (st == RESDIAG_OK && bad) {
-            a->nf_found = 1;
-            a->nf_step = a->steps[first_bad];
+            a->nonfinite.found = 1;
+            a->nonfinite.step = a->load.steps[first_bad];
         } else if (st == RESDIAG_OK) {
             *disagree = 1; /* a damaged summary: the tables say otherwise */
         }
@@ -149,11 +149,11 @@ resdiag_status rd_analysis_nonfinite(const resdiag_reader *rd, rd_analysis *a)
         resdiag_status sst = scan_nonfinite_summary(rd, a, &disagree);
         if (sst || !disagree)
             return sst;
-        a->nf_steps = 0;
-        a->nan_total = a->inf_total = 0;
+        a->nonfinite.n_bad_steps = 0;
+        a->nonfinite.nan_total = a->nonfinite.inf_total = 0;
     }
     /* a file without the summary (resdiag 0.1.0): every step in full */
-    int64_t n = a->n_steps;
+    int64_t n = a->load.n_steps;
     double *buf = NULL;
     size_t cap = 0;
     resdiag_status st = RESDIAG_OK;
@@ -169,10 +169,10 @@ resdiag_status rd_analysis_nonfinite(const resdiag_reader *rd, rd_analysis *a)
         if ((st = scan_step(rd, a, si, &buf, &cap, &step_bad, 1)))
             break;
         if (step_bad) {
-            a->nf_steps++;
-            if (!a->nf_found) {
-                a->nf_found = 1;
-                a->nf_step = a->steps[si];
+            a->nonfinite.n_bad_steps++;
+            if (!a->nonfinite.found) {
+                a->nonfinite.found = 1;
+                a->nonfinite.step = a->load.steps[si];
             }
         }
     }

@@ -1,7 +1,9 @@
 /*
  * phases.h - the phases of resdiag_analyze() (lib/analysis/driver.c calls
- * them in order) and the helpers they share. Internal to lib/analysis/: the
- * renderers read only the struct of analysis.h.
+ * them in order) and the helpers they share. Each phase fills its own
+ * member of the analysis (a->load, a->placement, ...: analysis.h) and
+ * reads the members of the phases before it. Internal to lib/analysis/:
+ * the renderers read only the struct of analysis.h.
  *
  * Dimension names: L layers, S sublayers per block, K sketch size.
  */
@@ -29,25 +31,23 @@ typedef struct rd_site_data {
 /* ------------------------------------------- the phases, in their order */
 
 /* load.c: a new analysis of recorded step si with the run's identity,
- * names and steps copied in and every array allocated (*out NULL on
- * failure). */
+ * names and steps copied in (*out NULL on failure). */
 resdiag_status rd_analysis_load(const resdiag_reader *rd, const resdiag_analyze_options *o,
                                 int64_t si, rd_analysis **out);
 /* aborted.c: *flags (n) 1 for each aborted step, NULL when no step was
  * (or the file predates step status); what a step selection then takes:
  * the first (last = 0) or last complete step, or 0 / n - 1 when none is.
  * rd_analysis_aborted hands flags to a (freed with it) and reads the
- * reasons; rd_analysis_abort_verdict makes an aborted judged step's
- * verdict CANNOT_TELL, saying why. */
+ * reasons. */
 resdiag_status rd_aborted_flags(const resdiag_reader *rd, int64_t n, unsigned char **flags);
 int64_t rd_complete_step(const unsigned char *flags, int64_t n, int last);
 resdiag_status rd_analysis_aborted(const resdiag_reader *rd, rd_analysis *a,
                                    unsigned char *flags);
-void rd_analysis_abort_verdict(rd_analysis *a);
-/* load.c: which sites were observed at the step, in either direction. */
+/* observe.c: which sites were observed at the step, in either direction. */
 resdiag_status rd_analysis_observe(const resdiag_reader *rd, rd_analysis *a);
-/* placement.c: each sublayer's sites and relative updates, and where its
- * norm sits; the layers' verdicts and the hook-order tally. */
+/* placement.c: each sublayer's sites and where its norm sits; the layers'
+ * verdicts and the hook-order tally; the relative updates at the step and
+ * at the first and the last complete step. */
 resdiag_status rd_analysis_sublayers(const resdiag_reader *rd, rd_analysis *a);
 /* depth.c: the stream over depth (norms, energy, fits, growth, the
  * signature per layer) and the fits of the relative updates. */
@@ -61,8 +61,8 @@ resdiag_status rd_analysis_final_norm(const resdiag_reader *rd, rd_analysis *a);
  * order the parameters are shown in (the residual-write matrix first). */
 resdiag_status rd_analysis_gradients(const resdiag_reader *rd, rd_analysis *a);
 void rd_analysis_param_order(const resdiag_reader *rd, rd_analysis *a);
-/* depth.c: growth, mean update and gradient ratio at the first and the
- * last recorded step. */
+/* training.c: growth, mean update and gradient ratio at the first and the
+ * last complete step. */
 resdiag_status rd_analysis_training(const resdiag_reader *rd, rd_analysis *a);
 /* nonfinite.c: the first NaN / Inf over every recorded step, and totals. */
 resdiag_status rd_analysis_nonfinite(const resdiag_reader *rd, rd_analysis *a);
@@ -73,6 +73,9 @@ resdiag_status rd_analysis_metrics(const resdiag_reader *rd, rd_analysis *a);
  * one file. */
 resdiag_status rd_analysis_ranks(const resdiag_reader *rd, rd_analysis *a);
 void rd_ranks_free(rd_ranks *k);
+/* verdict.c: an aborted judged step's verdict made CANNOT_TELL, saying
+ * why (after every phase that reads the step's own verdict). */
+void rd_analysis_abort_verdict(rd_analysis *a);
 /* warnings.c: what the report warns about, from everything above. */
 void rd_analysis_warnings(rd_analysis *a);
 
@@ -84,9 +87,16 @@ enum { RD_ROLE_HEAD, RD_ROLE_RESIDUAL };
 const char *rd_analysis_role_param(const resdiag_run_info *in, int which);
 /* load.c: a malloc'ed copy of s ("" for NULL), NULL without memory. */
 char *rd_analysis_dupstr(const char *s);
+/* observe.c: one site's statistics at recorded step si, as
+ * resdiag_reader_site gives them: observe.c's copy at the analysed step,
+ * else read. */
+resdiag_status rd_analysis_site(const resdiag_reader *rd, const rd_analysis *a, int64_t si,
+                                resdiag_direction dir, int l, int s, resdiag_site site, double *f,
+                                int *obs);
 /* load.c: one site's statistics, sketch (k > 0) and alias at step si. */
-resdiag_status rd_analysis_load_site(const resdiag_reader *rd, int64_t si, resdiag_direction dir,
-                                     int l, int s, resdiag_site site, int k, rd_site_data *d);
+resdiag_status rd_analysis_load_site(const resdiag_reader *rd, const rd_analysis *a, int64_t si,
+                                     resdiag_direction dir, int l, int s, resdiag_site site,
+                                     int k, rd_site_data *d);
 /* load.c: the stream tensor x_kk, kk = 0..L (0 what enters layer 0, l+1
  * what leaves layer l). */
 resdiag_status rd_analysis_stream_at(const resdiag_reader *rd, const rd_analysis *a, int64_t si,
@@ -113,12 +123,5 @@ resdiag_verdict rd_combine_verdicts(resdiag_verdict a, resdiag_verdict b);
 /* verdict.c: layer l's verdict from its sublayers': theirs when they
  * agree, PER_SUBLAYER when they differ (INCONSISTENT when one does). */
 resdiag_verdict rd_layer_verdict(const rd_analysis *a, int l);
-
-/* warnings.c: appends a warning (up to RD_MAX_WARNINGS). */
-void rd_analysis_warn(rd_analysis *a, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
 
 #endif

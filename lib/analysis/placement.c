@@ -4,8 +4,10 @@
  * sk(f) up to rounding) and the order of its hook calls: pre-norm,
  * post-norm, deepnorm (with alpha), sandwich, reordered, a parallel block,
  * no norm, zero branches, inconsistent or cannot tell, with the confidence
- * and the reason. A signature (equal token norms) only supports; the
- * declared placement is never used to decide.
+ * and the reason (a->placement, placement.h). A signature (equal token
+ * norms) only supports; the declared placement is never used to decide.
+ * Also the relative updates of every sublayer, read here once for every
+ * phase.
  */
 #include <math.h>
 #include <stdio.h>
@@ -619,7 +621,7 @@ static void classify_sequential(const rd_analysis *a, rd_sub *r, rd_site_data *s
                  "shows once it moves");
         return;
     }
-    measure_relations(r, sd, k, a->schema_version);
+    measure_relations(r, sd, k, a->load.schema_version);
     int input_norm = sd[RESDIAG_NORM_IN].obs || sd[RESDIAG_NORM_OUT].obs;
     int output_norm = sd[RESDIAG_OUT_NORM_IN].obs || sd[RESDIAG_OUT_NORM_OUT].obs;
     double pre_rel[] = { r->e_add, r->e_nx, r->e_bn }, post_rel[] = { r->e_deep, r->e_yn, r->e_bx };
@@ -644,7 +646,7 @@ static void classify_sequential(const rd_analysis *a, rd_sub *r, rd_site_data *s
 static int classify_parallel(rd_analysis *a, int l, rd_site_data (*sd)[RESDIAG_N_BLOCK_SITES],
                              int k)
 {
-    int S = a->n_sublayers;
+    int S = a->load.n_sublayers;
     if (S < 2 || k == 0)
         return 0;
     for (int s = 0; s < S; s++) {
@@ -693,7 +695,7 @@ static int classify_parallel(rd_analysis *a, int l, rd_site_data (*sd)[RESDIAG_N
         for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
             if (sd[s][b].obs)
                 stv[nst++] = sd[s][b].st;
-    double floor_ = rd_rounding_floor(stv, nst, a->schema_version, S + 2);
+    double floor_ = rd_rounding_floor(stv, nst, a->load.schema_version, S + 2);
     /* the sequential rival: stream_in would differ by the branches before */
     double best = y->obs ? fmax(e_same, e_sum) : e_same;
     if (e_same < HOLD && !(branch > SEP * fmax(e_same, floor_)) && (!y->obs || e_sum < HOLD)) {
@@ -706,10 +708,12 @@ static int classify_parallel(rd_analysis *a, int l, rd_site_data (*sd)[RESDIAG_N
             seq_recorded |= sd[s][RESDIAG_STREAM_OUT].obs;
         if (!seq_recorded) {
             for (int s = 0; s < S; s++)
-                snprintf(a->sub[l * S + s].why, sizeof a->sub[l * S + s].why, "every sublayer "
+                snprintf(a->placement.sub[l * S + s].why, sizeof a->placement.sub[l * S + s].why,
+                         "every sublayer "
                          "reads the same stream_in (error %.1e), but the branches (%.2g of the "
                          "stream) are too small against the rounding floor %.2g to tell a "
-                         "parallel block from a sequential one", e_same, branch, floor_);
+                         "parallel block from a sequential one",
+                         e_same, branch, floor_);
             return 1;
         }
     }
@@ -717,7 +721,7 @@ static int classify_parallel(rd_analysis *a, int l, rd_site_data (*sd)[RESDIAG_N
         (y->obs && !(e_sum < HOLD)))
         return 0;
     for (int s = 0; s < S; s++) {
-        rd_sub *r = &a->sub[l * S + s];
+        rd_sub *r = &a->placement.sub[l * S + s];
         r->e_par = e_same;
         r->e_add = e_sum;
         rd_site_data *ni = &sd[s][RESDIAG_NORM_IN];
@@ -760,27 +764,48 @@ static void reset_sublayer(rd_sub *r)
     r->conf = RESDIAG_CONFIDENCE_NONE;
 }
 
-/* Layer l's sites into sd[s][b], and its relative updates at the step and
- * at the last recorded step. */
+/* Sublayer (l, s)'s relative update r = ||dx||/||x|| at the analysed step
+ * and at the last and the first complete step, each step read once: the
+ * phases after this one (depth.c, training.c, warnings.c) read them here. */
+static resdiag_status load_updates(const resdiag_reader *rd, rd_analysis *a, int l, int s)
+{
+    rd_placement *p = &a->placement;
+    int i = l * a->load.n_sublayers + s;
+    const int64_t at[3] = { a->load.step_index, a->aborted.last_index, a->aborted.first_index };
+    double *const to[3] = { p->r, p->r_last, p->r_first };
+    for (int k = 0; k < 3; k++) {
+        int same = -1;
+        for (int j = 0; j < k && same < 0; j++)
+            if (at[j] == at[k])
+                same = j;
+        if (same >= 0) {
+            to[k][i] = to[same][i];
+            continue;
+        }
+        double u[RESDIAG_N_UPDATE_FIELDS];
+        resdiag_status st = resdiag_reader_update(rd, at[k], l, s, u);
+        if (st)
+            return st;
+        to[k][i] = u[RESDIAG_UPDATE_RATIO_FROB];
+    }
+    return RESDIAG_OK;
+}
+
+/* Layer l's sites into sd[s][b], and its relative updates. */
 static resdiag_status load_layer(const resdiag_reader *rd, rd_analysis *a, int l,
                                  rd_site_data (*sd)[RESDIAG_N_BLOCK_SITES])
 {
-    int S = a->n_sublayers, K = a->sketch_size;
-    int64_t si = a->step_index;
+    int S = a->load.n_sublayers, K = a->load.sketch_size;
+    int64_t si = a->load.step_index;
     resdiag_status st;
     for (int s = 0; s < S; s++) {
-        reset_sublayer(&a->sub[l * S + s]);
+        reset_sublayer(&a->placement.sub[l * S + s]);
         for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
-            if ((st = rd_analysis_load_site(rd, si, RESDIAG_FORWARD, l, s, (resdiag_site)b, K,
+            if ((st = rd_analysis_load_site(rd, a, si, RESDIAG_FORWARD, l, s, (resdiag_site)b, K,
                                             &sd[s][b])))
                 return st;
-        double u[RESDIAG_N_UPDATE_FIELDS];
-        if ((st = resdiag_reader_update(rd, si, l, s, u)))
+        if ((st = load_updates(rd, a, l, s)))
             return st;
-        a->r[l * S + s] = u[RESDIAG_UPDATE_RATIO_FROB];
-        if ((st = resdiag_reader_update(rd, a->last_index, l, s, u)))
-            return st;
-        a->r_last[l * S + s] = u[RESDIAG_UPDATE_RATIO_FROB];
     }
     return RESDIAG_OK;
 }
@@ -789,13 +814,13 @@ static resdiag_status load_layer(const resdiag_reader *rd, rd_analysis *a, int l
  * decided sublayers, if they agree; the hook order is tallied against it. */
 static void classify_layer(rd_analysis *a, int l, rd_site_data (*sd)[RESDIAG_N_BLOCK_SITES])
 {
-    int S = a->n_sublayers, K = a->sketch_size;
+    int S = a->load.n_sublayers, K = a->load.sketch_size;
     if (!classify_parallel(a, l, sd, K))
         for (int s = 0; s < S; s++)
-            classify_sequential(a, &a->sub[l * S + s], sd[s], K);
-    a->layer_v[l] = rd_layer_verdict(a, l);
+            classify_sequential(a, &a->placement.sub[l * S + s], sd[s], K);
+    a->placement.layer_v[l] = rd_layer_verdict(a, l);
     for (int s = 0; s < S; s++) {
-        rd_sub *r = &a->sub[l * S + s];
+        rd_sub *r = &a->placement.sub[l * S + s];
         /* the order is evidence where a norm is in front of or after the
          * branch; one that decided is not tallied against itself */
         int front = r->v == RESDIAG_VERDICT_PRE || r->v == RESDIAG_VERDICT_PRE_OR_SANDWICH ||
@@ -804,19 +829,25 @@ static void classify_layer(rd_analysis *a, int l, rd_site_data (*sd)[RESDIAG_N_B
         if (!r->order || r->by_order || !(front || rd_is_post_family(r->v)))
             continue;
         if ((r->order == 1) == front)
-            a->order_agree++;
+            a->placement.order_agree++;
         else
-            a->order_disagree++;
+            a->placement.order_disagree++;
     }
 }
 
 resdiag_status rd_analysis_sublayers(const resdiag_reader *rd, rd_analysis *a)
 {
-    int L = a->n_layers, S = a->n_sublayers, K = a->sketch_size;
+    int L = a->load.n_layers, S = a->load.n_sublayers, K = a->load.sketch_size;
+    rd_placement *p = &a->placement;
+    p->sub = calloc((size_t)L * S, sizeof *p->sub);
+    p->layer_v = calloc((size_t)L, sizeof *p->layer_v);
+    p->r = calloc((size_t)L * S, sizeof *p->r);
+    p->r_first = calloc((size_t)L * S, sizeof *p->r_first);
+    p->r_last = calloc((size_t)L * S, sizeof *p->r_last);
     rd_site_data(*sd)[RESDIAG_N_BLOCK_SITES] = calloc((size_t)S, sizeof *sd);
     double *skbuf = calloc((size_t)S * RESDIAG_N_BLOCK_SITES * (K ? K : 1), sizeof *skbuf);
     resdiag_status st = RESDIAG_OK;
-    if (!sd || !skbuf) {
+    if (!p->sub || !p->layer_v || !p->r || !p->r_first || !p->r_last || !sd || !skbuf) {
         st = RESDIAG_E_NOMEM;
         goto out;
     }
@@ -825,7 +856,7 @@ resdiag_status rd_analysis_sublayers(const resdiag_reader *rd, rd_analysis *a)
             sd[s][b].sk = skbuf + ((size_t)s * RESDIAG_N_BLOCK_SITES + b) * (K ? K : 1);
     for (int l = 0; l < L && !st; l++) {
         st = load_layer(rd, a, l, sd);
-        if (!st && a->use_relations)
+        if (!st && a->observe.use_relations)
             classify_layer(a, l, sd);
     }
 out:

@@ -51,8 +51,8 @@ static void analyse_alone(const rd_analysis *a, const resdiag_reader *rr, rd_ran
         return;
     resdiag_analyze_options o;
     resdiag_analyze_options_init(&o);
-    o.max_growth = a->max_growth;
-    int64_t si = index_of(rr, a->step);
+    o.max_growth = a->load.max_growth;
+    int64_t si = index_of(rr, a->load.step);
     if (si >= 0)
         o.step_index = si;
     resdiag_analysis *x = NULL;
@@ -62,16 +62,16 @@ static void analyse_alone(const rd_analysis *a, const resdiag_reader *rr, rd_ran
      * a pipeline stage's or a tensor shard's relations span other ranks */
     if ((in->layer_count == 0 || in->layer_count == in->n_layers)
         && in->split != RESDIAG_SPLIT_TENSOR)
-        row->verdict = (int)x->verdict;
-    row->nf_found = x->nf_found;
-    row->nf_step = x->nf_step;
-    row->nf_layer = x->nf_layer;
-    row->nf_sub = x->nf_sub;
-    row->nf_site = x->nf_site;
-    row->nf_param = x->nf_param;
-    memcpy(row->nf_model_param, x->nf_model_param, sizeof row->nf_model_param);
-    row->nf_dir = x->nf_dir;
-    row->nf_is_nan = x->nf_nan > 0;
+        row->verdict = (int)x->verdict.v;
+    row->nf_found = x->nonfinite.found;
+    row->nf_step = x->nonfinite.step;
+    row->nf_layer = x->nonfinite.layer;
+    row->nf_sub = x->nonfinite.sub;
+    row->nf_site = x->nonfinite.site;
+    row->nf_param = x->nonfinite.param;
+    memcpy(row->nf_model_param, x->nonfinite.model_param, sizeof row->nf_model_param);
+    row->nf_dir = x->nonfinite.dir;
+    row->nf_is_nan = x->nonfinite.nan_count > 0;
     resdiag_analysis_destroy(x);
 }
 
@@ -85,14 +85,16 @@ static void nf_where(const rd_analysis *a, const rd_rank_row *w, char *where, si
         snprintf(where, wl, "model parameter %s gradient", w->nf_model_param);
     else if (w->nf_site < 0)
         snprintf(where, wl, "layer %d, %s gradient", w->nf_layer,
-                 w->nf_param >= 0 && w->nf_param < a->n_layer_params ? a->param_names[w->nf_param]
-                                                                     : "?");
+                 w->nf_param >= 0 && w->nf_param < a->load.n_layer_params
+                     ? a->load.param_names[w->nf_param]
+                     : "?");
     else if (w->nf_layer == RESDIAG_MODEL_LEVEL)
         snprintf(where, wl, "model site %s, %s", resdiag_site_name((resdiag_site)w->nf_site), dir);
     else {
         snprintf(where, wl, "layer %d, %s", w->nf_layer,
-                 w->nf_sub >= 0 && w->nf_sub < a->n_sublayers ? a->sublayer_names[w->nf_sub]
-                                                              : "?");
+                 w->nf_sub >= 0 && w->nf_sub < a->load.n_sublayers
+                     ? a->load.sublayer_names[w->nf_sub]
+                     : "?");
         snprintf(detail, dl, " (%s, %s)", resdiag_site_name((resdiag_site)w->nf_site), dir);
     }
 }
@@ -137,10 +139,10 @@ static void verdict_lines(const rd_analysis *a, rd_ranks *k)
 {
     for (int i = 0; i < k->n_rows; i++) {
         const rd_rank_row *w = &k->rows[i];
-        if (w->verdict >= 0 && w->verdict != (int)a->verdict)
+        if (w->verdict >= 0 && w->verdict != (int)a->verdict.v)
             add_line(k, "rank %d alone: %s; the merged ranks: %s", w->rank,
                      resdiag_verdict_name((resdiag_verdict)w->verdict),
-                     resdiag_verdict_name(a->verdict));
+                     resdiag_verdict_name(a->verdict.v));
     }
 }
 
@@ -184,7 +186,8 @@ static void gradient_lines(const resdiag_reader *rd, const rd_analysis *a, rd_ra
         && k->split != RESDIAG_SPLIT_NONE)
         return;
     const resdiag_run_info *in = resdiag_reader_info(rd);
-    int64_t steps[2] = { a->step, a->steps[a->last_index] }; /* the last complete one */
+    int64_t steps[2] = { a->load.step,
+                         a->load.steps[a->aborted.last_index] }; /* the last complete one */
     int64_t *at = calloc((size_t)k->n_rows + 1, sizeof *at);
     for (int s = 0; at && s < (steps[1] != steps[0] ? 2 : 1); s++) {
         for (int i = 0; i < k->n_rows; i++) {

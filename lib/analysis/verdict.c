@@ -45,11 +45,11 @@ resdiag_verdict rd_combine_verdicts(resdiag_verdict a, resdiag_verdict b)
 
 resdiag_verdict rd_layer_verdict(const rd_analysis *a, int l)
 {
-    int S = a->n_sublayers;
+    int S = a->load.n_sublayers;
     resdiag_verdict lv = RESDIAG_VERDICT_CANNOT_TELL;
     int differ = 0;
     for (int s = 0; s < S; s++) {
-        resdiag_verdict v = a->sub[l * S + s].v;
+        resdiag_verdict v = a->placement.sub[l * S + s].v;
         if (v == RESDIAG_VERDICT_INCONSISTENT)
             return v;
         resdiag_verdict c = rd_combine_verdicts(lv, v);
@@ -63,7 +63,7 @@ resdiag_verdict rd_layer_verdict(const rd_analysis *a, int l)
     /* sublayers of different placements: the model verdict looks for the
      * same pattern in every layer; an undecided one leaves it open */
     for (int s = 0; s < S; s++)
-        if (a->sub[l * S + s].v == RESDIAG_VERDICT_CANNOT_TELL)
+        if (a->placement.sub[l * S + s].v == RESDIAG_VERDICT_CANNOT_TELL)
             return RESDIAG_VERDICT_CANNOT_TELL;
     return RESDIAG_VERDICT_PER_SUBLAYER;
 }
@@ -75,23 +75,23 @@ resdiag_verdict rd_layer_verdict(const rd_analysis *a, int l)
 static void weakest_sublayer(rd_analysis *a, resdiag_confidence *conf)
 {
     int weak = -1, n_weak = 0; /* the sublayer that sets the confidence */
-    for (int l = 0; l < a->n_layers; l++) {
-        if (a->layer_v[l] == RESDIAG_VERDICT_CANNOT_TELL)
+    for (int l = 0; l < a->load.n_layers; l++) {
+        if (a->placement.layer_v[l] == RESDIAG_VERDICT_CANNOT_TELL)
             continue;
-        for (int s = 0; s < a->n_sublayers; s++) {
-            rd_sub *r = &a->sub[l * a->n_sublayers + s];
+        for (int s = 0; s < a->load.n_sublayers; s++) {
+            rd_sub *r = &a->placement.sub[l * a->load.n_sublayers + s];
             if (r->v != RESDIAG_VERDICT_CANNOT_TELL && r->conf < *conf) {
                 *conf = r->conf;
-                weak = l * a->n_sublayers + s;
+                weak = l * a->load.n_sublayers + s;
             }
             if (r->v != RESDIAG_VERDICT_CANNOT_TELL && r->conf < RESDIAG_CONFIDENCE_HIGH)
                 n_weak++;
         }
     }
     if (weak >= 0) {
-        const rd_sub *r = &a->sub[weak];
-        snprintf(a->conf_why, sizeof a->conf_why, "layer %d %s%s: %s", weak / a->n_sublayers,
-                 a->sublayer_names[weak % a->n_sublayers],
+        const rd_sub *r = &a->placement.sub[weak];
+        snprintf(a->verdict.conf_why, sizeof a->verdict.conf_why, "layer %d %s%s: %s",
+                 weak / a->load.n_sublayers, a->load.sublayer_names[weak % a->load.n_sublayers],
                  n_weak > 1 ? " (the weakest of the sublayers below high)" : "",
                  r->conf_why[0] ? r->conf_why : "weaker evidence");
     }
@@ -101,23 +101,27 @@ static void weakest_sublayer(rd_analysis *a, resdiag_confidence *conf)
  * sublayers looked like a norm output; deepnorm gets the mean alpha. */
 static void decide_one_family(rd_analysis *a, resdiag_verdict first)
 {
-    int n = a->n_layers * a->n_sublayers;
-    a->verdict = first;
+    int n = a->load.n_layers * a->load.n_sublayers;
+    a->verdict.v = first;
     if (first == RESDIAG_VERDICT_PRE_OR_SANDWICH) {
         int nsw = 0;
         for (int i = 0; i < n; i++)
-            nsw += a->sub[i].v == RESDIAG_VERDICT_PRE_OR_SANDWICH;
-        a->conf = RESDIAG_CONFIDENCE_LOW;
-        snprintf(a->why, sizeof a->why, "pre-type relations in every layer; branch_out looks "
+            nsw += a->placement.sub[i].v == RESDIAG_VERDICT_PRE_OR_SANDWICH;
+        a->verdict.conf = RESDIAG_CONFIDENCE_LOW;
+        snprintf(a->verdict.why, sizeof a->verdict.why,
+                 "pre-type relations in every layer; branch_out looks "
                  "like a norm output in %d of %d sublayers, but no norm on the branch's output "
-                 "was observed", nsw, n);
-        snprintf(a->conf_why, sizeof a->conf_why, "pre-norm or sandwich: record out_norm_in "
+                 "was observed",
+                 nsw, n);
+        snprintf(a->verdict.conf_why, sizeof a->verdict.conf_why,
+                 "pre-norm or sandwich: record out_norm_in "
                  "and out_norm_out (the input and output of a norm after the branch) to "
                  "decide; a signature alone does not");
     }
     if (first == RESDIAG_VERDICT_ZERO_BRANCHES) {
-        a->conf = RESDIAG_CONFIDENCE_HIGH;
-        snprintf(a->why, sizeof a->why, "every branch adds exactly 0 at this step "
+        a->verdict.conf = RESDIAG_CONFIDENCE_HIGH;
+        snprintf(a->verdict.why, sizeof a->verdict.why,
+                 "every branch adds exactly 0 at this step "
                  "(zero-initialised, as ReZero or SkipInit): where the norms sit shows once "
                  "the branches move; judge a later step (--last)");
     }
@@ -125,11 +129,11 @@ static void decide_one_family(rd_analysis *a, resdiag_verdict first)
         double s = 0;
         int m = 0;
         for (int i = 0; i < n; i++)
-            if (a->sub[i].v == RESDIAG_VERDICT_DEEPNORM) {
-                s += a->sub[i].alpha;
+            if (a->placement.sub[i].v == RESDIAG_VERDICT_DEEPNORM) {
+                s += a->placement.sub[i].alpha;
                 m++;
             }
-        a->alpha = s / m;
+        a->verdict.alpha = s / m;
     }
 }
 
@@ -138,15 +142,15 @@ static void decide_one_family(rd_analysis *a, resdiag_verdict first)
  * that sublayer's post-norm (x-transformers with pre_norm=False). */
 static int last_norm_is_final(const rd_analysis *a)
 {
-    int n = a->n_layers * a->n_sublayers;
+    int n = a->load.n_layers * a->load.n_sublayers;
     /* a final norm observed as a norm step of its own (at init it may
      * change an almost normalized stream by less than rounding) */
-    if (n < 2 || !(a->final_norm == 1 || a->final_norm_identity) ||
-        a->sub[n - 1].v != RESDIAG_VERDICT_NONE)
+    if (n < 2 || !(a->final_norm.reads_norm == 1 || a->final_norm.identity) ||
+        a->placement.sub[n - 1].v != RESDIAG_VERDICT_NONE)
         return 0;
     int n_post = 0;
     for (int i = 0; i < n - 1; i++) {
-        resdiag_verdict v = a->sub[i].v;
+        resdiag_verdict v = a->placement.sub[i].v;
         /* an undecided or zero sublayer says nothing against it (its layer
          * was decided by the others) */
         if (v != RESDIAG_VERDICT_POST && v != RESDIAG_VERDICT_CANNOT_TELL &&
@@ -162,19 +166,19 @@ static int last_norm_is_final(const rd_analysis *a)
  * position disagrees across the layers. */
 static int per_sublayer_pattern(rd_analysis *a)
 {
-    int L = a->n_layers, S = a->n_sublayers;
+    int L = a->load.n_layers, S = a->load.n_sublayers;
     size_t u = 0;
-    a->pattern[0] = 0;
+    a->verdict.pattern[0] = 0;
     for (int s = 0; s < S; s++) {
         resdiag_verdict p = RESDIAG_VERDICT_CANNOT_TELL;
         for (int l = 0; l < L; l++) {
-            p = rd_combine_verdicts(p, a->sub[l * S + s].v);
+            p = rd_combine_verdicts(p, a->placement.sub[l * S + s].v);
             if (p == RESDIAG_VERDICT_INCONSISTENT)
                 return 0;
         }
-        int w = snprintf(a->pattern + u, sizeof a->pattern - u, "%s%s: %s", s ? ", " : "",
-                         a->sublayer_names[s], resdiag_verdict_name(p));
-        if (w > 0 && (size_t)w < sizeof a->pattern - u)
+        int w = snprintf(a->verdict.pattern + u, sizeof a->verdict.pattern - u, "%s%s: %s",
+                         s ? ", " : "", a->load.sublayer_names[s], resdiag_verdict_name(p));
+        if (w > 0 && (size_t)w < sizeof a->verdict.pattern - u)
             u += (size_t)w;
     }
     return 1;
@@ -183,15 +187,15 @@ static int per_sublayer_pattern(rd_analysis *a)
 /* Model verdict from the per-layer verdicts of a full record. */
 static void decide_from_layers(rd_analysis *a)
 {
-    int L = a->n_layers, S = a->n_sublayers;
+    int L = a->load.n_layers, S = a->load.n_sublayers;
     int n_dec = 0, n_post = 0, n_pre = 0, n_inc = 0, n_per = 0, n_zero = 0;
     resdiag_verdict first = RESDIAG_VERDICT_CANNOT_TELL;
     int same = 1;
     resdiag_confidence conf = RESDIAG_CONFIDENCE_HIGH;
     for (int i = 0; i < L * S; i++)
-        a->n_zero_branches += a->sub[i].v == RESDIAG_VERDICT_ZERO_BRANCHES;
+        a->verdict.n_zero_branches += a->placement.sub[i].v == RESDIAG_VERDICT_ZERO_BRANCHES;
     for (int l = 0; l < L; l++) {
-        resdiag_verdict v = a->layer_v[l];
+        resdiag_verdict v = a->placement.layer_v[l];
         if (v == RESDIAG_VERDICT_CANNOT_TELL)
             continue;
         n_dec++;
@@ -207,12 +211,12 @@ static void decide_from_layers(rd_analysis *a)
             first = c;
     }
     weakest_sublayer(a, &conf);
-    a->n_undecided = L - n_dec;
+    a->verdict.n_undecided = L - n_dec;
     if (n_dec == 0) {
-        a->verdict = RESDIAG_VERDICT_CANNOT_TELL;
+        a->verdict.v = RESDIAG_VERDICT_CANNOT_TELL;
         unsigned missing = 0;
         for (int i = 0; i < L * S; i++)
-            missing |= a->sub[i].missing;
+            missing |= a->placement.sub[i].missing;
         char names[160] = "";
         for (int b = 0; b < RESDIAG_N_BLOCK_SITES; b++)
             if (missing >> b & 1u) {
@@ -221,145 +225,149 @@ static void decide_from_layers(rd_analysis *a)
                          resdiag_site_name((resdiag_site)b));
             }
         if (names[0])
-            snprintf(a->why, sizeof a->why, "no layer's relations decide between the "
-                     "placements; the site(s) that would: %s (not recorded)", names);
+            snprintf(a->verdict.why, sizeof a->verdict.why,
+                     "no layer's relations decide between the "
+                     "placements; the site(s) that would: %s (not recorded)",
+                     names);
         else
-            snprintf(a->why, sizeof a->why, "no layer's relations decide between the "
+            snprintf(a->verdict.why, sizeof a->verdict.why,
+                     "no layer's relations decide between the "
                      "placements");
         return;
     }
     if (n_inc) {
-        a->verdict = RESDIAG_VERDICT_INCONSISTENT;
-        a->conf = conf;
-        snprintf(a->why, sizeof a->why, "%d layer(s) fit no placement", n_inc);
+        a->verdict.v = RESDIAG_VERDICT_INCONSISTENT;
+        a->verdict.conf = conf;
+        snprintf(a->verdict.why, sizeof a->verdict.why, "%d layer(s) fit no placement", n_inc);
         return;
     }
-    if (a->n_undecided) {
+    if (a->verdict.n_undecided) {
         /* Undecided layers: never guess a family for them. */
-        a->verdict = RESDIAG_VERDICT_CANNOT_TELL;
-        snprintf(a->why, sizeof a->why, "%d of %d layers undecided (the others: %s)",
-                 a->n_undecided, L, resdiag_verdict_name(first));
+        a->verdict.v = RESDIAG_VERDICT_CANNOT_TELL;
+        snprintf(a->verdict.why, sizeof a->verdict.why,
+                 "%d of %d layers undecided (the others: %s)", a->verdict.n_undecided, L,
+                 resdiag_verdict_name(first));
         return;
     }
-    a->conf = conf;
+    a->verdict.conf = conf;
     if (last_norm_is_final(a)) {
-        a->verdict = RESDIAG_VERDICT_POST;
-        a->last_norm_is_final = 1;
-        snprintf(a->why, sizeof a->why, "post-type relations in every sublayer but the last, "
+        a->verdict.v = RESDIAG_VERDICT_POST;
+        a->verdict.last_norm_is_final = 1;
+        snprintf(a->verdict.why, sizeof a->verdict.why,
+                 "post-type relations in every sublayer but the last, "
                  "whose norm is the final norm (it has none of its own, and the final norm "
                  "reads its output)");
         return;
     }
     if (n_per || (!same && n_post == 0 && n_pre == 0)) {
         if (per_sublayer_pattern(a)) {
-            a->verdict = RESDIAG_VERDICT_PER_SUBLAYER;
-            snprintf(a->why, sizeof a->why, "each sublayer has its own placement, the same "
-                     "in every layer: %s", a->pattern);
+            a->verdict.v = RESDIAG_VERDICT_PER_SUBLAYER;
+            snprintf(a->verdict.why, sizeof a->verdict.why,
+                     "each sublayer has its own placement, the same "
+                     "in every layer: %s",
+                     a->verdict.pattern);
             return;
         }
-        a->verdict = RESDIAG_VERDICT_INCONSISTENT;
-        snprintf(a->why, sizeof a->why, "the layers' sublayers differ, and not in one "
+        a->verdict.v = RESDIAG_VERDICT_INCONSISTENT;
+        snprintf(a->verdict.why, sizeof a->verdict.why,
+                 "the layers' sublayers differ, and not in one "
                  "pattern repeated in every layer");
         return;
     }
     if (same) {
         decide_one_family(a, first);
         if (n_zero && first != RESDIAG_VERDICT_ZERO_BRANCHES)
-            snprintf(a->why, sizeof a->why, "%d layer(s) decided; in %d sublayer(s) the "
-                     "branch adds exactly 0 (no evidence there)", n_dec - n_zero,
-                     a->n_zero_branches);
+            snprintf(a->verdict.why, sizeof a->verdict.why,
+                     "%d layer(s) decided; in %d sublayer(s) the "
+                     "branch adds exactly 0 (no evidence there)",
+                     n_dec - n_zero, a->verdict.n_zero_branches);
         return;
     }
     if (n_post && n_pre && n_post + n_pre + n_zero == n_dec) {
-        a->verdict = RESDIAG_VERDICT_MIXED;
+        a->verdict.v = RESDIAG_VERDICT_MIXED;
         int k = 0;
-        while (k < L && rd_is_post_family(a->layer_v[k]))
+        while (k < L && rd_is_post_family(a->placement.layer_v[k]))
             k++;
         int rest_pre = 1;
         for (int l = k; l < L; l++)
-            rest_pre &= rd_is_pre_family(a->layer_v[l]);
-        a->mix_layers = rest_pre && k > 0 ? k : -1;
+            rest_pre &= rd_is_pre_family(a->placement.layer_v[l]);
+        a->verdict.mix_layers = rest_pre && k > 0 ? k : -1;
         return;
     }
-    a->verdict = RESDIAG_VERDICT_INCONSISTENT;
-    snprintf(a->why, sizeof a->why, "layers disagree, with no pattern");
+    a->verdict.v = RESDIAG_VERDICT_INCONSISTENT;
+    snprintf(a->verdict.why, sizeof a->verdict.why, "layers disagree, with no pattern");
 }
 
 /* --------------------------------------------------- from the signature */
 
 /* Model verdict from the signature of each layer's stream (stream-only
- * record, or no sketches). */
+ * record, or no sketches), as depth.c judged it against the run's own
+ * normalized layers. */
 static void decide_from_signature(rd_analysis *a)
 {
-    int L = a->n_layers;
-    /* A layer between the thresholds is "not normalized" when its spread is
-     * 100 times that of the layers of the same run that are clearly
-     * normalized (f32 norm outputs spread by ~1e-8, a pre-norm sublayer on
-     * top of a normalized stream by ~1e-3): the run's own noise floor. */
-    double max_norm_cv = -1;
-    for (int l = 0; l < L; l++)
-        if (a->layer_sig[l] == RD_SIG_NORMALIZED && a->layer_cv[l] > max_norm_cv)
-            max_norm_cv = a->layer_cv[l];
-    for (int l = 0; l < L; l++)
-        if (a->layer_sig[l] == RD_SIG_UNCLEAR && max_norm_cv >= 0 &&
-            a->layer_cv[l] > 100 * fmax(max_norm_cv, 1e-9))
-            a->layer_sig[l] = RD_SIG_NOT;
+    int L = a->load.n_layers;
     int n_n = 0, n_u = 0, n_q = 0;
     for (int l = 0; l < L; l++) {
-        n_n += a->layer_sig[l] == RD_SIG_NORMALIZED;
-        n_u += a->layer_sig[l] == RD_SIG_NOT;
-        n_q += a->layer_sig[l] == RD_SIG_UNCLEAR || a->layer_sig[l] == RD_SIG_UNKNOWN;
+        n_n += a->depth.layer_sig[l] == RD_SIG_NORMALIZED;
+        n_u += a->depth.layer_sig[l] == RD_SIG_NOT;
+        n_q += a->depth.layer_sig[l] == RD_SIG_UNCLEAR || a->depth.layer_sig[l] == RD_SIG_UNKNOWN;
     }
-    a->n_undecided = n_q;
-    a->conf = RESDIAG_CONFIDENCE_LOW;
-    snprintf(a->conf_why, sizeof a->conf_why, "only the stream's normalization signature: the "
+    a->verdict.n_undecided = n_q;
+    a->verdict.conf = RESDIAG_CONFIDENCE_LOW;
+    snprintf(a->verdict.conf_why, sizeof a->verdict.conf_why,
+             "only the stream's normalization signature: the "
              "relations between the sites were not observed");
     if (n_q) {
-        a->verdict = RESDIAG_VERDICT_CANNOT_TELL;
-        snprintf(a->why, sizeof a->why, "%d of %d layers' streams are neither clearly "
-                 "normalized nor clearly not", n_q, L);
+        a->verdict.v = RESDIAG_VERDICT_CANNOT_TELL;
+        snprintf(a->verdict.why, sizeof a->verdict.why,
+                 "%d of %d layers' streams are neither clearly "
+                 "normalized nor clearly not",
+                 n_q, L);
         return;
     }
     if (n_n == L) {
-        a->verdict = RESDIAG_VERDICT_POST_FAMILY;
-        a->conf = RESDIAG_CONFIDENCE_MEDIUM;
-        snprintf(a->why, sizeof a->why, "every layer's stream is a norm output: post-norm or "
+        a->verdict.v = RESDIAG_VERDICT_POST_FAMILY;
+        a->verdict.conf = RESDIAG_CONFIDENCE_MEDIUM;
+        snprintf(a->verdict.why, sizeof a->verdict.why,
+                 "every layer's stream is a norm output: post-norm or "
                  "deepnorm (they differ only in what the norm reads, which was not observed)");
         return;
     }
     if (n_u == L) {
-        a->verdict = RESDIAG_VERDICT_NOT_RENORMALIZED;
-        a->conf = RESDIAG_CONFIDENCE_MEDIUM;
-        snprintf(a->why, sizeof a->why, "no layer's stream is a norm output: pre-norm, sandwich, "
+        a->verdict.v = RESDIAG_VERDICT_NOT_RENORMALIZED;
+        a->verdict.conf = RESDIAG_CONFIDENCE_MEDIUM;
+        snprintf(a->verdict.why, sizeof a->verdict.why,
+                 "no layer's stream is a norm output: pre-norm, sandwich, "
                  "parallel or no norm (the stream alone cannot separate them)");
         return;
     }
     /* each layer clearly renormalized or clearly not, as for the two
      * families above: the same evidence, the same confidence */
-    a->verdict = RESDIAG_VERDICT_MIXED;
-    a->conf = RESDIAG_CONFIDENCE_MEDIUM;
+    a->verdict.v = RESDIAG_VERDICT_MIXED;
+    a->verdict.conf = RESDIAG_CONFIDENCE_MEDIUM;
     int k = 0;
-    while (k < L && a->layer_sig[k] == RD_SIG_NORMALIZED)
+    while (k < L && a->depth.layer_sig[k] == RD_SIG_NORMALIZED)
         k++;
     int rest = 1;
     for (int l = k; l < L; l++)
-        rest &= a->layer_sig[l] == RD_SIG_NOT;
-    a->mix_layers = rest && k > 0 ? k : -1;
-    snprintf(a->why, sizeof a->why, "%d layer(s) renormalize the stream, %d do not", n_n, n_u);
+        rest &= a->depth.layer_sig[l] == RD_SIG_NOT;
+    a->verdict.mix_layers = rest && k > 0 ? k : -1;
+    snprintf(a->verdict.why, sizeof a->verdict.why,
+             "%d layer(s) renormalize the stream, %d do not", n_n, n_u);
 }
 
 int rd_out_norm_recorded(const rd_analysis *a)
 {
-    return a->n_obs[RESDIAG_FORWARD][RESDIAG_OUT_NORM_IN] ||
-           a->n_obs[RESDIAG_FORWARD][RESDIAG_OUT_NORM_OUT];
+    return a->observe.n_obs[RESDIAG_FORWARD][RESDIAG_OUT_NORM_IN] ||
+           a->observe.n_obs[RESDIAG_FORWARD][RESDIAG_OUT_NORM_OUT];
 }
 
 /* 1 agrees, 0 disagrees, -1 cannot compare (undeclared, or the data do not
  * decide, or stream-only evidence covers the declaration). */
 int rd_declared_agrees(const rd_analysis *a)
 {
-    resdiag_verdict v = a->verdict;
-    resdiag_placement d = a->declared;
+    resdiag_verdict v = a->verdict.v;
+    resdiag_placement d = a->load.declared;
     if (d == RESDIAG_PLACEMENT_UNDECLARED || v == RESDIAG_VERDICT_CANNOT_TELL ||
         v == RESDIAG_VERDICT_ZERO_BRANCHES)
         return -1;
@@ -378,7 +386,8 @@ int rd_declared_agrees(const rd_analysis *a)
         return 0;
     if ((int)v != (int)d)
         return 0;
-    if (v == RESDIAG_VERDICT_MIXED && a->mix_layers >= 0 && a->declared_mix != a->mix_layers)
+    if (v == RESDIAG_VERDICT_MIXED && a->verdict.mix_layers >= 0 &&
+        a->load.declared_mix != a->verdict.mix_layers)
         return 0;
     return 1;
 }
@@ -390,43 +399,65 @@ int rd_declared_agrees(const rd_analysis *a)
  * site when the signature decided. */
 static void deciding_hooks(const resdiag_reader *rd, rd_analysis *a)
 {
-    int L = a->n_layers, S = a->n_sublayers;
-    for (int i = 0; i < L * S && a->use_relations; i++) {
-        rd_sub *r = &a->sub[i];
+    int L = a->load.n_layers, S = a->load.n_sublayers;
+    for (int i = 0; i < L * S && a->observe.use_relations; i++) {
+        rd_sub *r = &a->placement.sub[i];
         if (r->v == RESDIAG_VERDICT_CANNOT_TELL)
             continue;
         int l = i / S, s = i % S;
-        if (!a->cs_norm_in) {
-            a->cs_layer = l;
-            a->cs_sub = s;
-            a->cs_norm_in = rd_analysis_dupstr(resdiag_reader_callsite(rd, RESDIAG_FORWARD, l, s,
-                                                                       RESDIAG_NORM_IN));
-            a->cs_branch_out = rd_analysis_dupstr(
+        if (!a->verdict.cs_norm_in) {
+            a->verdict.cs_layer = l;
+            a->verdict.cs_sub = s;
+            a->verdict.cs_norm_in = rd_analysis_dupstr(
+                resdiag_reader_callsite(rd, RESDIAG_FORWARD, l, s, RESDIAG_NORM_IN));
+            a->verdict.cs_branch_out = rd_analysis_dupstr(
                 resdiag_reader_callsite(rd, RESDIAG_FORWARD, l, s, RESDIAG_BRANCH_OUT));
-            a->cs_stream_out = rd_analysis_dupstr(
+            a->verdict.cs_stream_out = rd_analysis_dupstr(
                 resdiag_reader_callsite(rd, RESDIAG_FORWARD, l, s, RESDIAG_STREAM_OUT));
-        } else if (!a->cs_norm_in2 && a->verdict == RESDIAG_VERDICT_MIXED &&
+        } else if (!a->verdict.cs_norm_in2 && a->verdict.v == RESDIAG_VERDICT_MIXED &&
                    rd_is_pre_family(r->v) !=
-                       rd_is_pre_family(a->sub[a->cs_layer * S + a->cs_sub].v)) {
-            a->cs_layer2 = l;
-            a->cs_sub2 = s;
-            a->cs_norm_in2 = rd_analysis_dupstr(
+                       rd_is_pre_family(
+                           a->placement.sub[a->verdict.cs_layer * S + a->verdict.cs_sub].v)) {
+            a->verdict.cs_layer2 = l;
+            a->verdict.cs_sub2 = s;
+            a->verdict.cs_norm_in2 = rd_analysis_dupstr(
                 resdiag_reader_callsite(rd, RESDIAG_FORWARD, l, s, RESDIAG_NORM_IN));
         }
     }
-    if (!a->use_relations && L > 0) {
-        a->cs_layer = L - 1;
-        a->cs_sub = S - 1;
-        a->cs_stream_out = rd_analysis_dupstr(
+    if (!a->observe.use_relations && L > 0) {
+        a->verdict.cs_layer = L - 1;
+        a->verdict.cs_sub = S - 1;
+        a->verdict.cs_stream_out = rd_analysis_dupstr(
             resdiag_reader_callsite(rd, RESDIAG_FORWARD, L - 1, S - 1, RESDIAG_STREAM_OUT));
     }
 }
 
 void rd_analysis_decide(const resdiag_reader *rd, rd_analysis *a)
 {
-    if (a->use_relations)
+    a->verdict.alpha = NAN;
+    a->verdict.mix_layers = -1;
+    if (a->observe.use_relations)
         decide_from_layers(a);
     else
         decide_from_signature(a);
     deciding_hooks(rd, a);
+}
+
+/* An aborted judged step is shown, not judged: its records are incomplete.
+ * Runs after every phase that reads the verdict of the step's records. */
+void rd_analysis_abort_verdict(rd_analysis *a)
+{
+    if (!a->aborted.step_aborted)
+        return;
+    a->verdict.v = RESDIAG_VERDICT_CANNOT_TELL;
+    a->verdict.conf = RESDIAG_CONFIDENCE_NONE;
+    a->verdict.mix_layers = -1;
+    a->verdict.alpha = NAN;
+    snprintf(a->verdict.why, sizeof a->verdict.why,
+             "step %lld was aborted%s%.*s%s: its records are "
+             "incomplete, not judged",
+             (long long)a->load.step, a->aborted.step_reason[0] ? " (" : "",
+             (int)(sizeof a->verdict.why - 96), a->aborted.step_reason,
+             a->aborted.step_reason[0] ? ")" : "");
+    a->verdict.conf_why[0] = '\0';
 }

@@ -41,42 +41,43 @@ static size_t diff_items(diff_item *it, const rd_analysis *a, const rd_analysis 
                          int S)
 {
     size_t m = 0;
-    double gr = log_ratio(a->growth, b->growth);
+    double gr = log_ratio(a->depth.growth, b->depth.growth);
     if (gr == gr) {
         it[m].score = gr;
         snprintf(it[m++].text, sizeof it[0].text,
-                 "stream growth ||x_L||/||x_1||: A %.4g, B %.4g (B/A %.3g)", a->growth, b->growth,
-                 b->growth / a->growth);
+                 "stream growth ||x_L||/||x_1||: A %.4g, B %.4g (B/A %.3g)", a->depth.growth,
+                 b->depth.growth, b->depth.growth / a->depth.growth);
     }
     for (int k = 1; k <= L; k++) {
-        double s = log_ratio(a->xnorm[k], b->xnorm[k]);
+        double s = log_ratio(a->depth.xnorm[k], b->depth.xnorm[k]);
         if (s == s) {
             it[m].score = s;
             snprintf(it[m++].text, sizeof it[0].text,
-                     "layer %d stream ||x||: A %.4g, B %.4g (B/A %.3g)", k - 1, a->xnorm[k],
-                     b->xnorm[k], b->xnorm[k] / a->xnorm[k]);
+                     "layer %d stream ||x||: A %.4g, B %.4g (B/A %.3g)", k - 1, a->depth.xnorm[k],
+                     b->depth.xnorm[k], b->depth.xnorm[k] / a->depth.xnorm[k]);
         }
         for (int s2 = 0; s2 < S; s2++) {
-            double ra = a->r[(k - 1) * a->n_sublayers + s2];
-            double rb = b->r[(k - 1) * b->n_sublayers + s2];
+            double ra = a->placement.r[(k - 1) * a->load.n_sublayers + s2];
+            double rb = b->placement.r[(k - 1) * b->load.n_sublayers + s2];
             double sc = log_ratio(ra, rb);
             if (sc == sc) {
                 it[m].score = sc;
                 snprintf(it[m++].text, sizeof it[0].text,
                          "layer %d %s update r: A %.3g, B %.3g (B/A %.3g)", k - 1,
-                         a->sublayer_names[s2], ra, rb, rb / ra);
+                         a->load.sublayer_names[s2], ra, rb, rb / ra);
             }
         }
-        if (a->grad_step >= 0 && b->grad_step >= 0 && a->n_order && b->n_order) {
-            int pa = a->param_order[0], pb = b->param_order[0];
-            double ga = a->grad[(size_t)(k - 1) * a->n_layer_params + pa];
-            double gb = b->grad[(size_t)(k - 1) * b->n_layer_params + pb];
+        if (a->gradients.step >= 0 && b->gradients.step >= 0 && a->gradients.n_order &&
+            b->gradients.n_order) {
+            int pa = a->gradients.param_order[0], pb = b->gradients.param_order[0];
+            double ga = a->gradients.grad[(size_t)(k - 1) * a->load.n_layer_params + pa];
+            double gb = b->gradients.grad[(size_t)(k - 1) * b->load.n_layer_params + pb];
             double sc = log_ratio(ga, gb);
-            if (sc == sc && strcmp(a->param_names[pa], b->param_names[pb]) == 0) {
+            if (sc == sc && strcmp(a->load.param_names[pa], b->load.param_names[pb]) == 0) {
                 it[m].score = sc;
                 snprintf(it[m++].text, sizeof it[0].text,
                          "layer %d %s gradient: A %.4g, B %.4g (B/A %.3g)", k - 1,
-                         a->param_names[pa], ga, gb, gb / ga);
+                         a->load.param_names[pa], ga, gb, gb / ga);
             }
         }
     }
@@ -91,10 +92,12 @@ static int diff_ranked(sb *o, rd_esc_ring *esc, const rd_analysis *a, const rd_a
 {
     rd_strbuf_printf(o, "\nDifferences that matter, largest first:\n");
     int n = 0;
-    if (a->verdict != b->verdict || a->mix_layers != b->mix_layers)
-        rd_strbuf_printf(o, "  placement: A %s, B %s\n", rd_verdict_human(a->verdict),
-                         rd_verdict_human(b->verdict)), n++;
-    if (a->final_norm != b->final_norm || a->final_norm_identity != b->final_norm_identity) {
+    if (a->verdict.v != b->verdict.v || a->verdict.mix_layers != b->verdict.mix_layers)
+        rd_strbuf_printf(o, "  placement: A %s, B %s\n", rd_verdict_human(a->verdict.v),
+                         rd_verdict_human(b->verdict.v)),
+            n++;
+    if (a->final_norm.reads_norm != b->final_norm.reads_norm ||
+        a->final_norm.identity != b->final_norm.identity) {
         rd_strbuf_printf(o, "  final norm: A %s, B %s\n", rd_final_norm_text(a),
                          rd_final_norm_text(b));
         n++;
@@ -110,8 +113,9 @@ static int diff_ranked(sb *o, rd_esc_ring *esc, const rd_analysis *a, const rd_a
     free(it);
     if (!n)
         rd_strbuf_printf(o, "  none above 5%%\n");
-    if (a->nf_found != b->nf_found)
-        rd_strbuf_printf(o, "  non-finite values: %s\n", a->nf_found ? "only in A" : "only in B");
+    if (a->nonfinite.found != b->nonfinite.found)
+        rd_strbuf_printf(o, "  non-finite values: %s\n",
+                         a->nonfinite.found ? "only in A" : "only in B");
     return 0;
 }
 
@@ -123,31 +127,37 @@ static void diff_table(sb *o, const rd_analysis *a, const rd_analysis *b, int L,
     for (int s2 = 0; s2 < S && s2 < 4; s2++) {
         char h[200];
         rd_strbuf_printf(o, " %10s %9s",
-                         rd_table_head(h, sizeof h, "r_", a->sublayer_names[s2], " A", 10), "B");
+                         rd_table_head(h, sizeof h, "r_", a->load.sublayer_names[s2], " A", 10),
+                         "B");
     }
-    int grads = a->grad_step >= 0 && b->grad_step >= 0 && a->n_order && b->n_order;
+    int grads = a->gradients.step >= 0 && b->gradients.step >= 0 && a->gradients.n_order &&
+                b->gradients.n_order;
     if (grads) {
         char h[200];
         rd_strbuf_printf(o, " %10s %9s",
-                         rd_table_head(h, sizeof h, "", a->param_names[a->param_order[0]], " A",
+                         rd_table_head(h, sizeof h, "",
+                                       a->load.param_names[a->gradients.param_order[0]], " A",
                                        10),
                          "B");
     }
     rd_strbuf_printf(o, "\n");
     for (int k = 0; k <= L; k++) {
         rd_strbuf_printf(o, "  %2d ", k);
-        rd_table_cell(o, " %10.4g", 10, a->xnorm[k]);
-        rd_table_cell(o, " %10.4g", 10, b->xnorm[k]);
+        rd_table_cell(o, " %10.4g", 10, a->depth.xnorm[k]);
+        rd_table_cell(o, " %10.4g", 10, b->depth.xnorm[k]);
         if (k > 0) {
             for (int s2 = 0; s2 < S && s2 < 4; s2++) {
-                rd_table_cell(o, " %10.3g", 10, a->r[(k - 1) * a->n_sublayers + s2]);
-                rd_table_cell(o, " %9.3g", 9, b->r[(k - 1) * b->n_sublayers + s2]);
+                rd_table_cell(o, " %10.3g", 10,
+                              a->placement.r[(k - 1) * a->load.n_sublayers + s2]);
+                rd_table_cell(o, " %9.3g", 9, b->placement.r[(k - 1) * b->load.n_sublayers + s2]);
             }
             if (grads) {
                 rd_table_cell(o, " %10.4g", 10,
-                              a->grad[(size_t)(k - 1) * a->n_layer_params + a->param_order[0]]);
+                              a->gradients.grad[(size_t)(k - 1) * a->load.n_layer_params +
+                                                a->gradients.param_order[0]]);
                 rd_table_cell(o, " %9.4g", 9,
-                              b->grad[(size_t)(k - 1) * b->n_layer_params + b->param_order[0]]);
+                              b->gradients.grad[(size_t)(k - 1) * b->load.n_layer_params +
+                                                b->gradients.param_order[0]]);
             }
         }
         rd_strbuf_printf(o, "\n");
@@ -163,14 +173,16 @@ char *resdiag_analysis_diff_text(const resdiag_analysis *a, const resdiag_analys
     nb = nb ? nb : "B";
     sb o = { 0 };
     rd_esc_ring ring = { 0 }, *esc = &ring;
-    int L = a->n_layers < b->n_layers ? a->n_layers : b->n_layers;
-    int S = a->n_sublayers < b->n_sublayers ? a->n_sublayers : b->n_sublayers;
+    int L = a->load.n_layers < b->load.n_layers ? a->load.n_layers : b->load.n_layers;
+    int S = a->load.n_sublayers < b->load.n_sublayers ? a->load.n_sublayers : b->load.n_sublayers;
     rd_strbuf_printf(&o, "A = %s\nB = %s\n", E(na), E(nb));
-    rd_strbuf_printf(&o, "  A: %d layers, d_model %d, step %lld; B: %d layers, d_model %d, "
-                         "step %lld%s\n",
-                     a->n_layers, a->d_model, (long long)a->step, b->n_layers, b->d_model,
-                     (long long)b->step,
-                     a->n_layers != b->n_layers ? " - compared over the common layers" : "");
+    rd_strbuf_printf(&o,
+                     "  A: %d layers, d_model %d, step %lld; B: %d layers, d_model %d, "
+                     "step %lld%s\n",
+                     a->load.n_layers, a->load.d_model, (long long)a->load.step, b->load.n_layers,
+                     b->load.d_model, (long long)b->load.step,
+                     a->load.n_layers != b->load.n_layers ? " - compared over the common layers"
+                                                          : "");
     if (diff_ranked(&o, esc, a, b, L, S) != 0) {
         free(o.s);
         rd_esc_ring_free(&ring);

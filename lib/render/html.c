@@ -101,23 +101,25 @@ static const char *card_class(resdiag_verdict v)
 
 static void run_line(svg_buf *b, const rd_analysis *a)
 {
-    svg_printf(b, "<p class=\"meta\">%d layers, d_model %d, %s block of", a->n_layers, a->d_model,
-               a->block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential");
-    for (int s = 0; s < a->n_sublayers; s++) {
+    svg_printf(b, "<p class=\"meta\">%d layers, d_model %d, %s block of", a->load.n_layers,
+               a->load.d_model,
+               a->load.block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential");
+    for (int s = 0; s < a->load.n_sublayers; s++) {
         svg_printf(b, " ");
-        tx(b, a->sublayer_names[s]);
+        tx(b, a->load.sublayer_names[s]);
     }
     svg_printf(b, "; norm %s; %s%s%lld step(s) recorded (%lld … %lld), analysed step %lld%s.",
-               resdiag_norm_kind_name(a->norm_kind),
-               rd_is_training(a) ? "" : resdiag_run_kind_name(a->run_kind),
-               rd_is_training(a) ? "" : " run; ", (long long)a->n_steps, (long long)a->steps[0],
-               (long long)a->steps[a->n_steps - 1], (long long)a->step,
-               a->step_index != 0 || a->step_aborted ? ""
-               : rd_is_training(a)    ? " (the first: initialization)"
-                                   : " (the first recorded)");
-    if (a->description && a->description[0]) {
+               resdiag_norm_kind_name(a->load.norm_kind),
+               rd_is_training(a) ? "" : resdiag_run_kind_name(a->load.run_kind),
+               rd_is_training(a) ? "" : " run; ", (long long)a->load.n_steps,
+               (long long)a->load.steps[0], (long long)a->load.steps[a->load.n_steps - 1],
+               (long long)a->load.step,
+               a->load.step_index != 0 || a->aborted.step_aborted ? ""
+               : rd_is_training(a)                                ? " (the first: initialization)"
+                                                                  : " (the first recorded)");
+    if (a->load.description && a->load.description[0]) {
         svg_printf(b, " ");
-        tx(b, a->description);
+        tx(b, a->load.description);
     }
     svg_printf(b, "</p>\n");
 }
@@ -125,18 +127,19 @@ static void run_line(svg_buf *b, const rd_analysis *a)
 /* The evidence: one row per run of layers with the same sublayer verdicts. */
 static void evidence_table(svg_buf *b, const rd_analysis *a)
 {
-    int L = a->n_layers, S = a->n_sublayers;
-    if (!a->use_relations) {
-        svg_printf(b, "<p>Less evidence: %s; the verdict rests on the normalization signature "
-                      "of each layer's stream and the depth law.</p>\n",
-                   a->stream_only ? "only the stream was observed"
-                                  : "the run has no sketches (sketch_size 0)");
+    int L = a->load.n_layers, S = a->load.n_sublayers;
+    if (!a->observe.use_relations) {
+        svg_printf(b,
+                   "<p>Less evidence: %s; the verdict rests on the normalization signature "
+                   "of each layer's stream and the depth law.</p>\n",
+                   a->observe.stream_only ? "only the stream was observed"
+                                          : "the run has no sketches (sketch_size 0)");
         return;
     }
     svg_printf(b, "<table class=\"evidence\"><tr><th>layers</th>");
     for (int s = 0; s < S; s++) {
         svg_printf(b, "<th>");
-        tx(b, a->sublayer_names[s]);
+        tx(b, a->load.sublayer_names[s]);
         svg_printf(b, "</th>");
     }
     svg_printf(b, "</tr>\n");
@@ -148,7 +151,7 @@ static void evidence_table(svg_buf *b, const rd_analysis *a)
         else
             svg_printf(b, "<tr><td>%d</td>", l);
         for (int s = 0; s < S; s++) {
-            const rd_sub *r = &a->sub[l * S + s];
+            const rd_sub *r = &a->placement.sub[l * S + s];
             svg_printf(b, "<td title=\"");
             tx(b, r->why);
             svg_printf(b, "\">");
@@ -170,81 +173,84 @@ static void verdict_card(svg_buf *b, const rd_analysis *a)
      * exits 0 whatever it finds, so the page must say it loudly. */
     int contradicted = rd_declared_contradicted(a);
     svg_printf(b, "<section class=\"%s\" id=\"verdict\">\n",
-               contradicted ? "card contradicted" : card_class(a->verdict));
+               contradicted ? "card contradicted" : card_class(a->verdict.v));
     if (contradicted) {
-        svg_printf(b, "<p class=\"alert\" id=\"declared-contradicted\">WARNING: the data "
-                      "contradict the declared placement: the trainer declares %s",
-                   resdiag_placement_name(a->declared));
-        if (a->declared == RESDIAG_PLACEMENT_MIXED)
-            svg_printf(b, " (post-norm in layers 0..%d)", a->declared_mix - 1);
+        svg_printf(b,
+                   "<p class=\"alert\" id=\"declared-contradicted\">WARNING: the data "
+                   "contradict the declared placement: the trainer declares %s",
+                   resdiag_placement_name(a->load.declared));
+        if (a->load.declared == RESDIAG_PLACEMENT_MIXED)
+            svg_printf(b, " (post-norm in layers 0..%d)", a->load.declared_mix - 1);
         svg_printf(b, ", the data say ");
-        tx(b, rd_verdict_human(a->verdict));
+        tx(b, rd_verdict_human(a->verdict.v));
         svg_printf(b, ". <code>resdiag check --expect declared</code> fails on this run.</p>\n");
     }
     svg_printf(b, "<p class=\"verdict\">Placement: ");
-    tx(b, rd_verdict_human(a->verdict));
-    if (a->verdict == RESDIAG_VERDICT_DEEPNORM)
-        svg_printf(b, ", α = %.4g", a->alpha);
-    if (a->verdict != RESDIAG_VERDICT_CANNOT_TELL)
+    tx(b, rd_verdict_human(a->verdict.v));
+    if (a->verdict.v == RESDIAG_VERDICT_DEEPNORM)
+        svg_printf(b, ", α = %.4g", a->verdict.alpha);
+    if (a->verdict.v != RESDIAG_VERDICT_CANNOT_TELL)
         svg_printf(b, "<span class=\"badge\">confidence %s</span>",
-                   resdiag_confidence_name(a->conf));
+                   resdiag_confidence_name(a->verdict.conf));
     svg_printf(b, "</p>\n<table class=\"kv\">\n");
-    if (a->verdict == RESDIAG_VERDICT_MIXED && a->mix_layers > 0)
+    if (a->verdict.v == RESDIAG_VERDICT_MIXED && a->verdict.mix_layers > 0)
         svg_printf(b, "<tr><th>layers</th><td>post-norm in 0..%d, pre-norm in %d..%d</td></tr>\n",
-                   a->mix_layers - 1, a->mix_layers, a->n_layers - 1);
-    if (a->verdict == RESDIAG_VERDICT_PER_SUBLAYER) {
+                   a->verdict.mix_layers - 1, a->verdict.mix_layers, a->load.n_layers - 1);
+    if (a->verdict.v == RESDIAG_VERDICT_PER_SUBLAYER) {
         svg_printf(b, "<tr><th>sublayers</th><td>");
-        tx(b, a->pattern);
+        tx(b, a->verdict.pattern);
         svg_printf(b, " (in every layer)</td></tr>\n");
     }
-    if (a->last_norm_is_final)
+    if (a->verdict.last_norm_is_final)
         svg_printf(b, "<tr><th>last sublayer</th><td>its norm is the final norm</td></tr>\n");
     /* the rule of resdiag check, on the card: below medium it exits 2 */
-    int decides = a->verdict != RESDIAG_VERDICT_CANNOT_TELL &&
-                  a->verdict != RESDIAG_VERDICT_ZERO_BRANCHES &&
-                  a->conf >= RESDIAG_CONFIDENCE_MEDIUM;
+    int decides = a->verdict.v != RESDIAG_VERDICT_CANNOT_TELL &&
+                  a->verdict.v != RESDIAG_VERDICT_ZERO_BRANCHES &&
+                  a->verdict.conf >= RESDIAG_CONFIDENCE_MEDIUM;
     svg_printf(b, "<tr><th>resdiag check</th><td id=\"check-decides\">%s</td></tr>\n",
                decides ? "decides (confidence medium or high)"
                        : "cannot tell: exits 2 (confidence below medium)");
     svg_printf(b, "<tr><th>final norm</th><td>%s: ", rd_final_norm_text(a));
-    tx(b, a->final_norm_why);
+    tx(b, a->final_norm.why);
     svg_printf(b, "</td></tr>\n");
     svg_printf(b, "<tr><th>declared</th><td>");
-    if (a->declared == RESDIAG_PLACEMENT_UNDECLARED) {
+    if (a->load.declared == RESDIAG_PLACEMENT_UNDECLARED) {
         svg_printf(b, "nothing");
     } else {
         int agree = rd_declared_agrees(a);
-        svg_printf(b, "%s – %s", resdiag_placement_name(a->declared),
+        svg_printf(b, "%s – %s", resdiag_placement_name(a->load.declared),
                    agree == 1   ? "agrees with the data"
                    : agree == 0 ? "<strong>CONTRADICTED by the data</strong>"
                                 : "the data cannot confirm or refute it");
     }
     svg_printf(b, "</td></tr>\n");
-    if (a->why[0]) {
+    if (a->verdict.why[0]) {
         svg_printf(b, "<tr><th>why</th><td>");
-        tx(b, a->why);
+        tx(b, a->verdict.why);
         svg_printf(b, "</td></tr>\n");
     }
-    if (a->conf_why[0] && a->verdict != RESDIAG_VERDICT_CANNOT_TELL) {
+    if (a->verdict.conf_why[0] && a->verdict.v != RESDIAG_VERDICT_CANNOT_TELL) {
         /* "medium" or "low" means a real ambiguity: say which */
-        svg_printf(b, "<tr><th>confidence %s</th><td>", resdiag_confidence_name(a->conf));
-        tx(b, a->conf_why);
+        svg_printf(b, "<tr><th>confidence %s</th><td>", resdiag_confidence_name(a->verdict.conf));
+        tx(b, a->verdict.conf_why);
         svg_printf(b, "</td></tr>\n");
     }
     svg_printf(b, "<tr><th>stream growth</th><td>‖x_L‖/‖x_1‖ = %s over %d layers</td></tr>\n",
-               num(a->growth), a->n_layers);
-    if (a->order_agree + a->order_disagree)
-        svg_printf(b, "<tr><th>call order</th><td>%d of %d sublayers call the hooks in the order "
-                      "of the verdict</td></tr>\n",
-                   a->order_agree, a->order_agree + a->order_disagree);
+               num(a->depth.growth), a->load.n_layers);
+    if (a->placement.order_agree + a->placement.order_disagree)
+        svg_printf(b,
+                   "<tr><th>call order</th><td>%d of %d sublayers call the hooks in the order "
+                   "of the verdict</td></tr>\n",
+                   a->placement.order_agree,
+                   a->placement.order_agree + a->placement.order_disagree);
     svg_printf(b, "</table>\n");
     evidence_table(b, a);
-    svg_printf(b, "<p><strong>Warnings:</strong>%s</p>\n", a->n_warnings ? "" : " none");
-    if (a->n_warnings) {
+    svg_printf(b, "<p><strong>Warnings:</strong>%s</p>\n", a->warnings.count ? "" : " none");
+    if (a->warnings.count) {
         svg_printf(b, "<ul class=\"warn\">\n");
-        for (int i = 0; i < a->n_warnings; i++) {
+        for (int i = 0; i < a->warnings.count; i++) {
             svg_printf(b, "<li>");
-            tx(b, a->warnings[i]);
+            tx(b, a->warnings.lines[i]);
             svg_printf(b, "</li>\n");
         }
         svg_printf(b, "</ul>\n");
@@ -256,65 +262,69 @@ static void verdict_card(svg_buf *b, const rd_analysis *a)
  * not judged), then how many and the first few. */
 static void aborted_card(svg_buf *b, const rd_analysis *a)
 {
-    if (a->n_aborted <= 0)
+    if (a->aborted.count <= 0)
         return;
     svg_printf(b, "<section class=\"card unsure\" id=\"aborted\">\n");
-    if (a->step_aborted) {
+    if (a->aborted.step_aborted) {
         svg_printf(b, "<p><strong>");
-        tx(b, a->why);
+        tx(b, a->verdict.why);
         svg_printf(b, ".</strong></p>\n");
     }
-    svg_printf(b, "<p>%lld step(s) aborted (resdiag_step_abort): their records are incomplete, "
-                  "so the first and last step and the comparisons over the run skip them:",
-               (long long)a->n_aborted);
-    int n = a->n_aborted < RD_ABORTED_LISTED ? (int)a->n_aborted : RD_ABORTED_LISTED;
+    svg_printf(b,
+               "<p>%lld step(s) aborted (resdiag_step_abort): their records are incomplete, "
+               "so the first and last step and the comparisons over the run skip them:",
+               (long long)a->aborted.count);
+    int n = a->aborted.count < RD_ABORTED_LISTED ? (int)a->aborted.count : RD_ABORTED_LISTED;
     for (int i = 0; i < n; i++) {
-        svg_printf(b, "%s step %lld", i ? "," : "", (long long)a->steps[a->aborted_index[i]]);
-        if (a->aborted_reason[i][0]) {
+        svg_printf(b, "%s step %lld", i ? "," : "",
+                   (long long)a->load.steps[a->aborted.listed_index[i]]);
+        if (a->aborted.listed_reason[i][0]) {
             svg_printf(b, " (");
-            tx(b, a->aborted_reason[i]);
+            tx(b, a->aborted.listed_reason[i]);
             svg_printf(b, ")");
         }
     }
-    if (a->n_aborted > n)
-        svg_printf(b, ", and %lld more", (long long)(a->n_aborted - n));
+    if (a->aborted.count > n)
+        svg_printf(b, ", and %lld more", (long long)(a->aborted.count - n));
     svg_printf(b, ".</p>\n</section>\n");
 }
 
 static void nonfinite_card(svg_buf *b, const rd_analysis *a)
 {
-    if (!a->nf_found)
+    if (!a->nonfinite.found)
         return;
-    svg_printf(b, "<section class=\"card bad\" id=\"nonfinite\">\n<p><strong>First non-finite "
-                  "value:</strong> step %lld, ",
-               (long long)a->nf_step);
-    const char *dir = a->nf_dir == RESDIAG_FORWARD ? "forward" : "backward";
-    if (a->nf_site < 0) {
-        if (a->nf_layer == RESDIAG_MODEL_LEVEL)
-        {
+    svg_printf(b,
+               "<section class=\"card bad\" id=\"nonfinite\">\n<p><strong>First non-finite "
+               "value:</strong> step %lld, ",
+               (long long)a->nonfinite.step);
+    const char *dir = a->nonfinite.dir == RESDIAG_FORWARD ? "forward" : "backward";
+    if (a->nonfinite.site < 0) {
+        if (a->nonfinite.layer == RESDIAG_MODEL_LEVEL) {
             svg_printf(b, "model parameter ");
-            tx(b, a->nf_model_param);
+            tx(b, a->nonfinite.model_param);
             svg_printf(b, " gradient");
-        }
-        else {
-            svg_printf(b, "layer %d ", a->nf_layer);
-            tx(b, a->nf_param >= 0 && a->nf_param < a->n_layer_params
-                      ? a->param_names[a->nf_param]
+        } else {
+            svg_printf(b, "layer %d ", a->nonfinite.layer);
+            tx(b, a->nonfinite.param >= 0 && a->nonfinite.param < a->load.n_layer_params
+                      ? a->load.param_names[a->nonfinite.param]
                       : "?");
             svg_printf(b, " gradient");
         }
-    } else if (a->nf_layer == RESDIAG_MODEL_LEVEL) {
-        svg_printf(b, "model site %s, %s", resdiag_site_name((resdiag_site)a->nf_site), dir);
+    } else if (a->nonfinite.layer == RESDIAG_MODEL_LEVEL) {
+        svg_printf(b, "model site %s, %s", resdiag_site_name((resdiag_site)a->nonfinite.site),
+                   dir);
     } else {
-        svg_printf(b, "layer %d ", a->nf_layer);
-        tx(b, a->sublayer_names[a->nf_sub]);
-        svg_printf(b, " %s, %s", resdiag_site_name((resdiag_site)a->nf_site), dir);
+        svg_printf(b, "layer %d ", a->nonfinite.layer);
+        tx(b, a->load.sublayer_names[a->nonfinite.sub]);
+        svg_printf(b, " %s, %s", resdiag_site_name((resdiag_site)a->nonfinite.site), dir);
     }
-    svg_printf(b, " (%.0f NaN, %.0f Inf there); %lld of %lld steps affected, %.0f NaN and %.0f "
-                  "Inf in all. The heat maps mark this step with a red line.%s</p>\n</section>\n",
-               a->nf_nan, a->nf_inf, (long long)a->nf_steps, (long long)a->n_steps, a->nan_total,
-               a->inf_total,
-               rd_analysis_step_aborted(a, a->nf_step_index)
+    svg_printf(b,
+               " (%.0f NaN, %.0f Inf there); %lld of %lld steps affected, %.0f NaN and %.0f "
+               "Inf in all. The heat maps mark this step with a red line.%s</p>\n</section>\n",
+               a->nonfinite.nan_count, a->nonfinite.inf_count,
+               (long long)a->nonfinite.n_bad_steps, (long long)a->load.n_steps,
+               a->nonfinite.nan_total, a->nonfinite.inf_total,
+               rd_analysis_step_aborted(a, a->nonfinite.step_index)
                    ? " The trainer aborted that step (resdiag_step_abort)."
                    : "");
 }
@@ -341,27 +351,28 @@ static void figure(svg_buf *b, resdiag_figure w, const rd_analysis *const *a, co
         const rd_analysis *r = a[0];
         if (w == RESDIAG_FIGURE_GROWTH) {
             char energy[256];
-            rd_energy_sentence(energy, sizeof energy, &r->fit_energy, 1);
+            rd_energy_sentence(energy, sizeof energy, &r->depth.fit_energy, 1);
             svg_printf(b, "%s. ", energy);
-            fit_caption(b, &r->fit_xlog, "Log-log slope of ‖x_k‖");
+            fit_caption(b, &r->depth.fit_xlog, "Log-log slope of ‖x_k‖");
             svg_printf(b, "Pre-norm theory: ‖x_k‖² linear in k; post-norm: constant at √d.");
         } else if (w == RESDIAG_FIGURE_UPDATES) {
-            for (int s = 0; s < r->n_sublayers && s < RD_MAX_RFIT; s++) {
+            for (int s = 0; s < r->load.n_sublayers && s < RD_MAX_RFIT; s++) {
                 char what[96];
-                snprintf(what, sizeof what, "%s slope", r->sublayer_names[s]);
+                snprintf(what, sizeof what, "%s slope", r->load.sublayer_names[s]);
                 svg_buf t = { 0 };
-                fit_caption(&t, &r->fit_r[s], what);
+                fit_caption(&t, &r->depth.fit_r[s], what);
                 if (t.s)
                     tx(b, t.s);
                 free(t.s);
             }
             svg_printf(b, "Pre-norm predicts r_k ∝ 1/√k (slope −0.5); post-norm: flat.");
         } else {
-            if (r->grad_step >= 0 && r->n_order > 0) {
-                int p = r->param_order[0], L = r->n_layers, P = r->n_layer_params;
-                double g0 = r->grad[p], g1 = r->grad[(size_t)(L - 1) * P + p];
-                svg_printf(b, "At step %lld. ", (long long)r->steps[r->grad_step]);
-                tx(b, r->param_names[p]);
+            if (r->gradients.step >= 0 && r->gradients.n_order > 0) {
+                int p = r->gradients.param_order[0], L = r->load.n_layers,
+                    P = r->load.n_layer_params;
+                double g0 = r->gradients.grad[p], g1 = r->gradients.grad[(size_t)(L - 1) * P + p];
+                svg_printf(b, "At step %lld. ", (long long)r->load.steps[r->gradients.step]);
+                tx(b, r->load.param_names[p]);
                 if (g0 > 0 && g1 > 0)
                     svg_printf(b, " last/first layer %s. ", num(g1 / g0));
                 else
@@ -379,18 +390,21 @@ static void figure(svg_buf *b, resdiag_figure w, const rd_analysis *const *a, co
 
 static void training_table(svg_buf *b, const rd_analysis *a)
 {
-    svg_printf(b, "<h2>Over %s</h2>\n<table><tr><th></th><th>step %lld</th><th>step %lld"
-                  "</th></tr>\n",
+    svg_printf(b,
+               "<h2>Over %s</h2>\n<table><tr><th></th><th>step %lld</th><th>step %lld"
+               "</th></tr>\n",
                rd_is_training(a) ? "training" : "the recorded steps",
-               (long long)a->steps[a->first_index], (long long)a->steps[a->last_index]);
-    svg_printf(b, "<tr><td>stream growth ‖x_L‖/‖x_1‖</td><td class=\"num\">%s</td>"
-                  "<td class=\"num\">%s</td></tr>\n",
-               num(a->tr_growth[0]), num(a->tr_growth[1]));
-    for (int s = 0; s < a->n_sublayers && s < RESDIAG_MAX_SUBLAYERS; s++) {
+               (long long)a->load.steps[a->aborted.first_index],
+               (long long)a->load.steps[a->aborted.last_index]);
+    svg_printf(b,
+               "<tr><td>stream growth ‖x_L‖/‖x_1‖</td><td class=\"num\">%s</td>"
+               "<td class=\"num\">%s</td></tr>\n",
+               num(a->training.growth[0]), num(a->training.growth[1]));
+    for (int s = 0; s < a->load.n_sublayers && s < RESDIAG_MAX_SUBLAYERS; s++) {
         svg_printf(b, "<tr><td>mean r ");
-        tx(b, a->sublayer_names[s]);
+        tx(b, a->load.sublayer_names[s]);
         svg_printf(b, "</td><td class=\"num\">%s</td><td class=\"num\">%s</td></tr>\n",
-                   num(a->tr_mean_r[0][s]), num(a->tr_mean_r[1][s]));
+                   num(a->training.mean_r[0][s]), num(a->training.mean_r[1][s]));
     }
     svg_printf(b, "</table>\n");
 }
@@ -413,11 +427,12 @@ static int html_over_steps(svg_buf *b, const rd_analysis *a, const resdiag_reade
     training_table(b, a);
     svg_printf(b, "<h2>Layers over %s</h2>\n<figure id=\"heatmaps\">\n",
                rd_is_training(a) ? "training" : "the recorded steps");
-    plot_heat_figure(b, &h, a->nf_found ? a->nf_step : -1);
-    svg_printf(b, "<figcaption>%d of %lld recorded steps, evenly spaced; grey = not "
-                  "recorded.%s</figcaption>\n</figure>\n",
-               h.cols, (long long)a->n_steps,
-               a->nf_found ? " The red line is the first non-finite value." : "");
+    plot_heat_figure(b, &h, a->nonfinite.found ? a->nonfinite.step : -1);
+    svg_printf(b,
+               "<figcaption>%d of %lld recorded steps, evenly spaced; grey = not "
+               "recorded.%s</figcaption>\n</figure>\n",
+               h.cols, (long long)a->load.n_steps,
+               a->nonfinite.found ? " The red line is the first non-finite value." : "");
     plot_heat_free(&h);
     return 0;
 }
@@ -455,12 +470,12 @@ char *resdiag_analysis_to_html(const resdiag_analysis *a, const resdiag_html_opt
     figure(&b, RESDIAG_FIGURE_GROWTH, one, NULL, 1, "growth");
     svg_printf(&b, "<h2>Relative updates</h2>\n");
     figure(&b, RESDIAG_FIGURE_UPDATES, one, NULL, 1, "updates");
-    if (rd_is_training(a) || a->grad_step >= 0) {
+    if (rd_is_training(a) || a->gradients.step >= 0) {
         svg_printf(&b, "<h2>Gradients</h2>\n");
         figure(&b, RESDIAG_FIGURE_GRADIENTS, one, NULL, 1, "gradients");
     }
     plot_loss_html(&b, a);
-    if (a->n_steps > 1 && rd && html_over_steps(&b, a, rd) != 0) {
+    if (a->load.n_steps > 1 && rd && html_over_steps(&b, a, rd) != 0) {
         free(b.s);
         return NULL;
     }
@@ -500,21 +515,23 @@ char *resdiag_analysis_diff_html(const resdiag_analysis *a, const resdiag_analys
     tx(&o, path_b);
     svg_printf(&o, "</p>\n<section class=\"card\" id=\"verdict\">\n<table class=\"kv\">"
                    "<tr><th></th><th>A</th><th>B</th></tr>\n");
-    snprintf(va, sizeof va, "%s (%s)", rd_verdict_human(a->verdict), resdiag_confidence_name(a->conf));
-    snprintf(vb, sizeof vb, "%s (%s)", rd_verdict_human(b->verdict), resdiag_confidence_name(b->conf));
+    snprintf(va, sizeof va, "%s (%s)", rd_verdict_human(a->verdict.v),
+             resdiag_confidence_name(a->verdict.conf));
+    snprintf(vb, sizeof vb, "%s (%s)", rd_verdict_human(b->verdict.v),
+             resdiag_confidence_name(b->verdict.conf));
     diff_row(&o, "placement", va, vb);
     diff_row(&o, "final norm", rd_final_norm_text(a), rd_final_norm_text(b));
-    snprintf(va, sizeof va, "%d layers, d_model %d", a->n_layers, a->d_model);
-    snprintf(vb, sizeof vb, "%d layers, d_model %d", b->n_layers, b->d_model);
+    snprintf(va, sizeof va, "%d layers, d_model %d", a->load.n_layers, a->load.d_model);
+    snprintf(vb, sizeof vb, "%d layers, d_model %d", b->load.n_layers, b->load.d_model);
     diff_row(&o, "model", va, vb);
-    snprintf(va, sizeof va, "%lld", (long long)a->step);
-    snprintf(vb, sizeof vb, "%lld", (long long)b->step);
+    snprintf(va, sizeof va, "%lld", (long long)a->load.step);
+    snprintf(vb, sizeof vb, "%lld", (long long)b->load.step);
     diff_row(&o, "analysed step", va, vb);
-    snprintf(va, sizeof va, "%s", num(a->growth));
-    snprintf(vb, sizeof vb, "%s", num(b->growth));
+    snprintf(va, sizeof va, "%s", num(a->depth.growth));
+    snprintf(vb, sizeof vb, "%s", num(b->depth.growth));
     diff_row(&o, "growth ‖x_L‖/‖x_1‖", va, vb);
-    snprintf(va, sizeof va, "%s", a->nf_found ? "yes" : "none");
-    snprintf(vb, sizeof vb, "%s", b->nf_found ? "yes" : "none");
+    snprintf(va, sizeof va, "%s", a->nonfinite.found ? "yes" : "none");
+    snprintf(vb, sizeof vb, "%s", b->nonfinite.found ? "yes" : "none");
     diff_row(&o, "non-finite values", va, vb);
     svg_printf(&o, "</table>\n</section>\n");
     const rd_analysis *two[2] = { a, b };

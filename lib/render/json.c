@@ -58,43 +58,47 @@ static void js_array(sb *b, const double *v, int n, int stride)
 /* the run: its model, declaration and provenance */
 static void json_run(sb *b, const rd_analysis *a)
 {
-    int L = a->n_layers, S = a->n_sublayers;
-    rd_strbuf_printf(b, "{\n  \"report_version\": 1,\n  \"declared_contradicted\": %s,\n"
-                  "  \"run\": {\"n_layers\": %d, \"d_model\": %d, "
-                  "\"n_sublayers\": %d, \"sublayer_names\": [",
-              rd_declared_contradicted(a) ? "true" : "false", L, a->d_model, S);
+    int L = a->load.n_layers, S = a->load.n_sublayers;
+    rd_strbuf_printf(b,
+                     "{\n  \"report_version\": 1,\n  \"declared_contradicted\": %s,\n"
+                     "  \"run\": {\"n_layers\": %d, \"d_model\": %d, "
+                     "\"n_sublayers\": %d, \"sublayer_names\": [",
+                     rd_declared_contradicted(a) ? "true" : "false", L, a->load.d_model, S);
     for (int s = 0; s < S; s++) {
         if (s)
             rd_strbuf_printf(b, ", ");
-        js_str(b, a->sublayer_names[s]);
+        js_str(b, a->load.sublayer_names[s]);
     }
-    rd_strbuf_printf(b, "], \"block\": \"%s\", \"norm_kind\": \"%s\", \"declared_placement\": \"%s\", "
-                  "\"declared_mix_layers\": %d, \"schema_version\": %d, \"resdiag_version\": ",
-              a->block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential",
-              resdiag_norm_kind_name(a->norm_kind), resdiag_placement_name(a->declared),
-              a->declared_mix, a->schema_version);
-    js_str(b, a->writer_version);
+    rd_strbuf_printf(
+        b,
+        "], \"block\": \"%s\", \"norm_kind\": \"%s\", \"declared_placement\": \"%s\", "
+        "\"declared_mix_layers\": %d, \"schema_version\": %d, \"resdiag_version\": ",
+        a->load.block == RESDIAG_BLOCK_PARALLEL ? "parallel" : "sequential",
+        resdiag_norm_kind_name(a->load.norm_kind), resdiag_placement_name(a->load.declared),
+        a->load.declared_mix, a->load.schema_version);
+    js_str(b, a->load.writer_version);
     rd_strbuf_printf(b, ", \"description\": ");
-    js_str(b, a->description);
+    js_str(b, a->load.description);
     rd_strbuf_printf(b, ", \"created_utc\": ");
-    js_str(b, a->created);
+    js_str(b, a->load.created);
     rd_strbuf_printf(b, ", \"program\": ");
-    js_str(b, a->program);
-    rd_strbuf_printf(b, ", \"sketch_size\": %d, \"run_kind\": \"%s\"},\n", a->sketch_size,
-              resdiag_run_kind_name(a->run_kind));
+    js_str(b, a->load.program);
+    rd_strbuf_printf(b, ", \"sketch_size\": %d, \"run_kind\": \"%s\"},\n", a->load.sketch_size,
+                     resdiag_run_kind_name(a->load.run_kind));
 }
 
 /* the steps ended with resdiag_step_abort: how many, the first few */
 static void json_aborted(sb *b, const rd_analysis *a)
 {
     rd_strbuf_printf(b, "  \"n_aborted_steps\": %lld, \"aborted_steps\": [",
-                     (long long)a->n_aborted);
-    int n = a->n_aborted < RD_ABORTED_LISTED ? (int)a->n_aborted : RD_ABORTED_LISTED;
+                     (long long)a->aborted.count);
+    int n = a->aborted.count < RD_ABORTED_LISTED ? (int)a->aborted.count : RD_ABORTED_LISTED;
     for (int i = 0; i < n; i++) {
         rd_strbuf_printf(b, "%s{\"step\": %lld, \"index\": %lld, \"reason\": ", i ? ", " : "",
-                         (long long)a->steps[a->aborted_index[i]], (long long)a->aborted_index[i]);
-        if (a->aborted_reason[i][0])
-            js_str(b, a->aborted_reason[i]);
+                         (long long)a->load.steps[a->aborted.listed_index[i]],
+                         (long long)a->aborted.listed_index[i]);
+        if (a->aborted.listed_reason[i][0])
+            js_str(b, a->aborted.listed_reason[i]);
         else
             rd_strbuf_printf(b, "null");
         rd_strbuf_printf(b, "}");
@@ -105,32 +109,39 @@ static void json_aborted(sb *b, const rd_analysis *a)
 /* the recorded steps, and the last one's verdict beside the judged one */
 static void json_steps(sb *b, const rd_analysis *a)
 {
-    int S = a->n_sublayers;
-    rd_strbuf_printf(b, "  \"steps\": {\"recorded\": %lld, \"first\": %lld, \"last\": %lld, "
-                  "\"analysed\": %lld, \"analysed_index\": %lld, \"analysed_aborted\": %s},\n",
-              (long long)a->n_steps, (long long)a->steps[0], (long long)a->steps[a->n_steps - 1],
-              (long long)a->step, (long long)a->step_index, a->step_aborted ? "true" : "false");
+    int S = a->load.n_sublayers;
+    rd_strbuf_printf(b,
+                     "  \"steps\": {\"recorded\": %lld, \"first\": %lld, \"last\": %lld, "
+                     "\"analysed\": %lld, \"analysed_index\": %lld, \"analysed_aborted\": %s},\n",
+                     (long long)a->load.n_steps, (long long)a->load.steps[0],
+                     (long long)a->load.steps[a->load.n_steps - 1], (long long)a->load.step,
+                     (long long)a->load.step_index, a->aborted.step_aborted ? "true" : "false");
     json_aborted(b, a);
     /* the last complete step's verdict beside the judged one: null when the
      * judged step is the last */
-    if (a->step_index == a->last_index) {
+    if (a->load.step_index == a->aborted.last_index) {
         rd_strbuf_printf(b, "  \"last_step\": null,\n");
     } else {
         const rd_analysis *z = a->at_last;
         rd_strbuf_printf(b, "  \"last_step\": {\"step\": %lld, \"index\": %lld, \"error\": ",
-                  (long long)a->steps[a->last_index], (long long)a->last_index);
+                         (long long)a->load.steps[a->aborted.last_index],
+                         (long long)a->aborted.last_index);
         if (z)
-            rd_strbuf_printf(b, "null, \"verdict\": \"%s\", \"confidence\": \"%s\", "
-                          "\"mix_layers\": %d, \"growth\": ", resdiag_verdict_name(z->verdict),
-                      resdiag_confidence_name(z->conf), resdiag_analysis_mix_layers(z));
+            rd_strbuf_printf(b,
+                             "null, \"verdict\": \"%s\", \"confidence\": \"%s\", "
+                             "\"mix_layers\": %d, \"growth\": ",
+                             resdiag_verdict_name(z->verdict.v),
+                             resdiag_confidence_name(z->verdict.conf),
+                             resdiag_analysis_mix_layers(z));
         else {
             js_str(b, resdiag_strerror(a->at_last_status));
             rd_strbuf_printf(b, ", \"verdict\": null, \"confidence\": null, \"mix_layers\": null, "
                           "\"growth\": ");
         }
-        js_num(b, a->tr_growth[1]);
+        js_num(b, a->training.growth[1]);
         rd_strbuf_printf(b, ", \"mean_r\": ");
-        js_array(b, a->tr_mean_r[1], S < RESDIAG_MAX_SUBLAYERS ? S : RESDIAG_MAX_SUBLAYERS, 1);
+        js_array(b, a->training.mean_r[1], S < RESDIAG_MAX_SUBLAYERS ? S : RESDIAG_MAX_SUBLAYERS,
+                 1);
         rd_strbuf_printf(b, "},\n");
     }
 }
@@ -139,16 +150,18 @@ static void json_steps(sb *b, const rd_analysis *a)
 static void json_observed(sb *b, const rd_analysis *a)
 {
     rd_strbuf_printf(b, "  \"observed\": {\"stream_only\": %s, \"relations\": %s, \"forward\": {",
-              a->stream_only ? "true" : "false", a->use_relations ? "true" : "false");
+                     a->observe.stream_only ? "true" : "false",
+                     a->observe.use_relations ? "true" : "false");
     for (int d = 0; d < 2; d++) {
         if (d)
             rd_strbuf_printf(b, "}, \"backward\": {");
         for (int s = 0; s < RESDIAG_N_BLOCK_SITES; s++)
             rd_strbuf_printf(b, "%s\"%s\": %d", s ? ", " : "", resdiag_site_name((resdiag_site)s),
-                      a->n_obs[d][s]);
+                             a->observe.n_obs[d][s]);
         for (int m = 0; m < RESDIAG_N_MODEL_SITES; m++)
-            rd_strbuf_printf(b, ", \"%s\": %d", resdiag_site_name((resdiag_site)(RESDIAG_EMBED_OUT + m)),
-                      a->model_obs[d][m]);
+            rd_strbuf_printf(b, ", \"%s\": %d",
+                             resdiag_site_name((resdiag_site)(RESDIAG_EMBED_OUT + m)),
+                             a->observe.model_obs[d][m]);
     }
     rd_strbuf_printf(b, "}},\n");
 
@@ -157,20 +170,24 @@ static void json_observed(sb *b, const rd_analysis *a)
 /* the verdict, its reasons and the deciding hooks */
 static void json_placement(sb *b, const rd_analysis *a)
 {
-    rd_strbuf_printf(b, "  \"placement\": {\"verdict\": \"%s\", \"confidence\": \"%s\", \"why\": ",
-              resdiag_verdict_name(a->verdict), resdiag_confidence_name(a->conf));
-    js_str(b, a->why);
+    rd_strbuf_printf(
+        b, "  \"placement\": {\"verdict\": \"%s\", \"confidence\": \"%s\", \"why\": ",
+        resdiag_verdict_name(a->verdict.v), resdiag_confidence_name(a->verdict.conf));
+    js_str(b, a->verdict.why);
     rd_strbuf_printf(b, ", \"confidence_why\": ");
-    js_str(b, a->verdict != RESDIAG_VERDICT_CANNOT_TELL && a->conf < RESDIAG_CONFIDENCE_HIGH
-                   ? a->conf_why : "");
+    js_str(b, a->verdict.v != RESDIAG_VERDICT_CANNOT_TELL &&
+                      a->verdict.conf < RESDIAG_CONFIDENCE_HIGH
+                  ? a->verdict.conf_why
+                  : "");
     rd_strbuf_printf(b, ", \"pattern\": ");
-    js_str(b, a->verdict == RESDIAG_VERDICT_PER_SUBLAYER ? a->pattern : "");
+    js_str(b, a->verdict.v == RESDIAG_VERDICT_PER_SUBLAYER ? a->verdict.pattern : "");
     rd_strbuf_printf(b, ", \"last_norm_is_final_norm\": %s, \"zero_branch_sublayers\": %d",
-                     a->last_norm_is_final ? "true" : "false", a->n_zero_branches);
+                     a->verdict.last_norm_is_final ? "true" : "false",
+                     a->verdict.n_zero_branches);
     rd_strbuf_printf(b, ", \"check_decides\": %s",
-                     a->verdict != RESDIAG_VERDICT_CANNOT_TELL &&
-                             a->verdict != RESDIAG_VERDICT_ZERO_BRANCHES &&
-                             a->conf >= RESDIAG_CONFIDENCE_MEDIUM
+                     a->verdict.v != RESDIAG_VERDICT_CANNOT_TELL &&
+                             a->verdict.v != RESDIAG_VERDICT_ZERO_BRANCHES &&
+                             a->verdict.conf >= RESDIAG_CONFIDENCE_MEDIUM
                          ? "true"
                          : "false");
     rd_strbuf_printf(b, ", \"mix_layers\": %d, \"alpha\": ", resdiag_analysis_mix_layers(a));
@@ -178,17 +195,21 @@ static void json_placement(sb *b, const rd_analysis *a)
     int agree = rd_declared_agrees(a);
     rd_strbuf_printf(b, ", \"final_norm\": \"%s\", \"final_norm_why\": ",
               rd_final_norm_key(a));
-    js_str(b, a->final_norm_why);
-    rd_strbuf_printf(b, ", \"declared_agrees\": %s, \"undecided_layers\": %d, "
-                  "\"call_order_agrees\": %d, \"call_order_disagrees\": %d, \"deciding_hooks\": {",
-              agree == 1 ? "true" : agree == 0 ? "false" : "null", a->n_undecided,
-              a->order_agree, a->order_disagree);
+    js_str(b, a->final_norm.why);
+    rd_strbuf_printf(
+        b,
+        ", \"declared_agrees\": %s, \"undecided_layers\": %d, "
+        "\"call_order_agrees\": %d, \"call_order_disagrees\": %d, \"deciding_hooks\": {",
+        agree == 1   ? "true"
+        : agree == 0 ? "false"
+                     : "null",
+        a->verdict.n_undecided, a->placement.order_agree, a->placement.order_disagree);
     rd_strbuf_printf(b, "\"norm_in\": ");
-    js_str(b, a->cs_norm_in);
+    js_str(b, a->verdict.cs_norm_in);
     rd_strbuf_printf(b, ", \"branch_out\": ");
-    js_str(b, a->cs_branch_out);
+    js_str(b, a->verdict.cs_branch_out);
     rd_strbuf_printf(b, ", \"stream_out\": ");
-    js_str(b, a->cs_stream_out);
+    js_str(b, a->verdict.cs_stream_out);
     rd_strbuf_printf(b, "},\n    \"layers\": [");
 }
 
@@ -196,9 +217,9 @@ static void json_placement(sb *b, const rd_analysis *a)
  * between its sites and why */
 static void json_sublayer(sb *b, const rd_analysis *a, int l, int s)
 {
-    const rd_sub *r = &a->sub[l * a->n_sublayers + s];
+    const rd_sub *r = &a->placement.sub[l * a->load.n_sublayers + s];
     rd_strbuf_printf(b, "%s{\"name\": ", s ? ", " : "");
-    js_str(b, a->sublayer_names[s]);
+    js_str(b, a->load.sublayer_names[s]);
     rd_strbuf_printf(b, ", \"verdict\": \"%s\", \"confidence\": \"%s\", \"alpha\": ",
               resdiag_verdict_name(r->v), resdiag_confidence_name(r->conf));
     js_num(b, r->alpha);
@@ -240,15 +261,17 @@ static void json_sublayer(sb *b, const rd_analysis *a, int l, int s)
 /* per layer: the stream's signature and each sublayer's evidence */
 static void json_layers(sb *b, const rd_analysis *a)
 {
-    int L = a->n_layers, S = a->n_sublayers;
+    int L = a->load.n_layers, S = a->load.n_sublayers;
     for (int l = 0; l < L; l++) {
-        rd_strbuf_printf(b, "%s\n      {\"layer\": %d, \"stream_signature\": \"%s\", "
-                      "\"stream_token_norm_cv\": ", l ? "," : "", l,
-                  a->layer_sig[l] == RD_SIG_NORMALIZED ? "normalized"
-                  : a->layer_sig[l] == RD_SIG_NOT      ? "not_normalized"
-                  : a->layer_sig[l] == RD_SIG_UNCLEAR  ? "unclear"
-                                                       : "unknown");
-        js_num(b, a->layer_cv[l]);
+        rd_strbuf_printf(b,
+                         "%s\n      {\"layer\": %d, \"stream_signature\": \"%s\", "
+                         "\"stream_token_norm_cv\": ",
+                         l ? "," : "", l,
+                         a->depth.layer_sig[l] == RD_SIG_NORMALIZED ? "normalized"
+                         : a->depth.layer_sig[l] == RD_SIG_NOT      ? "not_normalized"
+                         : a->depth.layer_sig[l] == RD_SIG_UNCLEAR  ? "unclear"
+                                                                    : "unknown");
+        js_num(b, a->depth.layer_cv[l]);
         rd_strbuf_printf(b, ", \"sublayers\": [");
         for (int s = 0; s < S; s++) {
             json_sublayer(b, a, l, s);
@@ -261,29 +284,29 @@ static void json_layers(sb *b, const rd_analysis *a)
 /* the stream's depth laws and the relative updates per sublayer */
 static void json_stream(sb *b, const rd_analysis *a)
 {
-    int L = a->n_layers, S = a->n_sublayers;
+    int L = a->load.n_layers, S = a->load.n_sublayers;
     rd_strbuf_printf(b, "  \"stream\": {\"norm\": ");
-    js_array(b, a->xnorm, L + 1, 1);
+    js_array(b, a->depth.xnorm, L + 1, 1);
     rd_strbuf_printf(b, ", \"rms\": ");
-    js_array(b, a->xrms, L + 1, 1);
+    js_array(b, a->depth.xrms, L + 1, 1);
     rd_strbuf_printf(b, ", \"energy\": ");
-    js_array(b, a->xenergy, L + 1, 1);
+    js_array(b, a->depth.xenergy, L + 1, 1);
     rd_strbuf_printf(b, ", \"energy_fit\": ");
-    js_fit(b, &a->fit_energy);
+    js_fit(b, &a->depth.fit_energy);
     rd_strbuf_printf(b, ", \"loglog_fit\": ");
-    js_fit(b, &a->fit_xlog);
+    js_fit(b, &a->depth.fit_xlog);
     rd_strbuf_printf(b, ", \"growth\": ");
-    js_num(b, a->growth);
+    js_num(b, a->depth.growth);
     rd_strbuf_printf(b, "},\n  \"updates\": [");
     for (int s = 0; s < S; s++) {
         rd_strbuf_printf(b, "%s\n    {\"sublayer\": ", s ? "," : "");
-        js_str(b, a->sublayer_names[s]);
+        js_str(b, a->load.sublayer_names[s]);
         rd_strbuf_printf(b, ", \"r\": ");
-        js_array(b, a->r + s, L, S);
+        js_array(b, a->placement.r + s, L, S);
         rd_strbuf_printf(b, ", \"fit_all\": ");
-        js_fit(b, &a->fit_r[s < RD_MAX_RFIT ? s : 0]);
+        js_fit(b, &a->depth.fit_r[s < RD_MAX_RFIT ? s : 0]);
         rd_strbuf_printf(b, ", \"fit_deeper_half\": ");
-        js_fit(b, &a->fit_r_deep[s < RD_MAX_RFIT ? s : 0]);
+        js_fit(b, &a->depth.fit_r_deep[s < RD_MAX_RFIT ? s : 0]);
         rd_strbuf_printf(b, "}");
     }
 }
@@ -291,34 +314,38 @@ static void json_stream(sb *b, const rd_analysis *a)
 /* the gradients at the first recorded backward (null: none) */
 static void json_gradients(sb *b, const rd_analysis *a)
 {
-    int L = a->n_layers, P = a->n_layer_params;
+    int L = a->load.n_layers, P = a->load.n_layer_params;
     rd_strbuf_printf(b, "],\n  \"gradients\": ");
-    if (a->grad_step < 0) {
+    if (a->gradients.step < 0) {
         rd_strbuf_printf(b, "null");
     } else {
-        rd_strbuf_printf(b, "{\"step\": %lld, \"params\": [", (long long)a->steps[a->grad_step]);
-        for (int i = 0; i < a->n_order; i++) {
-            int p = a->param_order[i];
+        rd_strbuf_printf(b, "{\"step\": %lld, \"params\": [",
+                         (long long)a->load.steps[a->gradients.step]);
+        for (int i = 0; i < a->gradients.n_order; i++) {
+            int p = a->gradients.param_order[i];
             rd_strbuf_printf(b, "%s\n    {\"name\": ", i ? "," : "");
-            js_str(b, a->param_names[p]);
+            js_str(b, a->load.param_names[p]);
             rd_strbuf_printf(b, ", \"norm\": ");
-            js_array(b, a->grad + p, L, P);
+            js_array(b, a->gradients.grad + p, L, P);
             rd_strbuf_printf(b, ", \"last_over_first\": ");
-            js_num(b, a->grad[p] > 0 ? a->grad[(size_t)(L - 1) * P + p] / a->grad[p] : NAN);
+            js_num(b, a->gradients.grad[p] > 0
+                          ? a->gradients.grad[(size_t)(L - 1) * P + p] / a->gradients.grad[p]
+                          : NAN);
             rd_strbuf_printf(b, ", \"loglog_fit\": ");
-            js_fit(b, &a->fit_grad[p]);
+            js_fit(b, &a->gradients.fit_grad[p]);
             rd_strbuf_printf(b, "}");
         }
         rd_strbuf_printf(b, "],\n    \"stream\": ");
-        js_array(b, a->sgrad, L, 1);
+        js_array(b, a->gradients.sgrad, L, 1);
         rd_strbuf_printf(b, ", \"stream_embed\": ");
-        js_num(b, a->sgrad_embed);
+        js_num(b, a->gradients.sgrad_embed);
         rd_strbuf_printf(b, ", \"stream_last_over_first\": ");
-        js_num(b, a->sgrad[0] > 0 ? a->sgrad[L - 1] / a->sgrad[0] : NAN);
+        js_num(b, a->gradients.sgrad[0] > 0 ? a->gradients.sgrad[L - 1] / a->gradients.sgrad[0]
+                                            : NAN);
         rd_strbuf_printf(b, ", \"stream_loglog_fit\": ");
-        js_fit(b, &a->fit_sgrad);
+        js_fit(b, &a->gradients.fit_sgrad);
         rd_strbuf_printf(b, ", \"head\": ");
-        js_num(b, a->head_grad);
+        js_num(b, a->gradients.head_grad);
         /* the head parameter's name, or "logits" */
         rd_strbuf_printf(b, ", \"head_source\": ");
         js_str(b, rd_head_name(a) ? rd_head_name(a) : "logits");
@@ -330,60 +357,65 @@ static void json_gradients(sb *b, const rd_analysis *a)
 static void json_nonfinite(sb *b, const rd_analysis *a)
 {
     rd_strbuf_printf(b, ",\n  \"nonfinite\": ");
-    if (!a->nf_found) {
+    if (!a->nonfinite.found) {
         rd_strbuf_printf(b, "null");
     } else {
-        rd_strbuf_printf(b, "{\"step\": %lld, \"layer\": %d, \"sublayer\": ", (long long)a->nf_step,
-                  a->nf_layer);
-        if (a->nf_layer == RESDIAG_MODEL_LEVEL || a->nf_site < 0)
+        rd_strbuf_printf(b, "{\"step\": %lld, \"layer\": %d, \"sublayer\": ",
+                         (long long)a->nonfinite.step, a->nonfinite.layer);
+        if (a->nonfinite.layer == RESDIAG_MODEL_LEVEL || a->nonfinite.site < 0)
             rd_strbuf_printf(b, "null");
         else
-            js_str(b, a->sublayer_names[a->nf_sub]);
+            js_str(b, a->load.sublayer_names[a->nonfinite.sub]);
         rd_strbuf_printf(b, ", \"site\": ");
-        if (a->nf_site < 0)
+        if (a->nonfinite.site < 0)
             rd_strbuf_printf(b, "null");
         else
-            js_str(b, resdiag_site_name((resdiag_site)a->nf_site));
+            js_str(b, resdiag_site_name((resdiag_site)a->nonfinite.site));
         rd_strbuf_printf(b, ", \"param\": ");
-        if (a->nf_site >= 0)
+        if (a->nonfinite.site >= 0)
             rd_strbuf_printf(b, "null");
-        else if (a->nf_layer != RESDIAG_MODEL_LEVEL && a->nf_param >= 0)
-            js_str(b, a->param_names[a->nf_param]);
+        else if (a->nonfinite.layer != RESDIAG_MODEL_LEVEL && a->nonfinite.param >= 0)
+            js_str(b, a->load.param_names[a->nonfinite.param]);
         else
-            js_str(b, a->nf_model_param);
-        rd_strbuf_printf(b, ", \"direction\": \"%s\", \"nan\": %.0f, \"inf\": %.0f, \"steps_affected\": "
-                      "%lld, \"nan_total\": %.0f, \"inf_total\": %.0f, \"step_aborted\": %s}",
-                  a->nf_dir == RESDIAG_FORWARD ? "forward" : "backward", a->nf_nan, a->nf_inf,
-                  (long long)a->nf_steps, a->nan_total, a->inf_total,
-                  rd_analysis_step_aborted(a, a->nf_step_index) ? "true" : "false");
+            js_str(b, a->nonfinite.model_param);
+        rd_strbuf_printf(
+            b,
+            ", \"direction\": \"%s\", \"nan\": %.0f, \"inf\": %.0f, \"steps_affected\": "
+            "%lld, \"nan_total\": %.0f, \"inf_total\": %.0f, \"step_aborted\": %s}",
+            a->nonfinite.dir == RESDIAG_FORWARD ? "forward" : "backward", a->nonfinite.nan_count,
+            a->nonfinite.inf_count, (long long)a->nonfinite.n_bad_steps, a->nonfinite.nan_total,
+            a->nonfinite.inf_total,
+            rd_analysis_step_aborted(a, a->nonfinite.step_index) ? "true" : "false");
     }
 }
 
 /* the first and the last complete step side by side */
 static void json_training(sb *b, const rd_analysis *a)
 {
-    int S = a->n_sublayers;
-    rd_strbuf_printf(b, ",\n  \"training\": {\"first_step\": %lld, \"last_step\": %lld, \"growth\": [",
-              (long long)a->steps[a->first_index], (long long)a->steps[a->last_index]);
-    js_num(b, a->tr_growth[0]);
+    int S = a->load.n_sublayers;
+    rd_strbuf_printf(
+        b, ",\n  \"training\": {\"first_step\": %lld, \"last_step\": %lld, \"growth\": [",
+        (long long)a->load.steps[a->aborted.first_index],
+        (long long)a->load.steps[a->aborted.last_index]);
+    js_num(b, a->training.growth[0]);
     rd_strbuf_printf(b, ", ");
-    js_num(b, a->tr_growth[1]);
+    js_num(b, a->training.growth[1]);
     rd_strbuf_printf(b, "], \"mean_r\": [");
     for (int s = 0; s < S && s < RESDIAG_MAX_SUBLAYERS; s++) {
         rd_strbuf_printf(b, "%s{\"sublayer\": ", s ? ", " : "");
-        js_str(b, a->sublayer_names[s]);
+        js_str(b, a->load.sublayer_names[s]);
         rd_strbuf_printf(b, ", \"first\": ");
-        js_num(b, a->tr_mean_r[0][s]);
+        js_num(b, a->training.mean_r[0][s]);
         rd_strbuf_printf(b, ", \"last\": ");
-        js_num(b, a->tr_mean_r[1][s]);
+        js_num(b, a->training.mean_r[1][s]);
         rd_strbuf_printf(b, "}");
     }
     rd_strbuf_printf(b, "], \"grad_param\": ");
-    js_str(b, a->n_order > 0 ? a->param_names[a->param_order[0]] : "");
+    js_str(b, a->gradients.n_order > 0 ? a->load.param_names[a->gradients.param_order[0]] : "");
     rd_strbuf_printf(b, ", \"grad_last_over_first\": [");
-    js_num(b, a->tr_grad_ratio[0]);
+    js_num(b, a->training.grad_ratio[0]);
     rd_strbuf_printf(b, ", ");
-    js_num(b, a->tr_grad_ratio[1]);
+    js_num(b, a->training.grad_ratio[1]);
     rd_strbuf_printf(b, "]}");
 }
 
@@ -407,17 +439,17 @@ static void js_metric(sb *b, double v)
 static void json_metrics(sb *b, const rd_analysis *a)
 {
     rd_strbuf_printf(b, ",\n  \"metric_steps\": [");
-    for (int64_t i = 0; a->n_metrics > 0 && i < a->n_steps; i++)
-        rd_strbuf_printf(b, "%s%lld", i ? ", " : "", (long long)a->steps[i]);
+    for (int64_t i = 0; a->metrics.count > 0 && i < a->load.n_steps; i++)
+        rd_strbuf_printf(b, "%s%lld", i ? ", " : "", (long long)a->load.steps[i]);
     rd_strbuf_printf(b, "],\n  \"metrics\": {");
-    for (int m = 0; m < a->n_metrics; m++) {
+    for (int m = 0; m < a->metrics.count; m++) {
         rd_strbuf_printf(b, "%s\n    ", m ? "," : "");
-        js_str(b, a->metric_names[m]);
+        js_str(b, a->metrics.names[m]);
         rd_strbuf_printf(b, ": [");
-        for (int64_t i = 0; i < a->n_steps; i++) {
+        for (int64_t i = 0; i < a->load.n_steps; i++) {
             if (i)
                 rd_strbuf_printf(b, ", ");
-            js_metric(b, a->metric_values[(size_t)m * (size_t)a->n_steps + (size_t)i]);
+            js_metric(b, a->metrics.values[(size_t)m * (size_t)a->load.n_steps + (size_t)i]);
         }
         rd_strbuf_printf(b, "]");
     }
@@ -428,9 +460,9 @@ static void json_metrics(sb *b, const rd_analysis *a)
 static void json_warnings(sb *b, const rd_analysis *a)
 {
     rd_strbuf_printf(b, ",\n  \"warnings\": [");
-    for (int i = 0; i < a->n_warnings; i++) {
+    for (int i = 0; i < a->warnings.count; i++) {
         rd_strbuf_printf(b, "%s\n    ", i ? "," : "");
-        js_str(b, a->warnings[i]);
+        js_str(b, a->warnings.lines[i]);
     }
     rd_strbuf_printf(b, "]\n}\n");
 }

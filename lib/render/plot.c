@@ -91,7 +91,7 @@ static void begin_doc(svg_buf *b, const char *title)
  * badly), and the figure says so, as it says when the fit is poor. */
 static void growth_fit(svg_plot *p, const rd_analysis *r, const char *color)
 {
-    const rd_fit *f = &r->fit_energy;
+    const rd_fit *f = &r->depth.fit_energy;
     char text[SVG_NOTE_BYTES];
     if (f->n < 2 || !isfinite(f->a) || !isfinite(f->b))
         return;
@@ -102,8 +102,8 @@ static void growth_fit(svg_plot *p, const rd_analysis *r, const char *color)
         return;
     }
     int k0 = 0, k1 = 0; /* the first and last k = 1..L with a value */
-    for (int k = 1; k <= r->n_layers; k++)
-        if (isfinite(r->xnorm[k])) {
+    for (int k = 1; k <= r->load.n_layers; k++)
+        if (isfinite(r->depth.xnorm[k])) {
             k0 = k0 ? k0 : k;
             k1 = k;
         }
@@ -132,17 +132,17 @@ static int fig_growth(svg_buf *b, const rd_analysis *const *a, const char *const
     double *all = NULL;
     size_t m = 0;
     for (int i = 0; i < n; i++)
-        kmax = a[i]->n_layers > kmax ? a[i]->n_layers : kmax;
+        kmax = a[i]->load.n_layers > kmax ? a[i]->load.n_layers : kmax;
     all = malloc(((size_t)kmax + 3) * n * sizeof *all);
     if (!all)
         return -1;
     double dmax = 0;
     for (int i = 0; i < n; i++)
-        for (int k = 0; k <= a[i]->n_layers; k++) {
-            all[m++] = a[i]->xnorm[k];
-            any |= isfinite(a[i]->xnorm[k]);
-            if (isfinite(a[i]->xnorm[k]))
-                dmax = fmax(dmax, a[i]->xnorm[k]);
+        for (int k = 0; k <= a[i]->load.n_layers; k++) {
+            all[m++] = a[i]->depth.xnorm[k];
+            any |= isfinite(a[i]->depth.xnorm[k]);
+            if (isfinite(a[i]->depth.xnorm[k]))
+                dmax = fmax(dmax, a[i]->depth.xnorm[k]);
         }
     if (!any) {
         free(all);
@@ -151,8 +151,8 @@ static int fig_growth(svg_buf *b, const rd_analysis *const *a, const char *const
     /* the sqrt(d) level joins the axis when it is near the data; far
      * above, it would flatten the curves, and a note says so instead */
     for (int i = 0; i < n; i++)
-        if (sqrt((double)a[i]->d_model) <= 3 * dmax)
-            all[m++] = sqrt((double)a[i]->d_model);
+        if (sqrt((double)a[i]->load.d_model) <= 3 * dmax)
+            all[m++] = sqrt((double)a[i]->load.d_model);
     depth_axis(&ax, 0, kmax, 0);
     svg_axis_range(&ay, all, m, 0, 1);
     free(all);
@@ -165,7 +165,7 @@ static int fig_growth(svg_buf *b, const rd_analysis *const *a, const char *const
     char label[96];
     for (int i = 0; i < n; i++) {
         const rd_analysis *r = a[i];
-        int L = r->n_layers;
+        int L = r->load.n_layers;
         double *k = malloc(((size_t)L + 1) * sizeof *k);
         if (!k)
             break;
@@ -174,7 +174,7 @@ static int fig_growth(svg_buf *b, const rd_analysis *const *a, const char *const
         svg_style st = run_style(i, i);
         label_of(label, sizeof label, names, n, i, "‖x_k‖ measured");
         char key[200];
-        svg_series(&p, k, r->xnorm, (size_t)L + 1, &st,
+        svg_series(&p, k, r->depth.xnorm, (size_t)L + 1, &st,
                    key_of(key, sizeof key, names, n, i, "stream.norm"), label);
         free(k);
         /* ||x_k||^2 = a + b k fitted to the mean squared token norm */
@@ -184,11 +184,11 @@ static int fig_growth(svg_buf *b, const rd_analysis *const *a, const char *const
     for (int i = 0; i < n; i++) {
         int same = 0;
         for (int j = 0; j < i; j++)
-            same |= a[j]->d_model == a[i]->d_model;
+            same |= a[j]->load.d_model == a[i]->load.d_model;
         if (same)
             continue;
         svg_style rs = { REF_COLOR, 2, 0, 1.4, 0 };
-        double sd = sqrt((double)a[i]->d_model);
+        double sd = sqrt((double)a[i]->load.d_model);
         snprintf(label, sizeof label, "√d = %.3g: post-norm", sd);
         svg_hline(&p, sd, &rs, "ref.sqrt_d", label); /* listed only when drawn */
         if (svg_axis_map(&p.ay, sd) < p.y - 1e-6) {
@@ -199,9 +199,11 @@ static int fig_growth(svg_buf *b, const rd_analysis *const *a, const char *const
     }
     for (int i = 0; i < n; i++) {
         const rd_analysis *r = a[i];
-        if (r->nf_found && r->nf_step == r->step && r->nf_layer >= 0 && r->nf_site >= 0) {
+        if (r->nonfinite.found && r->nonfinite.step == r->load.step && r->nonfinite.layer >= 0 &&
+            r->nonfinite.site >= 0) {
             label_of(label, sizeof label, names, n, i, "first non-finite value");
-            svg_highlight(&p, r->nf_layer + 1, r->xnorm[r->nf_layer + 1], label);
+            svg_highlight(&p, r->nonfinite.layer + 1, r->depth.xnorm[r->nonfinite.layer + 1],
+                          label);
         }
     }
     svg_plot_end(&p, AREA_X + AREA_W + 16);
@@ -232,16 +234,16 @@ static int fig_updates(svg_buf *b, const rd_analysis *const *a, const char *cons
     int kmax = 1, any = 0;
     size_t m = 0, cap = 0;
     for (int i = 0; i < n; i++) {
-        kmax = a[i]->n_layers > kmax ? a[i]->n_layers : kmax;
-        cap += (size_t)a[i]->n_layers * a[i]->n_sublayers;
+        kmax = a[i]->load.n_layers > kmax ? a[i]->load.n_layers : kmax;
+        cap += (size_t)a[i]->load.n_layers * a[i]->load.n_sublayers;
     }
     double *all = malloc((cap + 3) * sizeof *all);
     if (!all)
         return -1;
     for (int i = 0; i < n; i++)
-        for (size_t j = 0; j < (size_t)a[i]->n_layers * a[i]->n_sublayers; j++) {
-            all[m++] = a[i]->r[j];
-            any |= a[i]->r[j] > 0 && isfinite(a[i]->r[j]);
+        for (size_t j = 0; j < (size_t)a[i]->load.n_layers * a[i]->load.n_sublayers; j++) {
+            all[m++] = a[i]->placement.r[j];
+            any |= a[i]->placement.r[j] > 0 && isfinite(a[i]->placement.r[j]);
         }
     if (!any) {
         free(all);
@@ -250,9 +252,9 @@ static int fig_updates(svg_buf *b, const rd_analysis *const *a, const char *cons
     /* the 1/sqrt(k) reference through the centre (in log-log) of the first
      * sublayer's points, kept inside the axes: a slope to compare with */
     double slr = 0, slk = 0, ref_c = NAN;
-    int nr = 0, S0 = a[0]->n_sublayers;
-    for (int l = 0; l < a[0]->n_layers; l++) {
-        double v = a[0]->r[(size_t)l * S0];
+    int nr = 0, S0 = a[0]->load.n_sublayers;
+    for (int l = 0; l < a[0]->load.n_layers; l++) {
+        double v = a[0]->placement.r[(size_t)l * S0];
         if (v > 0 && isfinite(v)) {
             slr += log(v);
             slk += log(l + 1.0);
@@ -275,27 +277,27 @@ static int fig_updates(svg_buf *b, const rd_analysis *const *a, const char *cons
     char label[200], key[200];
     for (int i = 0; i < n; i++) {
         const rd_analysis *r = a[i];
-        int L = r->n_layers, S = r->n_sublayers;
+        int L = r->load.n_layers, S = r->load.n_sublayers;
         double *k, *col;
         if (!layer_columns(L, &k, &col))
             break;
         for (int s = 0; s < S; s++) {
             for (int l = 0; l < L; l++)
-                col[l] = r->r[(size_t)l * S + s];
+                col[l] = r->placement.r[(size_t)l * S + s];
             svg_style st = run_style(i, s);
-            label_of(label, sizeof label, names, n, i, r->sublayer_names[s]);
+            label_of(label, sizeof label, names, n, i, r->load.sublayer_names[s]);
             char what[96];
-            snprintf(what, sizeof what, "updates.%s", r->sublayer_names[s]);
+            snprintf(what, sizeof what, "updates.%s", r->load.sublayer_names[s]);
             svg_series(&p, k, col, (size_t)L, &st, key_of(key, sizeof key, names, n, i, what),
                        label);
             /* the fitted power law r = e^a k^b: a straight line here */
-            const rd_fit *f = s < RD_MAX_RFIT ? &r->fit_r[s] : NULL;
+            const rd_fit *f = s < RD_MAX_RFIT ? &r->depth.fit_r[s] : NULL;
             if (n == 1 && f && f->n >= 2 && isfinite(f->a) && isfinite(f->b)) {
                 double fx[2] = { 1, L }, fy[2] = { exp(f->a), exp(f->a) * pow(L, f->b) };
                 svg_style fs = { palette[s % N_PALETTE], 1, 0, 1.3, 0 };
-                snprintf(label, sizeof label, "%.12s fit, slope %+.2f", r->sublayer_names[s],
+                snprintf(label, sizeof label, "%.12s fit, slope %+.2f", r->load.sublayer_names[s],
                          f->b);
-                snprintf(key, sizeof key, "fit.%s", r->sublayer_names[s]);
+                snprintf(key, sizeof key, "fit.%s", r->load.sublayer_names[s]);
                 svg_series(&p, fx, fy, 2, &fs, key, label);
             }
         }
@@ -318,19 +320,20 @@ static int fig_updates(svg_buf *b, const rd_analysis *const *a, const char *cons
 
 int plot_draws_prenorm_reference(const rd_analysis *a)
 {
-    return a->verdict == RESDIAG_VERDICT_PRE || a->verdict == RESDIAG_VERDICT_SANDWICH ||
-           a->verdict == RESDIAG_VERDICT_PRE_OR_SANDWICH;
+    return a->verdict.v == RESDIAG_VERDICT_PRE || a->verdict.v == RESDIAG_VERDICT_SANDWICH ||
+           a->verdict.v == RESDIAG_VERDICT_PRE_OR_SANDWICH;
 }
 
 /* The pre-norm reference into col (L): the first layer's gradient of
  * parameter pi scaled by ||x_1|| / ||x_k||; 0 when there is none. */
 static int prenorm_reference(const rd_analysis *r, int pi, double *col)
 {
-    int L = r->n_layers;
-    if (!plot_draws_prenorm_reference(r) || !(r->grad[pi] > 0) || !(r->xnorm[1] > 0))
+    int L = r->load.n_layers;
+    if (!plot_draws_prenorm_reference(r) || !(r->gradients.grad[pi] > 0) ||
+        !(r->depth.xnorm[1] > 0))
         return 0;
     for (int l = 0; l < L; l++)
-        col[l] = r->grad[pi] * r->xnorm[1] / r->xnorm[l + 1];
+        col[l] = r->gradients.grad[pi] * r->depth.xnorm[1] / r->depth.xnorm[l + 1];
     return 1;
 }
 
@@ -342,7 +345,8 @@ static const int param_color[] = { 0, 1, 4, 5, 6, 7 };
 /* 1 when run r has a head gradient to draw as its one point. */
 static int has_head(const rd_analysis *r)
 {
-    return r->grad_step >= 0 && isfinite(r->head_grad) && r->head_grad > 0;
+    return r->gradients.step >= 0 && isfinite(r->gradients.head_grad) &&
+           r->gradients.head_grad > 0;
 }
 
 /* The values the gradient figure draws, for its y range: every recorded
@@ -352,23 +356,24 @@ static double *gradient_values(const rd_analysis *const *a, int n, size_t *m)
 {
     size_t cap = 0;
     for (int i = 0; i < n; i++)
-        cap += (size_t)(a[i]->n_order + 2) * a[i]->n_layers + 1;
+        cap += (size_t)(a[i]->gradients.n_order + 2) * a[i]->load.n_layers + 1;
     double *all = malloc((cap + 1) * sizeof *all);
     if (!all)
         return NULL;
     *m = 0;
     for (int i = 0; i < n; i++) {
         const rd_analysis *r = a[i];
-        if (r->grad_step < 0)
+        if (r->gradients.step < 0)
             continue;
-        int L = r->n_layers, P = r->n_layer_params;
+        int L = r->load.n_layers, P = r->load.n_layer_params;
         for (int l = 0; l < L; l++) {
-            for (int j = 0; j < r->n_order; j++)
-                all[(*m)++] = r->grad[(size_t)l * P + r->param_order[j]];
-            all[(*m)++] = r->sgrad[l];
+            for (int j = 0; j < r->gradients.n_order; j++)
+                all[(*m)++] = r->gradients.grad[(size_t)l * P + r->gradients.param_order[j]];
+            all[(*m)++] = r->gradients.sgrad[l];
         }
-        all[(*m)++] = r->head_grad;
-        if (n == 1 && r->n_order > 0 && prenorm_reference(r, r->param_order[0], all + *m))
+        all[(*m)++] = r->gradients.head_grad;
+        if (n == 1 && r->gradients.n_order > 0 &&
+            prenorm_reference(r, r->gradients.param_order[0], all + *m))
             *m += (size_t)L;
     }
     return all;
@@ -380,18 +385,18 @@ static double *gradient_values(const rd_analysis *const *a, int n, size_t *m)
 static void gradient_series(svg_plot *p, const rd_analysis *r, const char *const *names, int n,
                             int i, double *k, double *col)
 {
-    int L = r->n_layers, P = r->n_layer_params;
+    int L = r->load.n_layers, P = r->load.n_layer_params;
     char label[200], key[200], what[96];
-    for (int j = 0; j < r->n_order; j++) {
-        int pi = r->param_order[j];
+    for (int j = 0; j < r->gradients.n_order; j++) {
+        int pi = r->gradients.param_order[j];
         for (int l = 0; l < L; l++)
-            col[l] = r->grad[(size_t)l * P + pi];
+            col[l] = r->gradients.grad[(size_t)l * P + pi];
         svg_style st = run_style(i, param_color[j % N_PARAM_COLORS]);
         if (j > 0)
             st.width = 1.2; /* the residual writer stands out */
-        snprintf(what, sizeof what, "‖∇%.24s‖", r->param_names[pi]);
+        snprintf(what, sizeof what, "‖∇%.24s‖", r->load.param_names[pi]);
         label_of(label, sizeof label, names, n, i, what);
-        snprintf(what, sizeof what, "gradients.%s", r->param_names[pi]);
+        snprintf(what, sizeof what, "gradients.%s", r->load.param_names[pi]);
         svg_series(p, k, col, (size_t)L, &st, key_of(key, sizeof key, names, n, i, what), label);
         /* Xiong et al.: pre-norm gradients fall like 1/||x_k|| from the
          * first layer; drawn for the placements that theory is about */
@@ -402,7 +407,7 @@ static void gradient_series(svg_plot *p, const rd_analysis *r, const char *const
     }
     svg_style st = run_style(i, 2);
     label_of(label, sizeof label, names, n, i, "‖∂L/∂x_k‖ stream");
-    svg_series(p, k, r->sgrad, (size_t)L, &st,
+    svg_series(p, k, r->gradients.sgrad, (size_t)L, &st,
                key_of(key, sizeof key, names, n, i, "gradients.stream"), label);
     if (has_head(r)) {
         svg_style hs = { palette[3], 0, 4, 0, 1 };
@@ -413,8 +418,8 @@ static void gradient_series(svg_plot *p, const rd_analysis *r, const char *const
         else
             snprintf(what, sizeof what, "‖∂L/∂logits‖ output head");
         label_of(label, sizeof label, names, n, i, what);
-        svg_point(p, L + 1, r->head_grad, &hs, key_of(key, sizeof key, names, n, i, "gradients.head"),
-                  label);
+        svg_point(p, L + 1, r->gradients.head_grad, &hs,
+                  key_of(key, sizeof key, names, n, i, "gradients.head"), label);
     }
 }
 
@@ -424,7 +429,7 @@ static int fig_gradients(svg_buf *b, const rd_analysis *const *a, const char *co
     int kmax = 1, any = 0, head = 0;
     size_t m = 0;
     for (int i = 0; i < n; i++) {
-        kmax = a[i]->n_layers > kmax ? a[i]->n_layers : kmax;
+        kmax = a[i]->load.n_layers > kmax ? a[i]->load.n_layers : kmax;
         head |= has_head(a[i]);
     }
     double *all = gradient_values(a, n, &m);
@@ -449,10 +454,10 @@ static int fig_gradients(svg_buf *b, const rd_analysis *const *a, const char *co
                         : "layer k = layer index + 1 (log scale)",
                    "gradient norm (Frobenius, log scale)");
     for (int i = 0; i < n; i++) {
-        if (a[i]->grad_step < 0)
+        if (a[i]->gradients.step < 0)
             continue;
         double *k, *col;
-        if (!layer_columns(a[i]->n_layers, &k, &col))
+        if (!layer_columns(a[i]->load.n_layers, &k, &col))
             break;
         gradient_series(&p, a[i], names, n, i, k, col);
         free(k);

@@ -24,8 +24,8 @@ static const char *const loss_colors[] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#94
  * *skipped the steps not drawn for want of a finite value. */
 static size_t loss_points(const rd_analysis *a, int m, double *x, double *y, int64_t *skipped)
 {
-    const double *v = a->metric_values + (size_t)m * (size_t)a->n_steps;
-    int64_t n = a->n_steps, finite = 0;
+    const double *v = a->metrics.values + (size_t)m * (size_t)a->load.n_steps;
+    int64_t n = a->load.n_steps, finite = 0;
     for (int64_t i = 0; i < n; i++)
         finite += isfinite(v[i]) != 0;
     *skipped = n - finite;
@@ -45,10 +45,10 @@ static size_t loss_points(const rd_analysis *a, int m, double *x, double *y, int
         if (lo < 0)
             continue;
         int64_t first = lo < hi ? lo : hi, second = lo < hi ? hi : lo;
-        x[k] = (double)a->steps[first];
+        x[k] = (double)a->load.steps[first];
         y[k++] = v[first];
         if (second != first) {
-            x[k] = (double)a->steps[second];
+            x[k] = (double)a->load.steps[second];
             y[k++] = v[second];
         }
     }
@@ -105,12 +105,12 @@ int plot_loss_figure(svg_buf *b, const struct resdiag_analysis *const *a,
         char label[160], key[160];
         const char *run = n > 1 && names && names[i] ? names[i] : NULL;
         int len = snprintf(label, sizeof label, "%s%s%s", run ? run : "", run ? ": " : "",
-                           a[i]->metric_names[m]);
+                           a[i]->metrics.names[m]);
         if (skipped[i] > 0 && len > 0 && (size_t)len < sizeof label)
             snprintf(label + len, sizeof label - (size_t)len, " (%lld steps not drawn)",
                      (long long)skipped[i]);
         snprintf(key, sizeof key, "%s%smetric.%s", run ? run : "", run ? "/" : "",
-                 a[i]->metric_names[m]);
+                 a[i]->metrics.names[m]);
         svg_style st = { loss_colors[i % 4], i % 3, 0, 0, 0 };
         svg_series(&p, x + (size_t)i * cap, y + (size_t)i * cap, count[i], &st, key, label);
     }
@@ -134,12 +134,12 @@ void plot_loss_html(svg_buf *b, const struct resdiag_analysis *a)
     svg_printf(b, "<h2>Training loss</h2>\n<figure id=\"loss\">\n");
     if (plot_loss_figure(b, one, NULL, 1) != 0) {
         svg_printf(b, "<p>The trainer gave no finite value of its metric ‘");
-        svg_escape(b, a->metric_names[m]);
+        svg_escape(b, a->metrics.names[m]);
         svg_printf(b, "’.</p>\n</figure>\n");
         return;
     }
     svg_printf(b, "<figcaption>The trainer's own metric ‘");
-    svg_escape(b, a->metric_names[m]);
+    svg_escape(b, a->metrics.names[m]);
     svg_printf(b, "’ (given with resdiag_step_metric) at each recorded step; a step without a "
                   "finite value is not drawn.</figcaption>\n</figure>\n");
 }

@@ -47,10 +47,12 @@ static void missing_list(rd_strbuf *b, const rd_ranks *k)
 void rd_ranks_text(rd_strbuf *b, rd_esc_ring *esc, const rd_analysis *a)
 {
     const rd_ranks *k = a->ranks;
-    if (!k && a->file_world > 1)
-        rd_strbuf_printf(b, "\nRanks: this file is rank %d of %d (%s split), read alone; the "
-                         "report of rank 0's file merges every rank's\n", a->file_rank,
-                         a->file_world, rd_ranks_split_name(a->file_split));
+    if (!k && a->load.file_world > 1)
+        rd_strbuf_printf(b,
+                         "\nRanks: this file is rank %d of %d (%s split), read alone; the "
+                         "report of rank 0's file merges every rank's\n",
+                         a->load.file_rank, a->load.file_world,
+                         rd_ranks_split_name(a->load.file_split));
     if (!k)
         return;
     rd_strbuf_printf(b, "\nRanks: ");
@@ -127,10 +129,12 @@ static void json_per_rank(rd_strbuf *b, const rd_ranks *k)
 void rd_ranks_json(rd_strbuf *b, const rd_analysis *a)
 {
     const rd_ranks *k = a->ranks;
-    if (!k && a->file_world > 1)
-        rd_strbuf_printf(b, ",\n  \"rank_file\": {\"rank\": %d, \"world_size\": %d, \"split\": "
-                         "\"%s\"}", a->file_rank, a->file_world,
-                         rd_ranks_split_name(a->file_split));
+    if (!k && a->load.file_world > 1)
+        rd_strbuf_printf(b,
+                         ",\n  \"rank_file\": {\"rank\": %d, \"world_size\": %d, \"split\": "
+                         "\"%s\"}",
+                         a->load.file_rank, a->load.file_world,
+                         rd_ranks_split_name(a->load.file_split));
     if (!k)
         return;
     rd_strbuf_printf(b, ",\n  \"ranks\": {\"world_size\": %d, \"split\": \"%s\", \"expected\": %d, "

@@ -50,20 +50,20 @@ void rd_energy_sentence(char *out, size_t cap, const rd_fit *e, int unicode)
 
 const char *rd_final_norm_text(const rd_analysis *a)
 {
-    return a->final_norm == 1    ? "present"
-           : a->final_norm == 0  ? "absent"
-           : a->final_norm_identity ? "cannot be told from an identity here"
-                                    : "not observed";
+    return a->final_norm.reads_norm == 1   ? "present"
+           : a->final_norm.reads_norm == 0 ? "absent"
+           : a->final_norm.identity        ? "cannot be told from an identity here"
+                                           : "not observed";
 }
 
 const char *rd_final_norm_key(const rd_analysis *a)
 {
-    return a->final_norm_identity ? "indistinguishable" : rd_final_norm_text(a);
+    return a->final_norm.identity ? "indistinguishable" : rd_final_norm_text(a);
 }
 
 const char *rd_head_name(const rd_analysis *a)
 {
-    return a->head_is_param ? a->head_param_name : NULL;
+    return a->gradients.head_is_param ? a->load.head_param_name : NULL;
 }
 
 int rd_declared_contradicted(const rd_analysis *a)
@@ -73,15 +73,15 @@ int rd_declared_contradicted(const rd_analysis *a)
 
 int rd_is_training(const rd_analysis *a)
 {
-    return a->run_kind == RESDIAG_RUN_TRAINING;
+    return a->load.run_kind == RESDIAG_RUN_TRAINING;
 }
 
 int rd_layer_group_end(const rd_analysis *a, int l)
 {
-    int L = a->n_layers, S = a->n_sublayers, m = l + 1;
+    int L = a->load.n_layers, S = a->load.n_sublayers, m = l + 1;
     for (; m < L; m++)
         for (int s = 0; s < S; s++)
-            if (a->sub[m * S + s].v != a->sub[l * S + s].v)
+            if (a->placement.sub[m * S + s].v != a->placement.sub[l * S + s].v)
                 return m;
     return m;
 }

@@ -70,12 +70,12 @@ void rd_text_legend(sb *b, const rd_analysis *a)
         if (!strstr(body, legend_terms[i].marker))
             continue;
         rd_strbuf_printf(b, "  %s\n", legend_terms[i].text);
-        if (!strcmp(legend_terms[i].marker, " rms ") && a->n_sublayers > 0) {
+        if (!strcmp(legend_terms[i].marker, " rms ") && a->load.n_sublayers > 0) {
             /* the r columns, named by the trainer's sublayers */
             rd_strbuf_printf(b, "  ");
-            for (int s = 0; s < a->n_sublayers && s < 4; s++) {
+            for (int s = 0; s < a->load.n_sublayers && s < 4; s++) {
                 char esc[160];
-                rd_text_escape(esc, sizeof esc, a->sublayer_names[s]);
+                rd_text_escape(esc, sizeof esc, a->load.sublayer_names[s]);
                 rd_strbuf_printf(b, "%sr_%s", s ? ", " : "", esc);
             }
             rd_strbuf_printf(b, ": r = ||dx|| / ||x|| of that sublayer - the norm of what its "

@@ -409,8 +409,8 @@ START_TEST(first_and_last_skip_aborted_steps)
     const rd_analysis *in = a;
     double tol1 = (double)(rd_test_ratio_tol(RESDIAG_DTYPE_F32) * growth_of[1]);
     double tol2 = (double)(rd_test_ratio_tol(RESDIAG_DTYPE_F32) * growth_of[2]);
-    ck_assert_double_eq_tol(in->tr_growth[0], (double)growth_of[1], tol1);
-    ck_assert_double_eq_tol(in->tr_growth[1], (double)growth_of[2], tol2);
+    ck_assert_double_eq_tol(in->training.growth[0], (double)growth_of[1], tol1);
+    ck_assert_double_eq_tol(in->training.growth[1], (double)growth_of[2], tol2);
     /* and the verdict shown beside it is the last complete step's */
     ck_assert_ptr_nonnull(in->at_last);
     ck_assert_int_eq(resdiag_analysis_step(in->at_last), 2);
@@ -480,7 +480,7 @@ START_TEST(first_backward_skips_an_aborted_step)
     write_run(1, 3, plan);
     resdiag_reader *rd = open_reader();
     resdiag_analysis *a = analyse(rd, 0);
-    ck_assert_int_eq(a->grad_step, 2);
+    ck_assert_int_eq(a->gradients.step, 2);
     resdiag_analysis_destroy(a);
     resdiag_reader_destroy(rd);
 }

@@ -266,9 +266,9 @@ START_TEST(decisive_evidence_at_initialization_is_high)
     ck_assert_int_eq(resdiag_analysis_verdict(a), c[_i].v);
     ck_assert_msg(resdiag_analysis_confidence(a) == RESDIAG_CONFIDENCE_HIGH, "%s: %s (%s)",
                   resdiag_verdict_name(c[_i].v),
-                  resdiag_confidence_name(resdiag_analysis_confidence(a)), a->conf_why);
+                  resdiag_confidence_name(resdiag_analysis_confidence(a)), a->verdict.conf_why);
     for (int l = 0; l < L; l++) {
-        const rd_sub *r = &a->sub[l];
+        const rd_sub *r = &a->placement.sub[l];
         double rival = c[_i].kind == PRE ? r->fit_post : r->fit_pre;
         ck_assert_double_lt(rival, 0.2); /* the rival is near: what "medium" used to mean */
         ck_assert_double_ge(r->strength, RD_HIGH_SEP);
@@ -295,16 +295,16 @@ START_TEST(evidence_near_the_rounding_floor_is_medium_and_says_why)
     ck_assert_int_eq(resdiag_analysis_confidence(a), RESDIAG_CONFIDENCE_MEDIUM);
     int medium = 0;
     for (int l = 0; l < L; l++) {
-        const rd_sub *r = &a->sub[l];
+        const rd_sub *r = &a->placement.sub[l];
         ck_assert_double_lt(r->fit_post, r->floor); /* the winner is at rounding level */
         ck_assert_double_eq_tol(r->strength, r->fit_pre / r->floor, 1e-12 * r->strength);
         medium += r->conf == RESDIAG_CONFIDENCE_MEDIUM;
     }
     ck_assert_int_gt(medium, 0);
     if (getenv("EVIDENCE_VERBOSE"))
-        fprintf(stderr, "medium: %s\n", a->conf_why);
-    ck_assert_ptr_nonnull(strstr(a->conf_why, "the pre-type relations miss by only"));
-    ck_assert_ptr_nonnull(strstr(a->conf_why, "rounding floor"));
+        fprintf(stderr, "medium: %s\n", a->verdict.conf_why);
+    ck_assert_ptr_nonnull(strstr(a->verdict.conf_why, "the pre-type relations miss by only"));
+    ck_assert_ptr_nonnull(strstr(a->verdict.conf_why, "rounding floor"));
     expect_in(resdiag_analysis_to_text(a), "confidence medium: layer ");
     expect_in(resdiag_analysis_to_json(a), "\"confidence_why\": \"layer ");
     resdiag_analysis_destroy(a);
@@ -325,22 +325,22 @@ START_TEST(sandwich_from_the_norm_on_the_branch)
     resdiag_analysis *old = analyse(path("old.h5"));
     ck_assert_int_eq(resdiag_analysis_verdict(old), RESDIAG_VERDICT_CANNOT_TELL);
     for (int l = 0; l < L; l++)
-        ck_assert_msg(old->sub[l].v == RESDIAG_VERDICT_CANNOT_TELL
-                      && strstr(old->sub[l].why, "branch_in"), "layer %d: %s: %s", l,
-                      resdiag_verdict_name(old->sub[l].v), old->sub[l].why);
+        ck_assert_msg(old->placement.sub[l].v == RESDIAG_VERDICT_CANNOT_TELL
+                      && strstr(old->placement.sub[l].why, "branch_in"), "layer %d: %s: %s", l,
+                      resdiag_verdict_name(old->placement.sub[l].v), old->placement.sub[l].why);
     resdiag_analysis_destroy(old);
 
     write_run(path("run.h5"), BRANCH_NORM, 1e-3, 0);
     resdiag_analysis *a = analyse(path("run.h5"));
     ck_assert_msg(resdiag_analysis_verdict(a) == RESDIAG_VERDICT_SANDWICH, "%s: %s",
-                  resdiag_verdict_name(resdiag_analysis_verdict(a)), a->sub[0].why);
+                  resdiag_verdict_name(resdiag_analysis_verdict(a)), a->placement.sub[0].why);
     /* medium: branch_in differs from stream_in, but the norm it comes from
      * is not in the sites (they hold the one on the branch) */
     ck_assert_int_eq(resdiag_analysis_confidence(a), RESDIAG_CONFIDENCE_MEDIUM);
-    ck_assert_msg(strstr(a->conf_why, "the norm in front of the branch is not in the sites"),
-                  "%s", a->conf_why);
+    ck_assert_msg(strstr(a->verdict.conf_why, "the norm in front of the branch is not in the sites"),
+                  "%s", a->verdict.conf_why);
     for (int l = 0; l < L; l++) {
-        const rd_sub *r = &a->sub[l];
+        const rd_sub *r = &a->placement.sub[l];
         ck_assert_int_eq(r->v, RESDIAG_VERDICT_SANDWICH);
         ck_assert_double_eq(r->e_fn, 0); /* one buffer, two sites: norm_out is what is added */
         ck_assert_double_lt(r->e_add, 1e-6);
@@ -368,15 +368,15 @@ START_TEST(relations_by_construction_decide_nothing)
     write_run(path("plain.h5"), PRE_NO_BRANCH, 0.5, 0);
     resdiag_analysis *a = analyse(path("plain.h5"));
     ck_assert_int_eq(resdiag_analysis_verdict(a), RESDIAG_VERDICT_CANNOT_TELL);
-    ck_assert_uint_eq(a->sub[0].constructed, 0);
-    ck_assert_ptr_nonnull(strstr(a->sub[0].why, "branch_out not observed"));
+    ck_assert_uint_eq(a->placement.sub[0].constructed, 0);
+    ck_assert_ptr_nonnull(strstr(a->placement.sub[0].why, "branch_out not observed"));
     resdiag_analysis_destroy(a);
 
     write_run(path("alias.h5"), PRE_NO_BRANCH, 0.5, 1);
     a = analyse(path("alias.h5"));
     ck_assert_int_eq(resdiag_analysis_verdict(a), RESDIAG_VERDICT_CANNOT_TELL);
     for (int l = 0; l < L; l++) {
-        const rd_sub *r = &a->sub[l];
+        const rd_sub *r = &a->placement.sub[l];
         ck_assert_int_eq(r->v, RESDIAG_VERDICT_CANNOT_TELL);
         ck_assert_uint_eq(r->constructed, 1u << RD_REL_NX);
         ck_assert_double_eq(r->e_constructed[RD_REL_NX], 0);
@@ -398,7 +398,7 @@ START_TEST(relations_by_construction_are_shown_not_counted)
     ck_assert_int_eq(resdiag_analysis_confidence(a), RESDIAG_CONFIDENCE_HIGH);
     const unsigned want = 1u << RD_REL_NX | 1u << RD_REL_NSUM | 1u << RD_REL_DEEP;
     for (int l = 0; l < L; l++) {
-        const rd_sub *r = &a->sub[l];
+        const rd_sub *r = &a->placement.sub[l];
         ck_assert_uint_eq(r->constructed, want);
         ck_assert_double_eq(r->fit_pre, r->e_add); /* e_nx = 0 left out */
         ck_assert_double_eq(r->fit_post, r->e_yn);
@@ -504,7 +504,7 @@ static void expect_verdicts(const resdiag_analysis *a, int n_sub, resdiag_verdic
                             resdiag_confidence conf)
 {
     for (int i = 0; i < L * n_sub; i++) {
-        const rd_sub *r = &a->sub[i];
+        const rd_sub *r = &a->placement.sub[i];
         ck_assert_msg(r->v == v && r->conf == conf, "sublayer %d: %s, confidence %s "
                       "(strength %.4g), where %s, %s was due: %s; %s", i,
                       resdiag_verdict_name(r->v), resdiag_confidence_name(r->conf),
@@ -560,11 +560,11 @@ START_TEST(pre_type_on_either_side_of_sep_and_high_sep)
     expect_verdicts(a, 1, RESDIAG_VERDICT_PRE,
                     _i ? sep_confidence[_i] : RESDIAG_CONFIDENCE_MEDIUM);
     for (int l = 0; l < L; l++)
-        ck_assert_msg(!_i == (strstr(a->sub[l].conf_why, "decided by the hook order with "
+        ck_assert_msg(!_i == (strstr(a->placement.sub[l].conf_why, "decided by the hook order with "
                                      "stream_out's signature in support") != NULL),
-                      "layer %d: %s", l, a->sub[l].conf_why);
+                      "layer %d: %s", l, a->placement.sub[l].conf_why);
     for (int l = 0; l < L; l++) {
-        const rd_sub *r = &a->sub[l];
+        const rd_sub *r = &a->placement.sub[l];
         ck_assert_double_le(r->e_add, error_tol(0, 3));
         ck_assert_double_eq_tol(r->e_nx, w, error_tol(w, 2));
         ck_assert_double_le(r->e_deep, error_tol(0, 3));
@@ -604,7 +604,7 @@ START_TEST(post_type_on_either_side_of_sep_and_high_sep)
     expect_verdicts(a, 1, _i ? RESDIAG_VERDICT_POST : RESDIAG_VERDICT_CANNOT_TELL,
                     sep_confidence[_i]);
     for (int l = 0; l < L; l++) {
-        const rd_sub *r = &a->sub[l];
+        const rd_sub *r = &a->placement.sub[l];
         ck_assert_double_eq_tol(r->e_yn, winner, error_tol(winner, 2));
         ck_assert_double_le(r->e_deep, error_tol(0, 3));
         ck_assert_double_eq_tol(r->e_add, rival, error_tol(rival, 3));
@@ -637,7 +637,7 @@ START_TEST(best_relations_on_either_side_of_hold_and_fail)
     resdiag_analysis *a = analyse(path("run.h5"));
     expect_verdicts(a, 1, c[_i].v, c[_i].conf);
     for (int l = 0; l < L; l++) {
-        const rd_sub *r = &a->sub[l];
+        const rd_sub *r = &a->placement.sub[l];
         ck_assert_double_eq_tol(r->fit_pre, w, error_tol(w, 2));
         ck_assert_double_eq_tol(r->fit_post, rival, error_tol(rival, 2));
         if (c[_i].v == RESDIAG_VERDICT_PRE)
@@ -667,7 +667,7 @@ START_TEST(residual_add_alone_on_either_side_of_its_thresholds)
     resdiag_analysis *a = analyse(path("run.h5"));
     expect_verdicts(a, 1, c[_i].v, c[_i].conf);
     for (int l = 0; l < L; l++)
-        ck_assert_double_eq_tol(a->sub[l].e_add, e, error_tol(e, 3));
+        ck_assert_double_eq_tol(a->placement.sub[l].e_add, e, error_tol(e, 3));
     resdiag_analysis_destroy(a);
 }
 END_TEST
@@ -685,7 +685,7 @@ START_TEST(alpha_on_either_side_of_its_least_difference)
     expect_verdicts(a, 1, _i ? RESDIAG_VERDICT_DEEPNORM : RESDIAG_VERDICT_POST,
                     RESDIAG_CONFIDENCE_HIGH);
     for (int l = 0; l < L; l++) {
-        const rd_sub *r = &a->sub[l];
+        const rd_sub *r = &a->placement.sub[l];
         /* alpha = <x, n - f> / <x, x>: float32 sketches, each off by up to 2^-24
          * of its norm, move it by less than 4 (alpha + b) 2^-24 */
         ck_assert_double_eq_tol(r->alpha, alpha, 4 * 0x1p-24 * (alpha + b));
@@ -727,11 +727,11 @@ START_TEST(parallel_block_on_either_side_of_its_thresholds)
         expect_verdicts(a, 2, c[_i].v, c[_i].conf);
         /* the rival: the attn's branch over the larger of it and stream_in */
         for (int i = 0; i < L * 2; i++)
-            expect_strength(&a->sub[i], b, 2, fmax(e_same, e_sum), e_sum > 0 ? 4 : 2);
+            expect_strength(&a->placement.sub[i], b, 2, fmax(e_same, e_sum), e_sum > 0 ? 4 : 2);
     } else {
         for (int i = 0; i < L * 2; i++)
-            ck_assert_msg(a->sub[i].v != RESDIAG_VERDICT_PARALLEL, "sublayer %d parallel: %s",
-                          i, a->sub[i].why);
+            ck_assert_msg(a->placement.sub[i].v != RESDIAG_VERDICT_PARALLEL, "sublayer %d parallel: %s",
+                          i, a->placement.sub[i].why);
         ck_assert_int_eq(resdiag_analysis_verdict(a), c[_i].v);
     }
     resdiag_analysis_destroy(a);
@@ -823,7 +823,7 @@ START_TEST(files_without_aliases_and_files_with_bad_ones)
     doctor(path("old.h5"), NAN); /* as written before aliases: every tensor its own */
     resdiag_analysis *a = analyse(path("old.h5"));
     ck_assert_int_eq(resdiag_analysis_verdict(a), RESDIAG_VERDICT_PRE);
-    ck_assert_uint_eq(a->sub[0].constructed, 0);
+    ck_assert_uint_eq(a->placement.sub[0].constructed, 0);
     resdiag_analysis_destroy(a);
 
     /* schema 1 (float64) holds every bad value; schema 2's int8 only whole

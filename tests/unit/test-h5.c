@@ -807,17 +807,17 @@ static void expect_same_analysis(const resdiag_analysis *x, const resdiag_analys
                   tx + d, ty + d);
     free(tx);
     free(ty);
-    ck_assert_int_eq(x->nf_found, y->nf_found);
-    ck_assert_int_eq(x->nf_step, y->nf_step);
-    ck_assert_int_eq(x->nf_steps, y->nf_steps);
-    ck_assert_int_eq(x->nf_layer, y->nf_layer);
-    ck_assert_int_eq(x->nf_sub, y->nf_sub);
-    ck_assert_int_eq(x->nf_site, y->nf_site);
-    ck_assert_int_eq(x->nf_param, y->nf_param);
-    ck_assert_int_eq(x->nf_dir, y->nf_dir);
-    ck_assert(x->nan_total == y->nan_total && x->inf_total == y->inf_total);
-    ck_assert(x->nf_nan == y->nf_nan && x->nf_inf == y->nf_inf);
-    ck_assert_int_eq(x->grad_step, y->grad_step);
+    ck_assert_int_eq(x->nonfinite.found, y->nonfinite.found);
+    ck_assert_int_eq(x->nonfinite.step, y->nonfinite.step);
+    ck_assert_int_eq(x->nonfinite.n_bad_steps, y->nonfinite.n_bad_steps);
+    ck_assert_int_eq(x->nonfinite.layer, y->nonfinite.layer);
+    ck_assert_int_eq(x->nonfinite.sub, y->nonfinite.sub);
+    ck_assert_int_eq(x->nonfinite.site, y->nonfinite.site);
+    ck_assert_int_eq(x->nonfinite.param, y->nonfinite.param);
+    ck_assert_int_eq(x->nonfinite.dir, y->nonfinite.dir);
+    ck_assert(x->nonfinite.nan_total == y->nonfinite.nan_total && x->nonfinite.inf_total == y->nonfinite.inf_total);
+    ck_assert(x->nonfinite.nan_count == y->nonfinite.nan_count && x->nonfinite.inf_count == y->nonfinite.inf_count);
+    ck_assert_int_eq(x->gradients.step, y->gradients.step);
 }
 
 START_TEST(h5_summary_gives_the_report_of_the_full_tables)
@@ -923,10 +923,10 @@ START_TEST(h5_summary_gives_the_report_of_the_full_tables)
         ck_assert_int_eq(sub, 0);
         ck_assert_int_eq(site, RESDIAG_NORM_OUT);
         ck_assert_int_eq(dir, RESDIAG_FORWARD);
-        ck_assert_int_eq(a->nf_steps, 2);
-        ck_assert(a->nan_total == 4 && a->inf_total == 2);
+        ck_assert_int_eq(a->nonfinite.n_bad_steps, 2);
+        ck_assert(a->nonfinite.nan_total == 4 && a->nonfinite.inf_total == 2);
         /* gradients: the analysed step if it has them, else the first that has */
-        ck_assert_int_eq(a->grad_step, k == 0 ? 3 : k == 1 ? 3 : SM_STEPS - 1);
+        ck_assert_int_eq(a->gradients.step, k == 0 ? 3 : k == 1 ? 3 : SM_STEPS - 1);
         resdiag_analysis_destroy(a);
         resdiag_analysis_destroy(b);
         resdiag_analysis_destroy(c);

@@ -491,7 +491,7 @@ static void describe(const resdiag_analysis *a, char *out, size_t len)
 {
     snprintf(out, len, "verdict %s, confidence %s (%.600s; %.255s)",
              resdiag_verdict_name(resdiag_analysis_verdict(a)),
-             resdiag_confidence_name(resdiag_analysis_confidence(a)), a->why, a->conf_why);
+             resdiag_confidence_name(resdiag_analysis_confidence(a)), a->verdict.why, a->verdict.conf_why);
 }
 
 /* Whether sublayer (l, s) reads a stream that is a norm's output: a norm
@@ -610,9 +610,9 @@ START_TEST(verdict_of_each_family)
      * bf16's rounding floor, which the report says instead */
     if (mc->final_norm)
         ck_assert_msg(resdiag_analysis_final_norm(a) == 1 ||
-                          (mc->bf16 && !mc->trained && a->final_norm_identity),
+                          (mc->bf16 && !mc->trained && a->final_norm.identity),
                       "%s: final norm %d (identity %d), want present", mc->name,
-                      resdiag_analysis_final_norm(a), a->final_norm_identity);
+                      resdiag_analysis_final_norm(a), a->final_norm.identity);
     if (mc->want == RESDIAG_VERDICT_MIXED && v == RESDIAG_VERDICT_MIXED)
         ck_assert_int_eq(resdiag_analysis_mix_layers(a), mc->mix_layers);
     if (mc->want == RESDIAG_VERDICT_DEEPNORM && v == RESDIAG_VERDICT_DEEPNORM) {
@@ -647,7 +647,7 @@ START_TEST(verdict_of_each_family)
             }
             ck_assert_msg(ok, "%s: layer %d %s: sublayer verdict %s, want %s (%s); model %s",
                           mc->name, l, s ? "mlp" : "attn", resdiag_verdict_name(sv),
-                          resdiag_verdict_name(want), a->sub[l * S + s].why, d);
+                          resdiag_verdict_name(want), a->placement.sub[l * S + s].why, d);
         }
     if (mc->text) {
         char *text = resdiag_analysis_to_text(a);
@@ -875,7 +875,7 @@ START_TEST(relation_errors_match_an_independent_computation)
         const int nsum[3] = { RESDIAG_NORM_IN, RESDIAG_STREAM_IN, RESDIAG_BRANCH_OUT };
         for (int l = 0; l < mc.L; l++)
             for (int s = 0; s < S; s++) {
-                const rd_sub *sub = &a->sub[l * S + s];
+                const rd_sub *sub = &a->placement.sub[l * S + s];
                 char what[160];
                 snprintf(what, sizeof what, "%s: stream_out = stream_in + branch_out", mc.name);
                 double e_add = assert_relation(what, &g_cap, mc.bf16, l, s, add, c3, 3,
