@@ -207,7 +207,7 @@ static inline resdiag_tensor resdiag_bf16(const uint16_t *data, int64_t rows, in
 /* Sites, directions and the statistics recorded at each                     */
 /* ------------------------------------------------------------------------ */
 
-/* Where in a block a tensor was observed (see doc/ARCHITECTURE.md, "Hook sites").
+/* Where in a block a tensor was observed (see doc/INSTRUMENTING.md, "The hook sites").
  * Block sites take a layer and sublayer; model sites ignore both. */
 typedef enum resdiag_site {
     RESDIAG_STREAM_IN = 0,   /* residual stream entering the sublayer */
