@@ -7,7 +7,7 @@
  * (reader.c) hands it every call on a merged reader; neither of those is
  * called back:
  *
- *     reader_*.c (one file)  <-  rank_files.c, merge.c  <-  reader.c, reader_ranks.c
+ *     reader_*.c (one file)  <-  rank_files.c, merge.c  <-  reader.c
  */
 #ifndef RESDIAG_H5_MERGE_H
 #define RESDIAG_H5_MERGE_H

@@ -1,5 +1,5 @@
 /*
- * reader.h - what the public reader (reader.c, reader_ranks.c) gives the
+ * reader.h - what the public reader (reader.c) gives the
  * analysis and the tool's dump beyond the public API, for any reader,
  * merged or not: cursors over the stretches of a time series that hold
  * stored data (reader_stored.h), so that going over every step costs what

@@ -2,10 +2,10 @@
  * reader_file.h - the reader of one run file, whatever its rank attributes
  * say (reader_open.c and the other reader_*.c): what the layers above it
  * in lib/h5 call, the rank merge (rank_files.c, merge.c) on each rank's
- * file and the public reader (reader.c, reader_ranks.c). It knows nothing
+ * file and the public reader (reader.c). It knows nothing
  * of ranks or merging:
  *
- *     reader_*.c (one file)  <-  rank_files.c, merge.c  <-  reader.c, reader_ranks.c
+ *     reader_*.c (one file)  <-  rank_files.c, merge.c  <-  reader.c
  *
  * Each rd_file_X answers the public call resdiag_reader_X (resdiag.h) for
  * one file, with the same arguments, checked and logged the same way,

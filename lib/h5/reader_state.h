@@ -3,7 +3,7 @@
  * its files (reader_open.c, reader_trust.c, reader_tables.c,
  * reader_refresh.c, reader_values.c, reader_get.c, reader_datasets.c,
  * reader_stored.c) share. Private to them and to the public reader above
- * (reader.c, reader_ranks.c), which only sets and reads `merge`.
+ * (reader.c), which only sets and reads `merge`.
  */
 #ifndef RESDIAG_H5_READER_STATE_H
 #define RESDIAG_H5_READER_STATE_H

@@ -24,7 +24,7 @@
 
 #define MAX_GROUP_LINKS 1024 /* links in the root or a group: resdiag writes about 20 */
 
-/* ---------------------------------------------------------------- links */
+/* ----------------------------------------------------------------- links */
 
 /* Every link of the root and of the groups it holds must be a hard link:
  * a soft link could point anywhere, an external link makes HDF5 open
@@ -87,7 +87,7 @@ resdiag_status rd_reader_check_links(resdiag_reader *rd, hid_t g, const char *gr
     return RESDIAG_OK;
 }
 
-/* ------------------------------------------------------------- datasets */
+/* -------------------------------------------------------------- datasets */
 
 /* The filters of a dataset: none, or exactly shuffle then deflate, the
  * pipeline resdiag writes (HDF5 would look for any other among the plugins
@@ -216,7 +216,7 @@ resdiag_status rd_reader_check_storage(const resdiag_reader *rd, hid_t ds, const
 }
 
 /* The writer allocates every call-site dataset in full when it creates
- * the file (writer.c), so their storage is what shows that the layers,
+ * the file (writer_datasets.c), so their storage is what shows that the layers,
  * sublayers and parameters the root attributes declare are really there:
  * a small file that declares a million layers would otherwise make every
  * reader, and the analysis, do work for each of them. */
@@ -242,7 +242,7 @@ resdiag_status rd_reader_check_callsites_stored(const resdiag_reader *rd, hid_t 
     return RESDIAG_OK;
 }
 
-/* ----------------------------------------------------------------- file */
+/* ------------------------------------------------------------------ file */
 
 /* Does the file exist, is it a regular file, does it carry the HDF5
  * signature at 0, 512, 1024, ...? Keeps text files away from HDF5. */
