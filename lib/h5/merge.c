@@ -15,7 +15,9 @@
  *     shard (NaN here), the sketches add (their hash uses the global column);
  *   - metrics, aliases and call sites: the lowest rank that has them.
  * A rank that lacks a step contributes nothing to it. Memory: one step of
- * one table per rank at a time, never a whole dataset.
+ * one table per rank at a time, never a whole dataset. Each rank's file
+ * is read by the reader of one file (reader_file.h); only the public
+ * reader (reader.c) calls these.
  */
 #include "h5/merge.h"
 
@@ -26,6 +28,7 @@
 #include "format/format.h"
 #include "format/metric_value.h"
 #include "h5/common.h"
+#include "h5/reader_file.h"
 #include "stats/stats.h"
 
 enum { JOIN_FIRST, JOIN_ROWS, JOIN_COLS };
@@ -128,10 +131,10 @@ static resdiag_status read_rank_slot(const resdiag_reader *rd, int64_t rsi, cons
                                      double *f, double *sk, int *obs)
 {
     resdiag_status st = q->name
-        ? resdiag_reader_param(rd, rsi, q->layer, q->name, f, obs)
-        : resdiag_reader_site(rd, rsi, q->dir, q->layer, q->sublayer, q->site, f, obs);
+        ? rd_file_param(rd, rsi, q->layer, q->name, f, obs)
+        : rd_file_site(rd, rsi, q->dir, q->layer, q->sublayer, q->site, f, obs);
     if (st == RESDIAG_OK && sk && *obs)
-        st = resdiag_reader_sketch(rd, rsi, q->dir, q->layer, q->sublayer, q->site, sk);
+        st = rd_file_sketch(rd, rsi, q->dir, q->layer, q->sublayer, q->site, sk);
     return st;
 }
 
@@ -260,9 +263,9 @@ resdiag_status rd_merge_update(const rd_merge *m, int64_t si, int layer, int sub
         int obs = 0;
         if (rsi < 0)
             continue;
-        if ((st = resdiag_reader_update(e->rd, rsi, layer, sublayer, u)) != RESDIAG_OK
-            || (st = resdiag_reader_site(e->rd, rsi, RESDIAG_FORWARD, layer, sublayer,
-                                         RESDIAG_BRANCH_OUT, b, &obs)) != RESDIAG_OK)
+        if ((st = rd_file_update(e->rd, rsi, layer, sublayer, u)) != RESDIAG_OK
+            || (st = rd_file_site(e->rd, rsi, RESDIAG_FORWARD, layer, sublayer,
+                                  RESDIAG_BRANCH_OUT, b, &obs)) != RESDIAG_OK)
             return st;
         if (isnan(u[0]) && isnan(u[1]) && !obs)
             continue; /* nothing of this sublayer on that rank */
@@ -316,7 +319,7 @@ resdiag_status rd_merge_metric(const rd_merge *m, int metric, int64_t first, int
         double *v = malloc((size_t)(hi - lo) * sizeof *v);
         if (!v)
             return rd_h5_fail(RESDIAG_E_NOMEM, "run file %s: out of memory", e->path);
-        resdiag_status st = resdiag_reader_metric(e->rd, metric, lo, hi - lo, v);
+        resdiag_status st = rd_file_metric(e->rd, metric, lo, hi - lo, v);
         int64_t mi = first;
         for (int64_t j = 0; st == RESDIAG_OK && j < hi - lo; j++) {
             while (m->steps[mi] < e->steps[lo + j])
@@ -341,9 +344,9 @@ resdiag_status rd_merge_step_status(const rd_merge *m, int64_t si, int *aborted,
         int64_t rsi = rd_merge_rank_index(m->merged[i], m->steps[si]);
         if (rsi < 0)
             continue;
-        st = out ? resdiag_reader_abort_reason(m->merged[i]->rd, rsi, out, out_len) : RESDIAG_OK;
+        st = out ? rd_file_abort_reason(m->merged[i]->rd, rsi, out, out_len) : RESDIAG_OK;
         if (st == RESDIAG_OK)
-            st = resdiag_reader_step_aborted(m->merged[i]->rd, rsi, aborted);
+            st = rd_file_step_aborted(m->merged[i]->rd, rsi, aborted);
     }
     if (out && !*aborted)
         out[0] = '\0';
@@ -358,7 +361,7 @@ resdiag_status rd_merge_alias(const rd_merge *m, int64_t si, resdiag_direction d
         int64_t rsi = rd_merge_rank_index(m->merged[i], m->steps[si]);
         if (rsi < 0)
             continue;
-        st = resdiag_reader_alias(m->merged[i]->rd, rsi, dir, layer, sublayer, site, same_as);
+        st = rd_file_alias(m->merged[i]->rd, rsi, dir, layer, sublayer, site, same_as);
         if (st == RESDIAG_OK && *same_as >= 0)
             return st;
     }
@@ -370,7 +373,7 @@ const char *rd_merge_callsite(const rd_merge *m, resdiag_direction dir, int laye
 {
     const char *cs = "";
     for (int i = 0; i < m->n_merged && !cs[0]; i++)
-        cs = resdiag_reader_callsite(m->merged[i]->rd, dir, layer, sublayer, site);
+        cs = rd_file_callsite(m->merged[i]->rd, dir, layer, sublayer, site);
     return cs;
 }
 
@@ -416,7 +419,7 @@ resdiag_status rd_merge_dims(const rd_merge *m, const char *name, int64_t *dims,
     if (!rd_merge_has_dataset(m, name))
         return rd_h5_fail(RESDIAG_E_NOT_FOUND, "resdiag_reader_dims: run file %s has no dataset "
                           "\"%s\"", m->entries[0].path, name);
-    resdiag_status st = resdiag_reader_dims(m->entries[0].rd, name, dims, max_rank, rank);
+    resdiag_status st = rd_file_dims(m->entries[0].rd, name, dims, max_rank, rank);
     if (st == RESDIAG_OK)
         dims[0] = m->info.n_steps;
     return st;
@@ -468,10 +471,9 @@ static resdiag_status merge_stats_step(const rd_merge *m, int t, int64_t si, siz
         int64_t rsi = rd_merge_rank_index(e, m->steps[si]);
         if (rsi < 0)
             continue;
-        resdiag_status st = resdiag_reader_read(e->rd, sname, rsi, 1, b->stats,
-                                                m->lay.tables[s].count);
+        resdiag_status st = rd_file_read(e->rd, sname, rsi, 1, b->stats, m->lay.tables[s].count);
         if (st == RESDIAG_OK && t != s)
-            st = resdiag_reader_read(e->rd, m->lay.tables[t].name, rsi, 1, b->row, per);
+            st = rd_file_read(e->rd, m->lay.tables[t].name, rsi, 1, b->row, per);
         if (st != RESDIAG_OK)
             return st;
         for (size_t j = 0; j < slots; j++) {
@@ -501,7 +503,7 @@ static resdiag_status merge_first_step(const rd_merge *m, const char *name, int6
         int64_t rsi = rd_merge_rank_index(m->merged[i], m->steps[si]);
         if (rsi < 0)
             continue;
-        resdiag_status st = resdiag_reader_read(m->merged[i]->rd, name, rsi, 1, row, per);
+        resdiag_status st = rd_file_read(m->merged[i]->rd, name, rsi, 1, row, per);
         if (st != RESDIAG_OK)
             return st;
         for (size_t j = 0; j < per; j++)

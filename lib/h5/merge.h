@@ -1,9 +1,13 @@
 /*
  * merge.h - the reader of a job of several ranks (doc/RANKS.md, "Reading
- * and merging"): ranks.c finds rank 0's siblings, checks that each is of
- * the same run and classifies every rank; merge.c answers the reader's
- * calls from the merged ranks' own readers. reader.c hands every public
- * call on a merged reader to these functions.
+ * and merging"): rank_files.c finds rank 0's siblings, checks that each is
+ * of the same run and classifies every rank; merge.c answers the reader's
+ * calls from the merged ranks' own readers. The merge uses the reader of
+ * one file (reader_file.h) for each rank's file, and the public reader
+ * (reader.c) hands it every call on a merged reader; neither of those is
+ * called back:
+ *
+ *     reader_*.c (one file)  <-  rank_files.c, merge.c  <-  reader.c
  */
 #ifndef RESDIAG_H5_MERGE_H
 #define RESDIAG_H5_MERGE_H
@@ -41,10 +45,7 @@ typedef struct rd_merge {
     int n_datasets;
 } rd_merge;
 
-/* reader.c: rd's merge, NULL for a reader of one file. */
-const rd_merge *rd_reader_merge(const resdiag_reader *rd);
-
-/* ranks.c: *out the merge of the job whose rank 0 reader is rd0 (its
+/* rank_files.c: *out the merge of the job whose rank 0 reader is rd0 (its
  * world_size > 1), which it takes over (freed with the merge, also on
  * failure). Ranks that cannot be merged are classified, not an error;
  * RESDIAG_E_NOMEM or an I/O error of rank 0 fail. */
@@ -63,8 +64,9 @@ int64_t rd_merge_rank_index(const rd_rank_entry *e, int64_t step);
 #define RD_MERGE_N_PER_SHARD 9
 extern const int rd_merge_per_shard_fields[RD_MERGE_N_PER_SHARD];
 
-/* merge.c: the public reads of reader.c, on the merged view (same
- * arguments, checked the same way). */
+/* merge.c: the public reads of resdiag.h, on the merged view (same
+ * arguments, checked the same way but for NULL pointers, which reader.c
+ * has ruled out). */
 resdiag_status rd_merge_steps(const rd_merge *m, int64_t *out, int64_t n);
 resdiag_status rd_merge_site(const rd_merge *m, int64_t si, resdiag_direction dir, int layer,
                              int sublayer, resdiag_site site, double *out, int *observed);

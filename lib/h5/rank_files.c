@@ -11,7 +11,9 @@
  * names that are not there); only regular files are opened, so the files
  * kept open and the memory held follow what is really there. A symbolic link, anything but
  * a regular file, a file that cannot be read or one of another run is
- * rejected with its reason, never merged.
+ * rejected with its reason, never merged. Each file is opened and read by
+ * the reader of one file (reader_file.h), which knows nothing of ranks;
+ * the public reader (reader.c) opens the merge.
  */
 #include <errno.h>
 #include <limits.h>
@@ -23,7 +25,8 @@
 
 #include "h5/common.h"
 #include "h5/merge.h"
-#include "h5/reader.h"
+#include "h5/reader_file.h"
+#include "h5/reader_stored.h"
 #include "format/tables.h"
 
 #define WHY_LEN 512
@@ -41,11 +44,11 @@ static int same_names(const char *const *a, const char *const *b, int n)
 /* The datasets of two readers: the same names in the same order. */
 static int same_datasets(const resdiag_reader *a, const resdiag_reader *b)
 {
-    int n = resdiag_reader_n_datasets(a);
-    if (n != resdiag_reader_n_datasets(b))
+    int n = rd_file_n_datasets(a);
+    if (n != rd_file_n_datasets(b))
         return 0;
     for (int i = 0; i < n; i++)
-        if (strcmp(resdiag_reader_dataset_name(a, i), resdiag_reader_dataset_name(b, i)) != 0)
+        if (strcmp(rd_file_dataset_name(a, i), rd_file_dataset_name(b, i)) != 0)
             return 0;
     return 1;
 }
@@ -55,7 +58,7 @@ static int same_datasets(const resdiag_reader *a, const resdiag_reader *b)
 static void check_same_run(const resdiag_reader *ra, const resdiag_reader *rb, int r, char *why,
                            size_t len)
 {
-    const resdiag_run_info *a = resdiag_reader_info(ra), *b = resdiag_reader_info(rb);
+    const resdiag_run_info *a = rd_file_info(ra), *b = rd_file_info(rb);
     why[0] = '\0';
 #define DIFF(cond, ...)                          \
     if (cond) {                                  \
@@ -92,12 +95,12 @@ static void check_same_run(const resdiag_reader *ra, const resdiag_reader *rb, i
 
 static int read_steps(rd_rank_entry *e)
 {
-    const resdiag_run_info *in = resdiag_reader_info(e->rd);
+    const resdiag_run_info *in = rd_file_info(e->rd);
     free(e->steps);
     e->steps = malloc((size_t)(in->n_steps ? in->n_steps : 1) * sizeof *e->steps);
     if (!e->steps)
         return -1;
-    if (resdiag_reader_steps(e->rd, e->steps, in->n_steps) != RESDIAG_OK)
+    if (rd_file_steps(e->rd, e->steps, in->n_steps) != RESDIAG_OK)
         return -1;
     e->n_steps = in->n_steps;
     e->last_step = e->n_steps > 0 ? e->steps[e->n_steps - 1] : -1;
@@ -113,7 +116,7 @@ static int check_dataset(const rd_rank_entry *e, const char *name, int64_t first
     int64_t dims[RD_MAX_RANK + 1], next = 0;
     int axes = 0;
     size_t per = 1;
-    if (resdiag_reader_dims(e->rd, name, dims, RD_MAX_RANK + 1, &axes) != RESDIAG_OK)
+    if (rd_file_dims(e->rd, name, dims, RD_MAX_RANK + 1, &axes) != RESDIAG_OK)
         return -1;
     for (int k = 1; k < axes; k++)
         per *= (size_t)dims[k];
@@ -122,14 +125,14 @@ static int check_dataset(const rd_rank_entry *e, const char *name, int64_t first
     if (!buf)
         return -1;
     rd_stored_cursor c;
-    rd_stored_init(e->rd, &c, name);
+    rd_file_stored_init(e->rd, &c, name);
     int rc = 0;
     for (int64_t si = first; rc == 0 && si < e->n_steps; si = next) {
         if (!rd_stored_at(e->rd, &c, si, &next))
             continue;
         int64_t n = e->n_steps - si < block ? e->n_steps - si : block;
         next = si + n;
-        if (resdiag_reader_read(e->rd, name, si, n, buf, (size_t)n * per) != RESDIAG_OK)
+        if (rd_file_read(e->rd, name, si, n, buf, (size_t)n * per) != RESDIAG_OK)
             rc = -1;
     }
     free(buf);
@@ -143,8 +146,8 @@ static int check_dataset(const rd_rank_entry *e, const char *name, int64_t first
  * failures held into why; 0, or -1 with why set. */
 static int check_data(const rd_rank_entry *e, int64_t first, char *why, size_t len)
 {
-    for (int i = 0; i < resdiag_reader_n_datasets(e->rd); i++)
-        if (check_dataset(e, resdiag_reader_dataset_name(e->rd, i), first) != 0) {
+    for (int i = 0; i < rd_file_n_datasets(e->rd); i++)
+        if (check_dataset(e, rd_file_dataset_name(e->rd, i), first) != 0) {
             if (!why[0])
                 snprintf(why, len, "its data cannot be read (out of memory)");
             return -1;
@@ -157,7 +160,7 @@ static void reject(rd_rank_entry *e, const char *why)
     e->state = RESDIAG_RANK_REJECTED;
     free(e->why);
     e->why = strdup(why[0] ? why : "cannot be read");
-    resdiag_reader_destroy(e->rd);
+    rd_file_destroy(e->rd);
     e->rd = NULL;
     free(e->steps);
     e->steps = NULL;
@@ -169,7 +172,7 @@ static void reject(rd_rank_entry *e, const char *why)
 static int probe_rank(const resdiag_reader *rd0, int r, rd_rank_entry *e)
 {
     char path[PATH_MAX + 32], why[WHY_LEN] = "";
-    if (resdiag_rank_path(path, sizeof path, rd_reader_path(rd0), r) != RESDIAG_OK)
+    if (resdiag_rank_path(path, sizeof path, rd_file_path(rd0), r) != RESDIAG_OK)
         return 0;
     struct stat sb;
     int err = lstat(path, &sb) != 0 ? errno : 0;
@@ -192,7 +195,7 @@ static int probe_rank(const resdiag_reader *rd0, int r, rd_rank_entry *e)
         return e->why ? 1 : -1;
     }
     rd_h5_hold_failures(why, sizeof why);
-    resdiag_status st = rd_reader_open_file(&e->rd, path);
+    resdiag_status st = rd_file_open(&e->rd, path);
     if (st == RESDIAG_OK)
         check_same_run(rd0, e->rd, r, why, sizeof why);
     if (st == RESDIAG_OK && !why[0] && read_steps(e) != 0)
@@ -257,12 +260,12 @@ static resdiag_status build_union(rd_merge *m)
  * summary, which is derived per file (the analysis then reads the tables). */
 static resdiag_status list_datasets(rd_merge *m, const resdiag_reader *rd0)
 {
-    int n = resdiag_reader_n_datasets(rd0);
+    int n = rd_file_n_datasets(rd0);
     m->datasets = calloc((size_t)n + 1, sizeof *m->datasets);
     if (!m->datasets)
         return RESDIAG_E_NOMEM;
     for (int i = 0; i < n; i++) {
-        const char *name = resdiag_reader_dataset_name(rd0, i);
+        const char *name = rd_file_dataset_name(rd0, i);
         if (strncmp(name, "summary/", 8) == 0)
             continue;
         if (!(m->datasets[m->n_datasets++] = strdup(name)))
@@ -273,7 +276,7 @@ static resdiag_status list_datasets(rd_merge *m, const resdiag_reader *rd0)
 
 static resdiag_status merge_init(rd_merge *m, resdiag_reader *rd0)
 {
-    const resdiag_run_info *in0 = resdiag_reader_info(rd0);
+    const resdiag_run_info *in0 = rd_file_info(rd0);
     m->info = *in0;
     m->world_size = in0->world_size;
     m->every = in0->record_rank_every;
@@ -288,7 +291,7 @@ static resdiag_status merge_init(rd_merge *m, resdiag_reader *rd0)
     m->n_entries = 1;
     e0->rd = rd0;
     e0->state = RESDIAG_RANK_MERGED;
-    if (!(e0->path = strdup(rd_reader_path(rd0))) || !(e0->why = strdup("")) || read_steps(e0))
+    if (!(e0->path = strdup(rd_file_path(rd0))) || !(e0->why = strdup("")) || read_steps(e0))
         return RESDIAG_E_NOMEM;
     return list_datasets(m, rd0);
 }
@@ -350,7 +353,7 @@ static resdiag_status add_entry(rd_merge *m, size_t *cap, rd_rank_entry *e)
         if (!ne) {
             free(e->path);
             free(e->why);
-            resdiag_reader_destroy(e->rd);
+            rd_file_destroy(e->rd);
             free(e->steps);
             return RESDIAG_E_NOMEM;
         }
@@ -387,10 +390,10 @@ static resdiag_status probe_all(rd_merge *m)
 resdiag_status rd_merge_open(rd_merge **out, resdiag_reader *rd0)
 {
     *out = NULL;
-    const char *P = rd_reader_path(rd0);
+    const char *P = rd_file_path(rd0);
     rd_merge *m = calloc(1, sizeof *m);
     if (!m) {
-        resdiag_reader_destroy(rd0);
+        rd_file_destroy(rd0);
         return rd_h5_fail(RESDIAG_E_NOMEM, "run file %s: out of memory", P);
     }
     resdiag_status st = merge_init(m, rd0);
@@ -404,7 +407,7 @@ resdiag_status rd_merge_open(rd_merge **out, resdiag_reader *rd0)
         st = build_union(m);
     if (st != RESDIAG_OK) {
         if (!m->entries) /* merge_init failed before taking rd0 */
-            resdiag_reader_destroy(rd0);
+            rd_file_destroy(rd0);
         rd_merge_free(m);
         return st;
     }
@@ -418,7 +421,7 @@ void rd_merge_free(rd_merge *m)
         return;
     for (int i = 0; i < m->n_entries; i++) {
         rd_rank_entry *e = &m->entries[i];
-        resdiag_reader_destroy(e->rd);
+        rd_file_destroy(e->rd);
         free(e->path);
         free(e->why);
         free(e->steps);
@@ -437,7 +440,7 @@ resdiag_status rd_merge_refresh(rd_merge *m)
     for (int k = 0; k < m->n_merged; k++) {
         rd_rank_entry *e = m->merged[k];
         int64_t had = e->n_steps;
-        resdiag_status st = resdiag_reader_refresh(e->rd);
+        resdiag_status st = rd_file_refresh(e->rd);
         if (st != RESDIAG_OK)
             return st;
         if (read_steps(e) != 0)
@@ -492,83 +495,4 @@ void rd_merge_rank_info(const rd_merge *m, int r, resdiag_rank_info *out)
     out->last_step = e ? e->last_step : -1;
     out->state = e ? e->state
                    : r % m->every ? RESDIAG_RANK_NOT_RECORDED : RESDIAG_RANK_MISSING;
-}
-
-/* ------------------------------------------------------------ the API */
-
-resdiag_status resdiag_reader_open_rank(resdiag_reader **out, const char *path, int rank)
-{
-    static const char fn[] = "resdiag_reader_open_rank";
-    if (!out || !path)
-        return rd_h5_fail(RESDIAG_E_NULL, "client bug: %s: NULL argument", fn);
-    *out = NULL;
-    if (rank == RESDIAG_RANK_ALL)
-        return resdiag_reader_open(out, path);
-    if (rank < 0)
-        return rd_h5_fail(RESDIAG_E_INVALID, "client bug: %s: rank %d (a rank is >= 0, or "
-                          "RESDIAG_RANK_ALL)", fn, rank);
-    char name[PATH_MAX + 32];
-    if (resdiag_rank_path(name, sizeof name, path, rank) != RESDIAG_OK)
-        return rd_h5_fail(RESDIAG_E_INVALID, "%s: the path %.200s is too long", fn, path);
-    struct stat sb;
-    int err = lstat(name, &sb) != 0 ? errno : 0;
-    if (err == ENOENT || err == ENOTDIR)
-        return rd_h5_fail(RESDIAG_E_NOT_FOUND, "rank %d of run %s has no file (%s)", rank, path,
-                          name);
-    if (rank > 0 && !err && S_ISLNK(sb.st_mode))
-        return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: a symbolic link (resdiag opens only "
-                          "regular files as ranks' files)", name);
-    resdiag_status st = rd_reader_open_file(out, name);
-    if (st != RESDIAG_OK)
-        return st;
-    int got = resdiag_reader_info(*out)->rank;
-    if (got != rank) {
-        resdiag_reader_destroy(*out);
-        *out = NULL;
-        return rd_h5_fail(RESDIAG_E_FORMAT, "run file %s: its rank attribute is %d, not %d", name,
-                          got, rank);
-    }
-    return RESDIAG_OK;
-}
-
-int resdiag_reader_n_ranks(const resdiag_reader *rd)
-{
-    const rd_merge *m = rd_reader_merge(rd);
-    return m ? m->world_size : rd ? 1 : 0;
-}
-
-resdiag_status resdiag_reader_rank(const resdiag_reader *rd, int i, resdiag_rank_info *out)
-{
-    static const char fn[] = "resdiag_reader_rank";
-    if (!rd || !out)
-        return rd_h5_fail(RESDIAG_E_NULL, "client bug: %s: NULL argument", fn);
-    if (out->struct_size < sizeof *out)
-        return rd_h5_fail(RESDIAG_E_INVALID, "client bug: %s: struct_size is %zu, expected %zu",
-                          fn, out->struct_size, sizeof *out);
-    int n = resdiag_reader_n_ranks(rd);
-    if (i < 0 || i >= n)
-        return rd_h5_fail(RESDIAG_E_RANGE, "client bug: %s: rank %d is outside 0..%d", fn, i,
-                          n - 1);
-    const rd_merge *m = rd_reader_merge(rd);
-    if (m) {
-        rd_merge_rank_info(m, i, out);
-        return RESDIAG_OK;
-    }
-    const resdiag_run_info *in = resdiag_reader_info(rd);
-    out->rank = in->rank;
-    out->state = RESDIAG_RANK_MERGED;
-    out->path = rd_reader_path(rd);
-    out->n_steps = in->n_steps;
-    out->last_step = rd_reader_last_step(rd);
-    out->why = "";
-    return RESDIAG_OK;
-}
-
-const resdiag_reader *rd_reader_rank_reader(const resdiag_reader *rd, int r)
-{
-    const rd_merge *m = rd_reader_merge(rd);
-    if (!m)
-        return rd && r == 0 ? rd : NULL;
-    const rd_rank_entry *e = rd_merge_entry(m, r);
-    return e ? e->rd : NULL;
 }

@@ -2,7 +2,7 @@
  * reader_root.h - what the reader takes from the root of a run file: the
  * root attributes (the run's shape, its kinds, its names and roles, its
  * provenance) and the trainer's /meta, each checked against what it must
- * be before the reader opens any dataset (reader.c).
+ * be before the reader opens any dataset (reader_open.c).
  */
 #ifndef RESDIAG_H5_READER_ROOT_H
 #define RESDIAG_H5_READER_ROOT_H

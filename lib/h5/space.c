@@ -1,6 +1,6 @@
 /*
  * space.c - keeping HDF5 away from a full disk and from torn pages, for the
- * writer (writer.c, whose top comment gives the reasons): space reserved
+ * writer (the reasons: writer_space.c, writer_datasets.c): space reserved
  * with fallocate(2) before each write phase and given back after, the file
  * size limit (RLIMIT_FSIZE) treated as the end of the disk, detaching
  * HDF5's descriptor after a failed write, and moving a growing dataset's

@@ -1,8 +1,9 @@
 /*
  * space.h - what keeps the writer's HDF5 from meeting a full disk or a
- * torn page (space.c; the reasons are at the top of writer.c): reserving
- * and giving back file space around each write phase, the file size limit,
- * detaching after a failed write, and object headers kept inside one page.
+ * torn page (space.c; the reasons: writer_space.c, writer_datasets.c):
+ * reserving and giving back file space around each write phase, the file
+ * size limit, detaching after a failed write, and object headers kept
+ * inside one page.
  */
 #ifndef RESDIAG_H5_SPACE_H
 #define RESDIAG_H5_SPACE_H
@@ -20,7 +21,7 @@ typedef struct rd_space {
     hid_t file;
     int fd;       /* HDF5's descriptor of the file (sec2), or -1 */
     int reserve;  /* fallocate works here */
-    int paged;    /* paged aggregation (writer.c, "Torn writes") */
+    int paged;    /* paged aggregation (writer_datasets.c, "Torn writes") */
     int detached; /* fd now points at a scratch file */
 } rd_space;
 

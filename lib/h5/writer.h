@@ -1,9 +1,10 @@
 /*
- * writer.h - the only writer of run files (with reader.c and
- * run_file_guard.c, the only files that call HDF5). It creates every
- * object up front (in a path that run_file_guard.c claimed), starts SWMR
- * writing, and then appends batches of step records. Hooks never call it:
- * the run calls it from step_end / flush / close, in the trainer's thread.
+ * writer.h - the only writer of run files (writer_create.c,
+ * writer_append.c, writer_close.c and the files they share
+ * writer_state.h with). It creates every object up front (in a path that
+ * run_file_guard.c claimed), starts SWMR writing, and then appends batches
+ * of step records. Hooks never call it: the run calls it from step_end /
+ * flush / close, in the trainer's thread.
  */
 #ifndef RESDIAG_H5_WRITER_H
 #define RESDIAG_H5_WRITER_H
