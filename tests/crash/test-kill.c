@@ -244,7 +244,7 @@ ssize_t torn_pwrite(int fd, const void *buf, size_t n, off_t off)
 }
 
 /* Whether files in dir get space from fallocate: the writer uses paged
- * aggregation only there (lib/h5_writer.c). */
+ * aggregation only there (lib/h5/writer_create.c). */
 static int dir_can_fallocate(const char *dir)
 {
     char p[512];
