@@ -163,17 +163,21 @@ static resdiag_status check_param(resdiag *r, rd_target *t)
     const char *const *names =
         model_level ? r->model.model_param_names : r->model.layer_param_names;
     const char *level = model_level ? "model-level" : "per-layer";
+    /* the fields of resdiag_model that declare them: the fix to name */
+    const char *fields = model_level ? "model_param_names and n_model_params"
+                                     : "layer_param_names and n_layer_params";
     if (t->by_name) {
         t->param = 0;
         while (t->param < n && strcmp(names[t->param], t->name) != 0)
             t->param++;
         if (t->param == n)
-            return rd_client_bug(r, RESDIAG_E_RANGE, "%s: '%s' is not a declared %s parameter "
-                                 "(%s:%d)", t->fn, t->name, level, f, t->line);
+            return rd_client_bug(r, RESDIAG_E_RANGE, "%s: '%s' is not a declared %s parameter: "
+                                 "list it in resdiag_model's %s (%d declared) (%s:%d)",
+                                 t->fn, t->name, level, fields, n, f, t->line);
     } else if (t->param < 0 || t->param >= n) {
         return rd_client_bug(r, RESDIAG_E_RANGE, "%s: parameter index %d out of range 0..%d of "
-                             "the %s parameters (%s:%d)", t->fn, t->param, n - 1, level, f,
-                             t->line);
+                             "the %s parameters, declared in resdiag_model's %s (%s:%d)",
+                             t->fn, t->param, n - 1, level, fields, f, t->line);
     }
     t->name = names[t->param];
     return RESDIAG_OK;

@@ -85,8 +85,8 @@ else
     targets=$(python3 -c 'import json, sys; print(" ".join(sorted(
         t["name"] for t in json.load(open(sys.argv[1])) if t["subproject"] == "resdiag")))' \
         "$dir/targets.json")
-    want="resdiag resdiag resdiag resdiag_avx2 resdiag_avx512 resdiag_internal"
-    want_portable="resdiag resdiag resdiag resdiag_internal"
+    want="resdiag resdiag resdiag resdiag_avx2 resdiag_avx512 resdiag_internal resdiag_stats"
+    want_portable="resdiag resdiag resdiag resdiag_internal resdiag_stats"
     [ "$targets" = "$want" ] || [ "$targets" = "$want_portable" ] && pass ||
         fail "subproject: targets '$targets', expected '$want'"
     expect_exit 0 "subproject: build" -- ninja -C "$dir/sub-build" -j2
