@@ -172,6 +172,10 @@ static int check_together(const char *cmd, const cli_args *o, int is_plot, int i
         fprintf(stderr, "resdiag %s: --step and --last exclude each other\n", cmd);
         return EXIT_BAD;
     }
+    if (o->all && o->want_step >= 0) {
+        fprintf(stderr, "resdiag %s: --step and --all exclude each other\n", cmd);
+        return EXIT_BAD;
+    }
     if (o->json && o->html) {
         fprintf(stderr, "resdiag %s: --json and --html exclude each other\n", cmd);
         return EXIT_BAD;

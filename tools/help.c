@@ -76,11 +76,11 @@ static const command commands[] = {
       "recorded) differ most - then both runs per layer side by side. Made for\n"
       "controlled comparisons: pre- against post-norm on the same data and seed.\n"
       "\n"
-      "  --step N   the recorded step with the trainer's number N in both runs\n"
-      "  --last     the last recorded step of each run\n"
+      "  --step N     the recorded step with the trainer's number N in both runs\n"
+      "  --last       the last recorded step of each run\n"
       "  --html FILE  also write an HTML page with both runs overlaid on the same\n"
-      "             axes to FILE ('-' = stdout instead of the text)\n"
-      "  --rank N   the files of rank N of both jobs alone (default: merged)\n"
+      "               axes to FILE ('-' = stdout instead of the text)\n"
+      "  --rank N     the files of rank N of both jobs alone (default: merged)\n"
       "\n"
       "Exit 0 with the comparison, 2 with one line on stderr for unusable input.\n" },
     { "plot", cmd_plot, "one figure of a run as SVG (growth, updates, gradients, loss)",
@@ -117,9 +117,29 @@ static const command commands[] = {
       "tokens, Frobenius norm, per-token norm (mean, std), per-token RMS and mean,\n"
       "max |value| and its column, NaN/Inf counts, call order and the trainer's\n"
       "file:line; then the update ratios r = ||dx||/||x|| and parameter gradients.\n"
-      "A job's rank 0 file shows the ranks merged; --rank N shows rank N's file.\n" },
-    { "help", cmd_help, "show help for a command", "usage: resdiag help [COMMAND]\n" },
-    { "version", cmd_version, "print the version", "usage: resdiag version\n" },
+      "A job's rank 0 file shows the ranks merged; --rank N shows rank N's file.\n"
+      "\n"
+      "  --step N   the recorded step with the trainer's number N\n"
+      "  --all      every recorded step (not with --step)\n"
+      "  --rank N   the file of rank N of a job alone (default: merged)\n"
+      "\n"
+      "Exit 0 with the dump, 2 with one line on stderr for bad usage or unusable\n"
+      "input (also a step the run did not record).\n" },
+    { "help", cmd_help, "show help for a command",
+      "usage: resdiag help [COMMAND]\n"
+      "\n"
+      "Without COMMAND: the commands with one line each. With one: its help, the\n"
+      "same text as `resdiag COMMAND --help`.\n"
+      "\n"
+      "Exit 0 with the help, 2 with one line on stderr for a command that does\n"
+      "not exist.\n" },
+    { "version", cmd_version, "print the version",
+      "usage: resdiag version\n"
+      "\n"
+      "Prints \"resdiag X.Y.Z\": the version of the library the tool runs with\n"
+      "(resdiag --version prints the same).\n"
+      "\n"
+      "Exit 0; 2 with one line on stderr for an argument it does not take.\n" },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -140,12 +160,42 @@ static void print_overview(FILE *out)
                  "follows its option as the next word or after '=' (--step 3, --step=3).\n");
 }
 
+/* 1 for -h, --help or a unique abbreviation of --help ("--he"), as
+ * getopt_long reads it in the other commands. */
+static int is_help_option(const char *arg)
+{
+    return strcmp(arg, "-h") == 0 ||
+           (strncmp(arg, "--help", strlen(arg)) == 0 && strlen(arg) > 2);
+}
+
+/* The one line for arguments a command without options does not take;
+ * EXIT_BAD. */
+static int too_many(const char *cmd, int argc, char **argv, int most)
+{
+    if (argc - 1 <= most)
+        return 0;
+    const char *arg = argv[most + 1];
+    if (arg[0] == '-' && arg[1])
+        fprintf(stderr, "resdiag %s: unknown option '%s' (see resdiag %s --help)\n", cmd, arg,
+                cmd);
+    else
+        fprintf(stderr, "resdiag %s: unexpected argument '%s' (see resdiag %s --help)\n", cmd,
+                arg, cmd);
+    return EXIT_BAD;
+}
+
 int cmd_help(int argc, char **argv)
 {
     if (argc < 2) {
         print_overview(stdout);
         return 0;
     }
+    if (is_help_option(argv[1])) { /* resdiag help --help: help's own */
+        fputs(find_command("help")->usage, stdout);
+        return 0;
+    }
+    if (too_many("help", argc, argv, 1))
+        return EXIT_BAD;
     const command *c = find_command(argv[1]);
     if (!c) {
         fprintf(stderr, "resdiag: no command '%s'\n", argv[1]);
@@ -157,8 +207,12 @@ int cmd_help(int argc, char **argv)
 
 int cmd_version(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    if (argc >= 2 && is_help_option(argv[1])) {
+        fputs(find_command("version")->usage, stdout);
+        return 0;
+    }
+    if (too_many("version", argc, argv, 0))
+        return EXIT_BAD;
     printf("resdiag %s\n", resdiag_version_string());
     return 0;
 }

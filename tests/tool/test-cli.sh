@@ -135,13 +135,42 @@ for cmd in report check diff plot dump; do
         if grep -qx -- "$cmd $opt" "$covered"; then pass; else fail "no row for $cmd $opt"; fi
     done
 done
-# and -h / --help print the usage and exit 0
-for cmd in report check diff plot dump; do
+# and -h / --help print the usage and exit 0, help and version too
+for cmd in report check diff plot dump help version; do
     for h in -h --help --he; do
         expect_exit 0 "$cmd $h" -- "$tool" "$cmd" "$h"
         expect_text "$dir/out" "usage: resdiag $cmd" "$cmd $h"
     done
+    # every help says the exit codes, and its option descriptions and their
+    # continued lines start in one column
+    "$tool" "$cmd" --help >"$dir/help"
+    grep -q '^Exit 0' "$dir/help" && pass || fail "$cmd --help: no exit codes"
+    awk '
+        /^$/ { col = 0; next }
+        /^  -/ {
+            s = substr($0, 3)
+            if (!match(s, /  +[^ ]/)) next
+            c = 2 + RSTART + RLENGTH - 1
+            if (col && c != col) print "line " NR ": description at column " c ", not " col
+            col = c; next
+        }
+        col && /^   / {
+            match($0, /[^ ]/)
+            if (RSTART != col) print "line " NR ": continued at column " RSTART ", not " col
+            next
+        }
+        { col = 0 }' "$dir/help" >"$dir/align"
+    [ -s "$dir/align" ] && { fail "$cmd --help misaligned:"; cat "$dir/align"; } || pass
 done
+expect_exit 0 "help help" -- "$tool" help help
+expect_text "$dir/out" "usage: resdiag help" "help help"
+# report --html - writes the page, and only the page, to stdout
+(cd "$dir" && "$tool" report --html - "$a" >"$dir/page" 2>"$dir/err")
+[ $? -eq 0 ] && pass || { fail "report --html -: exit not 0"; cat "$dir/err"; }
+[ "$(head -c 15 "$dir/page")" = "<!DOCTYPE html>" ] && grep -q '</html>' "$dir/page" && pass ||
+    fail "report --html -: stdout is not the page"
+[ -s "$dir/err" ] && fail "report --html -: wrote to stderr" || pass
+[ -e "$dir/-" ] && fail "report --html -: wrote a file named '-'" || pass
 # "--" ends the options
 expect_exit 0 "report -- FILE" -- "$tool" report --step=3 -- "$a"
 expect_text "$dir/out" "analysed step 3" "report -- FILE"
@@ -186,6 +215,12 @@ report --rank=-1 $a|--rank needs a rank number >= 0
 report --rank=x $a|--rank needs a rank number >= 0
 check --expect pre --rank $a|--rank needs a rank number >= 0
 dump --rank=1 $a|rank 1 of run
+dump --all --step 3 $a|--step and --all exclude each other
+dump --step=3 $a --all|--step and --all exclude each other
+help report x|help: unexpected argument 'x'
+help nope|no command 'nope'
+version x|version: unexpected argument 'x'
+version --bogus|version: unknown option '--bogus'
 EOF
 )
 while IFS='|' read -r args text; do
