@@ -614,14 +614,16 @@ START_TEST(param_grad_rejects_unknown_names_and_layers)
     ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, 0, "mlp.w9", resdiag_f32(g, T, D)), RESDIAG_E_RANGE);
     ck_assert_ptr_nonnull(strstr(log_last, "'mlp.w9' is not a declared per-layer parameter"));
     /* the message names the fields of resdiag_model that declare it */
-    ck_assert_ptr_nonnull(strstr(log_last, "resdiag_model's layer_param_names and n_layer_params"));
+    ck_assert_ptr_nonnull(
+        strstr(log_last, "resdiag_model's layer_param_names and n_layer_params"));
     ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, L, "mlp.w2", resdiag_f32(g, T, D)), RESDIAG_E_RANGE);
     ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, -2, "mlp.w2", resdiag_f32(g, T, D)), RESDIAG_E_RANGE);
     /* head.w is model-level, not per-layer, and the other way round. */
     ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, 0, "head.w", resdiag_f32(g, T, D)), RESDIAG_E_RANGE);
     ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, RESDIAG_MODEL_LEVEL, "mlp.w2", resdiag_f32(g, T, D)),
                      RESDIAG_E_RANGE);
-    ck_assert_ptr_nonnull(strstr(log_last, "resdiag_model's model_param_names and n_model_params"));
+    ck_assert_ptr_nonnull(
+        strstr(log_last, "resdiag_model's model_param_names and n_model_params"));
     ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, RESDIAG_MODEL_LEVEL, "head.w", resdiag_f32(g, 2, 7)),
                      RESDIAG_OK);
     ck_assert_int_eq(RESDIAG_PARAM_GRAD(r, 2, "mlp.w2", resdiag_f32(g, 4, 10)), RESDIAG_OK);
