@@ -112,9 +112,9 @@ void rd_file_state_sentence(char *out, size_t cap, const rd_analysis *a)
     case RESDIAG_FILE_WRITING:
         snprintf(out, cap,
                  "still being written (a writer holds its lock): this report covers the "
-                 "steps flushed so far, the last at step %lld; %s",
-                 last, "resdiag and h5py (swmr=True) read it meanwhile; h5dump and h5ls "
-                       "refuse it until the writer closes it");
+                 "steps flushed so far, the last at step %lld; resdiag and h5py (swmr=True) "
+                 "read it meanwhile; h5dump and h5ls refuse it until the writer closes it",
+                 last);
         break;
     case RESDIAG_FILE_NOT_CLOSED:
         snprintf(out, cap, "its writer did not close it (last flush at step %lld); %s", last,
