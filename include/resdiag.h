@@ -44,7 +44,7 @@
  *     (libresdiag.so.0): structs grow only at their end (struct_size),
  *     enums only by appended values.
  *
- *   Advanced, 40 functions, declared only after
+ *   Advanced, 41 functions, declared only after
  *         #define RESDIAG_ADVANCED_API
  *         #include <resdiag.h>
  *     copies of another site's statistics (same_as), team calls,
@@ -975,7 +975,7 @@ RESDIAG_API char *resdiag_escape_text(const char *bytes);
 RESDIAG_API void resdiag_free(void *p);
 
 /* ======================================================================== */
-/* THE ADVANCED TIER (40 functions): free to change before 1.0.             */
+/* THE ADVANCED TIER (41 functions): free to change before 1.0.             */
 /* Declared with #define RESDIAG_ADVANCED_API before the #include.          */
 /* ======================================================================== */
 
@@ -1348,6 +1348,26 @@ RESDIAG_API resdiag_status resdiag_reader_step_aborted(const resdiag_reader *rd,
 RESDIAG_API resdiag_status resdiag_reader_abort_reason(const resdiag_reader *rd,
                                                        int64_t step_index, char *out,
                                                        size_t out_len);
+
+/* What a run file says of its writer, tested at the call (a live writer
+ * may close it a moment later). The reader never takes the writers' lock
+ * nor changes the file: it asks whether the lock is held (F_OFD_GETLK) and
+ * reads the superblock's status flags, which HDF5 sets while a writer has
+ * the file open and clears when it closes the file. */
+typedef enum resdiag_file_state {
+    RESDIAG_FILE_CLOSED = 0,     /* closed by its writer (or cleared with h5clear -s) */
+    RESDIAG_FILE_WRITING = 1,    /* still being written: a writer holds its lock */
+    RESDIAG_FILE_NOT_CLOSED = 2, /* its writer did not close it (killed, crashed) and no
+                                    writer holds it now */
+    RESDIAG_FILE_STATE_UNKNOWN = 3 /* cannot tell: marked open on a file system without
+                                      locks, or the file cannot be looked at again */
+} resdiag_file_state;
+
+/* The state of rd's file into *out (doc/FORMAT.md, "Is the writer done?").
+ * For a job's merged ranks, the first of WRITING, NOT_CLOSED, UNKNOWN that
+ * any rank's file is in, else CLOSED. RESDIAG_E_NULL for a NULL argument. */
+RESDIAG_API resdiag_status resdiag_reader_file_state(const resdiag_reader *rd,
+                                                     resdiag_file_state *out);
 
 /* The sketch of the same tensor: out (sketch_size). */
 RESDIAG_API resdiag_status resdiag_reader_sketch(const resdiag_reader *rd, int64_t step_index,

@@ -9,6 +9,10 @@
 
 #include "command.h"
 
+#ifndef RESDIAG_DOCDIR /* set by the build: where the docs are installed */
+#define RESDIAG_DOCDIR "/usr/local/share/doc/resdiag"
+#endif
+
 static const command commands[] = {
     { "report", cmd_report, "what the run says: placement verdict, depth laws, gradients",
       "usage: resdiag report [--step N | --last] [--json | --html FILE] [--max-growth X]\n"
@@ -44,7 +48,11 @@ static const command commands[] = {
       "the top (a \"declared_contradicted\" key in JSON, a warning-coloured card in\n"
       "HTML) and still exits 0: the gate is `resdiag check --expect declared`.\n"
       "\n"
-      "Exit 0 with a report, 2 with one line on stderr for unusable input.\n" },
+      "Exit 0 with a report, 2 with one line on stderr for unusable input.\n"
+      "\n"
+      "How to read each part, and what to do after \"cannot tell\", \"low\" or\n"
+      "\"medium\": doc/REPORT.md. The doc/ pages named here are installed in\n"
+      RESDIAG_DOCDIR "/doc.\n" },
     { "check", cmd_check, "exit 0/1/2: does the run have the expected placement?",
       "usage: resdiag check --expect P [--final-norm] [--max-growth X]\n"
       "                     [--step N | --last] [--rank N] RUN.h5\n"
@@ -157,7 +165,8 @@ static void print_overview(FILE *out)
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n'resdiag help COMMAND' or 'resdiag COMMAND --help' for more. A value\n"
-                 "follows its option as the next word or after '=' (--step 3, --step=3).\n");
+                 "follows its option as the next word or after '=' (--step 3, --step=3).\n"
+                 "Reading a report: doc/REPORT.md; the docs are in " RESDIAG_DOCDIR ".\n");
 }
 
 /* 1 for -h, --help or a unique abbreviation of --help ("--he"), as

@@ -94,6 +94,8 @@ resdiag_status rd_analysis_load(const resdiag_reader *rd, const resdiag_analyze_
     resdiag_status st = copy_run(rd, r);
     if (!st)
         st = resdiag_reader_steps(rd, r->steps, r->n_steps);
+    if (!st)
+        st = resdiag_reader_file_state(rd, &r->file_state);
     if (st) {
         resdiag_analysis_destroy(a);
         return st;

@@ -28,6 +28,7 @@ typedef struct rd_load {
     char *description, *writer_version, *created, *program;
     int64_t n_steps, *steps, step_index, step;
     double max_growth; /* the option: warn above this growth */
+    resdiag_file_state file_state; /* what the file says of its writer, at the analysis */
 } rd_load;
 
 #endif

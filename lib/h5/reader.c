@@ -25,6 +25,7 @@
 #include "h5/reader_file.h"
 #include "h5/reader_state.h"
 #include "h5/reader_stored.h"
+#include "h5/run_file_guard.h"
 
 /* -------------------------------------------------------- open and close */
 
@@ -355,4 +356,30 @@ const resdiag_reader *rd_reader_rank_reader(const resdiag_reader *rd, int r)
         return rd && r == 0 ? rd : NULL;
     const rd_rank_entry *e = rd_merge_entry(m, r);
     return e ? e->rd : NULL;
+}
+
+/* The worse of two states: WRITING, then NOT_CLOSED, then UNKNOWN, then CLOSED. */
+static resdiag_file_state worse_state(resdiag_file_state a, resdiag_file_state b)
+{
+    static const int rank[] = { [RESDIAG_FILE_CLOSED] = 0, [RESDIAG_FILE_STATE_UNKNOWN] = 1,
+                                [RESDIAG_FILE_NOT_CLOSED] = 2, [RESDIAG_FILE_WRITING] = 3 };
+    return rank[b] > rank[a] ? b : a;
+}
+
+resdiag_status resdiag_reader_file_state(const resdiag_reader *rd, resdiag_file_state *out)
+{
+    if (!rd || !out)
+        return rd_h5_fail(RESDIAG_E_NULL, "client bug: resdiag_reader_file_state: NULL argument");
+    if (!rd->merge) {
+        *out = rd_run_file_state(rd_file_path(rd));
+        return RESDIAG_OK;
+    }
+    resdiag_file_state st = RESDIAG_FILE_CLOSED;
+    for (int r = 0; r < resdiag_reader_n_ranks(rd); r++) {
+        const resdiag_reader *one = rd_reader_rank_reader(rd, r);
+        if (one) /* a rank without a file has no writer to speak of */
+            st = worse_state(st, rd_run_file_state(rd_file_path(one)));
+    }
+    *out = st;
+    return RESDIAG_OK;
 }

@@ -351,3 +351,55 @@ void rd_run_claim_release(rd_run_claim *c)
     c->fd = -1;
     c->locked = 0;
 }
+
+/* ------------------------------------------------------ the writer's state */
+
+/* 1 if a writer holds its lock on fd's file, 0 if none does, -1 the file
+ * system cannot say. A read lock is only asked about, never taken: it
+ * conflicts with the writers' write lock and with nothing else. */
+static int lock_held(int fd)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_RDLCK;
+    fl.l_whence = SEEK_SET;
+    int r;
+    do
+        r = fcntl(fd, F_OFD_GETLK, &fl);
+    while (r != 0 && errno == EINTR);
+    if (r != 0)
+        return -1;
+    return fl.l_type != F_UNLCK;
+}
+
+resdiag_file_state rd_run_file_state(const char *path)
+{
+    if (!path)
+        return RESDIAG_FILE_STATE_UNKNOWN;
+    /* O_NONBLOCK: a FIFO put at the path must not hang the reader. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return RESDIAG_FILE_STATE_UNKNOWN;
+    struct stat sb;
+    unsigned char sup[RD_H5_SIGNATURE_LEN + 4];
+    int flags = -1;
+    int held = -1;
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        held = lock_held(fd);
+        /* Superblock versions 2 and 3 keep the status flags in the byte
+         * after the version and the two sizes; 0 and 1 keep none that
+         * HDF5 uses, and resdiag never writes them (SWMR needs 3). */
+        if (pread(fd, sup, sizeof sup, 0) == (ssize_t)sizeof sup
+            && memcmp(sup, RD_H5_SIGNATURE, RD_H5_SIGNATURE_LEN) == 0
+            && sup[RD_H5_SIGNATURE_LEN] >= 2)
+            flags = sup[RD_H5_SIGNATURE_LEN + 3];
+    }
+    close(fd);
+    if (held == 1)
+        return RESDIAG_FILE_WRITING;
+    if (flags == 0)
+        return RESDIAG_FILE_CLOSED;
+    if (flags > 0 && held == 0)
+        return RESDIAG_FILE_NOT_CLOSED;
+    return RESDIAG_FILE_STATE_UNKNOWN;
+}

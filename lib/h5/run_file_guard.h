@@ -48,4 +48,11 @@ void rd_run_claim_abandon(rd_run_claim *c, const char *path);
 /* Closes the claim's descriptor, which drops the lock. -1 is a no-op. */
 void rd_run_claim_release(rd_run_claim *c);
 
+/* What the file at path says of its writer (resdiag_file_state), looked
+ * at without taking the lock or changing the file: the lock tested with
+ * F_OFD_GETLK on a read-only descriptor of its own, and the superblock's
+ * status flags (byte 11 of a version 2 or 3 superblock at byte 0), which
+ * HDF5 sets while a writer has the file open and clears at its close. */
+resdiag_file_state rd_run_file_state(const char *path);
+
 #endif

@@ -121,6 +121,13 @@ static void run_line(svg_buf *b, const rd_analysis *a)
         svg_printf(b, " ");
         tx(b, a->load.description);
     }
+    char fs[512];
+    rd_file_state_sentence(fs, sizeof fs, a);
+    if (fs[0]) {
+        svg_printf(b, " File: ");
+        tx(b, fs);
+        svg_printf(b, ".");
+    }
     svg_printf(b, "</p>\n");
 }
 

@@ -83,8 +83,9 @@ static void json_run(sb *b, const rd_analysis *a)
     js_str(b, a->load.created);
     rd_strbuf_printf(b, ", \"program\": ");
     js_str(b, a->load.program);
-    rd_strbuf_printf(b, ", \"sketch_size\": %d, \"run_kind\": \"%s\"},\n", a->load.sketch_size,
-                     resdiag_run_kind_name(a->load.run_kind));
+    rd_strbuf_printf(b, ", \"sketch_size\": %d, \"run_kind\": \"%s\", \"file_state\": \"%s\"},\n",
+                     a->load.sketch_size, resdiag_run_kind_name(a->load.run_kind),
+                     rd_file_state_key(a->load.file_state));
 }
 
 /* the steps ended with resdiag_step_abort: how many, the first few */

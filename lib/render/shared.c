@@ -85,3 +85,49 @@ int rd_layer_group_end(const rd_analysis *a, int l)
                 return m;
     return m;
 }
+
+const char *rd_file_state_key(resdiag_file_state s)
+{
+    switch (s) {
+    case RESDIAG_FILE_CLOSED:
+        return "closed";
+    case RESDIAG_FILE_WRITING:
+        return "being_written";
+    case RESDIAG_FILE_NOT_CLOSED:
+        return "not_closed";
+    default:
+        return "unknown";
+    }
+}
+
+void rd_file_state_sentence(char *out, size_t cap, const rd_analysis *a)
+{
+    long long last = (long long)a->load.steps[a->load.n_steps - 1];
+    /* h5dump and h5ls open without SWMR and refuse a file still marked
+     * open; h5clear -s clears the mark in place, so on a copy. */
+    static const char other_tools[] =
+        "resdiag and h5py (swmr=True) read it as it is; h5dump and h5ls refuse it "
+        "(\"unable to open file\"): cp the file and run h5clear -s on the copy first";
+    switch (a->load.file_state) {
+    case RESDIAG_FILE_WRITING:
+        snprintf(out, cap,
+                 "still being written (a writer holds its lock): this report covers the "
+                 "steps flushed so far, the last at step %lld; resdiag and h5py (swmr=True) "
+                 "read it meanwhile; h5dump and h5ls refuse it until the writer closes it",
+                 last);
+        break;
+    case RESDIAG_FILE_NOT_CLOSED:
+        snprintf(out, cap, "its writer did not close it (last flush at step %lld); %s", last,
+                 other_tools);
+        break;
+    case RESDIAG_FILE_STATE_UNKNOWN:
+        snprintf(out, cap,
+                 "marked as open by a writer, but whether one still writes it cannot be told "
+                 "(no lock to ask); the last flush was at step %lld; %s",
+                 last, other_tools);
+        break;
+    default:
+        if (cap)
+            out[0] = '\0';
+    }
+}

@@ -48,4 +48,10 @@ int rd_is_training(const rd_analysis *a);
  * evidence is shown once per such run of layers. */
 int rd_layer_group_end(const rd_analysis *a, int l);
 
+/* What the file says of its writer, as a sentence into out (cap bytes,
+ * ASCII; "" for a file its writer closed), with how other tools open it;
+ * and as the JSON key's value (closed, being_written, not_closed, unknown). */
+void rd_file_state_sentence(char *out, size_t cap, const rd_analysis *a);
+const char *rd_file_state_key(resdiag_file_state s);
+
 #endif

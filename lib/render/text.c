@@ -525,6 +525,12 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
                      a->load.step_index != 0 || a->aborted.step_aborted ? ""
                      : rd_is_training(a) ? ", the first: initialization"
                                          : ", the first recorded");
+    {
+        char fs[512];
+        rd_file_state_sentence(fs, sizeof fs, a);
+        if (fs[0])
+            rd_strbuf_printf(&b, "  file: %s\n", fs);
+    }
     text_aborted_steps(&b, esc, a);
     text_judged_step(&b, esc, a);
     rd_strbuf_printf(&b, "Observed: %s;",
