@@ -9,10 +9,8 @@ them); the whole test is skipped (exit 77) when this Python has neither.
 
     test_frames.py TINYGPT"""
 import math
-import os
 import subprocess
 import sys
-import tempfile
 import unittest
 
 try:
@@ -24,6 +22,7 @@ except ImportError as exc:
     sys.exit(77)
 
 import resdiag
+from tinygpt_runs import recorded
 
 TINYGPT = sys.argv.pop(1) if len(sys.argv) > 1 else None
 LAYERS, STEPS, EVERY = 2, 6, 2
@@ -38,12 +37,7 @@ class Frames(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.path = os.path.join(cls.tmp.name, "run.h5")
-        subprocess.run([TINYGPT, "--layers", str(LAYERS), "--d-model", "16", "--heads", "2",
-                        "--seq", "8", "--batch", "2", "--vocab", "16", "--steps", str(STEPS),
-                        "--threads", "1", "--record-every", str(EVERY), "--out", cls.path,
-                        *cls.FLAGS], check=True, stdout=subprocess.DEVNULL)
+        recorded(cls, TINYGPT, LAYERS, STEPS, EVERY)
         cls.rf = resdiag.open(cls.path)
         cls.steps = cls.rf.steps()
         cls.sites = [s for s, v in resdiag.SITES.items()

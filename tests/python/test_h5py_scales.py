@@ -22,7 +22,6 @@ where schema 1 has NaN.
 
     test_h5py_scales.py TINYGPT"""
 import os
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -30,15 +29,14 @@ import unittest
 import h5py
 import numpy as np
 
+import tinygpt_runs
+
 TINYGPT = sys.argv.pop(1) if len(sys.argv) > 1 else None
 LAYERS, STEPS, EVERY = 3, 10, 3
 
 
 def record(path, *flags):
-    subprocess.run([TINYGPT, "--layers", str(LAYERS), "--d-model", "16", "--heads", "2",
-                    "--seq", "8", "--batch", "2", "--vocab", "16", "--steps", str(STEPS),
-                    "--threads", "1", "--record-every", str(EVERY), "--out", path, *flags],
-                   check=True, stdout=subprocess.DEVNULL)
+    tinygpt_runs.record(TINYGPT, path, LAYERS, STEPS, EVERY, *flags)
 
 
 class H5pyScales(unittest.TestCase):

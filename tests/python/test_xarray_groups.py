@@ -10,10 +10,7 @@ Skipped (exit 77) without xarray or h5netcdf (Debian: python3-xarray,
 python3-h5netcdf).
 
     test_xarray_groups.py TINYGPT"""
-import os
-import subprocess
 import sys
-import tempfile
 import unittest
 
 try:
@@ -26,6 +23,8 @@ except ImportError as exc:
           % exc, file=sys.stderr)
     sys.exit(77)
 
+from tinygpt_runs import recorded
+
 TINYGPT = sys.argv.pop(1) if len(sys.argv) > 1 else None
 LAYERS, STEPS, EVERY = 3, 8, 2
 
@@ -34,21 +33,12 @@ def text(v):
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def record(path, *flags):
-    subprocess.run([TINYGPT, "--layers", str(LAYERS), "--d-model", "16", "--heads", "2",
-                    "--seq", "8", "--batch", "2", "--vocab", "16", "--steps", str(STEPS),
-                    "--threads", "1", "--record-every", str(EVERY), "--out", path, *flags],
-                   check=True, stdout=subprocess.DEVNULL)
-
-
 class XarrayGroups(unittest.TestCase):
     FLAGS = ()  # the default: schema 3
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.path = os.path.join(cls.tmp.name, "run.h5")
-        record(cls.path, *cls.FLAGS)
+        recorded(cls, TINYGPT, LAYERS, STEPS, EVERY)
         cls.f = h5py.File(cls.path, "r")
         cls.groups = []
         cls.f.visititems(lambda name, obj: cls.groups.append(name)
