@@ -9,7 +9,10 @@ set -euo pipefail
 # OpenBLAS peer, scripts/bench-callgrind.sh); the build and the tests do
 # without them. openmpi-bin and libopenmpi-dev: for the multi-rank tests
 # (tinygpt-mpi under mpirun, tests/ranks); the build does without them.
-packages=(gcc g++ meson ninja-build pkg-config libhdf5-dev zlib1g-dev hdf5-tools check python3-torch python3-numpy python3-h5py libxml2-utils pandoc universal-ctags libopenblas-dev valgrind openmpi-bin libopenmpi-dev)
+# python3-pandas, python3-xarray, python3-h5netcdf: for the Python tests of
+# Run.to_pandas/to_xarray and of xarray opening a run file (skipped
+# without them); the library and the binding do without them.
+packages=(gcc g++ meson ninja-build pkg-config libhdf5-dev zlib1g-dev hdf5-tools check python3-torch python3-numpy python3-h5py python3-pandas python3-xarray python3-h5netcdf libxml2-utils pandoc universal-ctags libopenblas-dev valgrind openmpi-bin libopenmpi-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -155,7 +155,10 @@ const char *rd_split_name(int split);
 #define RD_SCALE_MODEL_SITE "model_site"   /* strings: model_site_names */
 #define RD_SCALE_PARAM "param"             /* strings: layer_param_names (P > 0) */
 #define RD_SCALE_MODEL_PARAM "model_param" /* strings: model_param_names (Q > 0) */
-#define RD_SCALE_FIELD "field"             /* strings: field_names */
+#define RD_SCALE_FIELD "field"             /* strings: field_names (schema 1) */
+/* Schema 2 and later: the field axes of a statistics table's two datasets */
+#define RD_SCALE_STAT_FIELD "stat_field"   /* strings: the 12 real fields (rd_real_fields) */
+#define RD_SCALE_COUNT_FIELD "count_field" /* strings: the 6 counts (rd_count_fields) */
 #define RD_SCALE_UPDATE_FIELD "update_field"       /* strings: update_field_names */
 #define RD_SCALE_NONFINITE_FIELD "nonfinite_field" /* strings (with /summary) */
 #define RD_SCALE_STATS_TABLE "stats_table"         /* strings (with /summary) */
@@ -163,9 +166,10 @@ const char *rd_split_name(int split);
 #define RD_SCALE_METRIC "metric"           /* strings: metric_names (with metrics) */
 #define RD_SCALE_STATUS "status"             /* strings: "aborted" (with /step_status) */
 #define RD_SCALE_REASON_BYTE "reason_byte"   /* int32 0..RESDIAG_MAX_ABORT_REASON-1 */
-/* The label (H5DSset_label) of the first axis of every time series: it is
- * the record index; /steps, its scale, holds each record's step number. */
-#define RD_LABEL_RECORD "record"
+/* The label (H5DSset_label) of the first axis of every time series, the
+ * name its axes attribute gives it: index i is the i-th recorded step;
+ * /steps, its scale, holds each one's step number. */
+#define RD_LABEL_STEP "step"
 /* Room kept in a growing dataset's object header for its scale attributes
  * until they are attached (h5/scales.c); never in a finished file. */
 #define RD_ATTR_SCALE_ROOM "resdiag_scale_room"

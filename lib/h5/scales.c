@@ -35,7 +35,7 @@ typedef struct axis_scale {
 } axis_scale;
 
 static const axis_scale AXES[] = {
-    { "step", RD_STEPS_NAME, RD_LABEL_RECORD },
+    { "step", RD_STEPS_NAME, RD_LABEL_STEP },
     { "layer", RD_SCALE_LAYER, "layer" },
     { "sublayer", RD_SCALE_SUBLAYER, "sublayer" },
     { "site", RD_SCALE_SITE, "site" },
@@ -43,6 +43,10 @@ static const axis_scale AXES[] = {
     { "param", RD_SCALE_PARAM, "param" },
     { "model_param", RD_SCALE_MODEL_PARAM, "model_param" },
     { "field", RD_SCALE_FIELD, "field" },
+    /* the writer's names for the field axis of the two parts of a split
+     * table: labelled "field", as their axes attribute calls it */
+    { "stat_field", RD_SCALE_STAT_FIELD, "field" },
+    { "count_field", RD_SCALE_COUNT_FIELD, "field" },
     { "update_field", RD_SCALE_UPDATE_FIELD, "update_field" },
     { "nonfinite_field", RD_SCALE_NONFINITE_FIELD, "nonfinite_field" },
     { "stats_table", RD_SCALE_STATS_TABLE, "stats_table" },
@@ -128,11 +132,12 @@ static int create_names_scale(hid_t file, const char *name, const char *const *n
 
 /* The labels of the fixed axes, from the same functions as the writer's
  * label attributes. */
-static int create_fixed_name_scales(hid_t file, int n_block_sites, int with_summary,
-                                    rd_h5_error *e, const char **object)
+static int create_fixed_name_scales(hid_t file, int n_block_sites, int split_fields,
+                                    int with_summary, rd_h5_error *e, const char **object)
 {
     const char *sites[RESDIAG_N_BLOCK_SITES], *msites[RESDIAG_N_MODEL_SITES];
     const char *fields[RESDIAG_N_FIELDS], *updates[RESDIAG_N_UPDATE_FIELDS];
+    const char *reals[RD_N_REAL_FIELDS], *counts[RD_N_COUNT_FIELDS];
     const char *nonfinite[RD_SUM_NF_COLS], *observed[RD_SUM_OBS_COLS];
     for (int i = 0; i < RESDIAG_N_BLOCK_SITES; i++)
         sites[i] = resdiag_site_name((resdiag_site)i);
@@ -140,6 +145,10 @@ static int create_fixed_name_scales(hid_t file, int n_block_sites, int with_summ
         msites[i] = resdiag_site_name((resdiag_site)(RESDIAG_EMBED_OUT + i));
     for (int i = 0; i < RESDIAG_N_FIELDS; i++)
         fields[i] = resdiag_field_name((resdiag_field)i);
+    for (int i = 0; i < RD_N_REAL_FIELDS; i++)
+        reals[i] = resdiag_field_name((resdiag_field)rd_real_fields[i]);
+    for (int i = 0; i < RD_N_COUNT_FIELDS; i++)
+        counts[i] = resdiag_field_name((resdiag_field)rd_count_fields[i]);
     for (int i = 0; i < RESDIAG_N_UPDATE_FIELDS; i++)
         updates[i] = rd_update_label(i);
     for (int i = 0; i < RD_SUM_NF_COLS; i++)
@@ -152,12 +161,24 @@ static int create_fixed_name_scales(hid_t file, int n_block_sites, int with_summ
         || !(*object = RD_SCALE_MODEL_SITE,
              create_names_scale(file, RD_SCALE_MODEL_SITE, msites, RESDIAG_N_MODEL_SITES,
                                 "model site of each index", e))
-        || !(*object = RD_SCALE_FIELD,
-             create_names_scale(file, RD_SCALE_FIELD, fields, RESDIAG_N_FIELDS,
-                                "statistics field of each index (units in field_units)", e))
         || !(*object = RD_SCALE_UPDATE_FIELD,
              create_names_scale(file, RD_SCALE_UPDATE_FIELD, updates, RESDIAG_N_UPDATE_FIELDS,
                                 "update ratio of each index", e)))
+        return 0;
+    /* One field axis of 18 (schema 1), or the two parts' axes of 12 and 6. */
+    if (split_fields) {
+        if (!(*object = RD_SCALE_STAT_FIELD,
+              create_names_scale(file, RD_SCALE_STAT_FIELD, reals, RD_N_REAL_FIELDS,
+                                 "real-valued statistics field of each index of the *_stats "
+                                 "datasets (units in their field_units)", e))
+            || !(*object = RD_SCALE_COUNT_FIELD,
+                 create_names_scale(file, RD_SCALE_COUNT_FIELD, counts, RD_N_COUNT_FIELDS,
+                                    "integer statistics field of each index of the *_counts "
+                                    "datasets", e)))
+            return 0;
+    } else if (!(*object = RD_SCALE_FIELD,
+                 create_names_scale(file, RD_SCALE_FIELD, fields, RESDIAG_N_FIELDS,
+                                    "statistics field of each index (units in field_units)", e)))
         return 0;
     if (!with_summary)
         return 1;
@@ -182,7 +203,7 @@ static int create_step_status_scales(hid_t file, rd_h5_error *e, const char **ob
 }
 
 int rd_scales_create(hid_t file, const resdiag_model *m, int sketch_size, int n_block_sites,
-                     int with_summary, rd_h5_error *e, const char **object)
+                     int split_fields, int with_summary, rd_h5_error *e, const char **object)
 {
     *object = RD_SCALE_LAYER;
     if (!create_index_scale(file, RD_SCALE_LAYER, m->n_layers,
@@ -215,7 +236,7 @@ int rd_scales_create(hid_t file, const resdiag_model *m, int sketch_size, int n_
         && !create_names_scale(file, RD_SCALE_METRIC, m->metric_names, m->n_metrics,
                                "trainer's metric of each index of /metrics/values", e))
         return 0;
-    return create_fixed_name_scales(file, n_block_sites, with_summary, e, object)
+    return create_fixed_name_scales(file, n_block_sites, split_fields, with_summary, e, object)
            && create_step_status_scales(file, e, object);
 }
 
@@ -280,7 +301,7 @@ int rd_scales_set_record_scale(hid_t steps, rd_h5_error *e)
     if (!give_up_room(steps, e))
         return 0;
     RD_H5_CHECK(H5DSset_scale(steps, RD_STEPS_NAME), e);
-    RD_H5_CHECK(H5DSset_label(steps, 0, RD_LABEL_RECORD), e);
+    RD_H5_CHECK(H5DSset_label(steps, 0, RD_LABEL_STEP), e);
     return 1;
 cleanup:
     return 0;
@@ -316,15 +337,6 @@ int rd_scales_attach(hid_t file, hid_t ds, const char *axes, rd_h5_error *e)
         p += n;
         if (*p == ',')
             p++;
-    }
-    return 1;
-}
-
-int rd_scales_label(hid_t ds, unsigned idx, const char *label, rd_h5_error *e)
-{
-    if (H5DSset_label(ds, idx, label) < 0) {
-        rd_h5_capture(e, errno);
-        return 0;
     }
     return 1;
 }

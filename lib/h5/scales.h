@@ -16,11 +16,14 @@
 
 /* Creates the scale datasets that the run's axes need (format.h
  * RD_SCALE_*), with their values and attributes (the block-site axis of
- * n_block_sites). with_summary: the
+ * n_block_sites). split_fields: the statistics tables are split in two
+ * datasets (schema 2 and later), whose field axes get /stat_field and
+ * /count_field instead of /field. with_summary: the
  * /summary axes too. 0 with HDF5's error in *e and the dataset in *object
  * when a call failed. */
 int rd_scales_create(hid_t file, const resdiag_model *m, int sketch_size, int n_block_sites,
-                     int with_summary, rd_h5_error *e, const char **object);
+                     int split_fields, int with_summary, rd_h5_error *e,
+                     const char **object);
 
 /* Keeps room in the object header of the growing dataset ds for the
  * scale attributes it will get: a placeholder attribute, sized for a
@@ -35,12 +38,9 @@ int rd_scales_set_record_scale(hid_t steps, rd_h5_error *e);
 
 /* Attaches to each axis of ds, named in the comma-separated `axes` (as the
  * dataset's axes attribute), its scale and label; the axis "step" gets
- * /steps and the label "record". Gives up ds's room first, if it has one. */
+ * /steps (label "step"), the axes "stat_field" and "count_field" (the
+ * field axis of a split table's two datasets) /stat_field and
+ * /count_field (label "field"). Gives up ds's room first, if it has one. */
 int rd_scales_attach(hid_t file, hid_t ds, const char *axes, rd_h5_error *e);
-
-/* Labels axis idx of ds (as rd_scales_attach does) without a scale: the
- * field axis of a dataset of some of the fields (schema 2), which the
- * field scale, of them all, does not index. */
-int rd_scales_label(hid_t ds, unsigned idx, const char *label, rd_h5_error *e);
 
 #endif

@@ -3,8 +3,9 @@
  * (scales.h, doc/FORMAT.md "Dimension scales"): room kept in every growing
  * header for its scale attributes before the headers are moved into one
  * page, then, after the move, the scale datasets created and every axis
- * of every dataset attached (a schema-2 part that holds some of the
- * fields gets a label on its field axis instead).
+ * of every dataset attached (the field axis of a schema-2 part, which
+ * holds some of the fields, to the scale of those: /stat_field or
+ * /count_field).
  */
 #include <stdio.h>
 #include <string.h>
@@ -73,8 +74,7 @@ static int attach_callsite_scales(rd_writer *w, hid_t file, int i, werr *e)
 int rd_writer_attach_scales(rd_writer *w, hid_t file, const rd_file_header *hdr, werr *e)
 {
     if (!rd_scales_create(file, hdr->model, hdr->sketch_size, hdr->tables->n_block_sites,
-                          w->summary_ds[0] >= 0, &e->h5,
-                          &e->object))
+                          w->schema >= 2, w->summary_ds[0] >= 0, &e->h5, &e->object))
         return 0;
     e->object = RD_STEPS_NAME;
     if (!rd_scales_set_record_scale(w->steps_ds, &e->h5))
@@ -87,17 +87,16 @@ int rd_writer_attach_scales(rd_writer *w, hid_t file, const rd_file_header *hdr,
             const table_part *pt = &w->part[i][p];
             if (pt->ds < 0)
                 continue;
-            /* A part with some of the fields has no scale on its field axis
-             * (the field scale has them all): its field_names name them. */
+            /* A part with some of the fields gets the scale of those on its
+             * field axis (labelled "field" still, as its axes attribute). */
             char axes[128];
             snprintf(axes, sizeof axes, "%s", w->lay.tables[i].axes);
             char *last = strrchr(axes, ',');
             if (pt->map && last)
-                snprintf(last, sizeof axes - (size_t)(last - axes), ",%s", "-");
+                snprintf(last, sizeof axes - (size_t)(last - axes), ",%s",
+                         pt->ft == RD_FT_COUNT ? "count_field" : "stat_field");
             e->object = pt->name;
-            if (!rd_scales_attach(file, pt->ds, axes, &e->h5)
-                || (pt->map && !rd_scales_label(pt->ds, (unsigned)w->lay.tables[i].rank,
-                                                "field", &e->h5)))
+            if (!rd_scales_attach(file, pt->ds, axes, &e->h5))
                 return 0;
         }
         if (w->part[i][0].ds < 0)

@@ -11,6 +11,7 @@ into a resdiag run file, and read run files back, through libresdiag
         opt.step(); opt.zero_grad()
     rec.detach()
     print(resdiag.open("run.h5").report())
+    df = resdiag.open("run.h5").to_pandas()   # or .to_xarray(): needs pandas / xarray
 
 See doc/PYTHON.md. The library is found through $RESDIAG_LIBRARY, then
 where `meson install` put it, then build/libresdiag.so of the source tree,

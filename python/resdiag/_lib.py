@@ -330,6 +330,11 @@ _PROTOS = {
     "resdiag_reader_series": (_i, [_p, _i, _i, _i, _i, _i, _dp, _i64]),
     "resdiag_reader_metric": (_i, [_p, _i, _i64, _i64, _dp]),
     "resdiag_metric_given": (_i, [_d]),
+    # the generic dataset access (frames.py: whole tables at once)
+    "resdiag_reader_n_datasets": (_i, [_p]),
+    "resdiag_reader_dataset_name": (_c, [_p, _i]),
+    "resdiag_reader_dims": (_i, [_p, _c, _i64p, _i, _ip]),
+    "resdiag_reader_read": (_i, [_p, _c, _i64, _i64, _dp, ctypes.c_size_t]),
     "resdiag_site_name": (_c, [_i]),
     "resdiag_field_name": (_c, [_i]),
     "resdiag_analyze_options_init": (None, [ctypes.POINTER(AnalyzeOptions)]),

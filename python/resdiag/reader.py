@@ -373,6 +373,21 @@ class Run:
         _check(lib.resdiag_analyze(self._h(), ctypes.byref(o), ctypes.byref(a)), "analyze")
         return Analysis(a.value, self)
 
+    def to_pandas(self, what="sites", dropna=True):
+        """A tidy pandas.DataFrame of the run, one row per value: for
+        what="sites" the columns step, layer, sublayer, site, direction,
+        field, value; "params", "updates" and "metrics" too (frames.py,
+        doc/PYTHON.md). Needs pandas (Debian: python3-pandas)."""
+        from . import frames
+        return frames.to_pandas(self, what, dropna)
+
+    def to_xarray(self):
+        """An xarray.Dataset of the run's tables with named coordinates
+        (step numbers, layer, sublayer, site, field, ...: frames.py,
+        doc/PYTHON.md). Needs xarray (Debian: python3-xarray)."""
+        from . import frames
+        return frames.to_xarray(self)
+
     def verdict(self, step="first"):
         return self.analyze(step).verdict
 

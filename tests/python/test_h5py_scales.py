@@ -1,10 +1,11 @@
 """h5py names every axis of a run file through its HDF5 dimension scales
 (doc/FORMAT.md, "Dimension scales"): a tinygpt run recorded every third
 step, read back with h5py alone. Each time series' first axis is labelled
-"record" and has /steps as its scale, holding the real step numbers 0, 3,
+"step" (as its axes attribute names it) and has /steps as its scale, holding the real step numbers 0, 3,
 6, ...; the other axes carry their label and the scale of their names
 (layer indices, sublayer, site, field names), equal to the label
-attributes that older readers use.
+attributes that older readers use; the field axis of a split statistics
+table (schema 2 and later) has /stat_field (12 names) or /count_field (6).
 
 The run is recorded twice, as schema 3 (the default) and as schema 1, and
 each is checked; the scale of an axis has the axis' length (the site axis:
@@ -21,7 +22,6 @@ where schema 1 has NaN.
 
     test_h5py_scales.py TINYGPT"""
 import os
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -29,15 +29,14 @@ import unittest
 import h5py
 import numpy as np
 
+import tinygpt_runs
+
 TINYGPT = sys.argv.pop(1) if len(sys.argv) > 1 else None
 LAYERS, STEPS, EVERY = 3, 10, 3
 
 
 def record(path, *flags):
-    subprocess.run([TINYGPT, "--layers", str(LAYERS), "--d-model", "16", "--heads", "2",
-                    "--seq", "8", "--batch", "2", "--vocab", "16", "--steps", str(STEPS),
-                    "--threads", "1", "--record-every", str(EVERY), "--out", path, *flags],
-                   check=True, stdout=subprocess.DEVNULL)
+    tinygpt_runs.record(TINYGPT, path, LAYERS, STEPS, EVERY, *flags)
 
 
 class H5pyScales(unittest.TestCase):
@@ -70,7 +69,7 @@ class H5pyScales(unittest.TestCase):
         self.assertGreater(len(names), 15)
         for name in names:
             d = self.f[name]
-            self.assertEqual(d.dims[0].label, "record", name)
+            self.assertEqual(d.dims[0].label, "step", name)
             self.assertEqual(list(d.dims[0].keys()), ["steps"], name)
             np.testing.assert_array_equal(d.dims[0][0][:], steps)
 
@@ -79,13 +78,15 @@ class H5pyScales(unittest.TestCase):
             d = self.f[name]
             axes = d.attrs["axes"].split(",")
             labels = [dim.label for dim in d.dims]
-            want = ["record"] + axes[1:]
-            self.assertEqual(labels, want, name)
+            self.assertEqual(labels, axes, name)
             for k, (dim, axis) in enumerate(zip(list(d.dims)[1:], axes[1:]), 1):
-                if k == len(axes) - 1 and "field_names" in d.attrs and len(dim) == 0:
-                    continue  # labelled by its field_names attribute (schema 2)
+                scale = "/" + axis
+                if axis == "field" and d.shape[k] != 18:  # a part of a split table
+                    scale = "/count_field" if name.endswith("_counts") else "/stat_field"
+                    self.assertEqual([s.decode() for s in dim[0][:]],
+                                     list(d.attrs["field_names"]), name)
                 self.assertEqual(len(dim), 1, f"{name} {axis}")
-                self.assertEqual(dim[0].name, "/" + axis, f"{name} {axis}")
+                self.assertEqual(dim[0].name, scale, f"{name} {axis}")
                 self.assertEqual(len(dim[0]), d.shape[k], f"{name} {axis}: scale length")
 
     def test_scales_hold_the_names_of_the_label_attributes(self):
@@ -98,8 +99,7 @@ class H5pyScales(unittest.TestCase):
             self.assertEqual(got, list(f.attrs[attr]), attr)
         fields = list(d.attrs["field_names"]) if "field_names" in d.attrs \
             else list(f.attrs["field_names"])
-        if len(d.dims[4]) or "field_names" not in d.attrs:
-            self.assertEqual([s.decode() for s in d.dims[4][0][:]], fields)
+        self.assertEqual([s.decode() for s in d.dims[4][0][:]], fields)
 
 
 COUNT_FIELDS = ["rows", "cols", "absmax_col", "nan_count", "inf_count", "call_seq"]

@@ -1054,7 +1054,7 @@ END_TEST
 /* What every axis name of the `axes` attribute must get, written out here
  * rather than taken from the writer: its scale dataset and its label. */
 static const char *const AXIS_SCALE[][3] = {
-    { "step", "/steps", "record" },
+    { "step", "/steps", "step" },
     { "layer", "/layer", "layer" },
     { "sublayer", "/sublayer", "sublayer" },
     { "site", "/site", "site" },
