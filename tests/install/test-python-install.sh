@@ -101,7 +101,8 @@ pip_import "pip module, library through LD_LIBRARY_PATH" LD_LIBRARY_PATH="$libdi
 if command -v pkg-config >/dev/null 2>&1; then
     pip_import "pip module, library through pkg-config" PKG_CONFIG_PATH="$libdir/pkgconfig"
 fi
-if ! ldconfig -p 2>/dev/null | grep -q libresdiag; then
+if ! ldconfig -p 2>/dev/null | grep -q libresdiag &&
+   ! ls /usr/local/lib/*/libresdiag.so.* /usr/local/lib/libresdiag.so.* >/dev/null 2>&1; then
     expect_exit 1 "pip module, no library anywhere" -- bash -c 'cd "$1" && shift && "$@"' _ \
         "$dir" "${clean[@]}" PYTHONPATH="$dir/pip" "$py" -c 'import resdiag'
     expect_text "$dir/err" "ImportError: resdiag: cannot load libresdiag" "no library anywhere"
