@@ -20,15 +20,7 @@ version=$4
 . "$(dirname "$0")/../helpers/tool-test-lib.sh"
 py=/usr/bin/python3
 
-if ! "$py" -c 'import torch' >/dev/null 2>&1; then
-    echo "no torch for $py (apt-get install python3-torch): skipped"; exit 77
-fi
-if ! "$py" -m pip --version >/dev/null 2>&1 || ! "$py" -c '
-import setuptools, wheel, sys
-sys.exit(int(setuptools.__version__.split(".")[0]) < 61)' >/dev/null 2>&1; then
-    echo "no pip, wheel or setuptools >= 61 for $py (apt-get install python3-pip): skipped"
-    exit 77
-fi
+. "$(dirname "$0")/python-needs.sh"
 
 clean=(env -u RESDIAG_LIBRARY -u LD_LIBRARY_PATH -u PKG_CONFIG_PATH -u PKG_CONFIG_LIBDIR
        -u PYTHONPATH PYTHONDONTWRITEBYTECODE=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1)
