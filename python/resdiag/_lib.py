@@ -11,6 +11,8 @@ import logging
 import operator
 import os
 import subprocess
+import sys
+import sysconfig
 
 from ._version import __version__
 
@@ -181,6 +183,53 @@ def _source_tree_build():
     return os.path.join(root, "build", "libresdiag.so")
 
 
+def _module_prefix():
+    """The prefix this module is installed under when it lies where pip and
+    meson put modules (PREFIX/lib/pythonX.Y/site-packages,
+    PREFIX/lib/python3/dist-packages, lib64 too), else None: a
+    `pip install --target DIR` or a source tree has none."""
+    site = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    pydir = os.path.dirname(site)
+    libdir = os.path.dirname(pydir)
+    if (os.path.basename(site) in ("site-packages", "dist-packages")
+            and os.path.basename(pydir).startswith("python3")
+            and os.path.basename(libdir) in ("lib", "lib64")):
+        return os.path.dirname(libdir)
+    return None
+
+
+def _module_prefixes():
+    """_module_prefix() and, when it ends in /local, its parent too: Debian's
+    pip puts `pip install --prefix P` under P/local/lib/python3.X/dist-packages,
+    where meson's --prefix P puts the library in P/lib/..."""
+    prefix = _module_prefix()
+    if prefix is None:
+        return []
+    if os.path.basename(prefix) == "local":
+        return [prefix, os.path.dirname(prefix)]
+    return [prefix]
+
+
+def _prefix_libraries(prefixes):
+    """PREFIX/lib/MULTIARCH/libresdiag.so.MAJOR (meson's libdir on Debian),
+    PREFIX/lib64/... and PREFIX/lib/... for each absolute prefix given, the
+    files that exist. Only absolute paths built from the module's own place
+    and fixed prefixes: never the working directory, nothing a run file or
+    the environment names."""
+    arch = sysconfig.get_config_var("MULTIARCH") or ""
+    subdirs = [os.path.join("lib", arch)] if arch else []
+    subdirs += ["lib64", "lib"]
+    out = []
+    for prefix in prefixes:
+        if not prefix or not os.path.isabs(prefix):
+            continue
+        for sub in subdirs:
+            path = os.path.join(prefix, sub, _SONAME)
+            if path not in out and os.path.isfile(path):
+                out.append(path)
+    return out
+
+
 def _pkg_config_library():
     """libresdiag.so.MAJOR in `pkg-config --variable=libdir resdiag`, for a
     prefix that the loader does not search; None without pkg-config."""
@@ -198,8 +247,11 @@ def _pkg_config_library():
 def _candidates():
     """Where to look, in order: $RESDIAG_LIBRARY; the library that `meson
     install` put next to this module (its _config.py); build/libresdiag.so
-    of the source tree this module is in; the system loader
-    (LD_LIBRARY_PATH, ld.so.conf). _load then asks pkg-config."""
+    of the source tree this module is in; the library of the prefix the
+    module is installed under and of sys.prefix (a venv), where `meson
+    install --prefix` of the same prefix puts it; the system loader
+    (LD_LIBRARY_PATH, ld.so.conf); /usr/local, for an install whose
+    ldconfig was not run. _load then asks pkg-config."""
     env = os.environ.get("RESDIAG_LIBRARY")
     if env:
         return [env]  # an explicit choice is never second-guessed
@@ -209,10 +261,14 @@ def _candidates():
     in_tree = _source_tree_build()
     if in_tree:
         out.append(in_tree)
+    # The module's own prefix before the loader: a library installed with
+    # it is of its release, one elsewhere on the system may not be.
+    out += [p for p in _prefix_libraries(_module_prefixes() + [sys.prefix]) if p not in out]
     out.append(_SONAME)
     found = ctypes.util.find_library("resdiag")
     if found and found != _SONAME:
         out.append(found)
+    out += [p for p in _prefix_libraries(["/usr/local"]) if p not in out]
     return out
 
 

@@ -7,7 +7,9 @@
 #                benchmark configured, so Check is not needed;
 #   installed    `meson install --destdir` of BUILD, found through its
 #                resdiag.pc with no other .pc visible (as on a machine
-#                without libhdf5-dev): HDF5 only in Libs.private;
+#                without libhdf5-dev): HDF5 only in Libs.private; the
+#                static link and the staged install exactly as doc/USING.md
+#                gives them (its blocks, read from the page);
 #   uninstalled  build/meson-uninstalled/resdiag-uninstalled.pc gives the
 #                include directory, and a consumer compiles with it.
 # Offline: no wrap is downloaded.
@@ -54,6 +56,19 @@ int main(int argc, char **argv)
     return 0;
 }
 EOF
+
+# doc_block NAME: the sh block of doc/USING.md that follows its comment
+# "... runs this block as it is: NAME"; empty (and a failure) when none.
+doc_block() {
+    local text
+    text=$(awk -v m="runs this block as it is: $1 -->" '
+        index($0, m) { f = 1; next }
+        f && /^```sh/ { g = 1; next }
+        g && /^```/ { exit }
+        g { print }' "$src/doc/USING.md")
+    [ -n "$text" ] || fail "doc/USING.md: no block marked '$1'"
+    printf '%s\n' "$text"
+}
 
 # check_run NAME FILE: the run the consumer wrote, read back by the tool.
 check_run() {
@@ -106,29 +121,48 @@ else
     libdir=$stage$(PKG_CONFIG_LIBDIR=$pcdir pkg-config --variable=libdir resdiag)
     prefix=$(PKG_CONFIG_LIBDIR=$pcdir pkg-config --variable=prefix resdiag)
     # Only the staged .pc is visible: hdf5.pc is not, as without libhdf5-dev.
-    export PKG_CONFIG_LIBDIR=$pcdir PKG_CONFIG_SYSROOT_DIR=$stage
-    expect_exit 0 "installed: pkg-config --cflags --libs" -- pkg-config --cflags --libs resdiag
+    export PKG_CONFIG_LIBDIR=$pcdir
+    pkgc=(pkg-config --define-variable=prefix="$stage$prefix")
+    expect_exit 0 "installed: pkg-config --cflags --libs" -- "${pkgc[@]}" --cflags --libs resdiag
     expect_text "$dir/out" "-I$stage/" "installed: cflags"
-    expect_exit 0 "installed: --print-requires" -- pkg-config --print-requires resdiag
+    expect_exit 0 "installed: --print-requires" -- "${pkgc[@]}" --print-requires resdiag
     grep -q hdf5 "$dir/out" && fail "installed: hdf5 is a public requirement" || pass
-    expect_exit 0 "installed: --print-requires-private" -- pkg-config --print-requires-private resdiag
+    expect_exit 0 "installed: --print-requires-private" -- "${pkgc[@]}" --print-requires-private resdiag
     grep -q hdf5 "$dir/out" && fail "installed: hdf5 is a private requirement (needs hdf5.pc)" || pass
-    # Libs.private is all a link with libresdiag.a needs. (The staged
-    # prefix by --define-variable: the sysroot would move HDF5's -L too.)
-    expect_exit 0 "installed: --static --libs" -- env -u PKG_CONFIG_SYSROOT_DIR \
-        pkg-config --define-variable=prefix="$stage$prefix" --static --cflags --libs resdiag
-    expect_text "$dir/out" "-lhdf5" "installed: static link"
-    read -r -a static_flags < <(sed 's/-lresdiag /-l:libresdiag.a /' "$dir/out")
-    expect_exit 0 "installed: static link" -- \
-        cc -o "$dir/consumer-static" "$dir/consumer/consumer.c" "${static_flags[@]}"
-    expect_exit 0 "installed: static consumer runs" -- "$dir/consumer-static" "$dir/static.h5"
+
+    # doc/USING.md's own commands, run as the page gives them (in a clean
+    # environment, the consumer as trainer.c): the static link, for resdiag
+    # installed under the prefix $stage$prefix (the staged resdiag.pc with
+    # that prefix, as `meson setup --prefix` would write it), and the
+    # staged-install block with STAGE=$stage.
+    mkdir -p "$dir/pc-installed" "$dir/doc-static" "$dir/doc-staged"
+    sed "s|^prefix=.*|prefix=$stage$prefix|" "$pc" >"$dir/pc-installed/resdiag.pc"
+    cp "$dir/consumer/consumer.c" "$dir/doc-static/trainer.c"
+    cp "$dir/consumer/consumer.c" "$dir/doc-staged/trainer.c"
+    clean=(env -u PKG_CONFIG_PATH -u PKG_CONFIG_LIBDIR -u PKG_CONFIG_SYSROOT_DIR -u LD_LIBRARY_PATH)
+    block=$(doc_block static)
+    expect_exit 0 "USING.md static link: $block" -- "${clean[@]}" -C "$dir/doc-static" \
+        PKG_CONFIG_LIBDIR="$dir/pc-installed" bash -euc "$block"
+    expect_exit 0 "static: the program runs" -- "$dir/doc-static/trainer" "$dir/static.h5"
     check_run static "$dir/static.h5"
-    ldd "$dir/consumer-static" | grep -q libresdiag && fail "static: links libresdiag.so" || pass
+    # -static: no shared library at all, libresdiag.so least of all
+    readelf -d "$dir/doc-static/trainer" | grep -q NEEDED &&
+        fail "static: the program needs shared libraries" || pass
+    block=$(doc_block staged)
+    expect_exit 0 "USING.md staged install: $block" -- "${clean[@]}" -C "$dir/doc-staged" \
+        STAGE="$stage" bash -euc "$block"
+    check_run staged "$dir/doc-staged/run.h5"
+    check_run staged-static "$dir/doc-staged/run-static.h5"
+    readelf -d "$dir/doc-staged/trainer-static" | grep -q NEEDED &&
+        fail "staged static: the program needs shared libraries" || pass
+
     rm -rf "$dir/consumer/subprojects"
+    # meson has no --define-variable: the .pc of the install at $stage$prefix
+    export PKG_CONFIG_LIBDIR=$dir/pc-installed
     expect_exit 0 "installed: meson setup" -- \
         meson setup --wrap-mode=nodownload "$dir/inst-build" "$dir/consumer"
     expect_exit 0 "installed: build" -- ninja -C "$dir/inst-build" -j2
-    unset PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
+    unset PKG_CONFIG_LIBDIR
     expect_exit 0 "installed: consumer runs" -- \
         env LD_LIBRARY_PATH="$libdir" "$dir/inst-build/consumer" "$dir/inst.h5"
     check_run installed "$dir/inst.h5"

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # test-install.sh - a staged install of the build (meson install --destdir)
-# holds the manual pages and the bash completion, and they work from there:
+# holds the manual pages and the bash completion, and they work from there,
+# and its tool starts there with no LD_LIBRARY_PATH (its RUNPATH names the
+# library's directory relative to itself) and reads a run:
 # each page renders (man -l, else groff) with NAME and SYNOPSIS and names
 # every option of its command's usage lines; `man resdiag-report` finds its
 # page through MANPATH; the installed completion completes "rep" to report.
 # Without pandoc the pages are not built: that part is skipped (exit 77
 # after the rest passed).
 # Usage: test-install.sh MESON BUILD-DIR RESDIAG MANDIR COMPLETIONS-DIR HAVE-PANDOC
-#   MANDIR, COMPLETIONS-DIR: absolute, as configured; HAVE-PANDOC: yes | no
+#                        BINDIR LIBDIR VERSION MINIMAL
+#   MANDIR, COMPLETIONS-DIR, BINDIR, LIBDIR: absolute, as configured;
+#   HAVE-PANDOC: yes | no; MINIMAL: examples/minimal, to write a run, or none
 set -u
 meson=$1
 build=$2
@@ -15,6 +19,10 @@ tool=$3
 mandir=$4
 completions=$5
 have_pandoc=$6
+bindir=$7
+libdir=$8
+version=$9
+minimal=${10}
 . "$(dirname "$0")/../helpers/tool-test-lib.sh"
 
 stage=$dir/stage
@@ -22,6 +30,25 @@ if ! "$meson" install -C "$build" --no-rebuild --quiet --destdir "$stage" >"$dir
 then
     echo "FAIL: meson install --destdir:"; cat "$dir/install.log"
     exit 1
+fi
+
+# ------------------------------------------------- the tool, where it lies
+# Under /usr the loader finds the library anyway and no RUNPATH is set.
+if [ "${bindir#/usr/}" = "$bindir" ] || [ "${bindir#/usr/local/}" != "$bindir" ]; then
+    staged=$stage$bindir/resdiag
+    # The library of the staged prefix, not one of the build or the system.
+    env -u LD_LIBRARY_PATH ldd "$staged" >"$dir/ldd" 2>&1
+    got=$(awk -v so="libresdiag.so.${version%%.*}" '$1 == so && $2 == "=>" { print $3 }' "$dir/ldd")
+    [ -n "$got" ] && [ "$(realpath "$got")" = "$(realpath "$stage$libdir")/libresdiag.so.$version" ] &&
+        pass || { fail "staged tool: libresdiag not from $stage$libdir:"; cat "$dir/ldd"; }
+    expect_exit 0 "staged tool: resdiag version" -- env -u LD_LIBRARY_PATH "$staged" version
+    expect_text "$dir/out" "$version" "staged tool: resdiag version"
+    if [ "$minimal" != none ]; then
+        expect_exit 0 "minimal writes a run" -- "$minimal" "$dir/run.h5"
+        expect_exit 0 "staged tool: resdiag report" -- \
+            env -u LD_LIBRARY_PATH "$staged" report "$dir/run.h5"
+        expect_text "$dir/out" "Run: 2 layers" "staged tool: resdiag report"  # L = 2 in minimal.c
+    fi
 fi
 
 # ------------------------------------------------------------ completion
