@@ -6,8 +6,8 @@
  * the others are observed. Where over_run.c scanned the run, an update,
  * growth or massive-activation warning holds at any complete step and
  * says where (first step, worst step, in how many); a mean update that
- * rose more than RISE times from the first to the last complete step is
- * one too. Without that scan (the analysis of the last step shown beside
+ * rose more than RISE times from the first to the last complete step, to
+ * RISE_MIN or more, is one too. Without that scan (the analysis of the last step shown beside
  * the judged one) each is judged at the analysed step alone.
  */
 #include <stdarg.h>
@@ -22,8 +22,12 @@
 /* Relative update below this is "negligible", above DOMINANT "dominant". */
 #define NEGLIGIBLE 1e-3
 #define DOMINANT 1.0
-/* A sublayer's mean r over layers this many times its first step's. */
+/* A sublayer's mean r over layers this many times its first step's, and
+ * at least RISE_MIN: a rise among small updates (0.003 to 0.02) is what
+ * early training does; one to a quarter of the stream and beyond is the
+ * branches taking over. */
 #define RISE 4.0
+#define RISE_MIN 0.25
 
 /* Appends a warning (up to RD_MAX_WARNINGS). */
 static int warn(rd_warnings *w, const char *fmt, ...)
@@ -185,8 +189,8 @@ static void warn_updates(rd_analysis *a)
 }
 
 /* A sublayer's mean update over layers that rose more than RISE times
- * from the first complete step to the last (not from a negligible start:
- * a zero-initialised branch rises by design). */
+ * from the first complete step to the last, to RISE_MIN or more (not from
+ * a negligible start: a zero-initialised branch rises by design). */
 static void warn_rise(rd_analysis *a)
 {
     if (!a->over_run.n_update_steps || a->aborted.first_index == a->aborted.last_index)
@@ -194,7 +198,7 @@ static void warn_rise(rd_analysis *a)
     const int64_t *st = a->load.steps;
     for (int s = 0; s < a->load.n_sublayers && s < RESDIAG_MAX_SUBLAYERS; s++) {
         double r0 = a->training.mean_r[0][s], r1 = a->training.mean_r[1][s];
-        if (!(r0 >= NEGLIGIBLE && r1 > RISE * r0))
+        if (!(r0 >= NEGLIGIBLE && r1 > RISE * r0 && r1 >= RISE_MIN))
             continue;
         long long s0 = st[a->aborted.first_index], s1 = st[a->aborted.last_index];
         int i = warn(&a->warnings,
@@ -208,7 +212,6 @@ static void warn_rise(rd_analysis *a)
 
 void rd_analysis_warnings(rd_analysis *a)
 {
-    int L = a->load.n_layers, S = a->load.n_sublayers;
     /* depth.c's come first, as when it added them itself */
     warn_massive(a);
     resdiag_verdict v = a->verdict.v;
