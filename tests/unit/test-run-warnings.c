@@ -117,15 +117,15 @@ START_TEST(dominant_update_at_the_last_step_is_warned_of_at_step_0)
     ck_assert_msg(r > 2, "the fixture's last step has r = %g", r);
     char *j = report_json(path);
     const char *w = strstr(j, "layer 1 mlp: dominant update r = ");
-    ck_assert_msg(w, "no dominant-update warning for layer 1 in %s", j);
+    ck_assert_msg(w, "no dominant-update warning for layer 1 in %.300s", j);
     double quoted = strtod(w + strlen("layer 1 mlp: dominant update r = "), NULL);
     ck_assert_msg(fabs(quoted - r) < 0.01 * r, "quoted r %g, written %g", quoted, r);
     ck_assert_msg(strstr(w, "at step 90 only, of 10 steps"), "the step is not named: %.200s", w);
-    ck_assert_msg(!strstr(j, "layer 0 mlp: dominant"), "layer 0 never dominates: %s", j);
+    ck_assert_msg(!strstr(j, "layer 0 mlp: dominant"), "layer 0 never dominates: %.300s", j);
     const char *at = strstr(j, "\"warnings_at\"");
     ck_assert_msg(at && strstr(at, "{\"first_step\": 90, \"worst_step\": 90, \"steps\": 1, "
                                    "\"of_steps\": 10}"),
-                  "warnings_at: %s", at ? at : "(none)");
+                  "warnings_at: %.300s", at ? at : "(none)");
     free(j);
 }
 END_TEST
@@ -136,7 +136,7 @@ START_TEST(a_quiet_run_has_no_update_warning)
     snprintf(path, sizeof path, "%s/quiet.h5", dir);
     write_run(path, 0.1);
     char *j = report_json(path);
-    ck_assert_msg(!strstr(j, "dominant update") && !strstr(j, "rose"), "%s", j);
+    ck_assert_msg(!strstr(j, "dominant update") && !strstr(j, "rose"), "%.300s", j);
     free(j);
 }
 END_TEST
