@@ -36,17 +36,16 @@ static double ratio(const float *f, const float *x)
     return sqrt(a / b);
 }
 
-static void layernorm(float *out, const float *in)
+/* RMSNorm without a gain, row by row. */
+static void rmsnorm(float *out, const float *in)
 {
-    for (int i = 0; i < ROWS; i++) {
-        double m = 0, v = 0;
+    for (const float *row = in; row < in + ROWS * D; row += D, out += D) {
+        double ss = 0;
         for (int j = 0; j < D; j++)
-            m += in[i * D + j];
-        m /= D;
+            ss += (double)row[j] * row[j];
+        double inv = 1 / sqrt(ss / D + 1e-6);
         for (int j = 0; j < D; j++)
-            v += (in[i * D + j] - m) * (in[i * D + j] - m);
-        for (int j = 0; j < D; j++)
-            out[i * D + j] = (float)((in[i * D + j] - m) / sqrt(v / D + 1e-5));
+            out[j] = (float)(row[j] * inv);
     }
 }
 
@@ -61,7 +60,7 @@ static double write_run(const char *path, double big)
     resdiag_model m = fixture_model(&(fixture_shape){ .layers = L, .cols = D, .sublayers = 1,
                                                       .sublayer_names = names });
     m.declared_placement = RESDIAG_PLACEMENT_PRE;
-    m.norm_kind = RESDIAG_NORM_LAYERNORM;
+    m.norm_kind = RESDIAG_NORM_RMSNORM;
     resdiag *r = fixture_open(path, &m, NULL);
     static float x[ROWS * D], no[ROWS * D], f[ROWS * D], y[ROWS * D];
     double r_last = NAN;
@@ -73,7 +72,7 @@ static double write_run(const char *path, double big)
         for (int l = 0; l < L; l++) {
             double scale = l == 1 && k == STEPS - 1 ? big : 0.1;
             FWD(r, l, RESDIAG_STREAM_IN, x);
-            layernorm(no, x);
+            rmsnorm(no, x);
             FWD(r, l, RESDIAG_NORM_IN, x);
             FWD(r, l, RESDIAG_NORM_OUT, no);
             for (int i = 0; i < ROWS * D; i++)
@@ -86,7 +85,7 @@ static double write_run(const char *path, double big)
                 r_last = ratio(f, x);
             memcpy(x, y, sizeof x);
         }
-        layernorm(y, x);
+        rmsnorm(y, x);
         RESDIAG_MODEL_FWD(r, RESDIAG_FINAL_NORM_IN, resdiag_f32(x, ROWS, D));
         RESDIAG_MODEL_FWD(r, RESDIAG_FINAL_NORM_OUT, resdiag_f32(y, ROWS, D));
         ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
