@@ -21,8 +21,8 @@ typedef struct rd_over_run {
     /* steps scanned for the updates and for the stream; 0: no scan (the
      * analysis of one step only); stride > 1: every stride-th complete step
      * (with the first and the last), to bound the work */
-    int64_t n_update_steps, n_stream_steps;
-    int64_t update_stride, stream_stride;
+    int64_t n_update_steps, n_stream_steps, n_growth_steps;
+    int64_t update_stride, stream_stride, growth_stride;
     rd_where *dominant, *negligible; /* (L, S) */
     rd_where growth;
     rd_where *massive; /* (L) */

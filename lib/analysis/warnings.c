@@ -66,15 +66,12 @@ static rd_warning_at where(const rd_analysis *a, const rd_where *h, int64_t of,
     return (rd_warning_at){ 1, first, worst, n, of };
 }
 
-/* Appends a warning: head, where h holds (over the stream's scan or the
- * updates'), tail. */
-static void warn_where(rd_analysis *a, const rd_where *h, int stream, const char *head,
-                       const char *tail)
+/* Appends a warning: head, where h holds (of the steps scanned), tail. */
+static void warn_where(rd_analysis *a, const rd_where *h, int64_t of, int64_t stride,
+                       const char *head, const char *tail)
 {
-    const rd_over_run *o = &a->over_run;
     char w[160];
-    rd_warning_at at = where(a, h, stream ? o->n_stream_steps : o->n_update_steps,
-                             stream ? o->stream_stride : o->update_stride, w, sizeof w);
+    rd_warning_at at = where(a, h, of, stride, w, sizeof w);
     int i = warn(&a->warnings, "%s %s%s", head, w, tail);
     if (i >= 0)
         a->warnings.at[i] = at;
@@ -96,7 +93,7 @@ static void warn_massive(rd_analysis *a)
                      "massive activation: the stream leaving layer %d has |x| = %.3g in column "
                      "%.0f, %.1f times its mean per-token RMS %.3g,",
                      l, h->worst_value * h->rms, h->col, h->worst_value, h->rms);
-            warn_where(a, h, 1, head, "");
+            warn_where(a, h, a->over_run.n_stream_steps, a->over_run.stream_stride, head, "");
         }
         return;
     }
@@ -140,13 +137,13 @@ static void warn_missing_sites(rd_analysis *a)
 static void warn_growth(rd_analysis *a)
 {
     char head[160];
-    if (a->over_run.n_stream_steps) {
+    if (a->over_run.n_growth_steps) {
         const rd_where *h = &a->over_run.growth;
         if (!h->n)
             return;
         snprintf(head, sizeof head, "the stream norm grows %.3gx over depth (more than %.3g)",
                  h->worst_value, a->load.max_growth);
-        warn_where(a, h, 1, head, "");
+        warn_where(a, h, a->over_run.n_growth_steps, a->over_run.growth_stride, head, "");
     } else if (a->depth.growth > a->load.max_growth) {
         warn(&a->warnings, "the stream norm grows %.3gx over depth (more than %.3g)",
              a->depth.growth, a->load.max_growth);
@@ -167,12 +164,13 @@ static void warn_updates(rd_analysis *a)
                 if (ng->n) {
                     snprintf(head, sizeof head, "layer %d %s: negligible update r = %.2g (< %g)",
                              l, name, ng->worst_value, NEGLIGIBLE);
-                    warn_where(a, ng, 0, head, "");
+                    warn_where(a, ng, o->n_update_steps, o->update_stride, head, "");
                 }
                 if (dm->n) {
                     snprintf(head, sizeof head, "layer %d %s: dominant update r = %.3g (> %g)",
                              l, name, dm->worst_value, DOMINANT);
-                    warn_where(a, dm, 0, head, ": the branch outweighs the stream");
+                    warn_where(a, dm, o->n_update_steps, o->update_stride, head,
+                               ": the branch outweighs the stream");
                 }
                 continue;
             }
