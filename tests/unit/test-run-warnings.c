@@ -2,7 +2,8 @@
  * test-run-warnings.c - the report's warnings come from the whole run:
  * a pre-norm run whose branch outweighs the stream only at its last step
  * is warned of by the analysis of step 0 (the default), naming that step
- * and the value computed here from the tensors written.
+ * and the value computed here from the tensors written; so is a massive
+ * activation at the last step.
  */
 #include <math.h>
 #include <stdio.h>
@@ -12,7 +13,7 @@
 #include "check-one.h"
 #include "fixture.h"
 
-enum { L = 2, D = 16, ROWS = 8, STEPS = 10 };
+enum { L = 2, D = 64, ROWS = 8, STEPS = 10 };
 
 static char dir[256];
 static const check_program program = { .name = "run-warnings", .timeout = 60, .scratch = dir,
@@ -52,6 +53,24 @@ static void rmsnorm(float *out, const float *in)
 #define FWD(r, l, site, t) ck_assert_int_eq(RESDIAG_FWD(r, l, 0, site, resdiag_f32(t, ROWS, D)), \
                                             RESDIAG_OK)
 
+/* max |x| over the mean per-token RMS of x */
+static double peak_over_rms(const float *x)
+{
+    double mx = 0, rms = 0;
+    for (int i = 0; i < ROWS; i++) {
+        double ss = 0;
+        for (int j = 0; j < D; j++) {
+            ss += (double)x[i * D + j] * x[i * D + j];
+            mx = fmax(mx, fabs(x[i * D + j]));
+        }
+        rms += sqrt(ss / D) / ROWS;
+    }
+    return mx / rms;
+}
+
+static double spike;         /* > 0: column 3 of the embedding is this at the last step */
+static double peak_layer0;   /* peak_over_rms of what leaves layer 0 at the last step */
+
 /* Steps 0, 10, ..., 90; layer 1's branch is `big` times its input norm's
  * scale at the last step, 0.1 before. Returns layer 1's r at the last step. */
 static double write_run(const char *path, double big)
@@ -68,6 +87,9 @@ static double write_run(const char *path, double big)
         ck_assert_int_eq(resdiag_step_begin(r, 10 * k), RESDIAG_OK);
         for (int i = 0; i < ROWS * D; i++)
             x[i] = (float)(4 * uniform());
+        if (spike > 0 && k == STEPS - 1)
+            for (int i = 0; i < ROWS; i++)
+                x[i * D + 3] = (float)spike;
         RESDIAG_MODEL_FWD(r, RESDIAG_EMBED_OUT, resdiag_f32(x, ROWS, D));
         for (int l = 0; l < L; l++) {
             double scale = l == 1 && k == STEPS - 1 ? big : 0.1;
@@ -83,6 +105,8 @@ static double write_run(const char *path, double big)
             FWD(r, l, RESDIAG_STREAM_OUT, y);
             if (l == 1 && k == STEPS - 1)
                 r_last = ratio(f, x);
+            if (l == 0 && k == STEPS - 1)
+                peak_layer0 = peak_over_rms(y);
             memcpy(x, y, sizeof x);
         }
         rmsnorm(y, x);
@@ -140,5 +164,26 @@ START_TEST(a_quiet_run_has_no_update_warning)
 }
 END_TEST
 
+START_TEST(massive_activation_at_the_last_step_is_warned_of_at_step_0)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/massive.h5", dir);
+    spike = 200;
+    write_run(path, 0.1);
+    ck_assert_msg(peak_layer0 > 6, "the fixture's peak is %g times the RMS", peak_layer0);
+    char *j = report_json(path);
+    const char *w = strstr(j, "massive activation: the stream leaving layer 0 has ");
+    ck_assert_msg(w, "no massive-activation warning for layer 0 in %.300s", j);
+    const char *t = strstr(w, "column 3, ");
+    ck_assert_msg(t, "not column 3: %.200s", w);
+    double quoted = strtod(t + strlen("column 3, "), NULL);
+    ck_assert_msg(fabs(quoted - peak_layer0) < 0.01 * peak_layer0, "quoted %g times, written %g",
+                  quoted, peak_layer0);
+    ck_assert_msg(strstr(w, "at step 90 only, of 10 steps"), "the step is not named: %.200s", w);
+    free(j);
+}
+END_TEST
+
 CHECK_MAIN(&program, CHECK_TEST(dominant_update_at_the_last_step_is_warned_of_at_step_0),
-           CHECK_TEST(a_quiet_run_has_no_update_warning))
+           CHECK_TEST(a_quiet_run_has_no_update_warning),
+           CHECK_TEST(massive_activation_at_the_last_step_is_warned_of_at_step_0))
