@@ -26,11 +26,6 @@
 /* Values of the summary read at a time. */
 #define RD_SCAN_BLOCK (1 << 20)
 
-/* Thresholds shared with depth.c and warnings.c (same meaning). */
-#define NEGLIGIBLE 1e-3
-#define DOMINANT 1.0
-#define MASSIVE_MIN 6.0
-
 /* Value v at step si: counted when it holds; worst by larger (sign 1) or
  * smaller (sign -1). */
 static void note(rd_where *w, int64_t si, double v, int sign)
@@ -96,9 +91,9 @@ static resdiag_status scan_summary(const resdiag_reader *rd, rd_analysis *a, con
 static void take_updates(rd_analysis *a, int64_t si, const double *r)
 {
     for (int i = 0; i < a->load.n_layers * a->load.n_sublayers; i++)
-        if (r[i] < NEGLIGIBLE)
+        if (r[i] < RD_NEGLIGIBLE_R)
             note(&a->over_run.negligible[i], si, r[i], -1);
-        else if (r[i] > DOMINANT)
+        else if (r[i] > RD_DOMINANT_R)
             note(&a->over_run.dominant[i], si, r[i], 1);
 }
 
@@ -131,9 +126,9 @@ static resdiag_status scan_updates(const resdiag_reader *rd, rd_analysis *a)
             if (st)
                 return st;
             double r = u[RESDIAG_UPDATE_RATIO_FROB];
-            if (r < NEGLIGIBLE)
+            if (r < RD_NEGLIGIBLE_R)
                 note(&o->negligible[i], si, r, -1);
-            else if (r > DOMINANT)
+            else if (r > RD_DOMINANT_R)
                 note(&o->dominant[i], si, r, 1);
         }
     }
@@ -160,7 +155,7 @@ static resdiag_status stream_step(const resdiag_reader *rd, rd_analysis *a, int6
         if (!obs)
             continue;
         double rms = f[RESDIAG_FIELD_TOK_RMS_MEAN], mx = f[RESDIAG_FIELD_ABSMAX];
-        if (mx > fmax(MASSIVE_MIN, 0.5 * sqrt(a->load.d_model)) * rms) {
+        if (mx > fmax(RD_MASSIVE_MIN, 0.5 * sqrt(a->load.d_model)) * rms) {
             rd_where *w = &o->massive[kk - 1];
             note(w, si, mx / rms, 1);
             if (w->worst == si) { /* this step is the worst so far */

@@ -9,6 +9,13 @@
 
 #include <stdint.h>
 
+/* What the warnings call a negligible (below) or dominant (above) relative
+ * update, and the least ratio of a massive activation to its token's RMS
+ * (depth.c says why). */
+#define RD_NEGLIGIBLE_R 1e-3
+#define RD_DOMINANT_R 1.0
+#define RD_MASSIVE_MIN 6.0
+
 /* Where one condition holds over the scanned steps (step indices). */
 typedef struct rd_where {
     int64_t n;          /* steps where it holds; 0: none */

@@ -20,8 +20,8 @@
 #define RD_OLD_CORE_SITES 5
 
 /* Relative update below this is "negligible", above DOMINANT "dominant". */
-#define NEGLIGIBLE 1e-3
-#define DOMINANT 1.0
+#define NEGLIGIBLE RD_NEGLIGIBLE_R
+#define DOMINANT RD_DOMINANT_R
 /* A sublayer's mean r over layers this many times its first step's, and
  * at least RISE_MIN: a rise among small updates (0.003 to 0.02) is what
  * early training does; one to a quarter of the stream and beyond is the
@@ -55,7 +55,9 @@ static rd_warning_at where(const rd_analysis *a, const rd_where *h, int64_t of,
     const int64_t *st = a->load.steps;
     long long first = st[h->first], worst = st[h->worst], n = h->n;
     const char *kind = stride > 1 ? " sampled" : "";
-    if (n == of && n > 1)
+    if (of == 1)
+        snprintf(buf, cap, "at the one step %lld scanned", worst);
+    else if (n == of)
         snprintf(buf, cap, "at every one of the %lld%s steps, worst at step %lld", n, kind,
                  worst);
     else if (n == 1)
