@@ -20,6 +20,7 @@
 #include "analysis/metrics.h"
 #include "analysis/nonfinite.h"
 #include "analysis/observe.h"
+#include "analysis/over_run.h"
 #include "analysis/placement.h"
 #include "analysis/ranks.h"
 #include "analysis/training.h"
@@ -48,6 +49,7 @@ struct resdiag_analysis {
     rd_nonfinite nonfinite;   /* nonfinite.c: the first NaN / Inf over the run */
     rd_metrics metrics;       /* metrics.c: the trainer's metrics */
     rd_ranks *ranks;          /* ranks.c: the ranks of a merged job; NULL for one file */
+    rd_over_run over_run;     /* over_run.c: the warned-of conditions at every step */
     rd_warnings warnings;     /* warnings.c: what the report warns about */
 
     /* driver.c: the same analysis at the last complete step, shown beside

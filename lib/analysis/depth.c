@@ -16,7 +16,7 @@
  * holds all the energy), and Gaussian-like tensors reach 4-5 times: warn
  * above max(MASSIVE_MIN, sqrt(d)/2), i.e. when one column carries a quarter
  * of a token's energy or more. */
-#define MASSIVE_MIN 6.0
+#define MASSIVE_MIN RD_MASSIVE_MIN
 
 /* x_kk's numbers into d; for a layer output (kk > 0) also the layer's
  * signature and a massive activation (warnings.c words it). */

@@ -70,6 +70,9 @@ void resdiag_analysis_destroy(resdiag_analysis *a)
         free(a->metrics.names[m]);
     free(a->metrics.names);
     free(a->metrics.values);
+    free(a->over_run.dominant);
+    free(a->over_run.negligible);
+    free(a->over_run.massive);
     resdiag_analysis_destroy(a->at_last);
     rd_ranks_free(a->ranks);
     free(a);
@@ -109,7 +112,8 @@ static resdiag_status run_phases(const resdiag_reader *rd, rd_analysis *a, int w
     if (whole_run && ((st = rd_analysis_training(rd, a)) ||
                       (st = rd_analysis_nonfinite(rd, a)) ||
                       (st = rd_analysis_metrics(rd, a)) ||
-                      (st = rd_analysis_ranks(rd, a))))
+                      (st = rd_analysis_ranks(rd, a)) ||
+                      (st = rd_analysis_over_run(rd, a))))
         return st;
     rd_analysis_abort_verdict(a);
     rd_analysis_warnings(a);

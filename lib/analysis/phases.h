@@ -73,6 +73,8 @@ resdiag_status rd_analysis_metrics(const resdiag_reader *rd, rd_analysis *a);
  * one file. */
 resdiag_status rd_analysis_ranks(const resdiag_reader *rd, rd_analysis *a);
 void rd_ranks_free(rd_ranks *k);
+/* over_run.c: the conditions warned of, at every recorded complete step. */
+resdiag_status rd_analysis_over_run(const resdiag_reader *rd, rd_analysis *a);
 /* verdict.c: an aborted judged step's verdict made CANNOT_TELL, saying
  * why (after every phase that reads the step's own verdict). */
 void rd_analysis_abort_verdict(rd_analysis *a);

@@ -465,6 +465,23 @@ static void json_warnings(sb *b, const rd_analysis *a)
         rd_strbuf_printf(b, "%s\n    ", i ? "," : "");
         js_str(b, a->warnings.lines[i]);
     }
+    /* where each holds, in the same order: null for the judged step alone */
+    rd_strbuf_printf(b, "],\n  \"warnings_at\": [");
+    for (int i = 0; i < a->warnings.count; i++) {
+        const rd_warning_at *w = &a->warnings.at[i];
+        rd_strbuf_printf(b, "%s\n    ", i ? "," : "");
+        if (!w->set) {
+            rd_strbuf_printf(b, "null");
+            continue;
+        }
+        rd_strbuf_printf(b, "{\"first_step\": %lld, \"worst_step\": %lld, ",
+                         (long long)w->first_step, (long long)w->worst_step);
+        if (w->n)
+            rd_strbuf_printf(b, "\"steps\": %lld, \"of_steps\": %lld}", (long long)w->n,
+                             (long long)w->of_steps);
+        else
+            rd_strbuf_printf(b, "\"steps\": null, \"of_steps\": null}");
+    }
     rd_strbuf_printf(b, "]\n}\n");
 }
 
