@@ -370,6 +370,54 @@ static int colorbar_ticks(const svg_axis *ac, tick *t)
     return best;
 }
 
+/* The value a colour bar's end shows: v rounded towards the inside of the
+ * bar (dir 1 up, -1 down) to 3 significant digits, or finer where the bar
+ * spans less than a hundredth of v, so that it lies on the bar. */
+static tick cb_end(const svg_axis *ac, double v, int dir)
+{
+    double span = ac->hi - ac->lo;
+    int e = (int)floor(log10(fmin(fabs(v) > 0 ? fabs(v) / 100 : span / 100, span / 100)));
+    double q = pow(10, e);
+    double r = (dir > 0 ? ceil(v / q - 1e-9) : floor(v / q + 1e-9)) * q;
+    tick t = { r, 1, "" };
+    int sig = (r != 0 ? (int)floor(log10(fabs(r))) : e) - e + 1;
+    snprintf(t.text, sizeof t.text, "%.*g", sig < 1 ? 1 : sig > 17 ? 17 : sig, r);
+    t.v = strtod(t.text, NULL); /* the value shown is the value placed */
+    return t;
+}
+
+/* The colour bar's labels with both ends labelled: the bottom and the top
+ * value (read a colour against them), unless a label is already there;
+ * labels crowding an end's label give way to it. */
+static int colorbar_labels(const svg_axis *ac, tick *t)
+{
+    tick in[MAX_TICKS];
+    int n = colorbar_ticks(ac, in), m = 0;
+    tick ends[2] = { cb_end(ac, ac->lo, 1), cb_end(ac, ac->hi, -1) };
+    int need[2];
+    for (int k = 0; k < 2; k++) {
+        double pe = svg_axis_map(ac, k ? ac->hi : ac->lo);
+        need[k] = 1;
+        for (int i = 0; i < n; i++)
+            if (fabs(svg_axis_map(ac, in[i].v) - pe) < 1)
+                need[k] = 0;
+    }
+    if (need[0])
+        t[m++] = ends[0];
+    for (int i = 0; i < n && m < MAX_TICKS - 1; i++) {
+        double pi = svg_axis_map(ac, in[i].v);
+        int crowds = 0;
+        for (int k = 0; k < 2; k++)
+            if (need[k] && fabs(pi - svg_axis_map(ac, ends[k].v)) < CB_GAP)
+                crowds = 1;
+        if (!crowds)
+            t[m++] = in[i];
+    }
+    if (need[1])
+        t[m++] = ends[1];
+    return m;
+}
+
 static int axis_ticks(const svg_axis *ax, int horizontal, int integer, tick *t)
 {
     double len = fabs(ax->p1 - ax->p0);
@@ -824,7 +872,7 @@ void svg_heatmap(svg_buf *b, double x, double y, double w, double h, const doubl
     svg_printf(b, "<rect class=\"frame\" x=\"%.3f\" y=\"%.3f\" width=\"%.3f\" height=\"%.3f\"/>",
                bar_x, y, bw, h);
     tick t[MAX_TICKS];
-    int n = colorbar_ticks(&ac, t);
+    int n = colorbar_labels(&ac, t);
     for (int i = 0; i < n; i++) {
         double py = svg_axis_map(&ac, t[i].v);
         if (!isfinite(py))

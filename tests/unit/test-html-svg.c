@@ -308,7 +308,7 @@ static int read_colorbar_labels(const char *s, label *out, int max)
 
 /* Colour bars of ranges from a few per mille to 15 decades, log and
  * linear: four or more labels, each where the bar's axis maps its value,
- * its text its value, never overlapping. */
+ * its text its value, never overlapping, the bottom and the top labelled. */
 START_TEST(svg_colorbar_labels_several_values)
 {
     static const double ranges[][2] = {
@@ -331,6 +331,17 @@ START_TEST(svg_colorbar_labels_several_values)
             svg_axis ac = { log_c, ranges[ri][0], ranges[ri][1], 190, 40 };
             check_label_values(l, n, &ac, 0);
             check_no_overlap(l, n, 0);
+            /* both ends labelled: a label within 2 px of the bar's bottom
+             * (190) and of its top (40), its value within 1% of the end's */
+            int bottom = 0, top = 0;
+            for (int i = 0; i < n; i++) {
+                double py = l[i].y - 11 * 0.35;
+                bottom |= fabs(py - 190) <= 2;
+                top |= fabs(py - 40) <= 2;
+            }
+            ck_assert_msg(bottom && top, "[%g, %g] %s: bottom %slabelled, top %slabelled",
+                          ranges[ri][0], ranges[ri][1], log_c ? "log" : "linear",
+                          bottom ? "" : "not ", top ? "" : "not ");
             free(s);
         }
 }
