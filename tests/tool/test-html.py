@@ -294,8 +294,8 @@ def check_gradients(where, g, j, name, run=0):
         return
     ax, ay = Axis(g, "x"), Axis(g, "y")
     k, v = ax.inverse(float(pts[0].get("data-px"))), ay.inverse(float(pts[0].get("data-py")))
-    # on the diff page run i's head sits at (L + 1) 1.04^i, off the others'
-    kk = (L + 1) * 1.04 ** run
+    # on the diff page run i's head sits at (L + 1) 1.08^i, off the others'
+    kk = (L + 1) * 1.08 ** run
     if abs(k - kk) > ax.tol(k) or abs(v - head) > ay.tol(v) + 1e-7 * head:
         fail("%s: the head point at (%.4f, %.6g), the report says (%d, %.6g)"
              % (where, k, v, L + 1, head))
@@ -323,7 +323,7 @@ def check_run_colours(where, plots, names):
         for a in range(len(heads)):
             for b in range(a + 1, len(heads)):
                 (xa, ya, _), (xb, yb, _) = heads[a], heads[b]
-                if math.hypot(xa - xb, ya - yb) < 5:
+                if math.hypot(xa - xb, ya - yb) < 10:  # a diamond is 10 px wide
                     fail("%s: two runs' head points %.1f px apart: one hides the other"
                          % (where, math.hypot(xa - xb, ya - yb)))
     for run, cs in colour.items():
