@@ -211,6 +211,19 @@ START_TEST(svg_axis_range_hugs_the_data)
 }
 END_TEST
 
+/* One black series (xs, ys) (n) on the axes ax, ay: the SVG (the plot,
+ * with the axes as drawn, in *p). */
+static char *one_series_plot(svg_plot *p, const svg_axis *ax, const svg_axis *ay,
+                             const double *xs, const double *ys, size_t n)
+{
+    svg_buf b = { 0 };
+    svg_plot_begin(p, &b, 84, 40, 444, 278, ax, ay, 1, "t", "k", "y");
+    svg_style st = { "#000", 0, 1, 0, 0 };
+    svg_series(p, xs, ys, n, &st, "k", "series");
+    svg_plot_end(p, 544);
+    return svg_finish(&b);
+}
+
 /* A log axis under two decades is labelled with 1-2-5 values inside the
  * data's range (0.2 0.5 1 for gradients 0.2..1.6), not with two decades. */
 START_TEST(svg_log_axis_under_two_decades_labels_1_2_5)
@@ -218,14 +231,9 @@ START_TEST(svg_log_axis_under_two_decades_labels_1_2_5)
     static const double grads[] = { 0.2, 0.55, 1.6 };
     svg_axis ax = { 0, 0, 10, 0, 0 }, ay;
     svg_axis_range(&ay, grads, 3, 1, 0);
-    svg_buf b = { 0 };
     svg_plot p;
-    svg_plot_begin(&p, &b, 84, 40, 444, 278, &ax, &ay, 1, "t", "k", "y");
-    double xs[3] = { 0, 5, 10 };
-    svg_style st = { "#000", 0, 1, 0, 0 };
-    svg_series(&p, xs, grads, 3, &st, "k", "series");
-    svg_plot_end(&p, 544);
-    char *s = svg_finish(&b);
+    static const double xs[3] = { 0, 5, 10 };
+    char *s = one_series_plot(&p, &ax, &ay, xs, grads, 3);
     label l[128];
     int n = read_labels(s, "yticks", l, 128);
     check_label_values(l, n, &p.ay, 0);
@@ -395,14 +403,9 @@ START_TEST(svg_plot_ticks_readable_linear_and_log)
             double yv[2] = { 1e-6 * L, 3e-2 * L * L };
             svg_axis ay;
             svg_axis_range(&ay, yv, 2, log, 0);
-            svg_buf b = { 0 };
             svg_plot p;
-            svg_plot_begin(&p, &b, 84, 40, 444, 278, &ax, &ay, 1, "t", "k", "y");
             double xs[2] = { ax.lo, ax.hi };
-            svg_style st = { "#000", 0, 1, 0, 0 };
-            svg_series(&p, xs, yv, 2, &st, "k", "series");
-            svg_plot_end(&p, 544);
-            char *s = svg_finish(&b);
+            char *s = one_series_plot(&p, &ax, &ay, xs, yv, 2);
             label l[128];
             int n = read_labels(s, "xticks", l, 128);
             ck_assert_int_ge(n, 2);
