@@ -37,11 +37,18 @@ const char *resdiag_figure_name(resdiag_figure figure)
     return (unsigned)figure < RESDIAG_N_FIGURES ? names[figure] : "?";
 }
 
-/* The style of run i of n for a series of colour c: the first run solid
- * with circles, the second dashed with squares, ... */
-static svg_style run_style(int i, int c)
+/* The style of series c (a palette index) of run i of n. One run: the
+ * series' colour, solid with circles. Several (the diff page): colour means
+ * the run in every figure (A palette[0], B palette[1], ...), and the
+ * series are told apart by dash and marker (distinct for every c used). */
+static svg_style run_style(int n, int i, int c)
 {
-    svg_style st = { palette[c % N_PALETTE], i % 3, 1 + i % 3, 0, 0 };
+    svg_style st = { palette[c % N_PALETTE], 0, 1, 0, 0 };
+    if (n > 1) {
+        st.color = palette[i % N_PALETTE];
+        st.dash = c % 3;
+        st.marker = 1 + c % 4;
+    }
     return st;
 }
 
@@ -171,7 +178,7 @@ static int fig_growth(svg_buf *b, const rd_analysis *const *a, const char *const
             break;
         for (int j = 0; j <= L; j++)
             k[j] = j;
-        svg_style st = run_style(i, i);
+        svg_style st = run_style(n, i, i);
         label_of(label, sizeof label, names, n, i, "‖x_k‖ measured");
         char key[200];
         svg_series(&p, k, r->depth.xnorm, (size_t)L + 1, &st,
@@ -284,7 +291,7 @@ static int fig_updates(svg_buf *b, const rd_analysis *const *a, const char *cons
         for (int s = 0; s < S; s++) {
             for (int l = 0; l < L; l++)
                 col[l] = r->placement.r[(size_t)l * S + s];
-            svg_style st = run_style(i, s);
+            svg_style st = run_style(n, i, s);
             label_of(label, sizeof label, names, n, i, r->load.sublayer_names[s]);
             char what[96];
             snprintf(what, sizeof what, "updates.%s", r->load.sublayer_names[s]);
@@ -391,7 +398,7 @@ static void gradient_series(svg_plot *p, const rd_analysis *r, const char *const
         int pi = r->gradients.param_order[j];
         for (int l = 0; l < L; l++)
             col[l] = r->gradients.grad[(size_t)l * P + pi];
-        svg_style st = run_style(i, param_color[j % N_PARAM_COLORS]);
+        svg_style st = run_style(n, i, param_color[j % N_PARAM_COLORS]);
         if (j > 0)
             st.width = 1.2; /* the residual writer stands out */
         snprintf(what, sizeof what, "‖∇%.24s‖", r->load.param_names[pi]);
@@ -405,20 +412,26 @@ static void gradient_series(svg_plot *p, const rd_analysis *r, const char *const
             svg_series(p, k, col, (size_t)L, &rs, "ref.inv_xnorm", "pre-norm: ∝ 1/‖x_k‖ (Xiong)");
         }
     }
-    svg_style st = run_style(i, 2);
+    svg_style st = run_style(n, i, 2);
     label_of(label, sizeof label, names, n, i, "‖∂L/∂x_k‖ stream");
     svg_series(p, k, r->gradients.sgrad, (size_t)L, &st,
                key_of(key, sizeof key, names, n, i, "gradients.stream"), label);
     if (has_head(r)) {
+        /* several runs: the run's colour, and B's diamond right of A's (a
+         * factor 1.08 of k, ~13 px, more than a diamond's 10) so that equal
+         * heads do not hide each other */
         svg_style hs = { palette[3], 0, 4, 0, 1 };
-        if (i % 2)
-            hs.color = palette[7];
+        double hk = L + 1;
+        if (n > 1) {
+            hs.color = palette[i % N_PALETTE];
+            hk *= pow(1.08, i);
+        }
         if (rd_head_name(r))
             snprintf(what, sizeof what, "‖∇%.24s‖ output head", rd_head_name(r));
         else
             snprintf(what, sizeof what, "‖∂L/∂logits‖ output head");
         label_of(label, sizeof label, names, n, i, what);
-        svg_point(p, L + 1, r->gradients.head_grad, &hs,
+        svg_point(p, hk, r->gradients.head_grad, &hs,
                   key_of(key, sizeof key, names, n, i, "gradients.head"), label);
     }
 }

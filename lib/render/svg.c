@@ -67,9 +67,22 @@ static double nice_prev(double s)
     return (f < 1.5 ? 0.5 : f < 3.5 ? 1 : 2) * e;
 }
 
-/* Data closer to an edge of the range than this part of it are drawn on
- * (under) the frame: the range grows by one tick step there. */
-#define EDGE_MARGIN 0.02
+/* The range is the data's extent, EDGE_MARGIN of it more on each side (a
+ * line at the data's max or min is drawn inside the frame, not under its
+ * edge), rounded out to a round value: a 1-2-5 step of a 25th of the span
+ * on a linear axis (so steps 0..199 give 0..210, not a whole tick step
+ * more), never below 0 for non-negative data. A log axis over two decades
+ * or more is rounded out to whole decades; under two decades each end is
+ * rounded to a 1-2-5 step of a tenth of itself (or of the span when that
+ * is smaller), so 0.2..1.6 gives 0.18..1.8, not 0.1..10. */
+#define EDGE_MARGIN 0.03
+
+/* v rounded down (dir < 0) or up to a multiple of the 1-2-5 step >= r. */
+static double round_to(double v, double r, int dir)
+{
+    double step = nice_ceil(r);
+    return (dir < 0 ? floor(v / step + 1e-9) : ceil(v / step - 1e-9)) * step;
+}
 
 void svg_axis_range(svg_axis *ax, const double *v, size_t n, int log, int zero_based)
 {
@@ -86,16 +99,20 @@ void svg_axis_range(svg_axis *ax, const double *v, size_t n, int log, int zero_b
         return;
     }
     if (log) {
-        ax->lo = pow(10, floor(log10(lo) + 1e-9));
-        ax->hi = pow(10, ceil(log10(hi) - 1e-9));
-        if (ax->hi <= ax->lo)
-            ax->hi = ax->lo * 10;
-        /* a line on the frame's edge hides under the frame: a decade more */
-        double span = log10(ax->hi) - log10(ax->lo);
-        if (log10(ax->hi) - log10(hi) < EDGE_MARGIN * span)
-            ax->hi *= 10;
-        if (log10(lo) - log10(ax->lo) < EDGE_MARGIN * span)
-            ax->lo /= 10;
+        double l0 = log10(lo), l1 = log10(hi);
+        if (l1 - l0 < 1e-9) { /* one value: a factor 1.25 around it */
+            l0 -= log10(1.25);
+            l1 += log10(1.25);
+        }
+        double pad = EDGE_MARGIN * (l1 - l0);
+        double a = pow(10, l0 - pad), b = pow(10, l1 + pad);
+        if (l1 - l0 >= 2) {
+            ax->lo = pow(10, floor(log10(a) + 1e-9));
+            ax->hi = pow(10, ceil(log10(b) - 1e-9));
+        } else {
+            ax->lo = round_to(a, fmin(a, b - a) / 10, -1);
+            ax->hi = round_to(b, fmin(b, b - a) / 10, 1);
+        }
         return;
     }
     if (zero_based && lo >= 0)
@@ -106,15 +123,12 @@ void svg_axis_range(svg_axis *ax, const double *v, size_t n, int log, int zero_b
         lo = zero_based && lo >= 0 ? 0 : lo - d;
         hi = hi + d;
     }
-    double step = nice_ceil((hi - lo) / 5);
-    ax->lo = floor(lo / step + 1e-9) * step;
-    ax->hi = ceil(hi / step - 1e-9) * step;
-    /* likewise a step more, except below a zero base (the axis itself) */
-    double span = ax->hi - ax->lo;
-    if (ax->hi - hi < EDGE_MARGIN * span)
-        ax->hi += step;
-    if (!(zero_based && ax->lo == 0) && lo - ax->lo < EDGE_MARGIN * span)
-        ax->lo -= step;
+    double pad = EDGE_MARGIN * (hi - lo);
+    double a = lo - pad, b = hi + pad;
+    if (lo >= 0 && a < 0)
+        a = 0; /* non-negative data (steps, norms): not below 0 */
+    ax->lo = round_to(a, (b - a) / 25, -1);
+    ax->hi = round_to(b, (b - a) / 25, 1);
 }
 
 double svg_axis_map(const svg_axis *ax, double v)
@@ -196,9 +210,11 @@ static int ticks_linear(double lo, double hi, double len, int horizontal, int in
     return 0;
 }
 
+static int cb_log_values(double lo, double hi, int set, int every, tick *t);
+
 /* Ticks of a log axis: labelled decades (every m-th when crowded), 2 and 5
  * labelled as well when a decade is wide, unlabelled minor ticks 2..9; a
- * range inside one decade falls back to linear 1-2-5 values. */
+ * range with fewer than two decades inside falls back to 1-2-5 values. */
 static int ticks_log(double lo, double hi, double len, int horizontal, int integer, tick *t)
 {
     double l0 = log10(lo), l1 = log10(hi);
@@ -207,9 +223,13 @@ static int ticks_log(double lo, double hi, double len, int horizontal, int integ
     double per_dec = len / (l1 - l0);
     int e0 = (int)ceil(l0 - 1e-9), e1 = (int)floor(l1 + 1e-9);
     if (e1 - e0 + 1 < 2) {
-        /* not two decades inside: linear values, mapped logarithmically */
+        /* not two decades inside: 1-2-5 values (0.2 0.5 1 for 0.18..1.8),
+         * or linear values when fewer than three of those are inside (2..8,
+         * 1..1.003), mapped logarithmically */
         tick tmp[MAX_TICKS];
-        int n = ticks_linear(lo, hi, len, horizontal, integer, tmp), m = 0;
+        int n = cb_log_values(lo, hi, 2, 1, tmp), m = 0;
+        if (n < 3)
+            n = ticks_linear(lo, hi, len, horizontal, integer, tmp);
         /* drop labels closer than a label height/width on the log scale */
         double last = -INFINITY;
         for (int i = 0; i < n; i++) {
@@ -348,6 +368,54 @@ static int colorbar_ticks(const svg_axis *ac, tick *t)
         }
     }
     return best;
+}
+
+/* The value a colour bar's end shows: v rounded towards the inside of the
+ * bar (dir 1 up, -1 down) to 3 significant digits, or finer where the bar
+ * spans less than a hundredth of v, so that it lies on the bar. */
+static tick cb_end(const svg_axis *ac, double v, int dir)
+{
+    double span = ac->hi - ac->lo;
+    int e = (int)floor(log10(fmin(fabs(v) > 0 ? fabs(v) / 100 : span / 100, span / 100)));
+    double q = pow(10, e);
+    double r = (dir > 0 ? ceil(v / q - 1e-9) : floor(v / q + 1e-9)) * q;
+    tick t = { r, 1, "" };
+    int sig = (r != 0 ? (int)floor(log10(fabs(r))) : e) - e + 1;
+    snprintf(t.text, sizeof t.text, "%.*g", sig < 1 ? 1 : sig > 17 ? 17 : sig, r);
+    t.v = strtod(t.text, NULL); /* the value shown is the value placed */
+    return t;
+}
+
+/* The colour bar's labels with both ends labelled: the bottom and the top
+ * value (read a colour against them), unless a label is already there;
+ * labels crowding an end's label give way to it. */
+static int colorbar_labels(const svg_axis *ac, tick *t)
+{
+    tick in[MAX_TICKS];
+    int n = colorbar_ticks(ac, in), m = 0;
+    tick ends[2] = { cb_end(ac, ac->lo, 1), cb_end(ac, ac->hi, -1) };
+    int need[2];
+    for (int k = 0; k < 2; k++) {
+        double pe = svg_axis_map(ac, k ? ac->hi : ac->lo);
+        need[k] = 1;
+        for (int i = 0; i < n; i++)
+            if (fabs(svg_axis_map(ac, in[i].v) - pe) < 1)
+                need[k] = 0;
+    }
+    if (need[0])
+        t[m++] = ends[0];
+    for (int i = 0; i < n && m < MAX_TICKS - 1; i++) {
+        double pi = svg_axis_map(ac, in[i].v);
+        int crowds = 0;
+        for (int k = 0; k < 2; k++)
+            if (need[k] && fabs(pi - svg_axis_map(ac, ends[k].v)) < CB_GAP)
+                crowds = 1;
+        if (!crowds)
+            t[m++] = in[i];
+    }
+    if (need[1])
+        t[m++] = ends[1];
+    return m;
 }
 
 static int axis_ticks(const svg_axis *ax, int horizontal, int integer, tick *t)
@@ -804,7 +872,7 @@ void svg_heatmap(svg_buf *b, double x, double y, double w, double h, const doubl
     svg_printf(b, "<rect class=\"frame\" x=\"%.3f\" y=\"%.3f\" width=\"%.3f\" height=\"%.3f\"/>",
                bar_x, y, bw, h);
     tick t[MAX_TICKS];
-    int n = colorbar_ticks(&ac, t);
+    int n = colorbar_labels(&ac, t);
     for (int i = 0; i < n; i++) {
         double py = svg_axis_map(&ac, t[i].v);
         if (!isfinite(py))

@@ -41,12 +41,13 @@ typedef struct svg_axis {
     double p0, p1;  /* pixels of lo and hi (p1 < p0 on a y axis) */
 } svg_axis;
 
-/* Data range of v (n) covering the finite values (> 0 on a log axis),
- * widened to tick values: whole decades on a log axis, a 1-2-5 step on a
- * linear one (from zero when zero_based and the data are >= 0), with one
- * more decade or step where a value would lie on the frame (within 2% of
- * the range of an edge; not below a zero base). With no usable value the
- * range is [0, 1] or [1, 10]. */
+/* Data range of v (n) covering the finite values (> 0 on a log axis) and
+ * 3% of their span more on each side (no value on the frame), rounded out
+ * to a round value: whole decades on a log axis over two decades or more,
+ * else 1-2-5 steps of a tenth of each end (0.2..1.6 gives 0.18..1.8); a
+ * 1-2-5 step of a 25th of the span on a linear one (from zero when
+ * zero_based and the data are >= 0; never below 0 for data >= 0). With no
+ * usable value the range is [0, 1] or [1, 10]. */
 void svg_axis_range(svg_axis *ax, const double *v, size_t n, int log, int zero_based);
 /* Pixel of v; NaN for a non-finite v or v <= 0 on a log axis. */
 double svg_axis_map(const svg_axis *ax, double v);

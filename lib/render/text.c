@@ -99,7 +99,8 @@ static void text_relations(sb *b, rd_esc_ring *esc, const rd_analysis *a)
     }
     rd_strbuf_printf(b, "  confidence: the rival placement's error over max(the winner's "
                  "error, the rounding floor): high from %gx, medium from %gx, below that "
-                 "cannot tell; rounding floor 2 (u + 2^-53 sqrt(elements)), u = 2^-24 f32, "
+                 "cannot tell; rounding floor = 2 x (u + 2^-53 x sqrt(elements)), a relative error "
+                 "(1.2e-7 for 64 x 128 f32), u = 2^-24 f32, "
                  "2^-11 f16, 2^-8 bf16 (read from each tensor's largest |value|); "
                  "low: decided by the hook order alone, or a signature; `resdiag check` "
                  "passes or fails from medium up and exits 2 below\n",

@@ -119,6 +119,16 @@ def dark(p):
     return max(p) < 170 and max(p) - min(p) < 30
 
 
+def left_edge(shot, xa, xb, ya, yb):
+    """the leftmost column in xa..xb dark over 80% of the rows ya..yb (a
+    frame's left side), else xa"""
+    for x in range(xa, xb + 1):
+        if sum(dark(shot.at(x, y)) for y in range(int(ya) + 2, int(yb) - 1)) \
+                >= 0.8 * (yb - ya - 3):
+            return x
+    return xa
+
+
 def find_frames(shot, min_len):
     """rectangles (x0, y0, x1, y1) drawn as long dark horizontal lines,
     top and bottom pairs, in screen order"""
@@ -133,10 +143,14 @@ def find_frames(shot, min_len):
             while x < shot.w and dark(shot.at(x, y)):
                 x += 1
             if x - s >= min_len:
-                if lines and y - lines[-1][3] <= 1 and abs(lines[-1][1] - s) <= 3 \
-                        and abs(lines[-1][2] - x) <= 3:
+                # a line between two pixel rows paints both, and a series
+                # crossing it can cut one row's run short: rows next to each
+                # other that overlap over 90% of the shorter are one line
+                if lines and y - lines[-1][3] <= 1 and \
+                        min(lines[-1][2], x) - max(lines[-1][1], s) >= \
+                        0.9 * min(lines[-1][2] - lines[-1][1], x - s):
                     ly, lx0, lx1, _ = lines[-1]
-                    lines[-1] = (ly, lx0, lx1, y)
+                    lines[-1] = (ly, min(lx0, s), max(lx1, x), y)
                 else:
                     lines.append((y, s, x, y))
     rects, used = [], set()
@@ -145,8 +159,12 @@ def find_frames(shot, min_len):
             continue
         for j in range(i + 1, len(lines)):
             y1, a0, a1, e1 = lines[j]
-            if j not in used and abs(a0 - x0) <= 3 and abs(a1 - x1) <= 3:
-                rects.append((x0, (y0 + e0) / 2, x1 - 1, (y1 + e1) / 2))
+            # a y tick (5 px) on the top or bottom edge lengthens that
+            # edge's line on the left, a series at the corner shortens it:
+            # the left edge is the frame's vertical line there
+            if j not in used and abs(a0 - x0) <= 6 and abs(a1 - x1) <= 3:
+                rects.append((left_edge(shot, min(x0, a0), max(x0, a0), e0, y1),
+                              (y0 + e0) / 2, x1 - 1, (y1 + e1) / 2))
                 used.update((i, j))
                 break
     return rects

@@ -262,7 +262,7 @@ def check_fit(where, g, j):
                 break
 
 
-def check_gradients(where, g, j, name):
+def check_gradients(where, g, j, name, run=0):
     """every parameter a series of its own colour; the head one point"""
     pre = "" if name is None else name + "/"
     L = j["run"]["n_layers"]
@@ -277,8 +277,10 @@ def check_gradients(where, g, j, name):
         colours.setdefault(pl[0].get("stroke"), []).append(p["name"])
         if not any("∇" + p["name"] in t for t in legend_texts(g)):
             fail("%s: the legend has no entry for the gradient of %s" % (where, p["name"]))
+    # one run: a colour per parameter; several: colour is the run's (the
+    # diff page checks that), the parameters told apart by dash and marker
     for c, ps in colours.items():
-        if len(ps) > 1:
+        if len(ps) > 1 and name is None:
             fail("%s: the gradients of %s share the colour %s" % (where, ps, c))
     key = pre + "gradients.head"
     if keyed(g, "line", key) or keyed(g, "polyline", key):
@@ -292,11 +294,47 @@ def check_gradients(where, g, j, name):
         return
     ax, ay = Axis(g, "x"), Axis(g, "y")
     k, v = ax.inverse(float(pts[0].get("data-px"))), ay.inverse(float(pts[0].get("data-py")))
-    if abs(k - (L + 1)) > ax.tol(k) or abs(v - head) > ay.tol(v) + 1e-7 * head:
+    # on the diff page run i's head sits at (L + 1) 1.08^i, off the others'
+    kk = (L + 1) * 1.08 ** run
+    if abs(k - kk) > ax.tol(k) or abs(v - head) > ay.tol(v) + 1e-7 * head:
         fail("%s: the head point at (%.4f, %.6g), the report says (%d, %.6g)"
              % (where, k, v, L + 1, head))
     if not any("head" in t for t in legend_texts(g)):
         fail("%s: the head point has no legend entry" % where)
+
+
+def check_run_colours(where, plots, names):
+    """the diff page: in every figure each run's series (lines and points,
+    fits and references aside) have the run's one colour, a colour no other
+    run has; the runs' head points do not cover each other"""
+    colour = {}  # run name -> set of colours, over all figures
+    for g, _ in plots:
+        heads = []
+        for e in g.iter():
+            key = e.get("data-key") or ""
+            if "/" not in key or local(e.tag) not in ("polyline", "path"):
+                continue
+            run = key.split("/", 1)[0]
+            c = e.get("stroke") if local(e.tag) == "polyline" else e.get("fill")
+            if c:
+                colour.setdefault(run, set()).add(c.lower())
+            if key.endswith("/gradients.head"):
+                heads.append((float(e.get("data-px")), float(e.get("data-py")), e.get("d")))
+        for a in range(len(heads)):
+            for b in range(a + 1, len(heads)):
+                (xa, ya, _), (xb, yb, _) = heads[a], heads[b]
+                if math.hypot(xa - xb, ya - yb) < 10:  # a diamond is 10 px wide
+                    fail("%s: two runs' head points %.1f px apart: one hides the other"
+                         % (where, math.hypot(xa - xb, ya - yb)))
+    for run, cs in colour.items():
+        if len(cs) != 1:
+            fail("%s: run %s is drawn in %d colours %s: colour must mean the run"
+                 % (where, run, len(cs), sorted(cs)))
+    runs = sorted(colour)
+    for a in range(len(runs)):
+        for b in range(a + 1, len(runs)):
+            if colour[runs[a]] & colour[runs[b]]:
+                fail("%s: runs %s and %s share a colour" % (where, runs[a], runs[b]))
 
 
 def check_plots(where, root, jsons, names):
@@ -305,6 +343,8 @@ def check_plots(where, root, jsons, names):
     figs = [s for s in root.iter(SVGNS + "svg") if s.get("font-family")]
     plots = [(g, float(s.get("width"))) for s in figs for g in s.iter(SVGNS + "g")
              if g.get("class") == "plot"]
+    if len(jsons) > 1:
+        check_run_colours(where, plots, names)
     for g, width in plots:
         ax, ay = Axis(g, "x"), Axis(g, "y")
         check_ticks(where, g)
@@ -316,7 +356,7 @@ def check_plots(where, root, jsons, names):
         if any(k.split("/")[-1] == "gradients.stream" for k in keys):
             for run, j in enumerate(jsons):
                 if j["gradients"] is not None:
-                    check_gradients(where, g, j, names[run])
+                    check_gradients(where, g, j, names[run], run)
         polys = {}
         for p in g.iter(SVGNS + "polyline"):
             k = p.get("data-key")

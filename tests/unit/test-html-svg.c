@@ -118,9 +118,9 @@ START_TEST(svg_axis_range_covers_data_with_tick_values)
     svg_axis a;
     svg_axis_range(&a, v, 5, 1, 0); /* log: whole decades around the positive values */
     ck_assert(fabs(a.lo - 0.01) < 1e-15 && fabs(a.hi - 10) < 1e-12);
-    svg_axis_range(&a, v, 5, 0, 1); /* linear: -3 .. 7.5 to a step of 5 (10.5 / 5 rounded up) */
+    svg_axis_range(&a, v, 5, 0, 1); /* linear: -3 .. 7.5 and 3% more, to a step of 0.5 */
     ck_assert(a.lo <= -3 && a.hi >= 7.5);
-    ck_assert(fabs(a.lo - (-5)) < 1e-12 && fabs(a.hi - 10) < 1e-12);
+    ck_assert(fabs(a.lo - (-3.5)) < 1e-12 && fabs(a.hi - 8) < 1e-12);
     const double z[] = { 0.16, 0.18 };
     svg_axis_range(&a, z, 2, 0, 1);
     ck_assert(a.lo == 0 && a.hi >= 0.18 && a.hi <= 0.2 + 1e-12);
@@ -156,6 +156,100 @@ START_TEST(svg_axis_range_keeps_edge_values_inside_the_frame)
     svg_axis a;
     svg_axis_range(&a, inside, 2, 1, 0);
     ck_assert(fabs(a.lo - 0.01) < 1e-15 && fabs(a.hi - 10) < 1e-12);
+}
+END_TEST
+
+/* The axis hugs the data: it contains them, spans at most 1.5 times their
+ * span (on a log axis under two decades their log span, plus 0.05 decade;
+ * over two, a decade more at most on each side), and is not below 0 for
+ * non-negative data. Steps 0..199 once gave -50..250, 0.2..1.6 0.1..10. */
+START_TEST(svg_axis_range_hugs_the_data)
+{
+    static double steps[200];
+    for (int i = 0; i < 200; i++)
+        steps[i] = i;
+    static const double grads[] = { 0.2, 0.55, 1.6 }, narrow[] = { 1.0000000521, 1.0034748 },
+                        wide[] = { 0.013, 7.5 }, small[] = { 2e-5, 3e-3 }, mixed[] = { -3, 7.5 },
+                        far[] = { 1000, 1003 }, norms[] = { 0.16, 0.18 }, ticks[] = { 2, 6, 10 };
+    struct {
+        const double *v;
+        size_t n;
+        int log, zero_based;
+    } cases[] = { { steps, 200, 0, 0 }, { steps, 200, 0, 1 }, { steps + 10, 190, 0, 0 },
+                  { grads, 3, 1, 0 },   { narrow, 2, 1, 0 },  { wide, 2, 1, 0 },
+                  { small, 2, 1, 0 },   { mixed, 2, 0, 0 },   { far, 2, 0, 0 },
+                  { norms, 2, 0, 1 },   { norms, 2, 0, 0 },   { ticks, 3, 0, 0 },
+                  { grads, 3, 0, 0 },   { narrow, 2, 0, 0 } };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        double lo = INFINITY, hi = -INFINITY;
+        for (size_t i = 0; i < cases[c].n; i++) {
+            lo = fmin(lo, cases[c].v[i]);
+            hi = fmax(hi, cases[c].v[i]);
+        }
+        svg_axis a;
+        svg_axis_range(&a, cases[c].v, cases[c].n, cases[c].log, cases[c].zero_based);
+        ck_assert_msg(a.lo <= lo && a.hi >= hi, "case %zu: %g..%g outside %g..%g", c, lo, hi,
+                      a.lo, a.hi);
+        if (cases[c].log) {
+            double span = log10(hi / lo), got = log10(a.hi / a.lo);
+            if (span < 2)
+                ck_assert_msg(got <= 1.5 * span + 0.05,
+                              "case %zu: %g..%g on an axis %g..%g (%g decades for %g)", c, lo,
+                              hi, a.lo, a.hi, got, span);
+            else
+                ck_assert(a.lo > lo / 10 && a.hi < hi * 10);
+        } else {
+            if (cases[c].zero_based && lo >= 0)
+                lo = 0;
+            ck_assert_msg(a.hi - a.lo <= 1.5 * (hi - lo), "case %zu: %g..%g on an axis %g..%g",
+                          c, lo, hi, a.lo, a.hi);
+            if (lo >= 0)
+                ck_assert_msg(a.lo >= 0, "case %zu: non-negative data on an axis from %g", c,
+                              a.lo);
+        }
+    }
+}
+END_TEST
+
+/* One black series (xs, ys) (n) on the axes ax, ay: the SVG (the plot,
+ * with the axes as drawn, in *p). */
+static char *one_series_plot(svg_plot *p, const svg_axis *ax, const svg_axis *ay,
+                             const double *xs, const double *ys, size_t n)
+{
+    svg_buf b = { 0 };
+    svg_plot_begin(p, &b, 84, 40, 444, 278, ax, ay, 1, "t", "k", "y");
+    svg_style st = { "#000", 0, 1, 0, 0 };
+    svg_series(p, xs, ys, n, &st, "k", "series");
+    svg_plot_end(p, 544);
+    return svg_finish(&b);
+}
+
+/* A log axis under two decades is labelled with 1-2-5 values inside the
+ * data's range (0.2 0.5 1 for gradients 0.2..1.6), not with two decades. */
+START_TEST(svg_log_axis_under_two_decades_labels_1_2_5)
+{
+    static const double grads[] = { 0.2, 0.55, 1.6 };
+    svg_axis ax = { 0, 0, 10, 0, 0 }, ay;
+    svg_axis_range(&ay, grads, 3, 1, 0);
+    svg_plot p;
+    static const double xs[3] = { 0, 5, 10 };
+    char *s = one_series_plot(&p, &ax, &ay, xs, grads, 3);
+    label l[128];
+    int n = read_labels(s, "yticks", l, 128);
+    check_label_values(l, n, &p.ay, 0);
+    check_no_overlap(l, n, 0);
+    static const double want[] = { 0.2, 0.5, 1 };
+    ck_assert_int_ge(n, 3);
+    for (int k = 0; k < 3; k++) {
+        int found = 0;
+        for (int i = 0; i < n; i++)
+            found |= fabs(l[i].v - want[k]) < 1e-12;
+        ck_assert_msg(found, "no label %g on the axis %g..%g", want[k], p.ay.lo, p.ay.hi);
+    }
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(l[i].v >= 0.15 && l[i].v <= 2, "label %s far outside 0.2..1.6",
+                      l[i].text);
+    free(s);
 }
 END_TEST
 
@@ -222,7 +316,7 @@ static int read_colorbar_labels(const char *s, label *out, int max)
 
 /* Colour bars of ranges from a few per mille to 15 decades, log and
  * linear: four or more labels, each where the bar's axis maps its value,
- * its text its value, never overlapping. */
+ * its text its value, never overlapping, the bottom and the top labelled. */
 START_TEST(svg_colorbar_labels_several_values)
 {
     static const double ranges[][2] = {
@@ -245,6 +339,17 @@ START_TEST(svg_colorbar_labels_several_values)
             svg_axis ac = { log_c, ranges[ri][0], ranges[ri][1], 190, 40 };
             check_label_values(l, n, &ac, 0);
             check_no_overlap(l, n, 0);
+            /* both ends labelled: a label within 2 px of the bar's bottom
+             * (190) and of its top (40), its value within 1% of the end's */
+            int bottom = 0, top = 0;
+            for (int i = 0; i < n; i++) {
+                double py = l[i].y - 11 * 0.35;
+                bottom |= fabs(py - 190) <= 2;
+                top |= fabs(py - 40) <= 2;
+            }
+            ck_assert_msg(bottom && top, "[%g, %g] %s: bottom %slabelled, top %slabelled",
+                          ranges[ri][0], ranges[ri][1], log_c ? "log" : "linear",
+                          bottom ? "" : "not ", top ? "" : "not ");
             free(s);
         }
 }
@@ -298,14 +403,9 @@ START_TEST(svg_plot_ticks_readable_linear_and_log)
             double yv[2] = { 1e-6 * L, 3e-2 * L * L };
             svg_axis ay;
             svg_axis_range(&ay, yv, 2, log, 0);
-            svg_buf b = { 0 };
             svg_plot p;
-            svg_plot_begin(&p, &b, 84, 40, 444, 278, &ax, &ay, 1, "t", "k", "y");
             double xs[2] = { ax.lo, ax.hi };
-            svg_style st = { "#000", 0, 1, 0, 0 };
-            svg_series(&p, xs, yv, 2, &st, "k", "series");
-            svg_plot_end(&p, 544);
-            char *s = svg_finish(&b);
+            char *s = one_series_plot(&p, &ax, &ay, xs, yv, 2);
             label l[128];
             int n = read_labels(s, "xticks", l, 128);
             ck_assert_int_ge(n, 2);
@@ -637,6 +737,8 @@ CHECK_MAIN(&program,
                CHECK_TEST(svg_axis_map_is_linear_or_log10),
                CHECK_TEST(svg_axis_range_covers_data_with_tick_values),
                CHECK_TEST(svg_axis_range_keeps_edge_values_inside_the_frame),
+               CHECK_TEST(svg_axis_range_hugs_the_data),
+               CHECK_TEST(svg_log_axis_under_two_decades_labels_1_2_5),
                CHECK_TEST(svg_heatmap_ticks_readable_for_any_length),
                CHECK_TEST(svg_plot_ticks_readable_linear_and_log),
                CHECK_TEST(svg_legend_labels_are_cut_whole),
