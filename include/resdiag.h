@@ -1359,8 +1359,8 @@ typedef enum resdiag_file_state {
     RESDIAG_FILE_WRITING = 1,    /* still being written: a writer holds its lock */
     RESDIAG_FILE_NOT_CLOSED = 2, /* its writer did not close it (killed, crashed) and no
                                     writer holds it now */
-    RESDIAG_FILE_STATE_UNKNOWN = 3 /* cannot tell: marked open on a file system without
-                                      locks, or the file cannot be looked at again */
+    RESDIAG_FILE_UNKNOWN = 3     /* cannot tell: marked open on a file system without
+                                    locks, or the file cannot be looked at again */
 } resdiag_file_state;
 
 /* The state of rd's file into *out (doc/FORMAT.md, "Is the writer done?").

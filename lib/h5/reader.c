@@ -361,7 +361,7 @@ const resdiag_reader *rd_reader_rank_reader(const resdiag_reader *rd, int r)
 /* The worse of two states: WRITING, then NOT_CLOSED, then UNKNOWN, then CLOSED. */
 static resdiag_file_state worse_state(resdiag_file_state a, resdiag_file_state b)
 {
-    static const int rank[] = { [RESDIAG_FILE_CLOSED] = 0, [RESDIAG_FILE_STATE_UNKNOWN] = 1,
+    static const int rank[] = { [RESDIAG_FILE_CLOSED] = 0, [RESDIAG_FILE_UNKNOWN] = 1,
                                 [RESDIAG_FILE_NOT_CLOSED] = 2, [RESDIAG_FILE_WRITING] = 3 };
     return rank[b] > rank[a] ? b : a;
 }

@@ -375,11 +375,11 @@ static int lock_held(int fd)
 resdiag_file_state rd_run_file_state(const char *path)
 {
     if (!path)
-        return RESDIAG_FILE_STATE_UNKNOWN;
+        return RESDIAG_FILE_UNKNOWN;
     /* O_NONBLOCK: a FIFO put at the path must not hang the reader. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
-        return RESDIAG_FILE_STATE_UNKNOWN;
+        return RESDIAG_FILE_UNKNOWN;
     struct stat sb;
     unsigned char sup[RD_H5_SIGNATURE_LEN + 4];
     int flags = -1;
@@ -401,5 +401,5 @@ resdiag_file_state rd_run_file_state(const char *path)
         return RESDIAG_FILE_CLOSED;
     if (flags > 0 && held == 0)
         return RESDIAG_FILE_NOT_CLOSED;
-    return RESDIAG_FILE_STATE_UNKNOWN;
+    return RESDIAG_FILE_UNKNOWN;
 }

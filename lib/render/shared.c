@@ -120,7 +120,7 @@ void rd_file_state_sentence(char *out, size_t cap, const rd_analysis *a)
         snprintf(out, cap, "its writer did not close it (last flush at step %lld); %s", last,
                  other_tools);
         break;
-    case RESDIAG_FILE_STATE_UNKNOWN:
+    case RESDIAG_FILE_UNKNOWN:
         snprintf(out, cap,
                  "marked as open by a writer, but whether one still writes it cannot be told "
                  "(no lock to ask); the last flush was at step %lld; %s",
