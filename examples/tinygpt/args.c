@@ -54,7 +54,11 @@ static const char usage[] =
     "                    scaled so that the gradients add up to the batch's;\n"
     "                    one AdamW update per step [default=1]\n"
     "  --steps S         optimizer steps [default=200]\n"
-    "  --lr X            AdamW learning rate, constant [default=0.001]\n"
+    "  --lr X            AdamW's peak learning rate [default=0.001]\n"
+    "  --warmup N        linear warm-up: step s (from 0) trains at\n"
+    "                    X * min(1, (s + 1) / N), then X; 0 = X from the start.\n"
+    "                    The rate of each step is the run's metric \"lr\"\n"
+    "                    [default=0]\n"
     "  --weight-decay X  AdamW decoupled weight decay on matrices [default=0]\n"
     "  --seed N          parameters and data [default=1]\n"
     "  --threads N       OpenMP threads [default=OpenMP's, e.g. OMP_NUM_THREADS or\n"
@@ -220,6 +224,7 @@ static const struct option long_options[] = {
     { "compression", required_argument, NULL, 287 },
     { "hook-team", required_argument, NULL, 288 },
     { "resdiag-log", required_argument, NULL, 289 },
+    { "warmup", required_argument, NULL, 290 },
 #ifdef TINYGPT_MPI
     { "kill-rank", required_argument, NULL, 282 }, { "kill-step", required_argument, NULL, 283 },
     { "nan-rank", required_argument, NULL, 284 }, { "nan-step", required_argument, NULL, 285 },
@@ -277,6 +282,7 @@ static void set_option(tg_options *o, const char **placement, const char *flag,
     else if (IS("--vocab")) c->vocab = parse_int(flag, val, 2, 1 << 20);
     else if (IS("--steps")) o->steps = parse_int(flag, val, 1, INT_MAX);
     else if (IS("--lr")) o->lr = parse_double(flag, val, 0, 10);
+    else if (IS("--warmup")) o->warmup = parse_int(flag, val, 0, INT_MAX);
     else if (IS("--weight-decay")) o->weight_decay = parse_double(flag, val, 0, 10);
     else if (IS("--seed")) o->seed = (uint64_t)parse_int(flag, val, 0, INT_MAX);
     else if (IS("--init")) c->init = (tg_init)parse_choice(flag, val, inits);

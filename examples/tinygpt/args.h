@@ -14,6 +14,7 @@ typedef struct tg_options {
     tg_config cfg;
     int steps;
     double lr, weight_decay;
+    int warmup;         /* --warmup: steps of linear warm-up to lr; 0 none */
     uint64_t seed;
     int threads;        /* 0: OpenMP's default */
     int log_every;

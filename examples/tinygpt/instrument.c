@@ -147,7 +147,7 @@ static const char *const sublayer_names[TG_N_SUBLAYERS] = { "attn", "mlp" };
  * model.c passes to HOOK_PARAM). */
 static const char *const layer_param_names[] = { "attn.wqkv", "attn.wo", "mlp.w1", "mlp.w2" };
 static const char *const model_param_names[] = { "head.w", "embed.wte", "embed.wpe" };
-static const char *const metric_names[] = { "loss" };
+static const char *const metric_names[] = { "loss", "lr" };
 
 static resdiag_placement declared(tg_placement p)
 {
@@ -221,7 +221,7 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
      * output into the stream. */
     model.head_param = "head.w";
     model.residual_param = "mlp.w2";
-    model.n_metrics = 1; /* the loss curve of the report */
+    model.n_metrics = 2; /* the loss curve of the report, and the schedule */
     model.metric_names = metric_names;
     model.n_meta = s->n_meta;
     model.meta = s->meta;
@@ -300,11 +300,12 @@ void tg_instr_step_begin(tg_instr *h, int64_t step)
     h->was_recorded = h->recording;
 }
 
-void tg_instr_loss(tg_instr *h, double loss)
+void tg_instr_metrics(tg_instr *h, double loss, double lr)
 {
     if (!h) return;
     TIC(h);
     resdiag_status st = resdiag_step_metric(h->rd, "loss", loss);
+    if (st == RESDIAG_OK) st = resdiag_step_metric(h->rd, "lr", lr);
     TOC(h);
     note(h, st);
 }

@@ -82,9 +82,10 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
  * training should stop, else 0. */
 void tg_instr_step_begin(tg_instr *h, int64_t step);
 int tg_instr_step_end(tg_instr *h);
-/* The step's loss (the mean over its batch), before step_end: the run
- * file keeps it beside the statistics (resdiag_step_metric). */
-void tg_instr_loss(tg_instr *h, double loss);
+/* The step's loss (the mean over its batch) and the learning rate its
+ * update uses, before step_end: the run file keeps them beside the
+ * statistics (resdiag_step_metric "loss" and "lr"). */
+void tg_instr_metrics(tg_instr *h, double loss, double lr);
 /* After step_end: whether the step just ended was recorded, the seconds
  * (CLOCK_MONOTONIC, vDSO-cheap so the timing does not cost what it
  * measures) spent inside resdiag calls since the last call of this function

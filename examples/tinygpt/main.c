@@ -87,8 +87,8 @@ typedef struct config_words {
 
 /* The run file's metadata, as text, and its description. */
 typedef struct run_meta {
-    char text[22][48];
-    const char *pairs[2 * 22];
+    char text[24][48];
+    const char *pairs[2 * 24];
     int n;                /* pairs */
     char description[512];
 } run_meta;
@@ -139,6 +139,7 @@ static void print_config(const trainer *t, const config_words *w)
 
 static void add_meta(run_meta *m, const char *key, const char *fmt, ...)
 {
+    if (m->n == (int)(sizeof m->text / sizeof *m->text)) return; /* text[] is sized for all */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(m->text[m->n], sizeof m->text[m->n], fmt, ap);
@@ -166,6 +167,7 @@ static void describe_run(run_meta *m, const trainer *t, const config_words *w)
     add_meta(m, "tinygpt.vocab", "%d", c->vocab);
     add_meta(m, "tinygpt.steps", "%d", o->steps);
     add_meta(m, "tinygpt.lr", "%.17g", o->lr);
+    add_meta(m, "tinygpt.warmup", "%d", o->warmup);
     add_meta(m, "tinygpt.weight_decay", "%.17g", o->weight_decay);
     add_meta(m, "tinygpt.seed", "%llu", (unsigned long long)o->seed);
     add_meta(m, "tinygpt.threads", "%d", t->threads);
@@ -276,6 +278,13 @@ static void adamw_step(trainer *t)
     }
 }
 
+/* --warmup: the learning rate of step s (from 0), linear up to --lr. */
+static double scheduled_lr(const tg_options *o, int step)
+{
+    if (o->warmup <= 0 || step + 1 >= o->warmup) return o->lr;
+    return o->lr * (double)(step + 1) / (double)o->warmup;
+}
+
 /* One optimizer step; returns its loss, *stopped 1 when a signal closed
  * the run file in it. */
 static double train_step(trainer *t, int step, int *stopped)
@@ -287,7 +296,8 @@ static double train_step(trainer *t, int step, int *stopped)
      * update: step 0 is the model at initialization. */
     tg_instr_step_begin(t->model.hooks, step);
     double loss = forward_backward(t, step);
-    tg_instr_loss(t->model.hooks, loss);
+    t->opt.lr = scheduled_lr(o, step);
+    tg_instr_metrics(t->model.hooks, loss, t->opt.lr);
     /* --kill-step: the others write step K before rank R dies */
     int dies = step == o->kill_step && t->dist->rank == o->kill_rank;
     if (!dies) *stopped = tg_instr_step_end(t->model.hooks);

@@ -43,7 +43,7 @@ static void remove_tmpdir(void)
 {
     static const char *const names[] = { "a.h5", "b.h5", "out1", "out2", "err1", "err2",
                                          "pre.h5", "post.h5", "x.h5", "off.h5", "times",
-                                         "threads.h5", "team.h5", "one.h5", NULL };
+                                         "threads.h5", "team.h5", "one.h5", "w.h5", NULL };
     char p[400];
     for (int i = 0; names[i]; i++) {
         snprintf(p, sizeof p, "%s/%s", tmpdir, names[i]);
@@ -393,6 +393,59 @@ START_TEST(loss_output_is_deterministic)
     loss_lines(tmp("out2"), b, sizeof b);
     ck_assert_str_ne(a, b);
 #undef SMALL
+}
+END_TEST
+
+/* --warmup N: the metric "lr" of step s is X * min(1, (s + 1) / N), the
+ * formula of --help computed here; and AdamW trains at it: after a first
+ * update at a tenth of the rate the loss moves much less than at the full
+ * rate. */
+START_TEST(warmup_schedules_the_lr_metric)
+{
+    const double peak = 0.01;
+    for (int warmup = 0; warmup <= 10; warmup += 5) {
+        char w[16];
+        snprintf(w, sizeof w, "%d", warmup);
+        unlink(tmp("w.h5"));
+        ck_assert_int_eq(run("out1", "err1", "--layers", "2", "--d-model", "32", "--steps", "12",
+                             "--lr", "0.01", "--warmup", w, "--record", "stream", "--threads",
+                             "1", "--out", tmp("w.h5"), NULL),
+                         0);
+        resdiag_reader *rd = NULL;
+        ck_assert_int_eq(resdiag_reader_open(&rd, tmp("w.h5")), RESDIAG_OK);
+        const resdiag_run_info *info = resdiag_reader_info(rd);
+        int m = -1;
+        for (int i = 0; i < info->n_metrics; i++)
+            if (strcmp(info->metric_names[i], "lr") == 0) m = i;
+        ck_assert_int_ge(m, 0);
+        ck_assert_int_eq(info->n_steps, 12);
+        double lr[12];
+        int64_t steps[12];
+        ck_assert_int_eq(resdiag_reader_steps(rd, steps, 12), RESDIAG_OK);
+        ck_assert_int_eq(resdiag_reader_metric(rd, m, 0, 12, lr), RESDIAG_OK);
+        for (int i = 0; i < 12; i++) {
+            double s = (double)steps[i];
+            double want = warmup == 0 ? peak : peak * fmin(1.0, (s + 1) / warmup);
+            ck_assert_msg(fabs(lr[i] - want) <= 1e-15, "--warmup %d step %d: lr %.17g, want %.17g",
+                          warmup, (int)s, lr[i], want);
+        }
+        resdiag_reader_destroy(rd);
+    }
+    double full[4], slow[4];
+    ck_assert_int_eq(run("out1", "err1", "--layers", "2", "--d-model", "32", "--steps", "2",
+                         "--lr", "0.01", "--record", "off", "--log-every", "1", "--threads", "1",
+                         NULL),
+                     0);
+    ck_assert_int_eq(losses(tmp("out1"), full, 4), 2);
+    ck_assert_int_eq(run("out1", "err1", "--layers", "2", "--d-model", "32", "--steps", "2",
+                         "--lr", "0.01", "--warmup", "10", "--record", "off", "--log-every", "1",
+                         "--threads", "1", NULL),
+                     0);
+    ck_assert_int_eq(losses(tmp("out1"), slow, 4), 2);
+    ck_assert_double_eq(full[0], slow[0]); /* the same model before any update */
+    ck_assert_msg(fabs(slow[1] - slow[0]) < 0.5 * fabs(full[1] - full[0]),
+                  "loss moved %.6f with warm-up, %.6f without", slow[1] - slow[0],
+                  full[1] - full[0]);
 }
 END_TEST
 
@@ -873,6 +926,7 @@ START_TEST(bad_flags_exit_2)
         { "--hook-threads", "-1", NULL }, { "--file-schema", "4", NULL },
         { "--file-schema", "-1", NULL }, { "--compression", "10", NULL },
         { "--compression", "-1", NULL }, { "--hook-team", "yes", NULL },
+        { "--warmup", "-1", NULL },      { "--warmup", "x", NULL },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int rc = run("out1", "err1", bad[i][0], bad[i][1], NULL);
@@ -887,7 +941,7 @@ START_TEST(bad_flags_exit_2)
         "--placement", "mix:K", "parallel", "--norm", "--final-norm", "--layers", "--d-model",
         "--heads", "--seq", "--batch", "--vocab", "--steps", "--lr", "--seed", "--init",
         "--out", "--record", "--record-every", "--threads", "--step-times", "--hook-threads",
-        "--file-schema", "--compression", "--hook-team" };
+        "--file-schema", "--compression", "--hook-team", "--warmup" };
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         ck_assert_msg(strstr(help, flags[i]) != NULL, "--help lacks %s", flags[i]);
 }
@@ -919,6 +973,7 @@ CHECK_MAIN(&program,
            CHECK_CASE_FIXTURE("training", 120, make_tmpdir, remove_tmpdir),
                CHECK_TEST(pre_norm_loss_decreases_with_default_settings),
                CHECK_TEST(loss_output_is_deterministic),
+               CHECK_TEST(warmup_schedules_the_lr_metric),
            CHECK_CASE_FIXTURE("records", 60, make_tmpdir, remove_tmpdir),
                CHECK_TEST(record_off_writes_nothing),
                CHECK_TEST(record_stream_keeps_only_layer_outputs),

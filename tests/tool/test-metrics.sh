@@ -43,7 +43,9 @@ assert sorted(printed) == list(range(13)), sorted(printed)
 r = json.load(open(report))
 assert r["metric_steps"] == [0, 3, 6, 9, 12], r["metric_steps"]
 loss = r["metrics"]["loss"]
-assert list(r["metrics"]) == ["loss"], r["metrics"].keys()
+assert list(r["metrics"]) == ["loss", "lr"], r["metrics"].keys()
+# tinygpt's default: no warm-up, --lr 0.001 at every step
+assert r["metrics"]["lr"] == [0.001] * 5, r["metrics"]["lr"]
 for s, v in zip(r["metric_steps"], loss):
     # tinygpt prints %.6f: half a unit of the 6th decimal, plus the JSON's 9 digits
     assert abs(v - printed[s]) <= 5e-7 + 1e-8 * abs(v), (s, v, printed[s])
@@ -70,7 +72,8 @@ for (px, py_), s, v in zip(pts, r["metric_steps"], loss):
 html = open(page).read()
 assert '<figure id="loss">' in html and "data-key=\"metric.loss\"" in html
 txt = open(text).read()
-m = re.search(r"^Trainer's metrics \(last value given\): loss (\S+) at step 12$", txt, re.M)
+m = re.search(r"^Trainer's metrics \(last value given\): loss (\S+) at step 12, lr 0.001 at step 12$",
+              txt, re.M)
 assert m and abs(float(m.group(1)) - printed[12]) <= 1e-5 * abs(printed[12]) + 5e-7, m
 PY
 then pass; else fail "loss of report --json, plot --what loss, HTML and text against tinygpt's stdout"; fi
