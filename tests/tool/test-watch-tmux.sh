@@ -99,8 +99,9 @@ kill -CONT "$trainer"
 tm resize-window -t follow -x 100 -y 30
 wait_screen follow 30 'first non-finite: step 800, .*forward, rank 0' ||
     fail "the NaN injected at step 800 did not appear as the first non-finite value"
-screen follow && cp "$dir/screen" "$dir/nan-screen"
 wait_gone follow 30 || fail "watch did not exit within 30 s of the run's end"
+# the last frame: tmux scrolled it up a line for its "Pane is dead"
+tm capture-pane -p -S -1 -t follow >"$dir/nan-screen"
 [ "$(cat "$dir/follow.rc" 2>/dev/null)" = 0 ] ||
     fail "watch exited with $(cat "$dir/follow.rc" 2>/dev/null) after the run ended"
 
