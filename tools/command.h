@@ -27,6 +27,7 @@ int cmd_check(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
+int cmd_watch(int argc, char **argv);
 int cmd_help(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 

@@ -133,6 +133,25 @@ static const command commands[] = {
       "\n"
       "Exit 0 with the dump, 2 with one line on stderr for bad usage or unusable\n"
       "input (also a step the run did not record).\n" },
+    { "watch", cmd_watch, "follow a run while it is written, in the terminal",
+      "usage: resdiag watch [--once] [--interval S] RUN.h5\n"
+      "\n"
+      "A terminal view of a run that follows the file while the trainer writes\n"
+      "it (a reader only: the trainer pays nothing), redrawn as steps are flushed:\n"
+      "the verdict and its confidence at the last step, the loss and every\n"
+      "declared metric, the first non-finite value (step, layer, site, direction,\n"
+      "rank), the ranks found and those that ended early, then per layer the\n"
+      "stream norm ||x||, r per sublayer and the stream's gradient, each with a\n"
+      "sparkline of the last steps, and the warnings. A job's rank 0 file shows\n"
+      "the ranks merged, as the report does. It exits when the writer closes the\n"
+      "file (or ends without closing it), or on q or Ctrl-C. No colour when the\n"
+      "output is not a terminal or NO_COLOR is set.\n"
+      "\n"
+      "  --once        print one frame and exit (no terminal codes; for scripts)\n"
+      "  --interval S  seconds between refreshes (default 1)\n"
+      "\n"
+      "Exit 0 when the run ended or on q, 130 on Ctrl-C, 2 with one line on\n"
+      "stderr for bad usage or unusable input.\n" },
     { "help", cmd_help, "show help for a command",
       "usage: resdiag help [COMMAND]\n"
       "\n"

@@ -12,7 +12,7 @@ _resdiag()
     ((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}
     COMPREPLY=()
 
-    local commands="report check diff plot dump help version"
+    local commands="report check diff plot dump watch help version"
     # The command is the first word after resdiag that is not an option.
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
@@ -32,6 +32,7 @@ _resdiag()
         diff) opts="--step --last --html --rank --help" ;;
         plot) opts="--what -o --output --step --last --rank --help" ;;
         dump) opts="--step --all --rank --help" ;;
+        watch) opts="--once --interval --help" ;;
         help)
             ((COMP_CWORD == i + 1)) && COMPREPLY=($(compgen -W "$commands" -- "$cur"))
             return 0 ;;

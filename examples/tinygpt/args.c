@@ -124,6 +124,8 @@ static const char usage[] =
     "  training goes on; the exit status is 1, or 0 when it was for lack of\n"
     "  space (disk full, ulimit -f).\n"
     "\n"
+    "  --nan-step S      from step S on, the token embedding holds a NaN where the\n"
+    "                    first token reads it (a blow-up to find in the report)\n"
     "  -h, --help        this text\n";
 
 #ifdef TINYGPT_MPI
@@ -227,8 +229,9 @@ static const struct option long_options[] = {
     { "warmup", required_argument, NULL, 290 },
 #ifdef TINYGPT_MPI
     { "kill-rank", required_argument, NULL, 282 }, { "kill-step", required_argument, NULL, 283 },
-    { "nan-rank", required_argument, NULL, 284 }, { "nan-step", required_argument, NULL, 285 },
+    { "nan-rank", required_argument, NULL, 284 },
 #endif
+    { "nan-step", required_argument, NULL, 285 },
     { NULL, 0, NULL, 0 },
 };
 
@@ -336,8 +339,8 @@ static void check_options(const tg_options *o)
         tg_die_usage("--grad-accum %d must divide --batch %d", o->grad_accum, c->batch);
     if ((o->kill_rank < 0) != (o->kill_step < 0))
         tg_die_usage("--kill-rank and --kill-step go together");
-    if ((o->nan_rank < 0) != (o->nan_step < 0))
-        tg_die_usage("--nan-rank and --nan-step go together");
+    if (o->nan_rank >= 0 && o->nan_step < 0)
+        tg_die_usage("--nan-rank needs --nan-step");
 }
 
 void tg_parse_args(tg_options *o, int argc, char **argv)

@@ -245,7 +245,9 @@ static double forward_backward(trainer *t, int step)
      * batch's, and are recorded once summed. */
     const size_t micro_tokens = (size_t)t->micro_batch * o->cfg.seq_len;
     const size_t share = (size_t)dist->rank * (N / (size_t)ranks);
-    if (step >= o->nan_step && dist->rank == o->nan_rank)
+    /* --nan-step without --nan-rank: rank 0 (the one process) */
+    const int nan_rank = o->nan_rank < 0 ? 0 : o->nan_rank;
+    if (o->nan_step >= 0 && step >= o->nan_step && dist->rank == nan_rank)
         model->w.wte[(size_t)t->inputs[share] * (size_t)o->cfg.d_model] = NAN;
     model->loss_tokens = accum > 1 || ranks > 1 ? (int)N : 0;
     for (int k = 0; k < accum; k++) {

@@ -62,7 +62,7 @@ else
 fi
 
 # -------------------------------------------------------------- man pages
-pages="resdiag resdiag-report resdiag-check resdiag-diff resdiag-plot resdiag-dump"
+pages="resdiag resdiag-report resdiag-check resdiag-diff resdiag-plot resdiag-dump resdiag-watch"
 if [ "$have_pandoc" != yes ]; then
     for p in $pages; do
         [ -e "$stage$mandir/man1/$p.1" ] && fail "$p.1 installed without pandoc" || pass

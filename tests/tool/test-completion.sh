@@ -30,7 +30,7 @@ expect_completion() { # WANT WORD...
 
 expect_completion "report" resdiag rep
 expect_completion "diff dump" resdiag d
-expect_completion "--help --version check diff dump help plot report version" resdiag ""
+expect_completion "--help --version check diff dump help plot report version watch" resdiag ""
 expect_completion "--step" resdiag report --st
 expect_completion "--max-growth" resdiag check --expect pre --m
 expect_completion "parallel post-norm pre-norm" resdiag check --expect p
@@ -55,7 +55,7 @@ usage_options() {
     "$tool" "$1" --help | sed '/^$/q' | grep -oE -- '(^|[][ |])-(-[a-z][a-z-]*|[a-z])' |
         sed 's/^[][ |]//' | sort -u
 }
-for cmd in report check diff plot dump; do
+for cmd in report check diff plot dump watch; do
     want=$( (usage_options "$cmd"; echo --help; [ "$cmd" = plot ] && echo --output) |
             sort -u | tr '\n' ' ' | sed 's/ $//')
     expect_completion "$want" resdiag "$cmd" -
