@@ -120,6 +120,8 @@ static const char usage[] =
     "  training goes on; the exit status is 1, or 0 when it was for lack of\n"
     "  space (disk full, ulimit -f).\n"
     "\n"
+    "  --nan-step S      from step S on, the token embedding holds a NaN where\n"
+    "                    the first token reads (a fault, to test the report)\n"
     "  -h, --help        this text\n";
 
 #ifdef TINYGPT_MPI
@@ -136,8 +138,8 @@ static const char usage_mpi[] =
     "  --kill-rank R     with --kill-step K: rank R kills itself with SIGKILL in\n"
     "  --kill-step K     step K, after the other ranks have recorded it and before\n"
     "                    it records it itself (the job then ends: mpirun stops it)\n"
-    "  --nan-rank R      with --nan-step S: from step S on, rank R's copy of the\n"
-    "  --nan-step S      token embedding holds a NaN where its first token reads\n";
+    "  --nan-rank R      with --nan-step S: the NaN of --nan-step in rank R's copy\n"
+    "                    of the embedding only [default=0]\n";
 #endif
 
 _Noreturn void tg_die_usage(const char *fmt, ...)
@@ -222,8 +224,9 @@ static const struct option long_options[] = {
     { "resdiag-log", required_argument, NULL, 289 },
 #ifdef TINYGPT_MPI
     { "kill-rank", required_argument, NULL, 282 }, { "kill-step", required_argument, NULL, 283 },
-    { "nan-rank", required_argument, NULL, 284 }, { "nan-step", required_argument, NULL, 285 },
+    { "nan-rank", required_argument, NULL, 284 },
 #endif
+    { "nan-step", required_argument, NULL, 285 },
     { NULL, 0, NULL, 0 },
 };
 
@@ -330,8 +333,8 @@ static void check_options(const tg_options *o)
         tg_die_usage("--grad-accum %d must divide --batch %d", o->grad_accum, c->batch);
     if ((o->kill_rank < 0) != (o->kill_step < 0))
         tg_die_usage("--kill-rank and --kill-step go together");
-    if ((o->nan_rank < 0) != (o->nan_step < 0))
-        tg_die_usage("--nan-rank and --nan-step go together");
+    if (o->nan_rank >= 0 && o->nan_step < 0)
+        tg_die_usage("--nan-rank needs --nan-step");
 }
 
 void tg_parse_args(tg_options *o, int argc, char **argv)
@@ -364,4 +367,5 @@ void tg_parse_args(tg_options *o, int argc, char **argv)
     if (optind < argc) tg_die_usage("unexpected argument '%s'", argv[optind]);
     set_placement(&o->cfg, placement);
     check_options(o);
+    if (o->nan_step >= 0 && o->nan_rank < 0) o->nan_rank = 0; /* one process: rank 0 */
 }
