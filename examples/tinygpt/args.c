@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <resdiag.h>
+
 static const char usage[] =
     "usage: tinygpt [options]\n"
     "\n"
@@ -120,6 +122,8 @@ static const char usage[] =
     "  training goes on; the exit status is 1, or 0 when it was for lack of\n"
     "  space (disk full, ulimit -f).\n"
     "\n"
+    "  --stop-on LIST    stop (exit 3) when a resdiag alarm fires: nonfinite, r>B,\n"
+    "                    growth>B, grad>B, comma-separated (doc/INSTRUMENTING.md)\n"
     "  --nan-step S      from step S on, the token embedding holds a NaN where\n"
     "                    the first token reads (a fault, to test the report)\n"
     "  -h, --help        this text\n";
@@ -226,7 +230,7 @@ static const struct option long_options[] = {
     { "kill-rank", required_argument, NULL, 282 }, { "kill-step", required_argument, NULL, 283 },
     { "nan-rank", required_argument, NULL, 284 },
 #endif
-    { "nan-step", required_argument, NULL, 285 },
+    { "nan-step", required_argument, NULL, 285 }, { "stop-on", required_argument, NULL, 290 },
     { NULL, 0, NULL, 0 },
 };
 
@@ -277,6 +281,12 @@ static void set_option(tg_options *o, const char **placement, const char *flag,
     else if (IS("--kill-step")) o->kill_step = parse_int(flag, val, 0, INT_MAX);
     else if (IS("--nan-rank")) o->nan_rank = parse_int(flag, val, 0, INT_MAX);
     else if (IS("--nan-step")) o->nan_step = parse_int(flag, val, 0, INT_MAX);
+    else if (IS("--stop-on")) {
+        resdiag_options ao;
+        const char *why = tg_parse_stop_on(val, &ao);
+        if (why) tg_die_usage("--stop-on %s", why);
+        o->stop_on = val;
+    }
     else if (IS("--vocab")) c->vocab = parse_int(flag, val, 2, 1 << 20);
     else if (IS("--steps")) o->steps = parse_int(flag, val, 1, INT_MAX);
     else if (IS("--lr")) o->lr = parse_double(flag, val, 0, 10);

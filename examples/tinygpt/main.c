@@ -9,8 +9,8 @@
  * end, then the time and tokens/s. The "step" lines depend only on the
  * flags (bitwise, for any --threads), never on timing.
  * Exit status: 0 done, 1 a run-time failure (memory, a recording that
- * failed, a loss that is not finite), 2 bad usage, 130 stopped by a signal
- * (--handle-signals stop).
+ * failed, a loss that is not finite), 2 bad usage, 3 stopped by an alarm
+ * (--stop-on), 130 stopped by a signal (--handle-signals stop).
  *
  * tinygpt-mpi (the same sources with -DTINYGPT_MPI, dist.h) trains data
  * parallel over the ranks of an MPI job: `mpirun -np W tinygpt-mpi
@@ -210,7 +210,7 @@ static void open_recording(trainer *t, const run_meta *m)
                             m->description, o->flush_steps, o->flush_log, o->signals,
                             o->step_times != NULL, o->overwrite, o->declare, t->hook_threads,
                             t->dist->rank, ranks > 1 ? ranks : 0, o->file_schema,
-                            o->compression, o->hook_team, o->resdiag_log };
+                            o->compression, o->hook_team, o->resdiag_log, o->stop_on };
     char err[512];
     t->model.hooks = tg_instr_open(&o->cfg, &s, err, sizeof err);
     if (!t->model.hooks) {
@@ -323,6 +323,10 @@ static train_result train(trainer *t)
         }
         if (step % o->log_every == 0 || step == o->steps - 1)
             printf("step %5d loss %.6f\n", step, loss);
+        if (r.stopped == 2) { /* the alarm was said at step_end */
+            r.rc = 3;
+            break;
+        }
         if (!isfinite(loss)) {
             fprintf(stderr, "tinygpt: the loss is not finite at step %d; stopping "
                             "(the run file keeps what was recorded)\n", step);
