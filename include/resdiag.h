@@ -44,7 +44,7 @@
  *     (libresdiag.so.0): structs grow only at their end (struct_size),
  *     enums only by appended values.
  *
- *   Advanced, 41 functions, declared only after
+ *   Advanced, 43 functions, declared only after
  *         #define RESDIAG_ADVANCED_API
  *         #include <resdiag.h>
  *     copies of another site's statistics (same_as), team calls,
@@ -124,7 +124,10 @@ typedef enum resdiag_status {
     RESDIAG_E_INTERRUPTED = 13,/* a SIGINT/SIGTERM closed the run (resdiag_install_signal_handlers) */
     RESDIAG_E_EXISTS = 14,     /* the path holds something open may not replace (see resdiag_open) */
     RESDIAG_E_LOCKED = 15,     /* another writer (process or handle) is recording at this path */
-    RESDIAG_E_BUSY = 16        /* the same site is being observed by another thread right now */
+    RESDIAG_E_BUSY = 16,       /* the same site is being observed by another thread right now */
+    RESDIAG_ALARM = 17         /* no error: resdiag_step_end wrote the step, and an alarm
+                                  declared in resdiag_options fired in it (only a run that
+                                  declares alarms ever sees it; doc/INSTRUMENTING.md) */
 } resdiag_status;
 
 /* A short English description of a status. Never NULL; static storage. */
@@ -422,6 +425,8 @@ typedef struct resdiag_model {
 /* Zeroes *model and sets struct_size and the defaults. model may not be NULL. */
 RESDIAG_API void resdiag_model_init(resdiag_model *model);
 
+struct resdiag_alarm; /* an alarm (resdiag_options.alarm_fn): the advanced tier */
+
 typedef struct resdiag_options {
     size_t struct_size;     /* sizeof(resdiag_options): set by resdiag_options_init */
     /* Which steps are recorded. A step number s (given to step_begin) is
@@ -494,6 +499,28 @@ typedef struct resdiag_options {
      * time in the thread that flushes (doc/FORMAT.md). Ignored (no
      * filters) for schema 1. 0..9. */
     int compression;        /* default 1 */
+    /* Alarms (doc/INSTRUMENTING.md, "Alarms"): conditions checked at
+     * resdiag_step_end from what a recorded step holds (no work in the
+     * hooks). Each kind fires once per run, at the first recorded step where
+     * it holds: step_end then writes and flushes the step at once, calls
+     * alarm_fn, and returns RESDIAG_ALARM (an error of the write comes
+     * first). The library never stops the trainer. A bound of 0 or NaN is
+     * off; a negative bound is refused at resdiag_open (RESDIAG_E_INVALID).
+     * The details of an alarm: resdiag_alarm_get (advanced tier). */
+    int alarm_nonfinite;       /* 1: a NaN or Inf in any recorded site or parameter
+                                  gradient; 0 or 1, default 0 */
+    double alarm_update_ratio; /* a sublayer's r = ||branch_out||_F / ||stream_in||_F
+                                  (RESDIAG_UPDATE_RATIO_FROB) above this; default 0 */
+    double alarm_growth;       /* the stream's growth above this: the mean per-token norm
+                                  of the stream leaving the highest layer recorded in the
+                                  step over that leaving the lowest (the report's
+                                  ||x_L|| / ||x_1||); default 0 */
+    double alarm_grad_norm;    /* a parameter gradient's Frobenius norm (resdiag_param_grad_at)
+                                  above this; default 0 */
+    /* Called once per alarm, in the thread of step_end, after the step is
+     * in the file; NULL: none. The alarm is valid during the call. */
+    void (*alarm_fn)(const struct resdiag_alarm *alarm, void *user);
+    void *alarm_user_data;
 } resdiag_options;
 
 /* Fills *options with the defaults above. options may not be NULL. */
@@ -975,7 +1002,7 @@ RESDIAG_API char *resdiag_escape_text(const char *bytes);
 RESDIAG_API void resdiag_free(void *p);
 
 /* ======================================================================== */
-/* THE ADVANCED TIER (41 functions): free to change before 1.0.             */
+/* THE ADVANCED TIER (43 functions): free to change before 1.0.             */
 /* Declared with #define RESDIAG_ADVANCED_API before the #include.          */
 /* ======================================================================== */
 
@@ -1021,6 +1048,40 @@ RESDIAG_API resdiag_status resdiag_set_enabled(resdiag *r, int enabled);
  * the first flush. Steps still buffered are not counted. Not concurrently
  * with step_end, flush or close on the same handle. */
 RESDIAG_API resdiag_status resdiag_flushed_step(const resdiag *r, int64_t *step);
+
+/* What fired (resdiag_options.alarm_*; doc/INSTRUMENTING.md, "Alarms"). */
+typedef enum resdiag_alarm_kind {
+    RESDIAG_ALARM_NONFINITE = 0,    /* the step's first NaN or Inf: the slot whose first
+                                       call (RESDIAG_FIELD_CALL_SEQ) came first */
+    RESDIAG_ALARM_UPDATE_RATIO = 1, /* the largest update ratio above the bound */
+    RESDIAG_ALARM_GROWTH = 2,       /* the stream's growth above the bound */
+    RESDIAG_ALARM_GRAD_NORM = 3,    /* the largest parameter gradient norm above the bound */
+    RESDIAG_N_ALARM_KINDS = 4
+} resdiag_alarm_kind;
+
+typedef struct resdiag_alarm {
+    resdiag_alarm_kind kind;
+    int64_t step;        /* the trainer's step number */
+    int rank;            /* the rank of the process (0 for one process) */
+    resdiag_direction direction; /* a parameter gradient: RESDIAG_BACKWARD */
+    int layer;           /* RESDIAG_MODEL_LEVEL (-1) for a model site or parameter */
+    int sublayer;        /* -1 for a model site or a parameter */
+    int site;            /* a resdiag_site; -1 for a parameter gradient. UPDATE_RATIO:
+                            RESDIAG_BRANCH_OUT; GROWTH: the highest layer's STREAM_OUT */
+    const char *param;   /* a parameter gradient's name (valid until resdiag_destroy),
+                            else NULL */
+    int ref_layer;       /* GROWTH: the lowest layer, the denominator's; else -1 */
+    double value;        /* NONFINITE: the NaN and Inf elements of the tensor; else the
+                            ratio, growth or norm */
+    double bound;        /* the option's bound (NONFINITE: 0) */
+} resdiag_alarm;
+
+/* Alarms fired so far in the run, in the order they fired (at most
+ * RESDIAG_N_ALARM_KINDS); 0 for NULL. resdiag_alarm_get copies the i-th
+ * (0 = the first) into *out: RESDIAG_E_NULL, RESDIAG_E_RANGE when i is not
+ * below the count (not logged). Not concurrently with step_end. */
+RESDIAG_API int resdiag_alarm_count(const resdiag *r);
+RESDIAG_API resdiag_status resdiag_alarm_get(const resdiag *r, int i, resdiag_alarm *out);
 
 /* ------------------------------------------------------------------------ */
 /* Advanced: one tensor recorded at several sites                           */

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <resdiag.h>
+
 static const char usage[] =
     "usage: tinygpt [options]\n"
     "\n"
@@ -124,8 +126,10 @@ static const char usage[] =
     "  training goes on; the exit status is 1, or 0 when it was for lack of\n"
     "  space (disk full, ulimit -f).\n"
     "\n"
-    "  --nan-step S      from step S on, the token embedding holds a NaN where the\n"
-    "                    first token reads it (a blow-up to find in the report)\n"
+    "  --stop-on LIST    stop (exit 3) when a resdiag alarm fires: nonfinite, r>B,\n"
+    "                    growth>B, grad>B, comma-separated (doc/INSTRUMENTING.md)\n"
+    "  --nan-step S      from step S on, the token embedding holds a NaN where\n"
+    "                    the first token reads (a fault, to test the report)\n"
     "  -h, --help        this text\n";
 
 #ifdef TINYGPT_MPI
@@ -142,8 +146,8 @@ static const char usage_mpi[] =
     "  --kill-rank R     with --kill-step K: rank R kills itself with SIGKILL in\n"
     "  --kill-step K     step K, after the other ranks have recorded it and before\n"
     "                    it records it itself (the job then ends: mpirun stops it)\n"
-    "  --nan-rank R      with --nan-step S: from step S on, rank R's copy of the\n"
-    "  --nan-step S      token embedding holds a NaN where its first token reads\n";
+    "  --nan-rank R      with --nan-step S: the NaN of --nan-step in rank R's copy\n"
+    "                    of the embedding only [default=0]\n";
 #endif
 
 _Noreturn void tg_die_usage(const char *fmt, ...)
@@ -231,7 +235,7 @@ static const struct option long_options[] = {
     { "kill-rank", required_argument, NULL, 282 }, { "kill-step", required_argument, NULL, 283 },
     { "nan-rank", required_argument, NULL, 284 },
 #endif
-    { "nan-step", required_argument, NULL, 285 },
+    { "nan-step", required_argument, NULL, 285 }, { "stop-on", required_argument, NULL, 291 },
     { NULL, 0, NULL, 0 },
 };
 
@@ -282,6 +286,12 @@ static void set_option(tg_options *o, const char **placement, const char *flag,
     else if (IS("--kill-step")) o->kill_step = parse_int(flag, val, 0, INT_MAX);
     else if (IS("--nan-rank")) o->nan_rank = parse_int(flag, val, 0, INT_MAX);
     else if (IS("--nan-step")) o->nan_step = parse_int(flag, val, 0, INT_MAX);
+    else if (IS("--stop-on")) {
+        resdiag_options ao;
+        const char *why = tg_parse_stop_on(val, &ao);
+        if (why) tg_die_usage("--stop-on %s", why);
+        o->stop_on = val;
+    }
     else if (IS("--vocab")) c->vocab = parse_int(flag, val, 2, 1 << 20);
     else if (IS("--steps")) o->steps = parse_int(flag, val, 1, INT_MAX);
     else if (IS("--lr")) o->lr = parse_double(flag, val, 0, 10);
@@ -373,4 +383,5 @@ void tg_parse_args(tg_options *o, int argc, char **argv)
     if (optind < argc) tg_die_usage("unexpected argument '%s'", argv[optind]);
     set_placement(&o->cfg, placement);
     check_options(o);
+    if (o->nan_step >= 0 && o->nan_rank < 0) o->nan_rank = 0; /* one process: rank 0 */
 }

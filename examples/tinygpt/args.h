@@ -33,6 +33,7 @@ typedef struct tg_options {
     int file_schema;    /* --file-schema: resdiag_options.file_schema */
     int compression;    /* --compression: resdiag_options.compression */
     int resdiag_log;    /* --resdiag-log: 0 error, 1 info, 2 debug */
+    const char *stop_on; /* --stop-on: NULL, or the alarms */
     /* tinygpt-mpi's faults: the rank and the step, -1 for none */
     int kill_rank, kill_step, nan_rank, nan_step;
 } tg_options;

@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,7 @@ struct tg_instr {
     int flush_fd;                /* --flush-log, or -1 */
     int64_t flushed;             /* last step reported there */
     int interrupted;             /* a signal closed the run */
+    int alarmed;                 /* a --stop-on alarm fired */
     /* --step-times */
     int time_calls;
     int read_every_site;         /* TINYGPT_READ_EVERY_SITE: no copies (tg_hook_same) */
@@ -243,6 +245,7 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
     opt.hook_threads = s->hook_threads;
     opt.file_schema = s->file_schema;
     opt.compression = s->compression;
+    if (s->stop_on) tg_parse_stop_on(s->stop_on, &opt); /* checked by args.c */
 
     resdiag_status st = resdiag_open(&h->rd, s->path, &model, &opt);
     if (st != RESDIAG_OK) {
@@ -270,9 +273,61 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
     return h;
 }
 
+const char *tg_parse_stop_on(const char *list, resdiag_options *o)
+{
+    static char why[160];
+    const char *p = list;
+    do {
+        size_t n = strcspn(p, ",");
+        double *bound = NULL;
+        size_t k = 0;
+        if (n == 9 && strncmp(p, "nonfinite", 9) == 0) o->alarm_nonfinite = 1;
+        else if (strncmp(p, "r>", k = 2) == 0) bound = &o->alarm_update_ratio;
+        else if (strncmp(p, "growth>", k = 7) == 0) bound = &o->alarm_growth;
+        else if (strncmp(p, "grad>", k = 5) == 0) bound = &o->alarm_grad_norm;
+        else {
+            snprintf(why, sizeof why, "'%.*s' is none of nonfinite, r>B, growth>B, grad>B",
+                     (int)n, p);
+            return why;
+        }
+        if (bound) {
+            char num[64], *end;
+            snprintf(num, sizeof num, "%.*s", (int)(n - k), p + k);
+            *bound = strtod(num, &end);
+            if (!num[0] || *end || !(*bound > 0) || isinf(*bound)) {
+                snprintf(why, sizeof why, "'%.*s': the bound must be a number > 0", (int)n, p);
+                return why;
+            }
+        }
+        p += n;
+    } while (*p++ == ',');
+    return NULL;
+}
+
+/* One line on stderr for each alarm fired at this step_end. */
+static void say_alarms(tg_instr *h)
+{
+    static const char *const kinds[] = { "nonfinite", "r", "growth", "grad" };
+    for (int i = h->alarmed; i < resdiag_alarm_count(h->rd); i++) {
+        resdiag_alarm a;
+        if (resdiag_alarm_get(h->rd, i, &a) != RESDIAG_OK) break;
+        fprintf(stderr, "tinygpt: alarm %s at step %lld: rank %d, %s, layer %d, sublayer %d, "
+                        "%s %s: value %g (bound %g); stopping, the run file holds the step\n",
+                kinds[a.kind], (long long)a.step, a.rank,
+                a.direction == RESDIAG_FORWARD ? "forward" : "backward", a.layer, a.sublayer,
+                a.param ? "param" : "site",
+                a.param ? a.param : resdiag_site_name((resdiag_site)a.site), a.value, a.bound);
+        h->alarmed = i + 1;
+    }
+}
+
 static void note(tg_instr *h, resdiag_status st)
 {
     if (st == RESDIAG_OK) return;
+    if (st == RESDIAG_ALARM) {
+        say_alarms(h);
+        return;
+    }
     if (st == RESDIAG_E_INTERRUPTED) {
         h->interrupted = 1;
         return;
@@ -324,7 +379,7 @@ int tg_instr_step_end(tg_instr *h)
         if (h->grew) h->file_last = s;
     }
     log_flushed(h);
-    return h->interrupted;
+    return h->interrupted ? 1 : h->alarmed ? 2 : 0;
 }
 
 void tg_instr_last_step(tg_instr *h, int *recorded, double *resdiag_s, int *flushed,

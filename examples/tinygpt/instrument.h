@@ -72,14 +72,21 @@ typedef struct tg_instr_settings {
     int hook_team;           /* 1: every hook is a team call (resdiag_observe_team_at) of
                                 the OpenMP threads, from a parallel region of its own */
     int log_priority;        /* resdiag's messages on stderr from: 0 errors, 1 info, 2 debug */
+    const char *stop_on;     /* --stop-on: NULL, or the alarms (tg_parse_stop_on) */
 } tg_instr_settings;
+
+/* --stop-on LIST: comma-separated nonfinite, r>B, growth>B, grad>B into the
+ * alarm fields of *o. Returns NULL, or what is wrong with LIST. */
+struct resdiag_options;
+const char *tg_parse_stop_on(const char *list, struct resdiag_options *o);
 
 /* Opens the run file. Returns NULL and writes a reason to errbuf on failure. */
 tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
                         char *errbuf, int errlen);
 /* Bracket one training step (forward + backward, before the update).
  * step_end returns 1 when a signal closed the run (signals = 2) and
- * training should stop, else 0. */
+ * training should stop, 2 when a --stop-on alarm fired (said on stderr),
+ * else 0. */
 void tg_instr_step_begin(tg_instr *h, int64_t step);
 int tg_instr_step_end(tg_instr *h);
 /* The step's loss (the mean over its batch) and the learning rate its

@@ -9,8 +9,8 @@
  * end, then the time and tokens/s. The "step" lines depend only on the
  * flags (bitwise, for any --threads), never on timing.
  * Exit status: 0 done, 1 a run-time failure (memory, a recording that
- * failed, a loss that is not finite), 2 bad usage, 130 stopped by a signal
- * (--handle-signals stop).
+ * failed, a loss that is not finite), 2 bad usage, 3 stopped by an alarm
+ * (--stop-on), 130 stopped by a signal (--handle-signals stop).
  *
  * tinygpt-mpi (the same sources with -DTINYGPT_MPI, dist.h) trains data
  * parallel over the ranks of an MPI job: `mpirun -np W tinygpt-mpi
@@ -212,7 +212,7 @@ static void open_recording(trainer *t, const run_meta *m)
                             m->description, o->flush_steps, o->flush_log, o->signals,
                             o->step_times != NULL, o->overwrite, o->declare, t->hook_threads,
                             t->dist->rank, ranks > 1 ? ranks : 0, o->file_schema,
-                            o->compression, o->hook_team, o->resdiag_log };
+                            o->compression, o->hook_team, o->resdiag_log, o->stop_on };
     char err[512];
     t->model.hooks = tg_instr_open(&o->cfg, &s, err, sizeof err);
     if (!t->model.hooks) {
@@ -245,9 +245,8 @@ static double forward_backward(trainer *t, int step)
      * batch's, and are recorded once summed. */
     const size_t micro_tokens = (size_t)t->micro_batch * o->cfg.seq_len;
     const size_t share = (size_t)dist->rank * (N / (size_t)ranks);
-    /* --nan-step without --nan-rank: rank 0 (the one process) */
-    const int nan_rank = o->nan_rank < 0 ? 0 : o->nan_rank;
-    if (o->nan_step >= 0 && step >= o->nan_step && dist->rank == nan_rank)
+    /* --nan-step without --nan-rank is rank 0's (args.c) */
+    if (o->nan_step >= 0 && step >= o->nan_step && dist->rank == o->nan_rank)
         model->w.wte[(size_t)t->inputs[share] * (size_t)o->cfg.d_model] = NAN;
     model->loss_tokens = accum > 1 || ranks > 1 ? (int)N : 0;
     for (int k = 0; k < accum; k++) {
@@ -335,6 +334,10 @@ static train_result train(trainer *t)
         }
         if (step % o->log_every == 0 || step == o->steps - 1)
             printf("step %5d loss %.6f\n", step, loss);
+        if (r.stopped == 2) { /* the alarm was said at step_end */
+            r.rc = 3;
+            break;
+        }
         if (!isfinite(loss)) {
             fprintf(stderr, "tinygpt: the loss is not finite at step %d; stopping "
                             "(the run file keeps what was recorded)\n", step);

@@ -34,6 +34,7 @@ const char *resdiag_strerror(resdiag_status status)
     case RESDIAG_E_EXISTS: return "the path already exists and may not be replaced";
     case RESDIAG_E_LOCKED: return "another writer is recording at this path";
     case RESDIAG_E_BUSY: return "the same site is being observed by another thread";
+    case RESDIAG_ALARM: return "an alarm fired; the step is written";
     }
     return "unknown status";
 }

@@ -72,6 +72,7 @@ struct resdiag {
     /* This rank does not record (record_rank_every): there is no file and
      * every call is a no-op that returns OK. */
     int rank_idle;
+    int rank;          /* this process's rank (0 for one process), for alarms */
 
     enum { RUN_OPEN, RUN_CLOSED } state;
     int enabled;
@@ -113,6 +114,10 @@ struct resdiag {
     atomic_int client_bugs;
     atomic_int outside_noted; /* a hook outside a step was logged (once, DEBUG) */
     int metric_outside_noted; /* resdiag_step_metric outside a step was logged (once) */
+
+    /* alarms.c: the alarms fired so far, one per kind at most, in order */
+    resdiag_alarm alarms[RESDIAG_N_ALARM_KINDS];
+    int n_alarms;
 };
 
 /* messages.c: a message for this run, to its log handler; ERROR and above
@@ -122,6 +127,12 @@ void rd_run_log(resdiag *r, resdiag_log_priority prio, const char *fmt, ...)
 /* Logs "client bug: ..." (rate-limited) and returns status. */
 resdiag_status rd_client_bug(resdiag *r, resdiag_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* alarms.c: checks the open step's record (r->cur) against the declared
+ * alarms; appends those that fire to r->alarms and returns how many did.
+ * rd_alarms_notify calls alarm_fn for the last n of them. */
+int rd_alarms_check(resdiag *r);
+void rd_alarms_notify(resdiag *r, int n);
 
 /* steps.c: appends the buffered steps (see there for what a failure does). */
 resdiag_status rd_write_batch(resdiag *r);

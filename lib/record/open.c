@@ -243,6 +243,7 @@ static void apply_rank(resdiag *r, const rd_rank *rk, resdiag_split split)
         r->layer_hi = m->layer_first + m->layer_count;
     }
     r->rank_idle = rk->rank % r->opt.record_rank_every != 0;
+    r->rank = rk->rank;
 }
 
 /* Creates the rank's file, or (a rank that does not record) says so. */

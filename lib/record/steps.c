@@ -152,6 +152,7 @@ resdiag_status resdiag_step_end(resdiag *r)
     if (!r->recording)
         return take_signal(r) ? RESDIAG_E_INTERRUPTED : r->sticky;
     rd_tables_set_complete(&r->lay, r->cur); /* unless resdiag_step_abort marked it */
+    const int alarms = rd_alarms_check(r); /* from the record, before it is written */
     r->recording = 0;
     r->cur = NULL;
     /* A team short of parts records nothing for its site; the step is written. */
@@ -160,8 +161,15 @@ resdiag_status resdiag_step_end(resdiag *r)
     r->batch_steps[r->n_batched] = r->step;
     r->batch_times[r->n_batched] = now - r->t_open;
     r->n_batched++;
-    if (take_signal(r))
+    if (take_signal(r)) { /* it wrote the batch */
+        rd_alarms_notify(r, alarms);
         return RESDIAG_E_INTERRUPTED;
+    }
+    if (alarms) { /* the step that broke is in the file before the trainer hears of it */
+        resdiag_status st = rd_write_batch(r);
+        rd_alarms_notify(r, alarms);
+        return st ? st : RESDIAG_ALARM;
+    }
     /* The first recorded step (initialization) is the most precious: write it at once. */
     if (r->n_written == 0 || r->n_batched == (size_t)r->opt.flush_steps ||
         (r->opt.flush_seconds > 0 && now - r->t_last_flush >= r->opt.flush_seconds)) {

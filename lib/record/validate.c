@@ -285,6 +285,20 @@ resdiag_status rd_check_options(const open_ctx *c, const resdiag_options *o)
                             "client bug: resdiag_open: file_schema is %d, must be 0..%d "
                             "(0: the newest, %d)",
                             o->file_schema, RD_SCHEMA_VERSION, RD_SCHEMA_VERSION);
+    if (o->alarm_nonfinite != 0 && o->alarm_nonfinite != 1)
+        return rd_open_fail(c, RESDIAG_E_INVALID,
+                            "client bug: resdiag_open: alarm_nonfinite is %d, must be 0 or 1",
+                            o->alarm_nonfinite);
+    const struct { const char *name; double v; } bounds[] = {
+        { "alarm_update_ratio", o->alarm_update_ratio },
+        { "alarm_growth", o->alarm_growth },
+        { "alarm_grad_norm", o->alarm_grad_norm },
+    };
+    for (size_t i = 0; i < sizeof bounds / sizeof *bounds; i++)
+        if (bounds[i].v < 0)
+            return rd_open_fail(c, RESDIAG_E_INVALID,
+                                "client bug: resdiag_open: %s is %g, must be >= 0 (0 or NaN: "
+                                "off)", bounds[i].name, bounds[i].v);
     if (o->compression < 0 || o->compression > 9)
         return rd_open_fail(c, RESDIAG_E_INVALID,
                             "client bug: resdiag_open: compression is %d, must be 0..9 "

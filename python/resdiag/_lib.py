@@ -132,7 +132,10 @@ class Options(ctypes.Structure):
                 ("log_user_data", ctypes.c_void_p), ("hook_threads", ctypes.c_int),
                 ("overwrite", ctypes.c_int), ("one_call_per_site", ctypes.c_int),
                 ("record_rank_every", ctypes.c_int), ("file_schema", ctypes.c_int),
-                ("compression", ctypes.c_int)]
+                ("compression", ctypes.c_int), ("alarm_nonfinite", ctypes.c_int),
+                ("alarm_update_ratio", ctypes.c_double), ("alarm_growth", ctypes.c_double),
+                ("alarm_grad_norm", ctypes.c_double), ("alarm_fn", ctypes.c_void_p),
+                ("alarm_user_data", ctypes.c_void_p)]
 
 
 class RunInfo(ctypes.Structure):

@@ -959,6 +959,42 @@ static int take_tinygpt(int argc, char **argv)
     return CHECK_GO_ON;
 }
 
+/* --nan-step K --stop-on nonfinite in one process: exit 3 at step K with
+ * one line naming the step and the site the NaN enters by (the embedding's
+ * output), and the run file ends at step K, whose embedding holds the NaN.
+ * A clean run with the alarm declared ends as usual; a bad list is usage. */
+START_TEST(stop_on_nonfinite_stops_at_the_nan_step)
+{
+#define NANRUN "--layers", "2", "--d-model", "16", "--heads", "2", "--seq", "8", "--batch", "2", \
+               "--steps", "8", "--threads", "1"
+    unlink(tmp("a.h5"));
+    ck_assert_int_eq(run("out1", "err1", NANRUN, "--nan-step", "4", "--stop-on",
+                         "nonfinite,r>50", "--out", tmp("a.h5"), NULL), 3);
+    const char *err = slurp(tmp("err1"));
+    ck_assert_msg(strstr(err, "alarm nonfinite at step 4:") && strstr(err, "site embed_out"),
+                  "stderr: %s", err);
+    resdiag_reader *rd = NULL;
+    ck_assert_int_eq(resdiag_reader_open(&rd, tmp("a.h5")), RESDIAG_OK);
+    int64_t steps[8];
+    ck_assert_int_eq(resdiag_reader_info(rd)->n_steps, 5);
+    ck_assert_int_eq(resdiag_reader_steps(rd, steps, 5), RESDIAG_OK);
+    ck_assert_int_eq(steps[4], 4);
+    double f[RESDIAG_N_FIELDS];
+    ck_assert_int_eq(resdiag_reader_site(rd, 3, RESDIAG_FORWARD, 0, 0, RESDIAG_EMBED_OUT, f, NULL),
+                     RESDIAG_OK);
+    ck_assert_double_eq(f[RESDIAG_FIELD_NAN_COUNT], 0);
+    ck_assert_int_eq(resdiag_reader_site(rd, 4, RESDIAG_FORWARD, 0, 0, RESDIAG_EMBED_OUT, f, NULL),
+                     RESDIAG_OK);
+    ck_assert(f[RESDIAG_FIELD_NAN_COUNT] > 0);
+    resdiag_reader_destroy(rd);
+    unlink(tmp("b.h5"));
+    ck_assert_int_eq(run("out2", "err2", NANRUN, "--stop-on", "nonfinite", "--out", tmp("b.h5"),
+                         NULL), 0);
+    ck_assert_int_eq(run("out2", "err2", NANRUN, "--stop-on", "r>-1", NULL), 2);
+    ck_assert_ptr_nonnull(strstr(slurp(tmp("err2")), "--stop-on 'r>-1'"));
+}
+END_TEST
+
 static const check_program program = {
     .name = "tinygpt-run",
     .start = take_tinygpt,
@@ -982,4 +1018,5 @@ CHECK_MAIN(&program,
                CHECK_TEST(bad_flags_exit_2),
                CHECK_TEST(step_times_follow_the_recorded_steps),
                CHECK_TEST(hook_threads_default_to_the_openmp_threads),
-               CHECK_TEST(hook_team_gives_the_bits_of_hook_threads))
+               CHECK_TEST(hook_team_gives_the_bits_of_hook_threads),
+               CHECK_TEST(stop_on_nonfinite_stops_at_the_nan_step))
