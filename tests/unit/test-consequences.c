@@ -395,7 +395,38 @@ START_TEST(no_consequences_and_check_unchanged)
 }
 END_TEST
 
-CHECK_MAIN(&program, CHECK_TEST(post_without_warmup_against_with),
+/* diff: both runs' consequences and the measured differences side by side. */
+START_TEST(diff_shows_what_the_sources_say_matters)
+{
+    char pa[300], pb[300];
+    snprintf(pa, sizeof pa, "%s/d-pre.h5", dir);
+    snprintf(pb, sizeof pb, "%s/d-post.h5", dir);
+    write_run(pa, RESDIAG_PLACEMENT_PRE, 6, 0.5, LR_WARMUP, 0);
+    write_run(pb, RESDIAG_PLACEMENT_POST, 6, 0.01, LR_CONST, 0);
+    resdiag_analysis *a = analyse(pa, 0), *b = analyse(pb, 0);
+    char *t = resdiag_analysis_diff_text(a, b, "pre", "post");
+    ck_assert_ptr_nonnull(t);
+    const char *s = strstr(t, "\nWhat the sources say matters (A | B):\n");
+    ck_assert_msg(s, "%s", t);
+    const char *rows[] = { "placement", "warm-up", "depth (layers)", "branch scale at init (r)",
+                           "gradient exponent b" };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        ck_assert_msg(strstr(s, rows[i]), "no row %s in %s", rows[i], s);
+    const char *w = strstr(s, "  warm-up");
+    ck_assert_msg(w && strstr(w, "yes, 20 steps") && strstr(w, " no ") &&
+                  strstr(w, "<- differs") < strchr(w, '\n'), "%.120s", w);
+    const char *d = strstr(s, "  depth (layers)");
+    ck_assert_msg(!strstr(d, "<- differs") || strstr(d, "<- differs") > strchr(d, '\n'),
+                  "equal depths differ: %.120s", d);
+    ck_assert_msg(strstr(s, "  A: none\n") && strstr(s, "  B: post_no_warmup, post_small_init\n"),
+                  "%s", s);
+    resdiag_free(t);
+    resdiag_analysis_destroy(a);
+    resdiag_analysis_destroy(b);
+}
+END_TEST
+
+CHECK_MAIN(&program, CHECK_TEST(diff_shows_what_the_sources_say_matters), CHECK_TEST(post_without_warmup_against_with),
            CHECK_TEST(post_small_against_default_branch_at_init),
            CHECK_TEST(pre_at_6_against_48_layers_with_effective_depth_recomputed),
            CHECK_TEST(pre_without_warmup_against_with), CHECK_TEST(quoted_numbers_are_the_sources),
