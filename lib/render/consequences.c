@@ -62,9 +62,9 @@ static void measured_text(rd_strbuf *b, rd_esc_ring *esc, const rd_analysis *a)
             rd_strbuf_printf(b, "b = -");
         rd_strbuf_printf(b, " (last/first %.3g)", m->grad_last_over_first[p]);
     }
-    if (m->grad_step >= 0)
-        rd_strbuf_printf(b, "; head %.4g; 1/sqrt(L) = %.3g", a->gradients.head_grad,
-                         m->inv_sqrt_l);
+    if (m->grad_step >= 0 && isfinite(a->gradients.head_grad))
+        rd_strbuf_printf(b, "; head %.4g", a->gradients.head_grad);
+    rd_strbuf_printf(b, "; 1/sqrt(L) = %.3g", m->inv_sqrt_l);
     rd_strbuf_printf(b, "\n  effective depth: last/first block share %.3g", m->share_last_over_first);
     if (m->share_fit.ok)
         rd_strbuf_printf(b, ", share ~ k^%.2f [%.2f, %.2f]", m->share_fit.b, m->share_fit.b_lo,
