@@ -859,6 +859,8 @@ typedef struct resdiag_analyze_options {
                              (default) or RESDIAG_STEP_LAST */
     double max_growth;    /* warn when the stream norm grows more than this
                              (last/first) over depth; default 10 */
+    int no_consequences;  /* 1: no "Consequences" section (the sources' findings that
+                             the measured run meets: doc/REPORT.md); default 0 */
 } resdiag_analyze_options;
 
 /* Fills *options with the defaults. options may not be NULL. */

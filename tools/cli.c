@@ -66,7 +66,7 @@ static resdiag_placement parse_placement(const char *s)
 
 enum {
     OPT_STEP = 256, OPT_LAST, OPT_ALL, OPT_JSON, OPT_HTML, OPT_MAX_GROWTH, OPT_EXPECT,
-    OPT_FINAL_NORM, OPT_WHAT, OPT_RANK,
+    OPT_FINAL_NORM, OPT_WHAT, OPT_RANK, OPT_NO_CONSEQUENCES,
 };
 
 #define OPT_HELP_ENTRY { "help", no_argument, NULL, 'h' }
@@ -83,6 +83,7 @@ static const struct option report_options[] = {
     { "json", no_argument, NULL, OPT_JSON },
     { "html", required_argument, NULL, OPT_HTML },
     { "max-growth", required_argument, NULL, OPT_MAX_GROWTH },
+    { "no-consequences", no_argument, NULL, OPT_NO_CONSEQUENCES },
     OPT_RANK_ENTRY,
     OPT_END,
 };
@@ -101,6 +102,7 @@ static const struct option diff_options[] = {
     { "step", required_argument, NULL, OPT_STEP },
     { "last", no_argument, NULL, OPT_LAST },
     { "html", required_argument, NULL, OPT_HTML },
+    { "no-consequences", no_argument, NULL, OPT_NO_CONSEQUENCES },
     OPT_RANK_ENTRY,
     OPT_END,
 };
@@ -239,6 +241,9 @@ int parse_cli_args(const char *cmd, int argc, char **argv, cli_args *o)
             break;
         case OPT_ALL:
             o->all = 1;
+            break;
+        case OPT_NO_CONSEQUENCES:
+            o->no_consequences = 1;
             break;
         case OPT_JSON:
             o->json = 1;

@@ -22,6 +22,7 @@ typedef struct cli_args {
     int final_norm;
     int what;            /* plot --what (a resdiag_figure), -1: none */
     const char *out;     /* plot -o FILE */
+    int no_consequences; /* report/diff --no-consequences */
     int rank;            /* --rank N: that rank's file alone; RESDIAG_RANK_ALL: the job */
 } cli_args;
 

@@ -27,9 +27,9 @@ _resdiag()
 
     local opts
     case $cmd in
-        report) opts="--step --last --json --html --max-growth --rank --help" ;;
+        report) opts="--step --last --json --html --max-growth --no-consequences --rank --help" ;;
         check) opts="--expect --final-norm --max-growth --step --last --rank --help" ;;
-        diff) opts="--step --last --html --rank --help" ;;
+        diff) opts="--step --last --html --no-consequences --rank --help" ;;
         plot) opts="--what -o --output --step --last --rank --help" ;;
         dump) opts="--step --all --rank --help" ;;
         watch) opts="--once --interval --help" ;;

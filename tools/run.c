@@ -78,6 +78,7 @@ resdiag_analysis *open_analysis(const cli_args *o, resdiag_reader **rdp)
         opt.step_index = RESDIAG_STEP_LAST;
     if (o->have_growth)
         opt.max_growth = o->max_growth;
+    opt.no_consequences = o->no_consequences;
     if (o->want_step >= 0) {
         int64_t si;
         if (find_step(rd, o->path, o->want_step, &si) != 0) {

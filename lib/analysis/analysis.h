@@ -13,10 +13,12 @@
 #include <stdint.h>
 
 #include "analysis/aborted.h"
+#include "analysis/consequences.h"
 #include "analysis/depth.h"
 #include "analysis/final_norm.h"
 #include "analysis/gradients.h"
 #include "analysis/load.h"
+#include "analysis/measures.h"
 #include "analysis/metrics.h"
 #include "analysis/nonfinite.h"
 #include "analysis/observe.h"
@@ -50,6 +52,8 @@ struct resdiag_analysis {
     rd_metrics metrics;       /* metrics.c: the trainer's metrics */
     rd_ranks *ranks;          /* ranks.c: the ranks of a merged job; NULL for one file */
     rd_over_run over_run;     /* over_run.c: the warned-of conditions at every step */
+    rd_measures measures;     /* measures.c: what the consequences speak of */
+    rd_consequences consequences; /* consequences.c: the sources' findings that apply */
     rd_warnings warnings;     /* warnings.c: what the report warns about */
 
     /* driver.c: the same analysis at the last complete step, shown beside

@@ -73,6 +73,7 @@ void resdiag_analysis_destroy(resdiag_analysis *a)
     free(a->over_run.dominant);
     free(a->over_run.negligible);
     free(a->over_run.massive);
+    free(a->measures.share);
     resdiag_analysis_destroy(a->at_last);
     rd_ranks_free(a->ranks);
     free(a);
@@ -113,9 +114,12 @@ static resdiag_status run_phases(const resdiag_reader *rd, rd_analysis *a, int w
                       (st = rd_analysis_nonfinite(rd, a)) ||
                       (st = rd_analysis_metrics(rd, a)) ||
                       (st = rd_analysis_ranks(rd, a)) ||
-                      (st = rd_analysis_over_run(rd, a))))
+                      (st = rd_analysis_over_run(rd, a)) ||
+                      (st = rd_analysis_measures(rd, a))))
         return st;
     rd_analysis_abort_verdict(a);
+    if (whole_run)
+        rd_analysis_consequences(a);
     rd_analysis_warnings(a);
     return RESDIAG_OK;
 }
@@ -183,6 +187,8 @@ static resdiag_status analyze(const resdiag_reader *rd, const resdiag_analyze_op
         free(aborted);
     else
         st = rd_analysis_aborted(rd, a, aborted);
+    if (!st) /* the last step's analysis (whole_run 0) decides none */
+        a->consequences.off = o.no_consequences || !whole_run;
     if (!st && (st = run_phases(rd, a, whole_run))) {
         resdiag_analysis_destroy(a);
         a = NULL;

@@ -75,6 +75,12 @@ resdiag_status rd_analysis_ranks(const resdiag_reader *rd, rd_analysis *a);
 void rd_ranks_free(rd_ranks *k);
 /* over_run.c: the conditions warned of, at every recorded complete step. */
 resdiag_status rd_analysis_over_run(const resdiag_reader *rd, rd_analysis *a);
+/* measures.c: the gradient exponent, the effective depth, the branches'
+ * scale at the first step and the lr schedule (after metrics.c). */
+resdiag_status rd_analysis_measures(const resdiag_reader *rd, rd_analysis *a);
+/* consequences.c: the sources' findings that the measured run meets
+ * (after the verdict is final). */
+void rd_analysis_consequences(rd_analysis *a);
 /* verdict.c: an aborted judged step's verdict made CANNOT_TELL, saying
  * why (after every phase that reads the step's own verdict). */
 void rd_analysis_abort_verdict(rd_analysis *a);

@@ -10,6 +10,7 @@
 #include "analysis/analysis.h"
 #include "common/escape.h"
 #include "common/strbuf.h"
+#include "render/consequences.h"
 #include "render/shared.h"
 #include "render/table.h"
 
@@ -189,6 +190,7 @@ char *resdiag_analysis_diff_text(const resdiag_analysis *a, const resdiag_analys
         return NULL;
     }
     diff_table(&o, a, b, L, S);
+    rd_consequences_diff(&o, esc, a, b);
     rd_esc_ring_free(&ring);
     return rd_strbuf_finish(&o);
 }

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/sized_struct.h"
 #include "render/plot.h"
+#include "render/consequences.h"
 #include "render/ranks.h"
 #include "render/shared.h"
 #include "render/svg.h"
@@ -472,6 +473,7 @@ char *resdiag_analysis_to_html(const resdiag_analysis *a, const resdiag_html_opt
     aborted_card(&b, a);
     nonfinite_card(&b, a);
     rd_ranks_html(&b, a);
+    rd_consequences_html(&b, a);
     const rd_analysis *one[1] = { a };
     svg_printf(&b, "<h2>Residual stream over depth</h2>\n");
     figure(&b, RESDIAG_FIGURE_GROWTH, one, NULL, 1, "growth");

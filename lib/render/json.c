@@ -11,6 +11,7 @@
 #include "common/escape.h"
 #include "common/strbuf.h"
 #include "format/metric_value.h"
+#include "render/consequences.h"
 #include "render/ranks.h"
 #include "render/shared.h"
 
@@ -501,6 +502,7 @@ char *resdiag_analysis_to_json(const resdiag_analysis *a)
     json_training(&b, a);
     json_metrics(&b, a);
     rd_ranks_json(&b, a);
+    rd_consequences_json(&b, a);
     json_warnings(&b, a);
     return rd_strbuf_finish(&b);
 }

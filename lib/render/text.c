@@ -13,6 +13,7 @@
 #include "common/escape.h"
 #include "common/strbuf.h"
 #include "format/metric_value.h"
+#include "render/consequences.h"
 #include "render/ranks.h"
 #include "render/shared.h"
 #include "render/table.h"
@@ -582,6 +583,7 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
                              E(a->load.param_names[a->gradients.param_order[0]]));
     }
     text_metrics(&b, esc, a);
+    rd_consequences_text(&b, esc, a);
     rd_strbuf_printf(&b, "\nWarnings:%s\n", a->warnings.count ? "" : " none");
     for (int i = 0; i < a->warnings.count; i++)
         rd_strbuf_printf(&b, "  - %s\n", E(a->warnings.lines[i]));

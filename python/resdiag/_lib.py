@@ -163,7 +163,7 @@ class RunInfo(ctypes.Structure):
 
 class AnalyzeOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("step_index", ctypes.c_int64),
-                ("max_growth", ctypes.c_double)]
+                ("max_growth", ctypes.c_double), ("no_consequences", ctypes.c_int)]
 
 
 class CheckOptions(ctypes.Structure):

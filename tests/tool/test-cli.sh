@@ -60,6 +60,7 @@ report|--max-growth|1.0001||a|0|grows
 report|--html|OUT||a|0|
 report|--last|-||a|0|analysed step 4
 report|--json|-||a|0|"placement"
+report|--no-consequences|-||a|0|
 check|--expect|post-norm||b|0|holds: post
 check|--max-growth|1000|--expect pre|a|0|
 check|--step|3|--expect pre|a|0|
@@ -68,6 +69,7 @@ check|--final-norm|-|--expect pre|a|0|
 diff|--step|3||a b|0|
 diff|--html|OUT||a b|0|
 diff|--last|-||a b|0|
+diff|--no-consequences|-||a b|0|
 plot|--what|updates|-o -|a|0|<svg
 plot|-o|OUT|--what growth|a|0|
 plot|--step|3|--what growth -o -|a|0|<svg
