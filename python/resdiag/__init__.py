@@ -18,8 +18,9 @@ where `meson install` put it, then build/libresdiag.so of the source tree,
 then the system loader, then pkg-config's libdir.
 """
 from ._version import __version__
-from ._lib import FIELDS, FIGURES, ResdiagError, SITES, path as library_path
+from ._lib import AlarmError, FIELDS, FIGURES, ResdiagError, SITES, path as library_path
 from ._lib import lib as _clib
+from .alarms import Alarm
 from .blocks import Block, Layers, Sublayer, DECODER_LAYER, ENCODER_LAYER, GPT2_BLOCK, MINGPT_BLOCK
 from .reader import Analysis, Info, Run, open  # noqa: A004
 from .recorder import Recorder, attach
@@ -28,4 +29,5 @@ library_version = _clib.resdiag_version_string().decode()
 
 __all__ = ["attach", "open", "Recorder", "Run", "Analysis", "Info", "Block", "Layers", "Sublayer",
            "ENCODER_LAYER", "DECODER_LAYER", "GPT2_BLOCK", "MINGPT_BLOCK", "ResdiagError",
+           "Alarm", "AlarmError",
            "FIELDS", "FIGURES", "SITES", "library_path", "library_version", "__version__"]

@@ -26,6 +26,7 @@ _SONAME = "libresdiag.so.%d" % int(__version__.split(".")[0])
 
 # resdiag_status values (pinned in the header).
 OK = 0
+ALARM = 17  # RESDIAG_ALARM: step_end wrote the step and an alarm fired (not an error)
 E_RANGE = 3
 E_NOT_FOUND = 11
 
@@ -87,6 +88,16 @@ class ResdiagError(RuntimeError):
         self.status = status
 
 
+class AlarmError(ResdiagError):
+    """attach(raise_on_alarm=True): an alarm fired at the step just ended,
+    which the run file already holds; ``alarms`` lists the step's alarms
+    (resdiag.Alarm)."""
+
+    def __init__(self, message, alarms):
+        super().__init__(message, ALARM)
+        self.alarms = alarms
+
+
 class Tensor(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int),
                 ("rows", ctypes.c_int64), ("cols", ctypes.c_int64),
@@ -121,6 +132,18 @@ class Model(ctypes.Structure):
                 ("metric_names", _strv), ("rank", ctypes.c_int), ("world_size", ctypes.c_int),
                 ("split", ctypes.c_int), ("shard_col_offset", ctypes.c_int),
                 ("layer_first", ctypes.c_int), ("layer_count", ctypes.c_int)]
+
+
+class AlarmStruct(ctypes.Structure):
+    """resdiag_alarm."""
+    _fields_ = [("kind", ctypes.c_int), ("step", ctypes.c_int64), ("rank", ctypes.c_int),
+                ("direction", ctypes.c_int), ("layer", ctypes.c_int), ("sublayer", ctypes.c_int),
+                ("site", ctypes.c_int), ("param", ctypes.c_char_p), ("ref_layer", ctypes.c_int),
+                ("value", ctypes.c_double), ("bound", ctypes.c_double)]
+
+
+# resdiag_alarm_kind values, by their names in attach(alarms=...).
+ALARM_KINDS = ("nonfinite", "update_ratio", "growth", "grad_norm")
 
 
 class Options(ctypes.Structure):
@@ -395,6 +418,8 @@ _PROTOS = {
     "resdiag_reader_dims": (_i, [_p, _c, _i64p, _i, _ip]),
     "resdiag_reader_read": (_i, [_p, _c, _i64, _i64, _dp, ctypes.c_size_t]),
     "resdiag_site_name": (_c, [_i]),
+    "resdiag_alarm_count": (_i, [_p]),
+    "resdiag_alarm_get": (_i, [_p, _i, ctypes.POINTER(AlarmStruct)]),
     "resdiag_field_name": (_c, [_i]),
     "resdiag_analyze_options_init": (None, [ctypes.POINTER(AnalyzeOptions)]),
     "resdiag_analyze": (_i, [_p, ctypes.POINTER(AnalyzeOptions), ctypes.POINTER(_p)]),

@@ -21,7 +21,7 @@ import weakref
 import torch
 import torch.nn as nn
 
-from . import _batch, _device, _kernel, _lib, _tensor, blocks as _blocks
+from . import _batch, _device, _kernel, _lib, _tensor, alarms as _alarms, blocks as _blocks
 from ._lib import lib, ResdiagError
 
 S_STREAM_IN, S_NORM_IN, S_NORM_OUT, S_BRANCH_OUT, S_STREAM_OUT = 0, 1, 2, 3, 4
@@ -153,7 +153,8 @@ class Recorder:
                  disable_fast_path=True, overwrite=False, metrics=("loss",),
                  rank=None, world_size=None, split=None, shard_cols=None, shard_col_offset=0,
                  layer_first=0, layer_count=None, n_layers=None, record_rank_every=1,
-                 device_stats=None, device_float64=False, file_schema=0, compression=1):
+                 device_stats=None, device_float64=False, file_schema=0, compression=1,
+                 alarms=None, on_alarm=None, raise_on_alarm=False):
         enc_path = _lib.c_path(path, "attach")  # first: attach(model, None) makes no file
         self.path = os.fsdecode(enc_path)
         device_stats = device_stats or os.environ.get("RESDIAG_DEVICE_STATS") or "auto"
@@ -385,6 +386,14 @@ class Recorder:
         o.record_rank_every = ci(record_rank_every, "record_rank_every")
         o.file_schema = ci(file_schema, "file_schema")
         o.compression = ci(compression, "compression")
+        _alarms.declare(o, alarms)
+        if on_alarm is not None and not callable(on_alarm):
+            raise TypeError("resdiag.attach: on_alarm= takes a function of one Alarm, not %s"
+                            % type(on_alarm).__name__)
+        self._on_alarm = on_alarm
+        self._raise_on_alarm = bool(raise_on_alarm)
+        # The alarms fired so far (resdiag.Alarm), in the order they fired.
+        self.alarms = []
         h = ctypes.c_void_p()
         st = lib.resdiag_open(ctypes.byref(h), enc_path, ctypes.byref(m), ctypes.byref(o))
         if st != _lib.OK or not h:
@@ -565,7 +574,11 @@ class Recorder:
         """Records the parameter gradients (.grad as it is now: call this after
         backward and before zero_grad) and ends the step; with abort_reason
         (a str: why) ends it as aborted instead (resdiag_step_abort): the
-        hooks' records are written, flagged incomplete."""
+        hooks' records are written, flagged incomplete. When a declared alarm
+        fires (attach(alarms=...)) the step is written and flushed first, then
+        the alarms join ``rec.alarms``, on_alarm is called with each, and with
+        raise_on_alarm=True (not for an aborted step) resdiag.AlarmError is
+        raised."""
         if not self._in_step:
             return
         if self._recording:
@@ -592,9 +605,27 @@ class Recorder:
         self._restore_all()
         self._in_step = self._recording = False
         if abort_reason is None:
-            self._note(lib.resdiag_step_end(self._rd))
+            st = lib.resdiag_step_end(self._rd)
         else:
-            self._note(lib.resdiag_step_abort(self._rd, _abort_reason(abort_reason)))
+            st = lib.resdiag_step_abort(self._rd, _abort_reason(abort_reason))
+        if st != _lib.ALARM:
+            self._note(st)
+            return
+        # The step is written and flushed; then the trainer hears of it.
+        fired = _alarms.fired_since(self._rd, len(self.alarms))
+        self.alarms += fired
+        if self._on_alarm is not None:
+            for a in fired:
+                if abort_reason is None:
+                    self._on_alarm(a)
+                    continue
+                try:  # an aborted step's exception is the one that matters
+                    self._on_alarm(a)
+                except Exception as e:  # noqa: BLE001 - see _fail
+                    self._fail(e)
+        if self._raise_on_alarm and fired and abort_reason is None:
+            raise _lib.AlarmError("resdiag: alarm: " + "; ".join(map(_alarms.describe, fired)),
+                                  fired)
 
     class _Step:
         __slots__ = ("rec",)
@@ -1176,7 +1207,11 @@ def attach(model, path, **kw):
     device_float64 (CUDA row sums in float64). The file's layout
     (resdiag_options.file_schema, .compression): file_schema 0 = the newest
     (2: float32 statistics), 1 = every value a float64; compression 0..9
-    (schema 2; default 1).
+    (schema 2; default 1). Alarms, checked as each step ends
+    (doc/INSTRUMENTING.md, "Alarms"): alarms={"nonfinite": True,
+    "update_ratio": B, "growth": B, "grad_norm": B}, on_alarm (called with
+    each resdiag.Alarm), raise_on_alarm (raise resdiag.AlarmError once the
+    step is written); rec.alarms lists those fired.
     See doc/PYTHON.md.
     """
     return Recorder(model, path, **kw)
