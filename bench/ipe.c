@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "resdiag.h"
@@ -35,6 +36,8 @@ int ipe_scenario(const char *path, const char *dtype, long elems, int cols)
             p = k;
     if (p < 0 || dtype_of(dtype, &dt) != 0 || elems < cols)
         return 2;
+    if (!rd_stats_path_available((rd_stats_path)p))
+        return 3; /* valgrind's CPU has no AVX-512: the call would fall back */
     int64_t rows = elems / cols;
     size_t es = dt == RESDIAG_DTYPE_F32 ? 4 : 2;
     void *buf = aligned_alloc(64, ((size_t)rows * (size_t)cols * es + 63) / 64 * 64);
@@ -63,7 +66,8 @@ int ipe_scenario(const char *path, const char *dtype, long elems, int cols)
     return s > 0 ? 0 : 1;
 }
 
-/* Instructions inside rd_stats_compute_path of one run, or -1. */
+/* Instructions inside rd_stats_compute_path of one run; -3 when the path
+ * does not run under valgrind, -1 on another failure. */
 static double count(const char *path, const char *dtype, long elems, int cols)
 {
     char out[64], cmd[1024], self[512];
@@ -76,7 +80,10 @@ static double count(const char *path, const char *dtype, long elems, int cols)
              "--toggle-collect=rd_stats_compute_path '%s' --ipe %s %s %ld %d >/dev/null 2>&1",
              out, self, path, dtype, elems, cols);
     double total = -1;
-    if (system(cmd) == 0) {
+    int rc = system(cmd);
+    if (rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 3)
+        total = -3;
+    else if (rc == 0) {
         FILE *f = fopen(out, "r");
         char line[256];
         while (f && fgets(line, sizeof line, f))
@@ -101,8 +108,12 @@ void ipe_print(int cols)
             continue;
         const char *pn = rd_stats_path_name((rd_stats_path)p);
         for (int d = 0; d < 3; d++) {
-            double a = count(pn, dts[d], IPE_ELEMS, cols), b = count(pn, dts[d], 2 * IPE_ELEMS, cols);
-            if (a < 0 || b < 0)
+            double a = count(pn, dts[d], IPE_ELEMS, cols);
+            double b = a < 0 ? a : count(pn, dts[d], 2 * IPE_ELEMS, cols);
+            if (a == -3)
+                printf("ipe %s-%s: not measured (valgrind's CPU has no such path: it does "
+                       "not run AVX-512)\n", dts[d], pn);
+            else if (a < 0 || b < 0)
                 printf("ipe %s-%s: not measured (callgrind failed)\n", dts[d], pn);
             else
                 printf("ipe %s-%s: %.3f instructions per element (callgrind, inside "

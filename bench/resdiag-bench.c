@@ -12,16 +12,18 @@
  *                 [--no-hook] [--no-writer] [--no-e2e] [--no-report] [--no-size]
  *                 [--cols N] [--e2e-steps N]
  *   resdiag-bench --fixed-cost N     (the scenario of scripts/bench-callgrind.sh)
+ *   resdiag-bench --ipe PATH DTYPE N COLS   (the scenario of ipe.c, under callgrind)
  *
  * Dimension names: rows = tokens, cols = width (768 here, GPT-2 small;
  * --cols N reads the same bytes as rows of N, which shows the per-row cost).
  *
- * Kernels: one thread, on the same buffer, from L2, at 24 MiB and 256 MiB,
+ * Kernels: one thread, on the same buffer, 256 KiB (L2), 6 MiB (L3), 24 MiB and 256 MiB,
  * each dtype: the ceiling loops (ceiling.h: AVX-512 and AVX2 read-only sum,
  * sum of squares, sum of squares with prefetch), every resdiag kernel path
  * (all statistics, the sketch with K = 16 and the per-token norms, as a
  * hook computes them), the active path with K = 0, OpenBLAS snrm2 / dnrm2
- * per row when built with it. Every method runs once in every repetition
+ * per row when built with it, and the one-row reference loop (one_row_ref.h)
+ * for f32 from DRAM. Kernel targets are per vector path, its name in theirs. Every method runs once in every repetition
  * (rep 1 of each, rep 2 of each, ...), each call timed by the thread's CPU
  * clock (CLOCK_THREAD_CPUTIME_ID: the time other jobs take the core from
  * us is not counted) and the wall clock; a method's ratio is, per
@@ -1974,7 +1976,8 @@ static int usage(void)
                     "[--no-peers] "
                     "[--no-hook] [--no-writer] [--no-e2e] [--no-report] [--no-size] [--cols N] "
                     "[--e2e-steps N]\n"
-                    "       resdiag-bench --fixed-cost STEPS\n");
+                    "       resdiag-bench --fixed-cost STEPS\n"
+                    "       resdiag-bench --ipe PATH DTYPE N COLS\n");
     return 2;
 }
 
