@@ -78,6 +78,26 @@ static double finish(const tok_acc *a, double *f, const float *x, int64_t rows, 
     return f[RESDIAG_FIELD_FROB];
 }
 
+/* A row's end: its tail columns, its sketch buckets times the row's sign
+ * into acc, its per-token figures. */
+static void row_end(tok_acc *a, const float *r, int64_t j, int64_t i, int64_t cols,
+                    const rd_sketch_params *sp, int k16, double sx, double sq, double amax,
+                    double *rb, double *acc, double *row_norms)
+{
+    for (; j < cols; j++) {
+        double v = r[j];
+        sx += v, sq += v * v, amax = fmax(amax, fabs(v));
+        if (k16)
+            rb[j % 16] += (double)sp->tau[j] * v;
+    }
+    if (k16) {
+        double sg = rd_row_sign(sp->seed, sp->row0 + i);
+        for (int b = 0; b < 16; b++)
+            acc[b] += sg * rb[b];
+    }
+    tok_add(a, sx, sq, amax, i, cols, row_norms);
+}
+
 __attribute__((target("avx2,fma"))) static double
 ref_avx2(double *f, double *sketch, double *row_norms, const float *x, int64_t rows,
          int64_t cols, const rd_sketch_params *sp)
@@ -110,18 +130,7 @@ ref_avx2(double *f, double *sketch, double *row_norms, const float *x, int64_t r
             sx += ls[l], sq += lq[l], amax = fmax(amax, lm[l]);
             rb[l] = l0[l], rb[l + 8] = l1[l];
         }
-        for (; j < cols; j++) { /* the tail */
-            double v = r[j];
-            sx += v, sq += v * v, amax = fmax(amax, fabs(v));
-            if (k16)
-                rb[j % 16] += (double)sp->tau[j] * v;
-        }
-        if (k16) {
-            double sg = rd_row_sign(sp->seed, sp->row0 + i);
-            for (int b = 0; b < 16; b++)
-                acc[b] += sg * rb[b];
-        }
-        tok_add(&a, sx, sq, amax, i, cols, row_norms);
+        row_end(&a, r, j, i, cols, sp, k16, sx, sq, amax, rb, acc, row_norms);
     }
     if (k16 && sketch)
         memcpy(sketch, acc, sizeof acc);
@@ -154,18 +163,7 @@ ref_avx512(double *f, double *sketch, double *row_norms, const float *x, int64_t
         double amax = _mm512_reduce_max_ps(m), rb[16];
         for (int l = 0; l < 16; l++)
             rb[l] = lb[l];
-        for (; j < cols; j++) { /* the tail */
-            double v = r[j];
-            sx += v, sq += v * v, amax = fmax(amax, fabs(v));
-            if (k16)
-                rb[j % 16] += (double)sp->tau[j] * v;
-        }
-        if (k16) {
-            double sg = rd_row_sign(sp->seed, sp->row0 + i);
-            for (int l = 0; l < 16; l++)
-                acc[l] += sg * rb[l];
-        }
-        tok_add(&a, sx, sq, amax, i, cols, row_norms);
+        row_end(&a, r, j, i, cols, sp, k16, sx, sq, amax, rb, acc, row_norms);
     }
     if (k16 && sketch)
         memcpy(sketch, acc, sizeof acc);
