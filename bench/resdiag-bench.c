@@ -12,16 +12,18 @@
  *                 [--no-hook] [--no-writer] [--no-e2e] [--no-report] [--no-size]
  *                 [--cols N] [--e2e-steps N]
  *   resdiag-bench --fixed-cost N     (the scenario of scripts/bench-callgrind.sh)
+ *   resdiag-bench --ipe PATH DTYPE N COLS   (the scenario of ipe.c, under callgrind)
  *
  * Dimension names: rows = tokens, cols = width (768 here, GPT-2 small;
  * --cols N reads the same bytes as rows of N, which shows the per-row cost).
  *
- * Kernels: one thread, on the same buffer, from L2, at 24 MiB and 256 MiB,
+ * Kernels: one thread, on the same buffer, 256 KiB (L2), 6 MiB (L3), 24 MiB and 256 MiB,
  * each dtype: the ceiling loops (ceiling.h: AVX-512 and AVX2 read-only sum,
  * sum of squares, sum of squares with prefetch), every resdiag kernel path
  * (all statistics, the sketch with K = 16 and the per-token norms, as a
  * hook computes them), the active path with K = 0, OpenBLAS snrm2 / dnrm2
- * per row when built with it. Every method runs once in every repetition
+ * per row when built with it, and the one-row reference loop (one_row_ref.h)
+ * for f32 from DRAM. Kernel targets are per vector path, its name in theirs. Every method runs once in every repetition
  * (rep 1 of each, rep 2 of each, ...), each call timed by the thread's CPU
  * clock (CLOCK_THREAD_CPUTIME_ID: the time other jobs take the core from
  * us is not counted) and the wall clock; a method's ratio is, per
@@ -49,6 +51,8 @@
 
 #include "ceiling.h"
 #include "file_size.h"
+#include "one_row_ref.h"
+#include "ipe.h"
 
 #ifdef RD_BENCH_OPENBLAS
 #include <cblas.h>
@@ -177,12 +181,14 @@ static const char *dtype_label(resdiag_dtype dt)
  * (isa * CEIL_N_LOOPS + loop), every resdiag path, the active path without
  * the sketch (K = 0), and OpenBLAS's norm per row. */
 enum { M_CEIL0 = 0, M_PATH0 = CEIL_N_ISAS * CEIL_N_LOOPS, M_K0 = M_PATH0 + RD_STATS_N_PATHS,
-       M_BLAS, N_METHODS };
+       M_BLAS, M_REF0, N_METHODS = M_REF0 + REF_N_ISAS };
 
-/* L2 (3/4 of this CPU's L2, at most 1.5 MiB), 24 MiB, 256 MiB */
-enum { N_SIZES = 3, SIZE_L2 = 0 };
-static size_t size_bytes[N_SIZES] = { 0, 24 << 20, 256 << 20 };
-static char size_label[N_SIZES][16] = { "L2", "24MiB", "256MiB" };
+/* A tensor a hook reads just after the trainer wrote it: 256 KiB (in L2)
+ * and 6 MiB (in L3), the same buffer read call after call as the layers of
+ * one step are; then 24 MiB and 256 MiB (from DRAM). */
+enum { N_SIZES = 4, SIZE_L2 = 0, SIZE_L3 = 1, SIZE_24 = 2, SIZE_256 = 3 };
+static size_t size_bytes[N_SIZES] = { 256 << 10, 6 << 20, 24 << 20, 256 << 20 };
+static char size_label[N_SIZES][16] = { "L2", "L3", "24MiB", "256MiB" };
 static const resdiag_dtype bench_dts[4] = { RESDIAG_DTYPE_F32, RESDIAG_DTYPE_BF16,
                                             RESDIAG_DTYPE_F16, RESDIAG_DTYPE_F64 };
 
@@ -191,9 +197,11 @@ typedef struct kresult {
     summary cpu_gbs, wall_gbs; /* GB/s of input by each clock */
     summary ratio;             /* per repetition: the ceiling's CPU time / this one's */
     int ceil_isa;              /* the ceiling it is held to */
+    double cpu[MAX_REPS];      /* CPU seconds of each repetition (paired ratios) */
 } kresult;
 static kresult kres[N_SIZES][4][N_METHODS];
 static int kernel_reps;
+static int ipe_on; /* the callgrind counts: with the kernels, not --quick */
 
 /* The ceiling of CEIL_N_ISAS: the fastest loop of every ISA the CPU runs.
  * On some CPUs the AVX2 loops read memory faster than the AVX-512 ones
@@ -216,6 +224,8 @@ static const char *method_name(int m, resdiag_dtype dt)
         snprintf(buf, sizeof buf, "resdiag %s", rd_stats_path_name((rd_stats_path)(m - M_PATH0)));
     else if (m == M_K0)
         snprintf(buf, sizeof buf, "resdiag %s K=0", rd_stats_path_name(rd_stats_active_path()));
+    else if (m >= M_REF0)
+        snprintf(buf, sizeof buf, "one-row reference %s", m == M_REF0 + REF_AVX512 ? "avx512" : "avx2");
     else
         snprintf(buf, sizeof buf, "OpenBLAS %s/row", dt == RESDIAG_DTYPE_F64 ? "dnrm2" : "snrm2");
     return buf;
@@ -227,9 +237,11 @@ static int method_available(int m, resdiag_dtype dt, int si)
         return ceiling_available(m / CEIL_N_LOOPS);
     if (m < M_K0) /* the portable path only where it stays short */
         return rd_stats_path_available((rd_stats_path)(m - M_PATH0)) &&
-               (m != M_PATH0 + RD_STATS_PORTABLE || si != 2);
+               (m != M_PATH0 + RD_STATS_PORTABLE || si != SIZE_256);
     if (m == M_K0)
         return 1;
+    if (m >= M_REF0) /* f32 from DRAM: the sizes the one-row loop is held to */
+        return dt == RESDIAG_DTYPE_F32 && si >= SIZE_24 && ref_available(m - M_REF0);
 #ifdef RD_BENCH_OPENBLAS
     return dt == RESDIAG_DTYPE_F32 || dt == RESDIAG_DTYPE_F64;
 #else
@@ -243,7 +255,7 @@ static int method_available(int m, resdiag_dtype dt, int si)
  * the rest. */
 static int method_ceiling(int m)
 {
-    if (m == M_PATH0 + RD_STATS_AVX2 || m < M_PATH0)
+    if (m == M_PATH0 + RD_STATS_AVX2 || m == M_REF0 + REF_AVX2 || m < M_PATH0)
         return m < M_PATH0 ? m / CEIL_N_LOOPS : CEIL_AVX2;
     return CEIL_ALL;
 }
@@ -271,6 +283,8 @@ static double run_method(int m, const kjob *j)
         rd_stats_compute_path(rd_stats_active_path(), f, NULL, j->row_norms, &t, j->sp0);
         return f[RESDIAG_FIELD_FROB];
     }
+    if (m >= M_REF0)
+        return ref_one_row(m - M_REF0, f, sk, j->row_norms, j->buf, j->rows, bench_cols, j->sp);
     double s = 0.0;
 #ifdef RD_BENCH_OPENBLAS
     for (int64_t i = 0; i < j->rows; i++)
@@ -334,7 +348,8 @@ static void bench_kernel_row(int si, int d, void *buf, double *norms,
         }
         kresult *k = &kres[si][d][m];
         *k = (kresult){ 1, summarize(gc, reps), summarize(gw, reps), summarize(ratio, reps),
-                        isa };
+                        isa, { 0 } };
+        memcpy(k->cpu, cpu[m], (size_t)reps * sizeof k->cpu[0]);
         char rc[32], rr[32];
         snprintf(rc, sizeof rc, "[%.2f-%.2f]", k->cpu_gbs.min, k->cpu_gbs.max);
         snprintf(rr, sizeof rr, "[%.2f-%.2f]", k->ratio.min, k->ratio.max);
@@ -347,13 +362,8 @@ static void bench_kernel_row(int si, int d, void *buf, double *norms,
 
 static void bench_kernels(int reps, int quick)
 {
-    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    size_t l2_part = l2 > 0 ? (size_t)l2 / 4 * 3 : 0;
-    size_bytes[SIZE_L2] = l2_part > 0 && l2_part < (3u << 19) ? l2_part : (3u << 19);
-    snprintf(size_label[SIZE_L2], sizeof size_label[SIZE_L2], "L2:%zuK",
-             size_bytes[SIZE_L2] >> 10);
     kernel_reps = reps;
-    size_t max_bytes = size_bytes[quick ? 1 : 2];
+    size_t max_bytes = size_bytes[quick ? SIZE_24 : SIZE_256];
     void *buf = aligned_alloc(4096, max_bytes);
     size_t max_rows = max_bytes / (2 * (size_t)bench_cols);
     double *norms = malloc(max_rows * sizeof(double));
@@ -380,7 +390,7 @@ static void bench_kernels(int reps, int quick)
     for (int d = 0; d < 4; d++) {
         fill(buf, max_bytes, bench_dts[d]);
         for (int si = 0; si < N_SIZES; si++) {
-            if (size_bytes[si] > max_bytes || (si == 2 && bench_dts[d] == RESDIAG_DTYPE_F64))
+            if (size_bytes[si] > max_bytes || (si == SIZE_256 && bench_dts[d] == RESDIAG_DTYPE_F64))
                 continue; /* f64 at 256 MiB: not a target, and the longest row */
             bench_kernel_row(si, d, buf, norms, &sp, &sp0, reps);
         }
@@ -1800,7 +1810,7 @@ static void kernel_target(const char *name, int si, int d, int m, double goal)
     snprintf(g, sizeof g, ">= %.2fx", goal);
     if (!k->valid) {
         not_measured(name, kernel_reps == 0 ? "--no-kernels"
-                           : si == 2        ? "256 MiB is not run with --quick"
+                           : si == SIZE_256 ? "256 MiB is not run with --quick"
                                             : "the path does not run on this CPU");
         return;
     }
@@ -1809,6 +1819,31 @@ static void kernel_target(const char *name, int si, int d, int m, double goal)
              ceiling_label(k->ceil_isa), method_name(m, bench_dts[d]), k->cpu_gbs.med,
              kernel_reps);
     target(name, meas, g, k->ratio.med >= goal);
+}
+
+/* The current kernel against the one-row reference of the same width (f32),
+ * per repetition the reference's CPU time over the kernel's: >= 1.0x is no
+ * slower than the loop it replaced. */
+static void ref_target(const char *name, int si, int m, int ref)
+{
+    const kresult *k = &kres[si][0][m], *r = &kres[si][0][ref];
+    if (!k->valid || !r->valid) {
+        not_measured(name, kernel_reps == 0 ? "--no-kernels"
+                           : si == SIZE_256 ? "256 MiB is not run with --quick"
+                                            : "the path does not run on this CPU");
+        return;
+    }
+    double v[MAX_REPS];
+    for (int i = 0; i < kernel_reps; i++)
+        v[i] = r->cpu[i] / k->cpu[i];
+    summary q = summarize(v, kernel_reps);
+    char meas[320], mn[64];
+    snprintf(mn, sizeof mn, "%s", method_name(m, RESDIAG_DTYPE_F32));
+    snprintf(meas, sizeof meas, "%.2fx [%.2f-%.2f] the one-row loop's speed (%s %.2f vs %s "
+             "%.2f GB/s CPU, median of %d interleaved repetitions)", q.med, q.min, q.max,
+             mn, k->cpu_gbs.med, method_name(ref, RESDIAG_DTYPE_F32),
+             r->cpu_gbs.med, kernel_reps);
+    target(name, meas, ">= 1.00x", q.med >= 1.0);
 }
 
 static void peer_target(const char *name, int w, double goal)
@@ -1838,26 +1873,36 @@ static void print_targets(const char *load_start)
     printf("load average (1, 5, 15 min): start %s, end %s (%ld CPUs)\n", load_start, load_end,
            ncpu);
     static const char *const dnames[3] = { "f32", "bf16", "f16" };
-    int active = M_PATH0 + (int)rd_stats_active_path();
-    for (int d = 0; d < 3; d++)
-        for (int si = 1; si < N_SIZES; si++) {
+    /* every kernel target on every vector path the CPU has, by name (the
+     * same figures whatever RESDIAG_DISABLE_AVX512 says), so an AVX2-only
+     * CPU's figures show here too; the path is in the name and the line */
+    for (int p = RD_STATS_N_PATHS - 1; p >= RD_STATS_AVX2; p--) {
+        const char *pn = rd_stats_path_name((rd_stats_path)p);
+        int m = M_PATH0 + p, avx512 = p == RD_STATS_AVX512;
+        for (int d = 0; d < 3; d++)
+            for (int si = SIZE_L2; si <= SIZE_L3; si++) {
+                char name[64];
+                snprintf(name, sizeof name, "%s-%s-%s", dnames[d], size_label[si], pn);
+                /* from cache: f32 0.6, bf16/f16 0.45 on AVX2; AVX-512 0.7 / 0.55 */
+                double g = d == 0 ? (avx512 ? 0.7 : 0.6) : (avx512 ? 0.55 : 0.45);
+                kernel_target(name, si, d, m, g);
+            }
+        for (int d = 0; d < 3; d++)
+            for (int si = SIZE_24; si < N_SIZES; si++) {
+                char name[64];
+                snprintf(name, sizeof name, "%s-%s-%s", dnames[d], size_label[si], pn);
+                kernel_target(name, si, d, m, 0.9);
+            }
+        for (int si = SIZE_24; si < N_SIZES; si++) {
             char name[64];
-            snprintf(name, sizeof name, "%s-%s-vs-ceiling", dnames[d], size_label[si]);
-            kernel_target(name, si, d, active, 0.9);
+            snprintf(name, sizeof name, "f32-%s-%s-vs-one-row", size_label[si], pn);
+            ref_target(name, si, m, M_REF0 + (avx512 ? REF_AVX512 : REF_AVX2));
         }
-    for (int d = 0; d < 3; d++) {
-        char name[64];
-        snprintf(name, sizeof name, "%s-L2-vs-ceiling", dnames[d]);
-        kernel_target(name, SIZE_L2, d, active, 0.6);
     }
-    /* the AVX2 path is called by name: the same figures with or without
-     * RESDIAG_DISABLE_AVX512 (which makes it the hooks' path) */
-    for (int d = 0; d < 3; d++)
-        for (int si = 1; si < N_SIZES; si++) {
-            char name[64];
-            snprintf(name, sizeof name, "avx2-%s-%s-vs-avx2-ceiling", dnames[d], size_label[si]);
-            kernel_target(name, si, d, M_PATH0 + RD_STATS_AVX2, 0.9);
-        }
+    if (ipe_on)
+        ipe_print(bench_cols);
+    else
+        printf("ipe: not measured (--quick, or --no-kernels)\n");
     peer_target("f32-vs-numpy", P_NUMPY, 2.5);
     peer_target("f32-vs-torch-vector-norm-default", P_TORCH, 1.2);
     peer_target("f32-vs-torch-vector-norm-avx512", P_TORCH512, 1.2);
@@ -1931,7 +1976,8 @@ static int usage(void)
                     "[--no-peers] "
                     "[--no-hook] [--no-writer] [--no-e2e] [--no-report] [--no-size] [--cols N] "
                     "[--e2e-steps N]\n"
-                    "       resdiag-bench --fixed-cost STEPS\n");
+                    "       resdiag-bench --fixed-cost STEPS\n"
+                    "       resdiag-bench --ipe PATH DTYPE N COLS\n");
     return 2;
 }
 
@@ -1966,6 +2012,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[k], "--e2e-steps") && k + 1 < argc && atoi(argv[k + 1]) >= 5 &&
                  atoi(argv[k + 1]) <= E2E_MAX_STEPS - 64)
             e2e_steps = atoi(argv[++k]);
+        else if (!strcmp(argv[k], "--ipe") && k + 4 < argc) /* the scenario of ipe.c */
+            return ipe_scenario(argv[k + 1], argv[k + 2], atol(argv[k + 3]), atoi(argv[k + 4]));
         else if (!strcmp(argv[k], "--fixed-cost") && k + 1 < argc && atoi(argv[k + 1]) >= 1)
             return fixed_cost_scenario(atoi(argv[++k]));
         else
@@ -1997,7 +2045,7 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     if (kernels_on)
-        bench_kernels(reps, mode == 0);
+        bench_kernels(reps, mode == 0), ipe_on = mode != 0;
     if (peers_on)
         bench_peer_pairs(reps);
     if (hook_on)
