@@ -87,8 +87,7 @@ static void warmup_entry(rd_analysis *a, rd_cq_id id, const char *placement)
     const rd_measures *m = &a->measures;
     if (m->lr_state == RD_LR_NO_WARMUP) {
         rd_consequence *c = add(a, id, 1);
-        snprintf(c->measured, sizeof c->measured, "%s, %d layers; ", placement,
-                 a->load.n_layers);
+        snprintf(c->measured, sizeof c->measured, "%s, %d layers; ", placement, a->load.n_layers);
         lr_words(m, c->measured, sizeof c->measured);
         grad_words(a, c->measured, sizeof c->measured);
     } else if (m->lr_state != RD_LR_WARMUP) {
@@ -136,10 +135,14 @@ static void pre_entries(rd_analysis *a)
                      "by %.3g of the first block's share (1/sqrt(L) = %.3g)",
                      a->load.n_layers, (long long)a->load.step, m->share_last_over_first,
                      m->inv_sqrt_l);
-            if (m->share_fit.ok)
-                cat(c->measured, sizeof c->measured, ", share ~ k^%.2f (95%% [%.2f, %.2f])",
-                    m->share_fit.b, m->share_fit.b_lo, m->share_fit.b_hi);
-            cat(c->measured, sizeof c->measured, "; the stream grew %.3g times", m->growth);
+            if (m->share_fit.ok) /* the source's law, O(1/sqrt(N)), is a slope of -1/2 */
+                cat(c->measured, sizeof c->measured,
+                    ", share ~ k^%.2f (95%% [%.2f, %.2f]: the source's -1/2 %s it)",
+                    m->share_fit.b, m->share_fit.b_lo, m->share_fit.b_hi,
+                    m->share_fit.b_lo <= -0.5 && -0.5 <= m->share_fit.b_hi ? "within"
+                                                                            : "outside");
+            cat(c->measured, sizeof c->measured, "; the stream norm grew x%.3g over depth",
+                m->growth);
         } else {
             rd_consequence *c = add(a, RD_CQ_PRE_DEEP, 0);
             snprintf(c->missing, sizeof c->missing,

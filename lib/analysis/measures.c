@@ -115,8 +115,8 @@ static resdiag_status init_scale(rd_analysis *a)
 }
 
 /* Warm-up: the first given lr below RD_WARMUP_START of the peak, which
- * comes later; its length from the first given step to the first at
- * RD_WARMUP_END of the peak. Only the recorded steps are seen: with
+ * comes later; its length the steps from the first given one to the first
+ * at the peak (RD_WARMUP_END), both counted. Only the recorded steps are seen: with
  * record_every > 1 a warm-up shorter than it can be missed. */
 static void lr_schedule(rd_analysis *a)
 {
@@ -155,8 +155,9 @@ static void lr_schedule(rd_analysis *a)
     }
     m->lr_state = RD_LR_WARMUP;
     for (int64_t i = first; i <= peak; i++)
-        if (isfinite(v[i]) && !rd_analysis_step_aborted(a, i) && v[i] >= RD_WARMUP_END * v[peak]) {
-            m->warmup_steps = a->load.steps[i] - a->load.steps[first];
+        if (isfinite(v[i]) && !rd_analysis_step_aborted(a, i) &&
+            v[i] >= RD_WARMUP_END * v[peak]) {
+            m->warmup_steps = a->load.steps[i] - a->load.steps[first] + 1;
             break;
         }
 }

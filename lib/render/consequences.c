@@ -19,8 +19,10 @@
 
 static const char *init_class_name(int c)
 {
-    return c == RD_INIT_ZERO ? "zero" : c == RD_INIT_SMALL ? "small"
-         : c == RD_INIT_DEFAULT ? "default" : "unknown";
+    return c == RD_INIT_ZERO      ? "zero"
+           : c == RD_INIT_SMALL   ? "small"
+           : c == RD_INIT_DEFAULT ? "default"
+                                  : "unknown";
 }
 
 static const char *lr_state_name(int s)
@@ -40,9 +42,8 @@ static void lr_text(rd_strbuf *b, const rd_measures *m)
         rd_strbuf_printf(b, "warm-up of %lld steps to the peak %.3g (step %lld)",
                          (long long)m->warmup_steps, m->lr_peak, (long long)m->lr_peak_step);
     else
-        rd_strbuf_printf(b, "no warm-up (%.3g at step %lld; peak %.3g at step %lld)",
-                         m->lr_first, (long long)m->lr_first_step, m->lr_peak,
-                         (long long)m->lr_peak_step);
+        rd_strbuf_printf(b, "no warm-up (%.3g at step %lld; peak %.3g at step %lld)", m->lr_first,
+                         (long long)m->lr_first_step, m->lr_peak, (long long)m->lr_peak_step);
 }
 
 static void measured_text(rd_strbuf *b, rd_esc_ring *esc, const rd_analysis *a)
@@ -60,20 +61,34 @@ static void measured_text(rd_strbuf *b, rd_esc_ring *esc, const rd_analysis *a)
             rd_strbuf_printf(b, "b = %.2f [%.2f, %.2f]", f->b, f->b_lo, f->b_hi);
         else
             rd_strbuf_printf(b, "b = -");
-        rd_strbuf_printf(b, " (last/first %.3g)", m->grad_last_over_first[p]);
+        if (isfinite(m->grad_last_over_first[p]))
+            rd_strbuf_printf(b, " (last/first %.3g)", m->grad_last_over_first[p]);
+        else
+            rd_strbuf_printf(b, " (zero or not recorded at a layer)");
     }
     if (m->grad_step >= 0 && isfinite(a->gradients.head_grad))
         rd_strbuf_printf(b, "; head %.4g", a->gradients.head_grad);
     rd_strbuf_printf(b, "; 1/sqrt(L) = %.3g", m->inv_sqrt_l);
-    rd_strbuf_printf(b, "\n  effective depth: last/first block share %.3g", m->share_last_over_first);
+    if (isfinite(m->share_last_over_first))
+        rd_strbuf_printf(b, "\n  effective depth: last/first block share %.3g",
+                         m->share_last_over_first);
+    else
+        rd_strbuf_printf(b, "\n  effective depth: not recorded (no update ratios or norms)");
     if (m->share_fit.ok)
         rd_strbuf_printf(b, ", share ~ k^%.2f [%.2f, %.2f]", m->share_fit.b, m->share_fit.b_lo,
                          m->share_fit.b_hi);
-    rd_strbuf_printf(b, "; stream grew %.3g times\n  branch scale at step %lld (median r):",
-                     m->growth, (long long)a->load.steps[m->init_step]);
-    for (int s = 0; s < S && s < RESDIAG_MAX_SUBLAYERS; s++)
+    if (isfinite(m->growth))
+        rd_strbuf_printf(b, "; stream norm x%.3g over depth", m->growth);
+    rd_strbuf_printf(b, "\n  branch scale at step %lld (median r):",
+                     (long long)a->load.steps[m->init_step]);
+    for (int s = 0; s < S && s < RESDIAG_MAX_SUBLAYERS; s++) {
+        if (!isfinite(m->init_r[s])) {
+            rd_strbuf_printf(b, "%s %s not recorded", s ? "," : "", E(a->load.sublayer_names[s]));
+            continue;
+        }
         rd_strbuf_printf(b, "%s %s %.3g %s", s ? "," : "", E(a->load.sublayer_names[s]),
                          m->init_r[s], init_class_name(m->init_class[s]));
+    }
     rd_strbuf_printf(b, "\n  lr: ");
     lr_text(b, m);
     rd_strbuf_printf(b, "\n");
@@ -96,13 +111,15 @@ void rd_consequences_text(rd_strbuf *b, rd_esc_ring *esc, const rd_analysis *a)
             continue;
         }
         met++;
-        rd_strbuf_printf(b, "  * %s (%s)\n    measured: %s\n    %s: %s\n    setting: %s\n"
-                            "    limits: %s\n",
+        rd_strbuf_printf(b,
+                         "  * %s (%s)\n    measured: %s\n    %s: %s\n    setting: %s\n"
+                         "    limits: %s\n",
                          s->id, s->title, E(e->measured), s->source, s->claim, s->setting,
                          s->limits);
     }
     if (!met)
-        rd_strbuf_printf(b, "  none of the sources' conditions is met (placement %s, %d layers)\n",
+        rd_strbuf_printf(b,
+                         "  none of the sources' conditions is met (placement %s, %d layers)\n",
                          rd_verdict_human(a->verdict.v), a->load.n_layers);
 }
 
@@ -179,7 +196,8 @@ static void measured_json(rd_strbuf *b, const rd_analysis *a)
     js_step(b, "first_step", m->lr_first_step, have);
     js_key_num(b, "peak", m->lr_peak);
     js_step(b, "peak_step", m->lr_peak_step, have);
-    js_step(b, "warmup_steps", m->warmup_steps, m->lr_state == RD_LR_WARMUP && m->warmup_steps >= 0);
+    js_step(b, "warmup_steps", m->warmup_steps,
+            m->lr_state == RD_LR_WARMUP && m->warmup_steps >= 0);
     rd_strbuf_printf(b, "}}");
 }
 
@@ -283,7 +301,8 @@ static void ids(rd_strbuf *b, const char *who, const rd_analysis *a)
     int any = 0;
     for (int i = 0; i < a->consequences.n; i++)
         if (a->consequences.e[i].met) {
-            rd_strbuf_printf(b, "%s %s", any ? "," : "", rd_source_of(a->consequences.e[i].id)->id);
+            rd_strbuf_printf(b, "%s %s", any ? "," : "",
+                             rd_source_of(a->consequences.e[i].id)->id);
             any = 1;
         }
     rd_strbuf_printf(b, "%s\n", any ? "" : " none");

