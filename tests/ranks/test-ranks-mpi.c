@@ -360,12 +360,35 @@ START_TEST(killed_rank_is_named)
     char *text = cu_slurp(cu_path("kill-report.out"));
     expect(strstr(text, "rank 1") && strstr(text, "ended early"), text,
            "the report does not name rank 1 as ended early");
+    /* which steps lack rank 1, against its file opened alone */
+    ck_assert_int_eq(resdiag_reader_open_rank(&r, run_h5, 1), RESDIAG_OK);
+    int64_t n1 = resdiag_reader_info(r)->n_steps;
+    resdiag_reader_destroy(r);
+    ck_assert_int_eq(n1, 5);
+    char want[160];
+    snprintf(want, sizeof want, "  - step %lld: 1 of 2 ranks present, missing rank 1\n",
+             (long long)n1);
+    expect(strstr(text, want) != NULL, text, "the report does not say step 5 lacks rank 1");
+    expect(strstr(text, "the first and the last complete step (0, 5) hold different ranks "
+                        "(2 and 1 present)") != NULL, text,
+           "the report does not say the compared steps hold different ranks");
     fprintf(stderr, "--- a rank killed: resdiag report %s\n%s", run_h5, text);
     free(text);
     ck_assert_int_eq(report("kill-json", run_h5, "--json", NULL), 0);
     text = cu_slurp(cu_path("kill-json.out"));
     expect(strstr(text, "ended_early") || strstr(text, "ended early"), text,
            "report --json does not say a rank ended early");
+    expect(strstr(text, "\"present_per_step\": [2, 2, 2, 2, 2, 1]") != NULL, text,
+           "report --json does not count the ranks per step");
+    expect(strstr(text, "\"compared_steps_same_ranks\": false") != NULL, text,
+           "report --json does not flag the compared steps");
+    free(text);
+    char html[512];
+    snprintf(html, sizeof html, "%s", cu_path("kill.html"));
+    ck_assert_int_eq(report("kill-html", run_h5, "--html", html), 0);
+    text = cu_slurp(html);
+    expect(strstr(text, "step 5: 1 of 2 ranks present, missing rank 1") != NULL, text,
+           "report --html does not say step 5 lacks rank 1");
     free(text);
 }
 END_TEST
