@@ -115,6 +115,16 @@ static void steps_text(rd_strbuf *b, const rd_analysis *a, const rd_ranks *k)
                          (long long)a->load.step, k->present[a->load.step_index], k->n_merged);
 }
 
+void rd_ranks_compare_note(rd_strbuf *b, const rd_analysis *a)
+{
+    const rd_ranks *k = a->ranks;
+    if (!k || !k->present || k->compare_same)
+        return;
+    rd_strbuf_printf(b, "  not the same ranks: %d of %d merged at the first step, %d at the last "
+                     "(see Ranks)\n", k->present[a->aborted.first_index], k->n_merged,
+                     k->present[a->aborted.last_index]);
+}
+
 void rd_ranks_text(rd_strbuf *b, rd_esc_ring *esc, const rd_analysis *a)
 {
     const rd_ranks *k = a->ranks;

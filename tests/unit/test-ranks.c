@@ -850,6 +850,8 @@ START_TEST(report_says_which_steps_lack_a_rank)
     ck_assert_msg(strstr(t, "  - steps 4-5: 1 of 2 ranks present, missing rank 1\n"), "%s", t);
     ck_assert_msg(strstr(t, "the first and the last complete step (0, 5) hold different ranks "
                             "(2 and 1 present)"), "%s", t);
+    ck_assert_msg(strstr(t, "  not the same ranks: 2 of 2 merged at the first step, 1 at the "
+                            "last (see Ranks)\n"), "%s", t);
     resdiag_free(t);
     t = report_of("gap.h5", 1);
     ck_assert_msg(strstr(t, "\"compared_steps_same_ranks\": false"), "%s", t);
