@@ -6,7 +6,8 @@
  * tensor and pipeline splits, the ranks' states (missing, not recorded,
  * ended early, rejected and why: another run, a damaged deflated chunk, at
  * open and at refresh), resdiag_reader_open_rank, and the ranks
- * part of the report (which rank's NaN came first).
+ * part of the report (which rank's NaN came first, which steps lack a
+ * rank: a middle step and the last ones).
  */
 #include <check.h>
 #include <errno.h>
