@@ -8,6 +8,11 @@
  * sequence splits: after the all-reduce they are the same to rounding),
  * and whose first non-finite value came first. The merged first
  * non-finite value is the merged view's own (the earliest over ranks).
+ * Which ranks hold each merged step: a step one rank's file lacks (it was
+ * killed before its last flush) is merged from the others, so the report
+ * says so per step, and says when the first and the last complete step,
+ * which the growth and over-training comparisons set side by side, hold
+ * different ranks.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -203,6 +208,60 @@ static void gradient_lines(const resdiag_reader *rd, const rd_analysis *a, rd_ra
     free(at);
 }
 
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* 1: step indices s and t are held by the same merged ranks. */
+static int same_ranks(const rd_ranks *k, int64_t s, int64_t t)
+{
+    for (int i = 0; i < k->n_rows; i++)
+        if (k->has[s * k->n_rows + i] != k->has[t * k->n_rows + i])
+            return 0;
+    return 1;
+}
+
+/* Which merged ranks' own files hold each merged step, from each rank's
+ * own reader (its steps sorted, each merged step looked up). */
+static resdiag_status presence(const resdiag_reader *rd, const rd_analysis *a, rd_ranks *k)
+{
+    int64_t n = a->load.n_steps;
+    k->n_steps = n;
+    k->compare_same = k->judged_whole = 1;
+    if (n <= 0 || k->n_rows <= 0)
+        return RESDIAG_OK;
+    k->present = calloc((size_t)n, sizeof *k->present);
+    k->has = calloc((size_t)n * (size_t)k->n_rows, 1);
+    if (!k->present || !k->has)
+        return RESDIAG_E_NOMEM;
+    for (int i = 0; i < k->n_rows; i++) {
+        const resdiag_reader *rr = rd_reader_rank_reader(rd, k->rows[i].rank);
+        if (k->rows[i].state == RESDIAG_RANK_REJECTED || !rr)
+            continue;
+        int64_t m = resdiag_reader_info(rr)->n_steps;
+        int64_t *v = malloc((size_t)(m > 0 ? m : 1) * sizeof *v);
+        if (!v)
+            return RESDIAG_E_NOMEM;
+        if (m > 0 && resdiag_reader_steps(rr, v, m) != RESDIAG_OK)
+            m = 0;
+        qsort(v, (size_t)m, sizeof *v, cmp_i64);
+        for (int64_t s = 0; s < n; s++)
+            if (m > 0 && bsearch(&a->load.steps[s], v, (size_t)m, sizeof *v, cmp_i64)) {
+                k->has[s * k->n_rows + i] = 1;
+                k->present[s]++;
+            }
+        free(v);
+    }
+    for (int64_t s = 0; s < n; s++)
+        k->n_partial += k->present[s] < k->n_merged;
+    k->compare_same = same_ranks(k, a->aborted.first_index, a->aborted.last_index);
+    k->judged_whole = a->load.step_index < 0 || a->load.step_index >= n ||
+                      k->present[a->load.step_index] >= k->n_merged;
+    return RESDIAG_OK;
+}
+
 /* Every rank's state; the ranks with a file get a row. */
 static resdiag_status classify(const resdiag_reader *rd, rd_ranks *k)
 {
@@ -271,6 +330,8 @@ resdiag_status rd_analysis_ranks(const resdiag_reader *rd, rd_analysis *a)
     for (int i = 0; i < k->n_rows; i++)
         if (k->rows[i].state != RESDIAG_RANK_REJECTED)
             analyse_alone(a, rd_reader_rank_reader(rd, k->rows[i].rank), &k->rows[i]);
+    if ((st = presence(rd, a, k)))
+        return st;
     verdict_lines(a, k);
     gradient_lines(rd, a, k);
     nonfinite_lines(a, k);
@@ -284,5 +345,7 @@ void rd_ranks_free(rd_ranks *k)
     for (int i = 0; i < k->n_rows; i++)
         free(k->rows[i].why);
     free(k->rows);
+    free(k->present);
+    free(k->has);
     free(k);
 }

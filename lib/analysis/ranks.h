@@ -38,6 +38,13 @@ typedef struct rd_ranks {
     int n_lines, n_lines_all;
     char lines[RD_RANKS_LINES][RD_WARNING_LEN]; /* where ranks disagree, in words */
     int per_shard; /* a tensor split: the per-token spreads are per shard */
+    /* which merged ranks' own files hold each merged step (a->load.steps) */
+    int64_t n_steps;
+    int *present;       /* (n_steps) how many merged ranks hold the step */
+    unsigned char *has; /* (n_steps * n_rows) 1: row i's file holds step s */
+    int64_t n_partial;  /* steps held by fewer than n_merged ranks */
+    int compare_same;   /* 1: the first and last complete step hold the same ranks */
+    int judged_whole;   /* 1: the analysed step holds every merged rank */
 } rd_ranks;
 
 #endif

@@ -18,6 +18,9 @@ const char *rd_ranks_split_name(resdiag_split s);
 void rd_ranks_text(rd_strbuf *b, rd_esc_ring *esc, const rd_analysis *a);
 /* The key "ranks" (with the comma before it), doc/REPORT-JSON.md. */
 void rd_ranks_json(rd_strbuf *b, const rd_analysis *a);
+/* A line under the over-training header when its two steps hold
+ * different ranks; nothing otherwise. */
+void rd_ranks_compare_note(rd_strbuf *b, const rd_analysis *a);
 void rd_ranks_html(rd_strbuf *b, const rd_analysis *a);
 
 #endif

@@ -566,6 +566,7 @@ char *resdiag_analysis_to_text(const resdiag_analysis *a)
                          (long long)a->load.steps[a->aborted.last_index],
                          (long long)a->load.n_steps,
                          a->aborted.count ? "; the first and last complete" : "");
+        rd_ranks_compare_note(&b, a);
         rd_strbuf_printf(&b, "  stream growth ||x_L||/||x_1||: %.4g -> %.4g\n",
                          a->training.growth[0], a->training.growth[1]);
         for (int s = 0; s < S && s < RESDIAG_MAX_SUBLAYERS; s++)

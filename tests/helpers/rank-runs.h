@@ -37,11 +37,12 @@ typedef struct rr_part {
     int d_model;            /* RR_D, or another model (a file of another run) */
     double grad_scale;      /* its gradients times this (1: the replicas agree) */
     int deflated;           /* 1: schema 2, its large tables deflated; 0: schema 1 */
+    int gap_step;           /* a step it does not record; 0: none (step 0 always is) */
 } rr_part;
 
 static inline rr_part rr_whole(int n_steps)
 {
-    rr_part p = { 0, RR_T, 0, RR_D, 0, RR_L, n_steps, -1, -1, RR_D, 1.0, 0 };
+    rr_part p = { 0, RR_T, 0, RR_D, 0, RR_L, n_steps, -1, -1, RR_D, 1.0, 0, 0 };
     return p;
 }
 
@@ -208,7 +209,8 @@ static inline int rr_write_as(const char *path, const rr_part *p, int shard_cols
         return -1;
     int rc = 0;
     for (int step = 0; step < p->n_steps && rc == 0; step++)
-        rc = rr_step(r, p, step);
+        if (step == 0 || step != p->gap_step)
+            rc = rr_step(r, p, step);
     rc |= resdiag_close(r) != RESDIAG_OK;
     resdiag_destroy(r);
     return rc ? -1 : 0;

@@ -11,7 +11,9 @@
  *   field of every site, parameter gradient and update ratio, and gets the
  *   same verdict;
  * - a rank killed with SIGKILL mid-run: the other file stays whole and the
- *   report names the rank that ended early;
+ *   report names the rank that ended early and the steps that lack it
+ *   (every step flushed, and the default flush policy), counted against
+ *   each rank's file read alone;
  * - a rank fed NaN from step 8: the report names it first;
  * - 4 ranks: the merged report (printed to stderr, the test's log);
  * - plain tinygpt (no MPI in it) under mpirun: the library takes the rank
@@ -360,12 +362,78 @@ START_TEST(killed_rank_is_named)
     char *text = cu_slurp(cu_path("kill-report.out"));
     expect(strstr(text, "rank 1") && strstr(text, "ended early"), text,
            "the report does not name rank 1 as ended early");
+    /* which steps lack rank 1, against its file opened alone */
+    ck_assert_int_eq(resdiag_reader_open_rank(&r, run_h5, 1), RESDIAG_OK);
+    int64_t n1 = resdiag_reader_info(r)->n_steps;
+    resdiag_reader_destroy(r);
+    ck_assert_int_eq(n1, 5);
+    char want[160];
+    snprintf(want, sizeof want, "  - step %lld: 1 of 2 ranks present, missing rank 1\n",
+             (long long)n1);
+    expect(strstr(text, want) != NULL, text, "the report does not say step 5 lacks rank 1");
+    expect(strstr(text, "the first and the last complete step (0, 5) hold different ranks "
+                        "(2 and 1 present)") != NULL, text,
+           "the report does not say the compared steps hold different ranks");
     fprintf(stderr, "--- a rank killed: resdiag report %s\n%s", run_h5, text);
     free(text);
     ck_assert_int_eq(report("kill-json", run_h5, "--json", NULL), 0);
     text = cu_slurp(cu_path("kill-json.out"));
     expect(strstr(text, "ended_early") || strstr(text, "ended early"), text,
            "report --json does not say a rank ended early");
+    expect(strstr(text, "\"present_per_step\": [2, 2, 2, 2, 2, 1]") != NULL, text,
+           "report --json does not count the ranks per step");
+    expect(strstr(text, "\"compared_steps_same_ranks\": false") != NULL, text,
+           "report --json does not flag the compared steps");
+    free(text);
+    char html[512];
+    snprintf(html, sizeof html, "%s", cu_path("kill.html"));
+    ck_assert_int_eq(report("kill-html", run_h5, "--html", html), 0);
+    text = cu_slurp(html);
+    expect(strstr(text, "step 5: 1 of 2 ranks present, missing rank 1") != NULL, text,
+           "report --html does not say step 5 lacks rank 1");
+    free(text);
+}
+END_TEST
+
+/* Rank 1 dies in step 3 of 0..3 under the default flush policy: its file
+ * keeps what it flushed. The merged report counts, per step, the ranks
+ * whose files (each opened alone here) hold it, and flags the over-training
+ * comparison of step 0 with step 3, which rank 1 lacks. */
+START_TEST(killed_rank_default_flush_counts_ranks_per_step)
+{
+    char run_h5[512];
+    snprintf(run_h5, sizeof run_h5, "%s", cu_path("killdef.h5"));
+    int rc = mpi_job("killdef", 2, tinygpt_mpi, MODEL, "--batch", "4", "--steps", "4",
+                     "--kill-rank", "1", "--kill-step", "3", "--out", run_h5, (char *)NULL);
+    ck_assert_msg(rc != 0, "mpirun exited 0 though a rank was killed");
+    int count[4] = { 0 };
+    for (int rank = 0; rank < 2; rank++) {
+        resdiag_reader *r = NULL;
+        ck_assert_int_eq(resdiag_reader_open_rank(&r, run_h5, rank), RESDIAG_OK);
+        int64_t m = resdiag_reader_info(r)->n_steps, v[8];
+        ck_assert_int_le(m, 8);
+        ck_assert_int_eq(resdiag_reader_steps(r, v, m), RESDIAG_OK);
+        for (int64_t i = 0; i < m; i++)
+            if (v[i] >= 0 && v[i] < 4)
+                count[v[i]]++;
+        resdiag_reader_destroy(r);
+    }
+    ck_assert_int_eq(count[0], 2);
+    ck_assert_int_eq(count[3], 1); /* rank 1 died before recording step 3 */
+    char want[160];
+    snprintf(want, sizeof want, "\"present_per_step\": [%d, %d, %d, %d]", count[0], count[1],
+             count[2], count[3]);
+    ck_assert_int_eq(report("killdef-json", run_h5, "--json", NULL), 0);
+    char *text = cu_slurp(cu_path("killdef-json.out"));
+    expect(strstr(text, want) != NULL, text, "report --json miscounts the ranks per step");
+    expect(strstr(text, "\"compared_steps_same_ranks\": false") != NULL, text,
+           "report --json does not flag the compared steps");
+    free(text);
+    ck_assert_int_eq(report("killdef", run_h5, NULL, NULL), 0);
+    text = cu_slurp(cu_path("killdef.out"));
+    expect(strstr(text, "not the same ranks: 2 of 2 merged at the first step, 1 at the last")
+               != NULL, text, "the over-training summary does not flag its steps");
+    fprintf(stderr, "--- a rank killed, default flush: resdiag report %s\n%s", run_h5, text);
     free(text);
 }
 END_TEST
@@ -491,6 +559,7 @@ static const check_program program = {
 CHECK_MAIN(&program,
            CHECK_TEST(two_ranks_merged_equal_one_process),
            CHECK_TEST(killed_rank_is_named),
+           CHECK_TEST(killed_rank_default_flush_counts_ranks_per_step),
            CHECK_TEST(nan_rank_is_named_first),
            CHECK_TEST(four_ranks_report),
            CHECK_TEST(rank_from_the_environment))

@@ -6,7 +6,8 @@
  * tensor and pipeline splits, the ranks' states (missing, not recorded,
  * ended early, rejected and why: another run, a damaged deflated chunk, at
  * open and at refresh), resdiag_reader_open_rank, and the ranks
- * part of the report (which rank's NaN came first).
+ * part of the report (which rank's NaN came first, which steps lack a
+ * rank: a middle step and the last ones).
  */
 #include <check.h>
 #include <errno.h>
@@ -784,6 +785,90 @@ START_TEST(report_of_a_tensor_split_says_what_is_per_shard)
 }
 END_TEST
 
+/* How many of a 2-rank job's files, each opened alone, hold each of
+ * the steps 0..n-1 (count[s]), and which rank lacks it (lacks[s], -1). */
+static void count_alone(const char *name, int n, int *count, int *lacks)
+{
+    for (int s = 0; s < n; s++) {
+        count[s] = 0;
+        lacks[s] = -1;
+    }
+    for (int r = 0; r < 2; r++) {
+        resdiag_reader *rd = NULL;
+        ck_assert_int_eq(resdiag_reader_open_rank(&rd, run_path(name), r), RESDIAG_OK);
+        int64_t m = resdiag_reader_info(rd)->n_steps, v[64];
+        ck_assert_int_le(m, 64);
+        ck_assert_int_eq(resdiag_reader_steps(rd, v, m), RESDIAG_OK);
+        for (int s = 0; s < n; s++) {
+            int held = 0;
+            for (int64_t i = 0; i < m; i++)
+                held |= v[i] == s;
+            count[s] += held;
+            if (!held)
+                lacks[s] = r;
+        }
+        resdiag_reader_destroy(rd);
+    }
+}
+
+/* Rank 1 skips step 2 of 0..5: the merged report says, in text, JSON and
+ * HTML, that step 2 holds 1 of 2 ranks (counts from each file opened
+ * alone); the first and last steps hold both, so the comparisons stand. */
+START_TEST(report_says_which_steps_lack_a_rank)
+{
+    rr_part a = part_rows(0, 8, 6), b = part_rows(8, RR_T, 6);
+    b.gap_step = 2;
+    write_rank("gap.h5", &a, 0, 0, 2, "data");
+    write_rank("gap.h5", &b, 0, 1, 2, "data");
+    int count[6], lacks[6];
+    count_alone("gap.h5", 6, count, lacks);
+    char want[256], json[256] = "\"present_per_step\": [";
+    for (int s = 0; s < 6; s++)
+        snprintf(json + strlen(json), sizeof json - strlen(json), "%s%d", s ? ", " : "", count[s]);
+    strcat(json, "], \"steps_all_ranks\": 5, \"n_steps_fewer_ranks\": 1");
+    char *t = report_of("gap.h5", 0);
+    ck_assert_msg(strstr(t, "steps held by all 2 merged ranks: 5 of 6"), "%s", t);
+    snprintf(want, sizeof want, "  - step 2: %d of 2 ranks present, missing rank %d\n", count[2],
+             lacks[2]);
+    ck_assert_msg(strstr(t, want), "no '%s' in\n%s", want, t);
+    ck_assert_msg(!strstr(t, "mix ranks"), "%s", t);
+    resdiag_free(t);
+    t = report_of("gap.h5", 1);
+    ck_assert_msg(strstr(t, json), "no '%s' in\n%s", json, t);
+    snprintf(want, sizeof want, "{\"first_step\": 2, \"last_step\": 2, \"present\": %d, "
+             "\"missing\": [%d]}", count[2], lacks[2]);
+    ck_assert_msg(strstr(t, want), "no '%s' in\n%s", want, t);
+    ck_assert_msg(strstr(t, "\"compared_steps_same_ranks\": true"), "%s", t);
+    resdiag_free(t);
+
+    /* rank 1 ends after step 3: steps 4-5 hold rank 0 alone, and the
+     * first and last complete step (0, 5) hold different ranks */
+    b = part_rows(8, RR_T, 4);
+    write_rank("gap.h5", &b, 0, 1, 2, "data");
+    count_alone("gap.h5", 6, count, lacks);
+    ck_assert_int_eq(count[4] + count[5], 2); /* the files alone: rank 0 only */
+    t = report_of("gap.h5", 0);
+    ck_assert_msg(strstr(t, "  - steps 4-5: 1 of 2 ranks present, missing rank 1\n"), "%s", t);
+    ck_assert_msg(strstr(t, "the first and the last complete step (0, 5) hold different ranks "
+                            "(2 and 1 present)"), "%s", t);
+    ck_assert_msg(strstr(t, "  not the same ranks: 2 of 2 merged at the first step, 1 at the "
+                            "last (see Ranks)\n"), "%s", t);
+    resdiag_free(t);
+    t = report_of("gap.h5", 1);
+    ck_assert_msg(strstr(t, "\"compared_steps_same_ranks\": false"), "%s", t);
+    resdiag_free(t);
+    resdiag_reader *rd = open_ok(run_path("gap.h5"));
+    resdiag_analysis *an = NULL;
+    ck_assert_int_eq(resdiag_analyze(rd, NULL, &an), RESDIAG_OK);
+    t = resdiag_analysis_to_html(an, NULL);
+    ck_assert_msg(t && strstr(t, "steps 4-5: 1 of 2 ranks present, missing rank 1"), "%s", t);
+    resdiag_free(t);
+    resdiag_analysis_destroy(an);
+    resdiag_reader_destroy(rd);
+    remove_job("gap.h5", 2);
+}
+END_TEST
+
 static const check_program program = {
     .name = "ranks",
     .timeout = 120,
@@ -805,4 +890,5 @@ CHECK_MAIN(&program,
            CHECK_TEST(a_huge_world_probes_names_only),
            CHECK_TEST(report_names_the_rank_whose_nan_came_first),
            CHECK_TEST(report_names_replicas_whose_gradients_differ),
-           CHECK_TEST(report_of_a_tensor_split_says_what_is_per_shard))
+           CHECK_TEST(report_of_a_tensor_split_says_what_is_per_shard),
+           CHECK_TEST(report_says_which_steps_lack_a_rank))
