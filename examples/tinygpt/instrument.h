@@ -72,6 +72,7 @@ typedef struct tg_instr_settings {
     int hook_team;           /* 1: every hook is a team call (resdiag_observe_team_at) of
                                 the OpenMP threads, from a parallel region of its own */
     int log_priority;        /* resdiag's messages on stderr from: 0 errors, 1 info, 2 debug */
+    double flush_seconds;    /* resdiag_options.flush_seconds; < 0: the default */
 } tg_instr_settings;
 
 /* Opens the run file. Returns NULL and writes a reason to errbuf on failure. */
