@@ -1277,7 +1277,8 @@ static void e2e_interleaved(const char *exe, const char *dir, int mode, char *su
 {
     /* step 0 is written at once, then every flush_steps recorded steps:
      * with 2 * flush * k + 1 steps every write falls in a timed step and
-     * none is left for the close (but flush_seconds may leave some). 257
+     * none is left for the close (--flush-seconds 0: no write by the clock,
+     * which would flush each recorded step of a slow machine). 257
      * steps, ~1 min: three 129-step runs gave -0.2%, 0.2% and 1.7% here,
      * one 513-step run 0.9% [0.5% .. 1.2%]. */
     int flush = mode == 0 && !e2e_steps ? 8 : 16, groups = mode == 0 ? 1 : mode == 1 ? 2 : 8;
@@ -1288,7 +1289,7 @@ static void e2e_interleaved(const char *exe, const char *dir, int mode, char *su
     snprintf(times, sizeof times, "%s/steps.txt", dir);
     snprintf(h5, sizeof h5, "%s/e2e.h5", dir);
     snprintf(cmd, sizeof cmd,
-             "%s --threads 1 --steps %d --record full --record-every 2 --flush-steps %d "
+             "%s --threads 1 --steps %d --record full --record-every 2 --flush-steps %d --flush-seconds 0 "
              "--log-every 1000 --out %s --overwrite --step-times %s 2>&1", exe, steps, flush, h5,
              times);
     double cpu_tps, tps = run_tokens_per_s(cmd, &cpu_tps);

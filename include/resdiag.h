@@ -442,9 +442,13 @@ typedef struct resdiag_options {
     /* Recorded steps are buffered and appended to the file (and flushed) when
      * flush_steps of them are waiting, or at step_end when flush_seconds have
      * passed since the last flush (0 = no time limit). The first recorded step
-     * is always flushed at once. A killed trainer keeps every flushed step. */
+     * is always flushed at once. A killed trainer keeps every flushed step:
+     * it loses the steps that ended less than flush_seconds before its last
+     * step_end (at most flush_steps - 1), plus the step in progress. The
+     * clock is read only at step_end (no timer thread): from the kill, at
+     * most flush_seconds plus the time since the last step_end is lost. */
     int flush_steps;        /* default 16 */
-    double flush_seconds;   /* default 10 */
+    double flush_seconds;   /* default 1 */
     resdiag_log_fn log_fn;  /* NULL: the process-wide handler */
     void *log_user_data;
     /* Threads a hook may use for one large tensor (1 MiB or more): 1 = the

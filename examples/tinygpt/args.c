@@ -109,6 +109,8 @@ static const char usage[] =
     "                    nothing); to test `resdiag check --expect declared`\n"
     "                    [default: --placement]\n"
     "  --flush-steps N   write the run file every N recorded steps [default=16]\n"
+    "  --flush-seconds S ... or at the first step end S seconds after the last\n"
+    "                    write; 0: no time limit [default=1]\n"
     "  --file-schema N   the run file's schema (resdiag_options.file_schema): 3,\n"
     "                    also the sites branch_in, out_norm_in, out_norm_out; 2,\n"
     "                    float32 statistics and integer counts, without those\n"
@@ -222,6 +224,7 @@ static const struct option long_options[] = {
     { "weight-decay", required_argument, NULL, 274 },
     { "flush-steps", required_argument, NULL, 275 },
     { "flush-log", required_argument, NULL, 276 },
+    { "flush-seconds", required_argument, NULL, 295 },
     { "handle-signals", required_argument, NULL, 277 },
     { "step-times", required_argument, NULL, 278 }, { "declare", required_argument, NULL, 279 },
     { "grad-accum", required_argument, NULL, 280 },
@@ -248,7 +251,7 @@ static void set_defaults(tg_options *o)
         .steps = 200, .lr = 1e-3, .weight_decay = 0, .seed = 1, .threads = 0,
         .log_every = 10, .out = "run.h5", .record = TG_RECORD_FULL, .record_every = 1,
         .grad_accum = 1, .hook_threads = -1, .compression = 1, .kill_rank = -1, .kill_step = -1,
-        .nan_rank = -1, .nan_step = -1,
+        .nan_rank = -1, .nan_step = -1, .flush_seconds = -1,
     };
 }
 
@@ -313,6 +316,7 @@ static void set_option(tg_options *o, const char **placement, const char *flag,
     else if (IS("--log-every")) o->log_every = parse_int(flag, val, 1, INT_MAX);
     else if (IS("--flush-steps")) o->flush_steps = parse_int(flag, val, 1, 100000);
     else if (IS("--flush-log")) o->flush_log = val;
+    else if (IS("--flush-seconds")) o->flush_seconds = parse_double(flag, val, 0, 86400);
     else if (IS("--handle-signals")) o->signals = parse_choice(flag, val, sigmodes);
     else if (IS("--declare")) {
         static const char *const declares[] = { "pre", "post", "sandwich", "deepnorm",

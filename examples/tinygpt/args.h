@@ -22,6 +22,7 @@ typedef struct tg_options {
     tg_record record;
     int record_every;
     int flush_steps;    /* 0: resdiag's default */
+    double flush_seconds; /* < 0: resdiag's default */
     const char *flush_log;
     int signals;        /* 0 off, 1 raise, 2 stop */
     const char *step_times;

@@ -241,6 +241,7 @@ tg_instr *tg_instr_open(const tg_config *cfg, const tg_instr_settings *s,
     resdiag_options_init(&opt);
     opt.record_every = s->record_every;
     if (s->flush_steps > 0) opt.flush_steps = s->flush_steps;
+    if (s->flush_seconds >= 0) opt.flush_seconds = s->flush_seconds;
     opt.overwrite = s->overwrite;
     opt.hook_threads = s->hook_threads;
     opt.file_schema = s->file_schema;

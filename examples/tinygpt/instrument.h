@@ -73,6 +73,7 @@ typedef struct tg_instr_settings {
                                 the OpenMP threads, from a parallel region of its own */
     int log_priority;        /* resdiag's messages on stderr from: 0 errors, 1 info, 2 debug */
     const char *stop_on;     /* --stop-on: NULL, or the alarms (tg_parse_stop_on) */
+    double flush_seconds;    /* resdiag_options.flush_seconds; < 0: the default */
 } tg_instr_settings;
 
 /* --stop-on LIST: comma-separated nonfinite, r>B, growth>B, grad>B into the

@@ -212,7 +212,8 @@ static void open_recording(trainer *t, const run_meta *m)
                             m->description, o->flush_steps, o->flush_log, o->signals,
                             o->step_times != NULL, o->overwrite, o->declare, t->hook_threads,
                             t->dist->rank, ranks > 1 ? ranks : 0, o->file_schema,
-                            o->compression, o->hook_team, o->resdiag_log, o->stop_on };
+                            o->compression, o->hook_team, o->resdiag_log, o->stop_on,
+                            o->flush_seconds };
     char err[512];
     t->model.hooks = tg_instr_open(&o->cfg, &s, err, sizeof err);
     if (!t->model.hooks) {

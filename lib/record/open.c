@@ -41,7 +41,7 @@ void resdiag_options_init(resdiag_options *options)
     options->sketch_size = 16;
     options->sketch_seed = 0x5eed;
     options->flush_steps = 16;
-    options->flush_seconds = 10.0;
+    options->flush_seconds = 1.0;
     options->hook_threads = 1;
     options->record_rank_every = 1;
     options->file_schema = 0;
