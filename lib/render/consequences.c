@@ -79,8 +79,8 @@ static void measured_text(rd_strbuf *b, rd_esc_ring *esc, const rd_analysis *a)
                          m->share_fit.b_hi);
     if (isfinite(m->growth))
         rd_strbuf_printf(b, "; stream norm x%.3g over depth", m->growth);
-    rd_strbuf_printf(b, "\n  branch scale at step %lld (median r):",
-                     (long long)a->load.steps[m->init_step]);
+    rd_strbuf_printf(
+        b, "\n  branch scale at step %lld (median r):", (long long)a->load.steps[m->init_step]);
     for (int s = 0; s < S && s < RESDIAG_MAX_SUBLAYERS; s++) {
         if (!isfinite(m->init_r[s])) {
             rd_strbuf_printf(b, "%s %s not recorded", s ? "," : "", E(a->load.sublayer_names[s]));
@@ -258,10 +258,34 @@ void rd_consequences_html(rd_strbuf *b, const rd_analysis *a)
     free(text);
 }
 
-/* One row of the diff's side by side. */
-static void row(rd_strbuf *b, const char *what, const char *x, const char *y)
+/* One row of the diff's side by side; "differs" where the sources'
+ * categories differ, or intervals do not overlap, not where digits do. */
+static void row(rd_strbuf *b, const char *what, const char *x, const char *y, int differs)
 {
-    rd_strbuf_printf(b, "  %-26s %-30s %s%s\n", what, x, y, strcmp(x, y) ? "  <- differs" : "");
+    rd_strbuf_printf(b, "  %-26s %-30s %s%s\n", what, x, y, differs ? "  <- differs" : "");
+}
+
+/* Two fits' 95% intervals are apart (both fitted). */
+static int apart(const rd_fit *f, const rd_fit *g)
+{
+    return f->ok && g->ok && (f->b_hi < g->b_lo || g->b_hi < f->b_lo);
+}
+
+static const rd_fit *first_grad_fit(const rd_analysis *a)
+{
+    if (a->measures.grad_step < 0 || a->gradients.n_order <= 0)
+        return NULL;
+    return &a->gradients.fit_grad[a->gradients.param_order[0]];
+}
+
+static int init_classes_differ(const rd_analysis *x, const rd_analysis *y)
+{
+    if (x->load.n_sublayers != y->load.n_sublayers)
+        return 1;
+    for (int s = 0; s < x->load.n_sublayers && s < RESDIAG_MAX_SUBLAYERS; s++)
+        if (x->measures.init_class[s] != y->measures.init_class[s])
+            return 1;
+    return 0;
 }
 
 static void lr_short(char *o, size_t n, const rd_measures *m)
@@ -286,12 +310,11 @@ static void init_short(char *o, size_t n, const rd_analysis *a)
 
 static void grad_short(char *o, size_t n, const rd_analysis *a)
 {
-    if (a->measures.grad_step < 0 || a->gradients.n_order <= 0 ||
-        !a->gradients.fit_grad[a->gradients.param_order[0]].ok) {
+    const rd_fit *f = first_grad_fit(a);
+    if (!f || !f->ok) {
         snprintf(o, n, "-");
         return;
     }
-    const rd_fit *f = &a->gradients.fit_grad[a->gradients.param_order[0]];
     snprintf(o, n, "%.2f [%.2f, %.2f]", f->b, f->b_lo, f->b_hi);
 }
 
@@ -316,22 +339,26 @@ void rd_consequences_diff(rd_strbuf *b, rd_esc_ring *esc, const rd_analysis *x,
     char u[2][160];
     const rd_analysis *r[2] = { x, y };
     rd_strbuf_printf(b, "\nWhat the sources say matters (A | B):\n");
-    row(b, "placement", rd_verdict_human(x->verdict.v), rd_verdict_human(y->verdict.v));
+    row(b, "placement", rd_verdict_human(x->verdict.v), rd_verdict_human(y->verdict.v),
+        x->verdict.v != y->verdict.v);
     for (int k = 0; k < 2; k++)
         lr_short(u[k], sizeof u[k], &r[k]->measures);
-    row(b, "warm-up", u[0], u[1]);
+    row(b, "warm-up", u[0], u[1], x->measures.lr_state != y->measures.lr_state);
     for (int k = 0; k < 2; k++)
         snprintf(u[k], sizeof u[k], "%d", r[k]->load.n_layers);
-    row(b, "depth (layers)", u[0], u[1]);
+    row(b, "depth (layers)", u[0], u[1], x->load.n_layers != y->load.n_layers);
     for (int k = 0; k < 2; k++)
         init_short(u[k], sizeof u[k], r[k]);
-    row(b, "branch scale at init (r)", E(u[0]), E(u[1]));
+    row(b, "branch scale at init (r)", E(u[0]), E(u[1]), init_classes_differ(x, y));
     for (int k = 0; k < 2; k++)
         grad_short(u[k], sizeof u[k], r[k]);
-    row(b, "gradient exponent b", u[0], u[1]);
+    const rd_fit *gx = first_grad_fit(x), *gy = first_grad_fit(y);
+    row(b, "gradient exponent b", u[0], u[1], gx && gy && apart(gx, gy));
     for (int k = 0; k < 2; k++)
-        snprintf(u[k], sizeof u[k], "%.3g", r[k]->measures.share_last_over_first);
-    row(b, "last/first block share", u[0], u[1]);
+        snprintf(u[k], sizeof u[k], "%.3g (k^%.2f)", r[k]->measures.share_last_over_first,
+                 r[k]->measures.share_fit.b);
+    row(b, "last/first block share", u[0], u[1],
+        apart(&x->measures.share_fit, &y->measures.share_fit));
     rd_strbuf_printf(b, "Consequences met (resdiag report gives each with its source):\n");
     ids(b, "A", x);
     ids(b, "B", y);

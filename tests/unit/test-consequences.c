@@ -419,6 +419,15 @@ START_TEST(diff_shows_what_the_sources_say_matters)
     const char *d = strstr(s, "  depth (layers)");
     ck_assert_msg(!strstr(d, "<- differs") || strstr(d, "<- differs") > strchr(d, '\n'),
                   "equal depths differ: %.120s", d);
+    /* 0.5 is default, 0.01 small: another class; the same run against
+     * itself marks no row */
+    const char *bs = strstr(s, "  branch scale at init (r)");
+    ck_assert_msg(bs && strstr(bs, "<- differs") && strstr(bs, "<- differs") < strchr(bs, '\n'),
+                  "%.160s", bs);
+    char *same = resdiag_analysis_diff_text(a, a, "pre", "pre");
+    const char *ss = strstr(same, "\nWhat the sources say matters");
+    ck_assert_msg(ss && !strstr(ss, "<- differs"), "%s", ss);
+    resdiag_free(same);
     ck_assert_msg(strstr(s, "  A: none\n") && strstr(s, "  B: post_no_warmup, post_small_init\n"),
                   "%s", s);
     resdiag_free(t);
