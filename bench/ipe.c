@@ -45,14 +45,18 @@ int ipe_scenario(const char *path, const char *dtype, long elems, int cols)
     float *tau = malloc((size_t)(cols + 1) * sizeof *tau);
     if (!buf || !norms || !tau)
         return 1;
-    /* finite values of a few scales; 0x3c00 (f16) and 0x3f80 (bf16) are 1.0 */
+    /* finite values of a few scales and both signs, mean near 0 like a
+     * residual stream (rows dominated by their mean are handed to the
+     * one-row path: a different loop); 0x3c00 (f16) and 0x3f80 (bf16) are
+     * 1.0, bit 15 the sign */
     for (int64_t k = 0; k < rows * cols; k++) {
-        float v = (float)((k * 2654435761u) % 2001) / 1000.0f - 1.0f;
+        uint32_t h = (uint32_t)k * 2654435761u;
+        float v = (float)(h % 2001) / 1000.0f - 1.0f;
         if (es == 4)
             ((float *)buf)[k] = v;
         else
             ((uint16_t *)buf)[k] = (uint16_t)((dt == RESDIAG_DTYPE_BF16 ? 0x3f00 : 0x3800) +
-                                              (k * 7) % 97);
+                                              (k * 7) % 97 + (h >> 16 & 0x8000u));
     }
     rd_fill_column_signs(tau, (size_t)cols + 1, 0x5eed);
     rd_sketch_params sp = { 16, tau, (size_t)cols + 1, 0x5eed, 0, 0 };

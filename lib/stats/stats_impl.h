@@ -82,7 +82,9 @@ int rd_fast_row_avx512(rd_row_sums *rs, double *rb, const void *row, resdiag_dty
                        int64_t cols, const rd_sketch_params *sp, double amax_floor,
                        double *acc, double sigma);
 /* AVX-512 only: f32, f16, bf16; K = 0, or K = 16 with tau_len >= cols;
- * cols a multiple of 64, at most 1024 (one float block). */
+ * cols a multiple of 64 (bf16 with a sketch: up to 4096 columns); rows of
+ * more than one float block (1024 columns) summed block by block as the
+ * one-row kernel sums them. */
 int rd_fast_rows_avx512(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
                         size_t row_bytes, int n, resdiag_dtype dtype, int64_t cols,
                         const rd_sketch_params *sp, double amax_floor);

@@ -1955,7 +1955,7 @@ START_TEST(paths_agree_on_every_width_and_stride)
 END_TEST
 
 /* The vector paths read up to 16 rows per kernel call (AVX-512: widths
- * that are multiples of 64 up to 1024; AVX2: any width, in float blocks of
+ * that are multiples of 64, in float blocks of 1024 columns; AVX2: any width, in float blocks of
  * 512 columns and a scalar tail; K = 0 or 16 with tau_len >= cols) and
  * leave other shapes to their one-row kernel: every row count around
  * those blocks (and around the 64-token blocks of stats.c), contiguous and
@@ -1965,7 +1965,7 @@ START_TEST(paths_agree_on_row_blocks_of_every_row_count)
 {
     /* the AVX-512 kernel's widths and others; then the AVX2 kernel's
      * steps (32 columns), blocks (512) and tails, for fewer row counts */
-    static const int64_t widths[] = { 64, 128, 768, 1024, 65, 1088,
+    static const int64_t widths[] = { 64, 128, 768, 1024, 65, 1088, 2048,
                                       1, 7, 31, 32, 255, 256, 257, 511, 512, 513, 1023 };
     static const resdiag_dtype dts[] = { RESDIAG_DTYPE_F32, RESDIAG_DTYPE_BF16,
                                          RESDIAG_DTYPE_F16 };
@@ -1983,7 +1983,7 @@ START_TEST(paths_agree_on_row_blocks_of_every_row_count)
                 int64_t rows = counts[c], cols = widths[w];
                 /* wider rows, and the AVX2 widths, only for some counts:
                  * the test stays fast */
-                if (((cols > 768 && rows > 17) || (w >= 6 && rows > 2 && rows % 16 > 1 &&
+                if (((cols > 768 && rows > 17) || (w >= 7 && rows > 2 && rows % 16 > 1 &&
                                                    rows % 16 != 15)) &&
                     rows != 64 && rows != 130)
                     continue;
@@ -2170,6 +2170,84 @@ START_TEST(paths_avx2_row_kernel_takes_the_shapes_it_is_for)
     ck_assert_int_eq(rows(&o, acc, sg, x, 0, 1, RESDIAG_DTYPE_F32, 64, &sk.sp, -1.0), 0);
     sketch_free(&sk);
     free(x);
+}
+END_TEST
+
+/* The AVX-512 16-row kernel takes rows wider than one float block too
+ * (multiples of 64 above 1024 columns; bf16 with a sketch up to 4096) and
+ * sums each row's blocks as the one-row kernel does, which did those rows
+ * before: every row's sum x and sum x^2 bit for bit rd_fast_row_avx512's,
+ * its largest |x| the same, and the sketch (the rows' buckets times their
+ * signs) within double rounding of the one-row buckets added up here. */
+START_TEST(paths_avx512_row_kernel_takes_wide_rows_with_the_one_row_sums)
+{
+    if (!rd_stats_path_available(RD_STATS_AVX512))
+        return; /* no AVX-512 on this CPU (or not built for x86) */
+    rd_fast_rows_fn rows = rd_stats_rows_kernel(RD_STATS_AVX512);
+    ck_assert_ptr_nonnull(rows);
+    static const int64_t widths[] = { 1088, 2048, 3136, 4096, 8192 };
+    static const resdiag_dtype dts[] = { RESDIAG_DTYPE_F32, RESDIAG_DTYPE_F16,
+                                         RESDIAG_DTYPE_BF16 };
+    static const int counts[] = { 16, 5, 1 };
+    uint64_t s = 703;
+    for (size_t w = 0; w < sizeof widths / sizeof *widths; w++)
+        for (size_t d = 0; d < 3; d++)
+            for (int k = 0; k <= 16; k += 16)
+                for (size_t c = 0; c < 3; c++) {
+                    const int64_t cols = widths[w];
+                    const int n = counts[c];
+                    double *v = malloc((size_t)(n * cols) * sizeof *v);
+                    ck_assert_ptr_nonnull(v);
+                    for (int64_t i = 0; i < n * cols; i++) /* mean 0: no row handed back */
+                        v[i] = exp(0.5 * rng_normal(&s)) * rng_normal(&s);
+                    tensor t = tensor_from(v, dts[d], n, cols, 0, NAN);
+                    sketch_setup sk = sketch_make(16, (size_t)cols + 1, 40 + w);
+                    sk.sp.k = k;
+                    double sg[RD_ROWS_MAX], acc[16] = { 0 }, want[16] = { 0 }, mag[16] = { 0 };
+                    for (int r = 0; r < RD_ROWS_MAX; r++)
+                        sg[r] = r % 3 ? 1.0 : -1.0;
+                    const size_t row_bytes = (size_t)cols * dtype_size(dts[d]);
+                    rd_rows_out o;
+                    const int took = rows(&o, acc, sg, t.buf, row_bytes, n, dts[d], cols, &sk.sp,
+                                          -1.0);
+                    const char *dn = resdiag_dtype_name(dts[d]);
+                    if (dts[d] == RESDIAG_DTYPE_BF16 && k && cols > 4096) {
+                        ck_assert_msg(took == 0, "bf16 cols %lld K 16 taken", (long long)cols);
+                    } else {
+                        ck_assert_msg(took == 1, "%s cols %lld K %d rows %d declined", dn,
+                                      (long long)cols, k, n);
+                        ck_assert_uint_eq(o.redo, 0);
+                        double amax = -1.0;
+                        for (int r = 0; r < n; r++) {
+                            rd_row_sums rs;
+                            double rb[16] = { 0 };
+                            const char *row = (const char *)t.buf + (size_t)r * row_bytes;
+                            ck_assert_int_eq(rd_fast_row_avx512(&rs, rb, row, dts[d], cols,
+                                                                &sk.sp, -1.0, NULL, 0.0),
+                                             1);
+                            ck_assert_msg(memcmp(&o.sx[r], &rs.sd, sizeof rs.sd) == 0 &&
+                                              memcmp(&o.sq[r], &rs.sq, sizeof rs.sq) == 0,
+                                          "%s cols %lld K %d row %d of %d: sums %a %a, the "
+                                          "one-row kernel's %a %a",
+                                          dn, (long long)cols, k, r, n, o.sx[r], o.sq[r], rs.sd,
+                                          rs.sq);
+                            amax = rs.amax > amax ? rs.amax : amax;
+                            for (int u = 0; u < 16; u++) {
+                                want[u] += sg[r] * rb[u];
+                                mag[u] += fabs(rb[u]);
+                            }
+                        }
+                        ck_assert_msg(o.amax == amax, "%s cols %lld: ABSMAX %g, not %g", dn,
+                                      (long long)cols, o.amax, amax);
+                        for (int u = 0; u < 16; u++) /* n + 1 double additions at most */
+                            ck_assert_msg(fabs(acc[u] - want[u]) <= 20 * DBL_EPSILON * mag[u],
+                                          "%s cols %lld K %d bucket %d: %.17g, not %.17g", dn,
+                                          (long long)cols, k, u, acc[u], want[u]);
+                    }
+                    sketch_free(&sk);
+                    tensor_free(&t);
+                    free(v);
+                }
 }
 END_TEST
 
@@ -2600,6 +2678,7 @@ CHECK_MAIN(&program,
                CHECK_TEST(paths_agree_on_row_blocks_of_every_row_count),
                CHECK_TEST(paths_row_blocks_hand_back_rows_that_need_more),
                CHECK_TEST(paths_avx2_row_kernel_takes_the_shapes_it_is_for),
+               CHECK_TEST(paths_avx512_row_kernel_takes_wide_rows_with_the_one_row_sums),
                CHECK_TEST(paths_row_signs_of_16_rows_are_the_definition_bit_for_bit),
                CHECK_TEST(paths_block_sums_of_tokens_follow_the_documented_order_bit_for_bit),
                CHECK_TEST(paths_agree_on_bf16_special_values),
