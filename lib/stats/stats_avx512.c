@@ -611,14 +611,19 @@ dot_row(vf *so, vf *qo, vf *kbo, vf *amo, const void *row, int64_t cols, const _
                   _mm512_castsi512_ps(_mm512_and_si512(am, _mm512_set1_epi32((int)0xffff0000u))));
 }
 
-/* rows_kernel for bf16 rows of a multiple of DOT_STEP columns, by dot_row */
+/* rows_kernel for bf16 rows of a multiple of DOT_STEP columns, by dot_row;
+ * rows of more than one block (bf16 with a sketch: up to
+ * ROWS_WIDE_SPLIT_MAX columns) block by block, each block's float sums
+ * reduced by vf_hsum3 and added in double, as rows_kernel_wide does */
 __attribute__((target("avx512bf16,avx512bw"))) static inline __attribute__((always_inline)) int
 rows_kernel_dot(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
                 size_t row_bytes, int n, int64_t cols, const rd_sketch_params *sp,
                 double amax_floor, const int sk)
 {
     vf S[16], Q[16], KB[16];
-    __mmask32 neg[BLOCK / 32]; /* the negative column signs, paired as the data will be */
+    double KBD[16][16]; /* wide rows: the buckets in double */
+    /* the negative column signs, paired as the data will be */
+    __mmask32 neg[ROWS_WIDE_SPLIT_MAX / 32];
     if (sk)
         for (int64_t j = 0; j < cols; j += 32)
             neg[j / 32] = _mm512_movepi16_mask(
@@ -627,11 +632,40 @@ rows_kernel_dot(rd_rows_out *o, double *acc, const double *sigma, const void *ro
     o->amax = -1.0;
     o->amax_row = -1;
     for (int r = 0; r < n; r++) {
+        const char *row = (const char *)row0 + (size_t)r * row_bytes;
         vf am;
-        dot_row(&S[r], &Q[r], &KB[r], &am, (const char *)row0 + (size_t)r * row_bytes, cols, neg,
-                sk);
+        if (cols <= BLOCK) {
+            dot_row(&S[r], &Q[r], &KB[r], &am, row, cols, neg, sk);
+        } else {
+            double sx = 0.0, sq = 0.0;
+            am = vf_set1(0.0f);
+            if (sk)
+                memset(KBD[r], 0, sizeof KBD[r]);
+            for (int64_t b0 = 0; b0 < cols; b0 += BLOCK) {
+                const int64_t b1 = cols - b0 < BLOCK ? cols : b0 + BLOCK;
+                vf bs, bq, bkb, bam;
+                dot_row(&bs, &bq, &bkb, &bam, row + 2 * b0, b1 - b0, neg + b0 / 32, sk);
+                float h[3];
+                vf_hsum3(h, bs, bq, bq);
+                sx += h[0];
+                sq += h[1];
+                am = vf_max(am, bam);
+                if (sk) { /* lane u is bucket u */
+                    __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(bkb));
+                    __m512d hi = _mm512_cvtps_pd(
+                        _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(bkb), 1)));
+                    _mm512_storeu_pd(KBD[r], _mm512_add_pd(_mm512_loadu_pd(KBD[r]), lo));
+                    _mm512_storeu_pd(KBD[r] + 8, _mm512_add_pd(_mm512_loadu_pd(KBD[r] + 8), hi));
+                }
+            }
+            o->sx[r] = sx;
+            o->sq[r] = sq;
+        }
         rows_max_update(&mx, o, am, r);
     }
+    if (cols > BLOCK)
+        return rows_finish_wide(o, acc, sigma, KBD, row0, row_bytes, n, cols, amax_floor,
+                                RESDIAG_DTYPE_BF16, sk);
     return rows_finish(o, acc, sigma, S, Q, KB, row0, row_bytes, n, cols, amax_floor,
                        RESDIAG_DTYPE_BF16, sk);
 }
@@ -703,8 +737,7 @@ int rd_fast_rows_avx512(rd_rows_out *o, double *acc, const double *sigma, const 
         (k != 0 && dtype == RESDIAG_DTYPE_BF16 && cols > ROWS_WIDE_SPLIT_MAX))
         return 0;
 #if RD_HAVE_BF16_DOT
-    if (dtype == RESDIAG_DTYPE_BF16 && cols % DOT_STEP == 0 && cols <= BLOCK &&
-        rd_bf16_dot_avx512())
+    if (dtype == RESDIAG_DTYPE_BF16 && cols % DOT_STEP == 0 && rd_bf16_dot_avx512())
         return (k ? rows_dot1 : rows_dot0)(o, acc, sigma, row0, row_bytes, n, cols, sp,
                                            amax_floor);
 #endif

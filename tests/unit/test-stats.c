@@ -2178,7 +2178,11 @@ END_TEST
  * sums each row's blocks as the one-row kernel does, which did those rows
  * before: every row's sum x and sum x^2 bit for bit rd_fast_row_avx512's,
  * its largest |x| the same, and the sketch (the rows' buckets times their
- * signs) within double rounding of the one-row buckets added up here. */
+ * signs) within double rounding of the one-row buckets added up here.
+ * bf16 rows of a multiple of 128 columns go through the dot kernel where
+ * the CPU has AVX512-BF16 (turned off for the bit-for-bit part): its sums
+ * are held to the float-lane bound, twice (its and the one-row kernel's
+ * error), of the sums of |x| and x^2 computed here. */
 START_TEST(paths_avx512_row_kernel_takes_wide_rows_with_the_one_row_sums)
 {
     if (!rd_stats_path_available(RD_STATS_AVX512))
@@ -2190,64 +2194,89 @@ START_TEST(paths_avx512_row_kernel_takes_wide_rows_with_the_one_row_sums)
                                          RESDIAG_DTYPE_BF16 };
     static const int counts[] = { 16, 5, 1 };
     uint64_t s = 703;
-    for (size_t w = 0; w < sizeof widths / sizeof *widths; w++)
-        for (size_t d = 0; d < 3; d++)
-            for (int k = 0; k <= 16; k += 16)
-                for (size_t c = 0; c < 3; c++) {
-                    const int64_t cols = widths[w];
-                    const int n = counts[c];
-                    double *v = malloc((size_t)(n * cols) * sizeof *v);
-                    ck_assert_ptr_nonnull(v);
-                    for (int64_t i = 0; i < n * cols; i++) /* mean 0: no row handed back */
-                        v[i] = exp(0.5 * rng_normal(&s)) * rng_normal(&s);
-                    tensor t = tensor_from(v, dts[d], n, cols, 0, NAN);
-                    sketch_setup sk = sketch_make(16, (size_t)cols + 1, 40 + w);
-                    sk.sp.k = k;
-                    double sg[RD_ROWS_MAX], acc[16] = { 0 }, want[16] = { 0 }, mag[16] = { 0 };
-                    for (int r = 0; r < RD_ROWS_MAX; r++)
-                        sg[r] = r % 3 ? 1.0 : -1.0;
-                    const size_t row_bytes = (size_t)cols * dtype_size(dts[d]);
-                    rd_rows_out o;
-                    const int took = rows(&o, acc, sg, t.buf, row_bytes, n, dts[d], cols, &sk.sp,
-                                          -1.0);
-                    const char *dn = resdiag_dtype_name(dts[d]);
-                    if (dts[d] == RESDIAG_DTYPE_BF16 && k && cols > 4096) {
-                        ck_assert_msg(took == 0, "bf16 cols %lld K 16 taken", (long long)cols);
-                    } else {
-                        ck_assert_msg(took == 1, "%s cols %lld K %d rows %d declined", dn,
-                                      (long long)cols, k, n);
-                        ck_assert_uint_eq(o.redo, 0);
-                        double amax = -1.0;
-                        for (int r = 0; r < n; r++) {
-                            rd_row_sums rs;
-                            double rb[16] = { 0 };
-                            const char *row = (const char *)t.buf + (size_t)r * row_bytes;
-                            ck_assert_int_eq(rd_fast_row_avx512(&rs, rb, row, dts[d], cols,
-                                                                &sk.sp, -1.0, NULL, 0.0),
-                                             1);
-                            ck_assert_msg(memcmp(&o.sx[r], &rs.sd, sizeof rs.sd) == 0 &&
-                                              memcmp(&o.sq[r], &rs.sq, sizeof rs.sq) == 0,
-                                          "%s cols %lld K %d row %d of %d: sums %a %a, the "
-                                          "one-row kernel's %a %a",
-                                          dn, (long long)cols, k, r, n, o.sx[r], o.sq[r], rs.sd,
-                                          rs.sq);
-                            amax = rs.amax > amax ? rs.amax : amax;
-                            for (int u = 0; u < 16; u++) {
-                                want[u] += sg[r] * rb[u];
-                                mag[u] += fabs(rb[u]);
+    for (int dot = 0; dot < 2; dot++) {
+        rd_set_bf16_dot_avx512(dot);
+        for (size_t w = 0; w < sizeof widths / sizeof *widths; w++)
+            for (size_t d = 0; d < 3; d++)
+                for (int k = 0; k <= 16; k += 16)
+                    for (size_t c = 0; c < 3; c++) {
+                        const int64_t cols = widths[w];
+                        /* the dot kernel: bf16 only, where the CPU has it */
+                        const int by_dot = dot && dts[d] == RESDIAG_DTYPE_BF16 && cols % 128 == 0;
+                        if (dot && (!by_dot || !rd_bf16_dot_avx512()))
+                            continue;
+                        const int n = counts[c];
+                        double *v = malloc((size_t)(n * cols) * sizeof *v);
+                        ck_assert_ptr_nonnull(v);
+                        for (int64_t i = 0; i < n * cols; i++) /* mean 0: no row handed back */
+                            v[i] = exp(0.5 * rng_normal(&s)) * rng_normal(&s);
+                        tensor t = tensor_from(v, dts[d], n, cols, 0, NAN);
+                        sketch_setup sk = sketch_make(16, (size_t)cols + 1, 40 + w);
+                        sk.sp.k = k;
+                        double sg[RD_ROWS_MAX], acc[16] = { 0 }, want[16] = { 0 }, mag[16] = { 0 };
+                        for (int r = 0; r < RD_ROWS_MAX; r++)
+                            sg[r] = r % 3 ? 1.0 : -1.0;
+                        const size_t row_bytes = (size_t)cols * dtype_size(dts[d]);
+                        rd_rows_out o;
+                        const int took =
+                            rows(&o, acc, sg, t.buf, row_bytes, n, dts[d], cols, &sk.sp, -1.0);
+                        const char *dn = resdiag_dtype_name(dts[d]);
+                        if (dts[d] == RESDIAG_DTYPE_BF16 && k && cols > 4096) {
+                            ck_assert_msg(took == 0, "bf16 cols %lld K 16 taken", (long long)cols);
+                        } else {
+                            ck_assert_msg(took == 1, "%s cols %lld K %d rows %d declined", dn,
+                                          (long long)cols, k, n);
+                            ck_assert_uint_eq(o.redo, 0);
+                            double amax = -1.0, tot = 0.0; /* tot: sum |x| of all rows */
+                            for (int r = 0; r < n; r++) {
+                                rd_row_sums rs;
+                                double rb[16] = { 0 };
+                                const char *row = (const char *)t.buf + (size_t)r * row_bytes;
+                                ck_assert_int_eq(rd_fast_row_avx512(&rs, rb, row, dts[d], cols,
+                                                                    &sk.sp, -1.0, NULL, 0.0),
+                                                 1);
+                                double sa = 0.0, s2 = 0.0; /* sum |x|, sum x^2 */
+                                for (int64_t j = 0; j < cols; j++) {
+                                    const double x = elem(&t.view, r, j);
+                                    sa += fabs(x);
+                                    s2 += x * x;
+                                }
+                                const double g = by_dot ? 2.0 * (double)RD_TEST_G_F : 0.0;
+                                ck_assert_msg(fabs(o.sx[r] - rs.sd) <= g * sa &&
+                                                  fabs(o.sq[r] - rs.sq) <= g * s2 &&
+                                                  (by_dot ||
+                                                   (memcmp(&o.sx[r], &rs.sd, sizeof rs.sd) == 0 &&
+                                                    memcmp(&o.sq[r], &rs.sq, sizeof rs.sq) == 0)),
+                                              "%s cols %lld K %d row %d of %d dot %d: sums %a %a, "
+                                              "the one-row kernel's %a %a",
+                                              dn, (long long)cols, k, r, n, by_dot, o.sx[r],
+                                              o.sq[r], rs.sd, rs.sq);
+                                amax = rs.amax > amax ? rs.amax : amax;
+                                tot += sa;
+                                for (int u = 0; u < 16; u++) {
+                                    want[u] += sg[r] * rb[u];
+                                    mag[u] += fabs(rb[u]);
+                                }
                             }
+                            ck_assert_msg(o.amax == amax, "%s cols %lld: ABSMAX %g, not %g", dn,
+                                          (long long)cols, o.amax, amax);
+                            /* n + 1 double additions at most; the dot kernel's
+                             * float buckets: twice the float-lane bound of the
+                             * rows' sum of |x| (which bounds each bucket's) */
+                            for (int u = 0; u < 16; u++)
+                                ck_assert_msg(fabs(acc[u] - want[u]) <=
+                                                  20 * DBL_EPSILON * mag[u] +
+                                                  (by_dot ? 2.0 * (double)RD_TEST_G_F * tot
+                                                          : 0.0),
+                                              "%s cols %lld K %d bucket %d: %.17g, not %.17g", dn,
+                                              (long long)cols, k, u, acc[u], want[u]);
                         }
-                        ck_assert_msg(o.amax == amax, "%s cols %lld: ABSMAX %g, not %g", dn,
-                                      (long long)cols, o.amax, amax);
-                        for (int u = 0; u < 16; u++) /* n + 1 double additions at most */
-                            ck_assert_msg(fabs(acc[u] - want[u]) <= 20 * DBL_EPSILON * mag[u],
-                                          "%s cols %lld K %d bucket %d: %.17g, not %.17g", dn,
-                                          (long long)cols, k, u, acc[u], want[u]);
+                        sketch_free(&sk);
+                        tensor_free(&t);
+                        free(v);
                     }
-                    sketch_free(&sk);
-                    tensor_free(&t);
-                    free(v);
-                }
+    }
+    rd_set_bf16_dot_avx512(1);
 }
 END_TEST
 
