@@ -419,16 +419,13 @@ rows2_kernel(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
     rows_max mx = { amax_floor < 0.0 ? -1.0f : (float)amax_floor, amax_floor };
     o->amax = -1.0;
     o->amax_row = -1;
-    double kb[RD_ROWS_MAX][16];
+    row2 rs[RD_ROWS_MAX]; /* each row's own: its buckets are read from there below */
     for (int r = 0; r < n; r++) {
         const void *row = (const char *)row0 + (size_t)r * row_bytes;
-        row2 rs;
-        row2_sums(&rs, row, cols, tau, sk ? sp->tau : NULL, dt, sk);
-        o->sx[r] = rs.sx;
-        o->sq[r] = rs.sq;
-        if (sk)
-            memcpy(kb[r], rs.kb, sizeof kb[r]);
-        rows_max_update(&mx, o, rs.am, r);
+        row2_sums(&rs[r], row, cols, tau, sk ? sp->tau : NULL, dt, sk);
+        o->sx[r] = rs[r].sx;
+        o->sq[r] = rs[r].sq;
+        rows_max_update(&mx, o, rs[r].am, r);
     }
     for (int r = n; r < RD_ROWS_MAX; r++)
         o->sx[r] = o->sq[r] = 0.0;
@@ -459,7 +456,7 @@ rows2_kernel(rd_rows_out *o, double *acc, const double *sigma, const void *row0,
             __m256d sg = _mm256_set1_pd(sigma[r]);
 #pragma GCC unroll 4
             for (int i = 0; i < 4; i++)
-                a[i] = _mm256_fmadd_pd(sg, _mm256_loadu_pd(kb[r] + 4 * i), a[i]);
+                a[i] = _mm256_fmadd_pd(sg, _mm256_loadu_pd(rs[r].kb + 4 * i), a[i]);
         }
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++)
