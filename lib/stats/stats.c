@@ -606,7 +606,11 @@ static const rd_fast_rows_fn path_rows_kernel[RD_STATS_N_PATHS] = {
 /* The row signs of a 16-row call (rd_row_signs_fn). */
 static const rd_row_signs_fn path_row_signs[RD_STATS_N_PATHS] = {
     row_signs_portable,
+#ifdef RD_HAVE_AVX2
+    rd_row_signs_avx2,
+#else
     row_signs_portable,
+#endif
 #ifdef RD_HAVE_AVX512
     rd_row_signs_avx512,
 #else

@@ -107,6 +107,8 @@ int rd_fast_rows_avx2(rd_rows_out *o, double *acc, const double *sigma, const vo
 typedef void (*rd_row_signs_fn)(double *sg /* (n) */, uint64_t seed, int64_t row, int n);
 /* AVX-512 (DQ's 64-bit products): 8 rows a vector */
 void rd_row_signs_avx512(double *sg, uint64_t seed, int64_t row, int n);
+/* AVX2 (64-bit products from 32-bit ones): 4 rows a vector */
+void rd_row_signs_avx2(double *sg, uint64_t seed, int64_t row, int n);
 /* The path's row signs (the portable loop where it has no vector one; tests). */
 rd_row_signs_fn rd_stats_row_signs(rd_stats_path path);
 
