@@ -65,18 +65,6 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void loadavg(char *out, size_t n)
-{
-    FILE *f = fopen("/proc/loadavg", "r");
-    double a[3];
-    if (f && fscanf(f, "%lf %lf %lf", &a[0], &a[1], &a[2]) == 3)
-        snprintf(out, n, "%.2f %.2f %.2f", a[0], a[1], a[2]);
-    else
-        snprintf(out, n, "unknown");
-    if (f)
-        fclose(f);
-}
-
 static int add_chunk(chunk_set *s, unsigned char *b, size_t len)
 {
     if (s->n == s->cap) {
@@ -425,7 +413,6 @@ void bench_deflate(const char *build_root, int quick, dfl_result *r)
     } else {
         printf("  not measured (%s)\n", r->note);
     }
-    loadavg(r->load, sizeof r->load);
     for (int k = 0; k < 2; k++) {
         free_chunks(&s[k]);
         free(ratio[k]);
@@ -435,7 +422,7 @@ void bench_deflate(const char *build_root, int quick, dfl_result *r)
     rmdir(dir);
 }
 
-void deflate_targets(const dfl_result *r, double inside)
+void deflate_targets(const dfl_result *r, double inside, const char *load)
 {
     if (!r->valid) {
         printf("info deflate-zlib-vs-libdeflate: not measured (%s)\n",
@@ -451,7 +438,7 @@ void deflate_targets(const dfl_result *r, double inside)
         printf("info deflate-zlib-vs-libdeflate: libdeflate not built in (libdeflate-dev not "
                "found at configure time); zlib takes %.0f%% of the flush and %.3f%% of a "
                "recorded tinygpt step%s; load %s\n", 100.0 * r->zlib_step_us / r->flush_step_us,
-               100.0 * zlib_share, now, r->load);
+               100.0 * zlib_share, now, load);
         return;
     }
     double saved = zlib_share * (1.0 - 1.0 / r->ratio_med);
@@ -460,5 +447,5 @@ void deflate_targets(const dfl_result *r, double inside)
            "flush and %.3f%% of a recorded step, so libdeflate would take %.3f points off "
            "tinygpt-time-in-resdiag%s; load %s\n", r->ratio_med, r->ratio_min, r->ratio_max,
            r->reps, 100.0 * r->zlib_step_us / r->flush_step_us, 100.0 * zlib_share,
-           100.0 * saved, now, r->load);
+           100.0 * saved, now, load);
 }

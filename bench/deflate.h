@@ -15,7 +15,6 @@ typedef struct dfl_result {
     double zlib_step_us;         /* zlib per recorded step of the tinygpt run */
     double flush_step_us;        /* the flush per recorded step, same run */
     double step_ms;              /* CPU of a recorded step (median), same run */
-    char load[64];
     char note[256];              /* why not measured */
 } dfl_result;
 
@@ -25,7 +24,8 @@ typedef struct dfl_result {
 void bench_deflate(const char *build_root, int quick, dfl_result *r);
 
 /* The informational line deflate-zlib-vs-libdeflate; inside: the
- * tinygpt-time-in-resdiag figure of this run (NAN: not measured). */
-void deflate_targets(const dfl_result *r, double inside);
+ * tinygpt-time-in-resdiag figure of this run (NAN: not measured); load:
+ * the load average to print beside it. */
+void deflate_targets(const dfl_result *r, double inside, const char *load);
 
 #endif

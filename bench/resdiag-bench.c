@@ -1944,7 +1944,7 @@ static void print_targets(const char *load_start)
     } else {
         printf("target tinygpt-time-in-resdiag: %s\n", e2e_note);
     }
-    deflate_targets(&deflate_res, e2e_inside);
+    deflate_targets(&deflate_res, e2e_inside, load_end);
     if (!isnan(e2e_overhead)) {
         double worst = e2e_overhead;
         if (!isnan(e2e_inside) && !(e2e_inside <= worst))
