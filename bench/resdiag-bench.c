@@ -10,6 +10,7 @@
  *
  *   resdiag-bench [--quick | --long] [--reps N] [--no-kernels] [--no-peers]
  *                 [--no-hook] [--no-writer] [--no-e2e] [--no-report] [--no-size]
+ *                 [--no-deflate]
  *                 [--cols N] [--e2e-steps N]
  *   resdiag-bench --fixed-cost N     (the scenario of scripts/bench-callgrind.sh)
  *   resdiag-bench --ipe PATH DTYPE N COLS   (the scenario of ipe.c, under callgrind)
@@ -50,6 +51,7 @@
 #include "stats/stats.h"
 
 #include "ceiling.h"
+#include "deflate.h"
 #include "file_size.h"
 #include "one_row_ref.h"
 #include "ipe.h"
@@ -1863,6 +1865,7 @@ static void peer_target(const char *name, int w, double goal)
 }
 
 static fs_result size_res; /* file_size.c */
+static dfl_result deflate_res; /* deflate.c */
 
 static void print_targets(const char *load_start)
 {
@@ -1941,6 +1944,7 @@ static void print_targets(const char *load_start)
     } else {
         printf("target tinygpt-time-in-resdiag: %s\n", e2e_note);
     }
+    deflate_targets(&deflate_res, e2e_inside, load_end);
     if (!isnan(e2e_overhead)) {
         double worst = e2e_overhead;
         if (!isnan(e2e_inside) && !(e2e_inside <= worst))
@@ -1975,7 +1979,8 @@ static int usage(void)
 {
     fprintf(stderr, "usage: resdiag-bench [--quick | --long] [--reps N] [--no-kernels] "
                     "[--no-peers] "
-                    "[--no-hook] [--no-writer] [--no-e2e] [--no-report] [--no-size] [--cols N] "
+                    "[--no-hook] [--no-writer] [--no-e2e] [--no-report] [--no-size] [--no-deflate] "
+                    "[--cols N] "
                     "[--e2e-steps N]\n"
                     "       resdiag-bench --fixed-cost STEPS\n"
                     "       resdiag-bench --ipe PATH DTYPE N COLS\n");
@@ -1985,7 +1990,7 @@ static int usage(void)
 int main(int argc, char **argv)
 {
     int mode = 1, kernels_on = 1, peers_on = 1, hook_on = 1, writer_on = 1, e2e_on = 1;
-    int report_on = 1, size_on = 1;
+    int report_on = 1, size_on = 1, deflate_on = 1;
     int reps = 15;
     for (int k = 1; k < argc; k++) {
         if (!strcmp(argv[k], "--quick"))
@@ -2006,6 +2011,8 @@ int main(int argc, char **argv)
             report_on = 0;
         else if (!strcmp(argv[k], "--no-size"))
             size_on = 0;
+        else if (!strcmp(argv[k], "--no-deflate"))
+            deflate_on = 0;
         else if (!strcmp(argv[k], "--reps") && k + 1 < argc && atoi(argv[k + 1]) >= 1)
             reps = atoi(argv[++k]);
         else if (!strcmp(argv[k], "--cols") && k + 1 < argc && atoi(argv[k + 1]) >= 16)
@@ -2057,6 +2064,8 @@ int main(int argc, char **argv)
         bench_callgrind();
     if (size_on)
         bench_file_size(RD_BENCH_BUILD_ROOT, mode == 0, &size_res);
+    if (deflate_on)
+        bench_deflate(RD_BENCH_BUILD_ROOT, mode == 0, &deflate_res);
     if (e2e_on)
         bench_e2e(mode);
     if (report_on) {

@@ -5,15 +5,16 @@
 # fresh machine) to release the dpkg lock instead of failing at once.
 set -euo pipefail
 
-# libopenblas-dev and valgrind: for the benchmark only (build/resdiag-bench's
-# OpenBLAS peer, scripts/bench-callgrind.sh); the build and the tests do
-# without them. openmpi-bin and libopenmpi-dev: for the multi-rank tests
-# (tinygpt-mpi under mpirun, tests/ranks); the build does without them.
+# libopenblas-dev, libdeflate-dev and valgrind: for the benchmark only
+# (build/resdiag-bench's OpenBLAS peer, its libdeflate peer of zlib,
+# scripts/bench-callgrind.sh); the build and the tests do without them.
+# openmpi-bin and libopenmpi-dev: for the multi-rank tests (tinygpt-mpi
+# under mpirun, tests/ranks); the build does without them.
 # tmux: for the terminal test of `resdiag watch` (skipped without it).
 # python3-pandas, python3-xarray, python3-h5netcdf: for the Python tests of
 # Run.to_pandas/to_xarray and of xarray opening a run file (skipped
 # without them); the library and the binding do without them.
-packages=(gcc g++ meson ninja-build pkg-config libhdf5-dev zlib1g-dev hdf5-tools check python3-torch python3-numpy python3-h5py python3-pandas python3-xarray python3-h5netcdf libxml2-utils pandoc universal-ctags libopenblas-dev valgrind openmpi-bin libopenmpi-dev tmux)
+packages=(gcc g++ meson ninja-build pkg-config libhdf5-dev zlib1g-dev hdf5-tools check python3-torch python3-numpy python3-h5py python3-pandas python3-xarray python3-h5netcdf libxml2-utils pandoc universal-ctags libopenblas-dev libdeflate-dev valgrind openmpi-bin libopenmpi-dev tmux)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -2,7 +2,8 @@
 # test-deps.sh - scripts/deps.sh against a fake dpkg-query, apt-get and sudo
 # on PATH: nothing is installed when nothing is missing; what is missing is
 # installed, and apt waits for the dpkg lock (DPkg::Lock::Timeout) instead of
-# failing when another apt holds it.
+# failing when another apt holds it; the benchmark's optional peers are in
+# the list, so that CI builds the bench with them.
 # Usage: test-deps.sh DEPS_SH
 set -u
 deps=$1
@@ -43,4 +44,10 @@ if [ -e "$dir/apt-args" ]; then
     grep -qE -- " install .* pandoc$" "$dir/apt-args" && pass || { fail "pandoc not installed:"; cat "$dir/apt-args"; }
     grep " install " "$dir/apt-args" | grep -q "gcc" && fail "installs a package that is there" || pass
 fi
+# the benchmark's libdeflate peer (bench/deflate.c) is installed when missing
+: >"$dir/apt-args"
+echo libdeflate-dev >"$dir/missing"
+run_deps && pass || { fail "deps.sh with libdeflate-dev missing: exit $?"; cat "$dir/err"; }
+grep -qE -- " install .* libdeflate-dev$" "$dir/apt-args" && pass ||
+    { fail "libdeflate-dev not installed:"; cat "$dir/apt-args"; }
 tool_test_finish
