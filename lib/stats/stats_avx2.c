@@ -273,6 +273,8 @@ row2_sums(row2 *o, const void *row, int64_t cols, const float *tau, const float 
 {
     const int64_t nb = cols - cols % ROWS_STEP;
     const size_t esize = dt == RESDIAG_DTYPE_F32 ? 4 : 2;
+    /* (integers: the signs and the row are different objects) */
+    const uintptr_t tdelta = sk ? (uintptr_t)(const void *)tau - (uintptr_t)row : 0;
     /* the double sums live in *o, not in registers: the loop needs all 16
      * (kept there, the compiler spilled the float chains instead) */
     const __m256d z = _mm256_setzero_pd(); /* (a memset became rep stos: slower) */
@@ -336,8 +338,13 @@ row2_sums(row2 *o, const void *row, int64_t cols, const float *tau, const float 
                 for (int e = 0; e < 2; e++) {
                     const int c = 2 * h + e;
                     q[c] = vf_fmadd(f[e], f[e], q[c]);
-                    if (sk)
-                        kb[c] = vf_fmadd(vf_loadu(tau + j + 8 * c), f[e], kb[c]);
+                    if (sk) /* f32: the signs at the data's offset plus tdelta,
+                             * so that one register steps through both */
+                        kb[c] = vf_fmadd(
+                            vf_loadu(dt == RESDIAG_DTYPE_F32
+                                         ? (const float *)((uintptr_t)p + tdelta) + 8 * c
+                                         : tau + j + 8 * c),
+                            f[e], kb[c]);
                 }
             }
             s = vf_add(s, t);
