@@ -11,6 +11,7 @@
 #define RD_FIXTURE_H
 
 #include <check.h>
+#include <math.h>
 
 #include "resdiag.h"
 
@@ -59,6 +60,20 @@ static inline resdiag_reader *fixture_read(const char *path)
     resdiag_status st = resdiag_reader_open(&rd, path);
     ck_assert_msg(st == RESDIAG_OK, "resdiag_reader_open %s: %s", path, resdiag_strerror(st));
     return rd;
+}
+
+/* RMSNorm without a gain, row by row: rows x d floats (eps 1e-6, in
+ * double), as the tests' hand-built blocks normalise. */
+static inline void fixture_rmsnorm(float *out, const float *in, int rows, int d)
+{
+    for (const float *row = in; row < in + (size_t)rows * d; row += d, out += d) {
+        double ss = 0;
+        for (int j = 0; j < d; j++)
+            ss += (double)row[j] * row[j];
+        double inv = 1 / sqrt(ss / d + 1e-6);
+        for (int j = 0; j < d; j++)
+            out[j] = (float)(row[j] * inv);
+    }
 }
 
 #endif

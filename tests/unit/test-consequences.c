@@ -39,18 +39,6 @@ static double frob(const float *t, int n)
     return sqrt(s);
 }
 
-static void rmsnorm(float *out, const float *in)
-{
-    for (const float *row = in; row < in + ROWS * D; row += D, out += D) {
-        double ss = 0;
-        for (int j = 0; j < D; j++)
-            ss += (double)row[j] * row[j];
-        double inv = 1 / sqrt(ss / D + 1e-6);
-        for (int j = 0; j < D; j++)
-            out[j] = (float)(row[j] * inv);
-    }
-}
-
 /* What the test keeps of step 0: each layer's ||f_l||_F, ||x_L||_F and
  * the gradients' norms as written. */
 static double f_norm[MAXL], xl_norm, g_norm[MAXL];
@@ -89,7 +77,7 @@ static void write_run(const char *path, resdiag_placement pl, int L, double scal
         for (int l = 0; l < L; l++) {
             FWD(r, l, RESDIAG_STREAM_IN, x);
             if (pl == RESDIAG_PLACEMENT_PRE) {
-                rmsnorm(no, x);
+                fixture_rmsnorm(no, x, ROWS, D);
                 FWD(r, l, RESDIAG_NORM_IN, x);
                 FWD(r, l, RESDIAG_NORM_OUT, no);
                 for (int i = 0; i < ROWS * D; i++)
@@ -105,7 +93,7 @@ static void write_run(const char *path, resdiag_placement pl, int L, double scal
                 for (int i = 0; i < ROWS * D; i++)
                     no[i] = x[i] + f[i];
                 FWD(r, l, RESDIAG_NORM_IN, no);
-                rmsnorm(y, no);
+                fixture_rmsnorm(y, no, ROWS, D);
                 FWD(r, l, RESDIAG_NORM_OUT, y);
             }
             FWD(r, l, RESDIAG_STREAM_OUT, y);
@@ -115,7 +103,7 @@ static void write_run(const char *path, resdiag_placement pl, int L, double scal
         }
         if (k == 0)
             xl_norm = frob(x, ROWS * D);
-        rmsnorm(y, x);
+        fixture_rmsnorm(y, x, ROWS, D);
         RESDIAG_MODEL_FWD(r, RESDIAG_FINAL_NORM_IN, resdiag_f32(x, ROWS, D));
         RESDIAG_MODEL_FWD(r, RESDIAG_FINAL_NORM_OUT, resdiag_f32(y, ROWS, D));
         for (int l = 0; l < L; l++) {

@@ -37,19 +37,6 @@ static double ratio(const float *f, const float *x)
     return sqrt(a / b);
 }
 
-/* RMSNorm without a gain, row by row. */
-static void rmsnorm(float *out, const float *in)
-{
-    for (const float *row = in; row < in + ROWS * D; row += D, out += D) {
-        double ss = 0;
-        for (int j = 0; j < D; j++)
-            ss += (double)row[j] * row[j];
-        double inv = 1 / sqrt(ss / D + 1e-6);
-        for (int j = 0; j < D; j++)
-            out[j] = (float)(row[j] * inv);
-    }
-}
-
 #define FWD(r, l, site, t) ck_assert_int_eq(RESDIAG_FWD(r, l, 0, site, resdiag_f32(t, ROWS, D)), \
                                             RESDIAG_OK)
 
@@ -94,7 +81,7 @@ static double write_run(const char *path, double big)
         for (int l = 0; l < L; l++) {
             double scale = l == 1 && k == STEPS - 1 ? big : 0.1;
             FWD(r, l, RESDIAG_STREAM_IN, x);
-            rmsnorm(no, x);
+            fixture_rmsnorm(no, x, ROWS, D);
             FWD(r, l, RESDIAG_NORM_IN, x);
             FWD(r, l, RESDIAG_NORM_OUT, no);
             for (int i = 0; i < ROWS * D; i++)
@@ -109,7 +96,7 @@ static double write_run(const char *path, double big)
                 peak_layer0 = peak_over_rms(y);
             memcpy(x, y, sizeof x);
         }
-        rmsnorm(y, x);
+        fixture_rmsnorm(y, x, ROWS, D);
         RESDIAG_MODEL_FWD(r, RESDIAG_FINAL_NORM_IN, resdiag_f32(x, ROWS, D));
         RESDIAG_MODEL_FWD(r, RESDIAG_FINAL_NORM_OUT, resdiag_f32(y, ROWS, D));
         ck_assert_int_eq(resdiag_step_end(r), RESDIAG_OK);
